@@ -1,0 +1,10 @@
+"""`chakra_jsonizer` (placeholder until the command is built)."""
+
+import sys
+
+from chakra.cli.common import not_built
+
+main = not_built("chakra_jsonizer")
+
+if __name__ == "__main__":
+    sys.exit(main())

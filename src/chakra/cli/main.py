@@ -1,0 +1,63 @@
+"""The umbrella ``chakra`` command: ``chakra <subcommand> [args]``.
+
+Each subcommand is a module in ``chakra.cli`` exposing ``main(argv)``; the
+table below is the only place that lists them, so adding one touches one line.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+
+from chakra import __version__
+
+# subcommand -> (module, one-line help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("chakra.cli.demo", "link, convert and replay a bundled multi-rank trace"),
+    "summary": ("chakra.cli.summary", "load a host ET and/or Kineto trace and summarise it"),
+    "link": ("chakra.cli.trace_link", "link a host ET with its Kineto trace into ET+ JSON"),
+    "convert": ("chakra.cli.converter", "convert ET+ (or a host ET) to a Chakra protobuf ET"),
+    "replay": ("chakra.cli.replay", "replay Chakra ETs of one rank or a whole job"),
+    "jsonize": ("chakra.cli.jsonizer", "Chakra protobuf ET <-> JSON"),
+    "visualize": ("chakra.cli.visualizer", "draw a Chakra ET as pdf/png/svg/dot/graphml"),
+    "timeline": ("chakra.cli.timeline", "simulator CSV -> Chrome trace JSON"),
+    "stats": ("chakra.cli.stats", "statistics of a Chakra ET or ET+"),
+    "pipeline": ("chakra.cli.pipeline", "link, convert and replay every rank of a folder"),
+}
+
+
+def _usage() -> str:
+    lines = [f"usage: chakra <command> [args]   (chakra {__version__})", "", "commands:"]
+    for name, (_, text) in SUBCOMMANDS.items():
+        lines.append(f"  {name:<10} {text}")
+    lines.append("")
+    lines.append("'chakra <command> --help' for the options of one command.")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        sys.stdout.write(_usage())
+        return 0 if args else 2
+    if args[0] == "--version":
+        sys.stdout.write(f"chakra {__version__}\n")
+        return 0
+    name, rest = args[0], args[1:]
+    if name not in SUBCOMMANDS:
+        sys.stderr.write(f"chakra: error: unknown command {name!r}\n{_usage()}")
+        return 2
+    module_name = SUBCOMMANDS[name][0]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name:
+            raise
+        sys.stderr.write(f"chakra {name}: not built yet in this version of the toolkit\n")
+        return 2
+    return int(module.main(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

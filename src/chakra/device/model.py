@@ -1,0 +1,84 @@
+"""The typed model of a Kineto (PyTorch profiler) trace."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# KinetoEvent.kind values (ints: cheap to compare and store)
+HOST_OP = 0        # cat cpu_op
+ANNOTATION = 1     # cat user_annotation (ProfilerStep#N, record_function, gloo:*, nccl:*)
+RUNTIME = 2        # cuda_runtime / hip runtime, non-launching, non-sync
+LAUNCH = 3         # runtime/driver call that launches GPU work (has a correlation to a GPU op)
+SYNC = 4           # synchronizing runtime call (device/stream/event synchronize, sync memcpy)
+DRIVER = 5         # cuda_driver, non-launching
+KERNEL = 6         # cat kernel
+MEMCPY = 7         # cat gpu_memcpy
+MEMSET = 8         # cat gpu_memset
+FLOW = 9           # ph s/f (ac2g, fwdbwd)
+OTHER = 10         # python_function, Trace, instant, metadata, anything else
+
+GPU_KINDS = frozenset((KERNEL, MEMCPY, MEMSET))
+CPU_KINDS = frozenset((HOST_OP, ANNOTATION, RUNTIME, LAUNCH, SYNC, DRIVER))
+
+
+@dataclass(slots=True)
+class KinetoEvent:
+    """One Kineto event. Times are in microseconds (float: Kineto writes fractions)."""
+
+    index: int             # position in traceEvents
+    kind: int
+    name: str
+    cat: str
+    ph: str
+    pid: Any
+    tid: Any
+    ts: float
+    dur: float
+    external_id: int | None = None
+    rf_id: int | None = None        # args["Record function id"]
+    correlation: int | None = None  # launch <-> GPU op
+    stream: int | None = None
+    device: int | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+    excl_dur: float = 0.0           # exclusive duration on its thread (CPU events)
+    parent: int | None = None       # index of the innermost enclosing CPU event on the same thread
+
+    @property
+    def end(self) -> float:
+        return self.ts + self.dur
+
+
+@dataclass(slots=True)
+class StepWindow:
+    """A ProfilerStep#N (or user-chosen annotation) window."""
+
+    name: str
+    ts: float
+    dur: float
+
+
+@dataclass(slots=True)
+class KinetoTrace:
+    """A loaded Kineto trace."""
+
+    path: str
+    events: list[KinetoEvent] = field(default_factory=list)   # X events only, file order
+    rank: int | None = None
+    world_size: int | None = None
+    backend: str | None = None
+    pg_config: list[dict[str, Any]] = field(default_factory=list)
+    device_properties: list[dict[str, Any]] = field(default_factory=list)
+    trace_name: str | None = None
+    steps: list[StepWindow] = field(default_factory=list)     # ProfilerStep#N windows in time order
+    launch_by_correlation: dict[int, int] = field(default_factory=dict)  # correlation -> event index
+    gpu_by_correlation: dict[int, list[int]] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)        # other top-level keys
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def span(self) -> tuple[float, float]:
+        """(first ts, last end) over all X events."""
+        if not self.events:
+            return (0.0, 0.0)
+        return (min(e.ts for e in self.events), max(e.ts + e.dur for e in self.events))

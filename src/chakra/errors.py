@@ -1,0 +1,32 @@
+"""Errors a user can act on.
+
+Every failure caused by the input carries the file it came from and a one-line
+reason; the CLI layer prints ``chakra: <file>: <reason>`` and exits 1 (bad
+data) or 2 (bad usage) without a traceback unless ``--debug`` is given.
+"""
+
+from __future__ import annotations
+
+
+class ChakraError(Exception):
+    """Base class of all errors the toolkit reports to a user."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, path: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path = str(path) if path is not None else None
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class TraceFormatError(ChakraError):
+    """The input is not what it claims to be: bad JSON, truncated gzip, unknown layout."""
+
+
+class UsageError(ChakraError):
+    """Bad command-line usage."""
+
+    exit_code = 2

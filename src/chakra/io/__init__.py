@@ -1,0 +1,5 @@
+"""Bytes in, bytes out: JSON(.gz), length-delimited protobuf streams, atomic writes."""
+
+from chakra.io.atomic import atomic_output  # noqa: F401
+from chakra.io.jsonio import dump_json, load_json, read_bytes  # noqa: F401
+from chakra.io.pbstream import decode_varint, encode_varint, read_messages, write_messages  # noqa: F401

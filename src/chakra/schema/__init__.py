@@ -1,0 +1,27 @@
+"""Chakra protobuf schema bindings (see ``schema/protobuf/et_def.proto``)."""
+
+from chakra.schema.et_def_pb2 import (  # noqa: F401
+    ALL_GATHER,
+    ALL_REDUCE,
+    ALL_TO_ALL,
+    BARRIER,
+    BROADCAST,
+    COMM_COLL_NODE,
+    COMM_RECV_NODE,
+    COMM_SEND_NODE,
+    COMP_NODE,
+    GATHER,
+    INVALID_NODE,
+    MEM_LOAD_NODE,
+    MEM_STORE_NODE,
+    METADATA_NODE,
+    REDUCE,
+    REDUCE_SCATTER,
+    REDUCE_SCATTER_BLOCK,
+    SCATTER,
+    AttributeProto,
+    GlobalMetadata,
+    IOInfo,
+    Node,
+    Tensor,
+)

@@ -1,0 +1,41 @@
+"""Shared test fixtures: where the real-trace corpus is.
+
+The corpus lives at ``../shared/traces`` beside the repository (or where
+``CHAKRA_TRACE_CORPUS`` points).  In a fresh clone without it, corpus tests skip
+with that reason; tests on ``tests/data`` always run.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "tests" / "data"
+
+
+def corpus_dir() -> Path | None:
+    env = os.environ.get("CHAKRA_TRACE_CORPUS")
+    path = Path(env) if env else REPO.parent / "shared" / "traces"
+    return path if path.is_dir() else None
+
+
+CORPUS = corpus_dir()
+needs_corpus = pytest.mark.skipif(
+    CORPUS is None,
+    reason="real-trace corpus not found at ../shared/traces (set CHAKRA_TRACE_CORPUS)",
+)
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Path:
+    if CORPUS is None:
+        pytest.skip("real-trace corpus not found at ../shared/traces (set CHAKRA_TRACE_CORPUS)")
+    return CORPUS
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    return DATA
