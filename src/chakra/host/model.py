@@ -75,6 +75,7 @@ class ProcessGroup:
     ranks: tuple[int, ...] = ()   # global ranks; an empty list in the trace is resolved to all ranks
     group_size: int = 0
     group_count: int = 0
+    backend_id: int | None = None  # 1.0.2 payloads: the id record_param_comms carries instead of a pg name
 
 
 @dataclass(slots=True)
@@ -93,6 +94,15 @@ class CommInfo:
     global_rank_stride: int | None = None
     pg_size: int | None = None
     elem_bytes: int = 0
+    # Added by the host loader (chakra.host.comm); all optional.
+    seq: int | None = None         # record_param_comms sequence number (pairs a collective with its wait)
+    rank: int | None = None        # record_param_comms "rank" input: own rank, or the root for broadcast/reduce
+    pg_id: int | None = None       # 1.0.1/1.0.2: process-group pointer / backend id instead of a pg name
+    peer: int | None = None        # send: dst, recv: src (c10d::send / c10d::recv_)
+    tag: int | None = None         # send/recv tag
+    root: int | None = None        # broadcast/reduce/gather/scatter root rank (c10d ops)
+    world_size: int | None = None  # record_param_comms trailing world-size input (1.0.2+)
+    source: str = ""               # where the fields came from: "attrs", "inputs" or "op"
 
 
 @dataclass(slots=True)
@@ -112,3 +122,7 @@ class HostTrace:
     metadata_id: int | None = None   # id of ## process_group:init ##, if any
     extra: dict[str, Any] = field(default_factory=dict)  # other top-level keys, kept verbatim
     warnings: list[str] = field(default_factory=list)
+    # Added by the host loader: top-level "rank"/"world_size" of ET+ files, else world size from the
+    # default process group's group_size.
+    rank: int | None = None
+    world_size: int | None = None

@@ -1,0 +1,101 @@
+"""JSON(.gz) reading, atomic writes and the length-delimited stream."""
+
+from __future__ import annotations
+
+import gzip
+import os
+from pathlib import Path
+
+import pytest
+
+from chakra.errors import TraceFormatError
+from chakra.io import (
+    atomic_output,
+    decode_varint,
+    dump_json,
+    encode_varint,
+    load_json,
+    read_messages,
+    write_messages,
+)
+from chakra.schema import GlobalMetadata, Node
+
+
+def test_gzip_detected_by_magic_not_name(tmp_path: Path) -> None:
+    p = tmp_path / "trace.json"  # gzip bytes under a .json name
+    p.write_bytes(gzip.compress(b'{"a": 1}'))
+    assert load_json(p) == {"a": 1}
+    q = tmp_path / "plain.json.gz"  # plain bytes under a .gz name
+    q.write_bytes(b'{"b": [1, 2.5]}')
+    assert load_json(q) == {"b": [1, 2.5]}
+
+
+@pytest.mark.parametrize(
+    "payload, needle",
+    [
+        (b"", "empty"),
+        (b"{\"nodes\": [", "not valid JSON"),
+        (gzip.compress(b'{"nodes": []}')[:-9], "gzip"),
+        (b"[1, 2]", "expected a JSON object"),
+        (b"\xff\xfe{}", "not valid JSON"),
+    ],
+)
+def test_bad_json_names_file(tmp_path: Path, payload: bytes, needle: str) -> None:
+    p = tmp_path / "bad.json"
+    p.write_bytes(payload)
+    with pytest.raises(TraceFormatError) as exc:
+        load_json(p)
+    assert str(p) in str(exc.value) and needle in str(exc.value)
+
+
+def test_nan_tolerated(tmp_path: Path) -> None:
+    p = tmp_path / "nan.json"
+    p.write_bytes(b'{"dur": NaN}')
+    d = load_json(p)
+    assert d["dur"] != d["dur"]
+
+
+def test_dump_json_gz_roundtrip_and_atomic(tmp_path: Path) -> None:
+    out = tmp_path / "o.json.gz"
+    dump_json(out, {"x": [1, 2]})
+    assert out.read_bytes()[:2] == b"\x1f\x8b"
+    assert load_json(out) == {"x": [1, 2]}
+    assert [p.name for p in tmp_path.iterdir()] == ["o.json.gz"]
+
+
+def test_atomic_output_keeps_old_file_on_failure(tmp_path: Path) -> None:
+    out = tmp_path / "keep.et"
+    out.write_bytes(b"old")
+    with pytest.raises(RuntimeError):
+        with atomic_output(out) as fh:
+            fh.write(b"new partial")
+            raise RuntimeError("boom")
+    assert out.read_bytes() == b"old"
+    assert os.listdir(tmp_path) == ["keep.et"]
+
+
+@pytest.mark.parametrize("value, encoded", [(0, b"\x00"), (1, b"\x01"), (127, b"\x7f"),
+                                            (128, b"\x80\x01"), (300, b"\xac\x02"),
+                                            (2**32, b"\x80\x80\x80\x80\x10")])
+def test_varint(value: int, encoded: bytes) -> None:
+    assert encode_varint(value) == encoded
+    assert decode_varint(encoded, 0) == (value, len(encoded))
+
+
+def test_stream_roundtrip_and_truncation(tmp_path: Path) -> None:
+    out = tmp_path / "a.et"
+    nodes = [Node(id=i, name=f"n{i}") for i in range(1, 4)]
+    assert write_messages(out, [GlobalMetadata(version="0.0.4"), *nodes]) == 4
+    gm, back = read_messages(out, GlobalMetadata, Node)
+    assert gm.version == "0.0.4" and [n.id for n in back] == [1, 2, 3]
+    data = out.read_bytes()
+    cut = tmp_path / "cut.et"
+    cut.write_bytes(data[:-2])
+    with pytest.raises(TraceFormatError, match="message 3 is truncated"):
+        read_messages(cut, GlobalMetadata, Node)
+
+
+def test_refuses_empty_message(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="empty message"):
+        write_messages(tmp_path / "e.et", [GlobalMetadata()])
+    assert not (tmp_path / "e.et").exists()
