@@ -99,3 +99,13 @@ def test_refuses_empty_message(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="empty message"):
         write_messages(tmp_path / "e.et", [GlobalMetadata()])
     assert not (tmp_path / "e.et").exists()
+
+
+def test_atomic_output_honours_umask(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        with atomic_output(tmp_path / "m.json") as fh:
+            fh.write(b"{}")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "m.json").stat().st_mode & 0o777 == 0o644

@@ -1,10 +1,49 @@
-"""`chakra_jsonizer` (placeholder until the command is built)."""
+"""`chakra_jsonizer --input_filename ET --output_filename JSON`: Chakra protobuf ET <-> JSON, losslessly.
 
+The direction follows the input's content (a JSON document is turned back into
+a protobuf ET); ``--reverse`` / ``--to-et`` force JSON -> ET.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
 import sys
+from collections.abc import Sequence
 
-from chakra.cli.common import not_built
+from chakra.cli.common import ArgumentParser, add_common_args, run_command, setup_logging
 
-main = not_built("chakra_jsonizer")
+PROG = "chakra_jsonizer"
+log = logging.getLogger("chakra.jsonizer")
+
+
+def build_parser() -> ArgumentParser:
+    p = ArgumentParser(prog=PROG, description="Chakra protobuf ET (.et, .et.gz) -> JSON with every field "
+                       "(attribute value fields by name), or JSON -> protobuf ET.")
+    p.add_argument("--input_filename", "--input-filename", "--input", "-i", dest="input_filename",
+                   required=True, metavar="IN", help="protobuf ET, or a JSON document made by this tool")
+    p.add_argument("--output_filename", "--output-filename", "--output", "-o", dest="output_filename",
+                   required=True, metavar="OUT", help="JSON (.json, .json.gz) or, reversed, protobuf ET")
+    p.add_argument("--reverse", "--to-et", dest="reverse", action="store_true", default=None,
+                   help="JSON -> protobuf ET (default: decided by the input's content)")
+    p.add_argument("--compact", action="store_true", help="no indentation in the JSON output")
+    add_common_args(p)
+    return p
+
+
+def _run(args: argparse.Namespace) -> int:
+    from chakra.tools.jsonizer import jsonize_file
+
+    setup_logging(args.log_level, quiet=args.quiet)
+    r = jsonize_file(args.input_filename, args.output_filename, reverse=args.reverse,
+                     indent=not args.compact)
+    log.info("%s: %s -> %s, %d nodes", r.direction, r.input_path, r.output_path, r.nodes)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_command(_run, build_parser().parse_args(argv), PROG)
+
 
 if __name__ == "__main__":
     sys.exit(main())

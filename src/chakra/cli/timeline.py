@@ -1,10 +1,47 @@
-"""`chakra_timeline_visualizer` (placeholder until the command is built)."""
+"""`chakra_timeline_visualizer -i SIM.csv -o OUT.json --num_npus N --npu_frequency F` (MHz)."""
 
+from __future__ import annotations
+
+import argparse
+import logging
 import sys
+from collections.abc import Sequence
 
-from chakra.cli.common import not_built
+from chakra.cli.common import ArgumentParser, add_common_args, run_command, setup_logging
 
-main = not_built("chakra_timeline_visualizer")
+PROG = "chakra_timeline_visualizer"
+log = logging.getLogger("chakra.timeline")
+
+
+def build_parser() -> ArgumentParser:
+    p = ArgumentParser(prog=PROG, description="Turn a simulator log of issue/callback rows into a Chrome "
+                       "trace JSON (one process per NPU, ts/dur in µs) for Perfetto or chrome://tracing.")
+    p.add_argument("--input_filename", "--input-filename", "-i", dest="input_filename", required=True,
+                   metavar="SIM.csv", help="simulator log with issue/callback rows (.gz also read)")
+    p.add_argument("--output_filename", "--output-filename", "-o", dest="output_filename", required=True,
+                   metavar="OUT.json", help="Chrome trace JSON to write (.json.gz compresses)")
+    p.add_argument("--num_npus", "--num-npus", dest="num_npus", type=int, required=True,
+                   help="number of NPUs (every id in the log must be below it)")
+    p.add_argument("--npu_frequency", "--npu-frequency", dest="npu_frequency", type=float, required=True,
+                   help="NPU clock in MHz: µs = cycles / F (F=1000: one cycle is one ns)")
+    add_common_args(p)
+    return p
+
+
+def _run(args: argparse.Namespace) -> int:
+    from chakra.tools.timeline import convert_timeline
+
+    setup_logging(args.log_level, quiet=args.quiet)
+    counts = convert_timeline(args.input_filename, args.output_filename, args.num_npus, args.npu_frequency)
+    log.info("wrote %s: %d events on up to %d lanes per NPU (%d callbacks without issue, %d unfinished)",
+             args.output_filename, counts["events"], counts["lanes"], counts["unmatched_callbacks"],
+             counts["unfinished_issues"])
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_command(_run, build_parser().parse_args(argv), PROG)
+
 
 if __name__ == "__main__":
     sys.exit(main())

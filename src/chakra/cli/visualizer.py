@@ -1,10 +1,58 @@
-"""`chakra_visualizer` (placeholder until the command is built)."""
+"""`chakra_visualizer --input_filename ET --output_filename OUT.{pdf,png,svg,dot,graphml}`."""
 
+from __future__ import annotations
+
+import argparse
+import logging
 import sys
+from collections.abc import Sequence
 
-from chakra.cli.common import not_built
+from chakra.cli.common import ArgumentParser, add_common_args, run_command, setup_logging
 
-main = not_built("chakra_visualizer")
+PROG = "chakra_visualizer"
+log = logging.getLogger("chakra.visualizer")
+
+
+def build_parser(prog: str = PROG) -> ArgumentParser:
+    p = ArgumentParser(prog=prog, description="Draw a Chakra protobuf ET (or a filtered part of it): "
+                       ".pdf/.png/.svg through graphviz, .dot text, .graphml through networkx. "
+                       "Ctrl deps are solid edges, data deps dashed.")
+    p.add_argument("inputs", nargs="*", metavar="ET", help="input ET(s); same as --input_filename")
+    p.add_argument("--input_filename", "--input-filename", "-i", dest="input_filename", nargs="+",
+                   default=[], metavar="ET", help="input ET file(s); several need --rank to pick one")
+    p.add_argument("--output_filename", "--output-filename", "-o", dest="output_filename", required=True,
+                   metavar="OUT", help="output file; the format comes from its suffix")
+    p.add_argument("--rank", type=int, help="draw the input of this rank (metadata rank, else file name)")
+    p.add_argument("--node-range", "--node_range", dest="node_range", metavar="A:B",
+                   help="keep node ids A..B (inclusive; A: or :B for open ends)")
+    p.add_argument("--name", metavar="REGEX", help="keep nodes whose name matches REGEX (re.search)")
+    p.add_argument("--head", type=int, metavar="N", help="keep the first N remaining nodes in file order")
+    p.add_argument("--max-nodes", "--max_nodes", dest="max_nodes", type=int, default=2000,
+                   help="refuse to draw more nodes than this (default 2000; not applied to .graphml)")
+    p.add_argument("--layout", choices=("auto", "TB", "LR"), default="auto",
+                   help="top-to-bottom, left-to-right, or auto (LR when much wider than deep)")
+    add_common_args(p)
+    return p
+
+
+def _run(args: argparse.Namespace) -> int:
+    from chakra.tools.visualizer import visualize
+
+    setup_logging(args.log_level, quiet=args.quiet)
+    sel = visualize(list(args.inputs) + list(args.input_filename), args.output_filename, rank=args.rank,
+                    node_range=args.node_range, name=args.name, head=args.head, max_nodes=args.max_nodes,
+                    layout=args.layout)
+    log.info("wrote %s: %d nodes, %d ctrl and %d data edges", args.output_filename, len(sel.nodes),
+             len(sel.ctrl_edges), len(sel.data_edges))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
+    args = build_parser(prog).parse_args(argv)
+    if not args.inputs and not args.input_filename:
+        build_parser(prog).error("give an input ET (--input_filename ET)")
+    return run_command(_run, args, prog)
+
 
 if __name__ == "__main__":
     sys.exit(main())

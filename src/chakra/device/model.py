@@ -26,7 +26,7 @@ CPU_KINDS = frozenset((HOST_OP, ANNOTATION, RUNTIME, LAUNCH, SYNC, DRIVER))
 class KinetoEvent:
     """One Kineto event. Times are in microseconds (float: Kineto writes fractions)."""
 
-    index: int             # position in traceEvents
+    index: int             # position in the file's traceEvents (for messages); NOT a position in events
     kind: int
     name: str
     cat: str
@@ -42,7 +42,11 @@ class KinetoEvent:
     device: int | None = None
     args: dict[str, Any] = field(default_factory=dict)
     excl_dur: float = 0.0           # exclusive duration on its thread (CPU events)
-    parent: int | None = None       # index of the innermost enclosing CPU event on the same thread
+    parent: int | None = None       # position in KinetoTrace.events of the innermost enclosing CPU event
+                                    # on the same (pid, tid); None for GPU/OTHER events and thread roots
+    # True when the call blocks the host until GPU work is done: every SYNC event, and synchronous
+    # copies (cudaMemcpy, hipMemcpyWithStream, ...) which are LAUNCH events that also synchronize.
+    is_sync: bool = False
 
     @property
     def end(self) -> float:
@@ -71,10 +75,16 @@ class KinetoTrace:
     device_properties: list[dict[str, Any]] = field(default_factory=list)
     trace_name: str | None = None
     steps: list[StepWindow] = field(default_factory=list)     # ProfilerStep#N windows in time order
+    # positions in ``events`` (trace.events[i]), not traceEvents indices
     launch_by_correlation: dict[int, int] = field(default_factory=dict)  # correlation -> event index
     gpu_by_correlation: dict[int, list[int]] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)        # other top-level keys
     warnings: list[str] = field(default_factory=list)
+    distributed_info: dict[str, Any] = field(default_factory=dict)  # the raw distributedInfo object
+    flow_count: int = 0                                        # ph s/f events (not kept in events)
+    # counters: events_total, x_events, per-kind counts ("kernel", "launch", ...), flows,
+    # ac2g_confirmed, gpu_without_launch, launch_without_gpu, overrun_children, clamped_durations
+    stats: dict[str, int] = field(default_factory=dict)
 
     @property
     def span(self) -> tuple[float, float]:

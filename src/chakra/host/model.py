@@ -96,7 +96,7 @@ class CommInfo:
     elem_bytes: int = 0
     # Added by the host loader (chakra.host.comm); all optional.
     seq: int | None = None         # record_param_comms sequence number (pairs a collective with its wait)
-    rank: int | None = None        # record_param_comms "rank" input: own rank, or the root for broadcast/reduce
+    rank: int | None = None        # record_param_comms "rank" input: own rank, or the root (broadcast)
     pg_id: int | None = None       # 1.0.1/1.0.2: process-group pointer / backend id instead of a pg name
     peer: int | None = None        # send: dst, recv: src (c10d::send / c10d::recv_)
     tag: int | None = None         # send/recv tag

@@ -1,0 +1,40 @@
+"""`chakra stats ET_OR_ETPLUS [more files...] [--json]`: statistics of Chakra ETs or ET+ files."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from chakra.cli.common import ArgumentParser, add_common_args, run_command, setup_logging, show_progress
+
+PROG = "chakra stats"
+
+
+def build_parser() -> ArgumentParser:
+    p = ArgumentParser(prog=PROG, description="Node kinds, top ops by time, communication volume and the "
+                       "critical path of Chakra protobuf ETs (or ET+ JSON), per rank and across ranks.")
+    p.add_argument("inputs", nargs="+", metavar="ET_OR_ETPLUS", help="one file per rank (.et, .et.gz, .json)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.add_argument("--top", type=int, default=10, help="rows in each top-N table (default 10)")
+    add_common_args(p)
+    return p
+
+
+def _run(args: argparse.Namespace) -> int:
+    from chakra.tools.stats import run_stats
+
+    setup_logging(args.log_level, quiet=args.quiet)
+    run_stats(args.inputs, as_json=args.json, top=args.top, progress=show_progress(args.quiet))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.top < 1:
+        build_parser().error("--top must be at least 1")
+    return run_command(_run, args, PROG)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

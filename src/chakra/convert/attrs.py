@@ -1,0 +1,136 @@
+"""AttributeProto construction with the exact value fields consumers read.
+
+ASTRA-sim and Chakra's C++ feeder read each well-known attribute from one
+oneof field; any other field reads as 0.  ``FIXED_FIELDS`` is that table
+(FORMATS.md section 3 plus the pipeline contract in the notes).  Every other
+attribute follows the ET's declared type when there is one, else the Python
+type of its value.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from chakra.schema import AttributeProto
+
+#: attribute name -> the one oneof field consumers read it from
+FIXED_FIELDS: dict[str, str] = {
+    "is_cpu_op": "bool_val",
+    "num_ops": "int64_val",
+    "tensor_size": "uint64_val",
+    "comm_type": "int64_val",
+    "comm_priority": "int32_val",
+    "comm_size": "int64_val",
+    "comm_src": "int32_val",
+    "comm_dst": "int32_val",
+    "comm_tag": "int32_val",
+    "pg_name": "string_val",
+    # pipeline contract (notes/PREAMBLE): host and GPU op attributes
+    "tid": "int64_val",
+    "rf_id": "int64_val",
+    "stream": "int64_val",
+    "device": "int64_val",
+}
+
+#: ET attr type string -> oneof field
+_ET_TYPE_FIELDS: dict[str, str] = {
+    "uint64": "uint64_val",
+    "int64": "int64_val",
+    "int32": "int32_val",
+    "uint32": "uint32_val",
+    "int": "int64_val",
+    "bool": "bool_val",
+    "string": "string_val",
+    "str": "string_val",
+    "double": "double_val",
+    "float": "double_val",
+}
+
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+_U64_MAX = (1 << 64) - 1
+_I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
+
+
+def _coerce(field: str, value: Any) -> Any:
+    """Value converted for ``field``; raises ValueError/TypeError if it cannot be."""
+    if field == "bool_val":
+        if isinstance(value, str):
+            return value.strip().lower() in ("1", "true", "yes")
+        return bool(value)
+    if field == "string_val":
+        if isinstance(value, str):
+            return value
+        return orjson.dumps(value).decode()
+    if field == "double_val":
+        return float(value)
+    v = int(value)
+    if field in ("int64_val", "sint64_val", "sfixed64_val"):
+        if not _I64_MIN <= v <= _I64_MAX:
+            raise ValueError("out of int64 range")
+    elif field in ("int32_val", "sint32_val", "sfixed32_val"):
+        if not _I32_MIN <= v <= _I32_MAX:
+            raise ValueError("out of int32 range")
+    elif field in ("uint64_val", "fixed64_val"):
+        if not 0 <= v <= _U64_MAX:
+            raise ValueError("out of uint64 range")
+    elif field in ("uint32_val", "fixed32_val"):
+        if not 0 <= v < (1 << 32):
+            raise ValueError("out of uint32 range")
+    return v
+
+
+def _field_of_value(value: Any) -> tuple[str, Any]:
+    """(field, value) chosen by the Python type of ``value``."""
+    t = type(value)
+    if t is bool:
+        return "bool_val", value
+    if t is int:
+        if _I64_MIN <= value <= _I64_MAX:
+            return "int64_val", value
+        if 0 <= value <= _U64_MAX:
+            return "uint64_val", value
+        return "string_val", str(value)
+    if t is float:
+        return "double_val", value
+    if t is str:
+        return "string_val", value
+    if t is list and value:
+        if all(type(x) is int and _I64_MIN <= x <= _I64_MAX for x in value):
+            return "int64_list", value
+        if all(type(x) is str for x in value):
+            return "string_list", value
+        if all(type(x) in (int, float) and type(x) is not bool for x in value):
+            return "double_list", [float(x) for x in value]
+    return "string_val", orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+def make_attr(name: str, value: Any, et_type: str | None = None) -> AttributeProto:
+    """One AttributeProto; the field comes from FIXED_FIELDS, else the ET type, else the value's type."""
+    field = FIXED_FIELDS.get(name)
+    if field is None and et_type is not None:
+        field = _ET_TYPE_FIELDS.get(et_type)
+    if field is not None:
+        try:
+            v = _coerce(field, value)
+        except (TypeError, ValueError):
+            field, v = _field_of_value(value)
+    else:
+        field, v = _field_of_value(value)
+    if field.endswith("_list"):
+        a = AttributeProto(name=name)
+        getattr(a, field).values.extend(v)
+        return a
+    return AttributeProto(name=name, **{field: v})
+
+
+def attr_value(a: AttributeProto) -> Any:
+    """The Python value of an attribute, whichever field is set (None if none)."""
+    which = a.WhichOneof("value")
+    if which is None:
+        return None
+    v = getattr(a, which)
+    if which.endswith("_list"):
+        return list(v.values)
+    return v

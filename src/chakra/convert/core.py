@@ -1,0 +1,743 @@
+"""ET+ (or a bare host ET) -> Chakra protobuf ``GlobalMetadata`` + ``Node`` list.
+
+The conversion is a handful of passes over flat per-op lists (index = position
+in ``HostTrace.ops``), then one loop that builds the protobuf messages:
+
+1. tree:     parent index and a pre-order position per op (children by record
+             function id = call order), iterative.
+2. timing:   start (µs since the measured window, clamped >= 0) and duration:
+             a CPU op runs its *exclusive* time (ET+ ``exclusive_dur``, else a
+             stack sweep per thread over ``ts``/``dur``), a GPU op its ``dur``,
+             roots and METADATA 0.  A wrapper whose time is all in its
+             children keeps its node with duration 0.
+3. comm:     which nodes are COMM nodes and their attributes (see ``comm.py``).
+4. deps:     ctrl = the ET parent; data = call order per thread, GPU op after
+             its launcher, GPU ops of one stream in order, collectives of one
+             process group in order, gloo record after its c10d call, ET+
+             ``inter_thread_dep`` and ``sync_dep``.  Only ids that exist.
+5. order:    a topological order (Kahn, earliest start first) which doubles as
+             the cycle check; a cycle is reported with the ids and names of its
+             nodes.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from chakra import schema as pb
+from chakra.convert.attrs import make_attr
+from chakra.convert.comm import (
+    CommFields,
+    PgNames,
+    canonical_collective,
+    comm_info,
+    comm_size_bytes,
+    comm_type_of,
+    infer_rank,
+    is_nccl_kernel,
+    kernel_collective,
+    op_tensor_bytes,
+    pair_gloo_with_c10d,
+)
+from chakra.convert.graph import CycleError, topological_order
+from chakra.errors import TraceFormatError
+from chakra.host.model import METADATA, OP, PROCESS_ROOT, HostOp, HostTrace, is_comm_name
+
+log = logging.getLogger(__name__)
+
+ET_VERSION = "0.0.4"
+GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+
+# ET+ keys that are turned into node fields or dependencies, not copied as attributes.
+_CPU_SKIP = frozenset({"ts", "dur", "inclusive_dur", "exclusive_dur", "kineto_tid", "inter_thread_dep",
+                       "sync_dep"})
+_GPU_SKIP = _CPU_SKIP | frozenset({"cat", "ph", "args", "pid", "tid", "stream", "device", "parent",
+                                   "ctrl_deps", "pg_name", "collective_name", "comm_size"})
+_COMM_KEYS = frozenset({"comm_type", "comm_size", "pg_name", "comm_priority", "comm_src", "comm_dst",
+                        "comm_tag", "is_cpu_op"})
+_KNOWN_COLLECTIVES = frozenset({"allreduce", "allgather", "reduce_scatter", "broadcast", "all_to_all",
+                                "reduce", "gather", "scatter", "barrier", "send", "recv"})
+_MAX_COMM_CHAIN = 8
+
+
+@dataclass(slots=True)
+class ConvertStats:
+    """What a conversion produced; ``ConvertReport`` adds file names and timings."""
+
+    nodes: int = 0
+    by_type: dict[str, int] = field(default_factory=dict)
+    cpu_ops: int = 0
+    gpu_ops: int = 0
+    comm_nodes: int = 0
+    cpu_comm_nodes: int = 0
+    ctrl_edges: int = 0
+    data_edges: int = 0
+    sync_edges: int = 0
+    inter_thread_edges: int = 0
+    timed: bool = False
+    rank: int | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+_TYPE_NAMES = {
+    pb.METADATA_NODE: "METADATA_NODE", pb.COMP_NODE: "COMP_NODE", pb.COMM_COLL_NODE: "COMM_COLL_NODE",
+    pb.COMM_SEND_NODE: "COMM_SEND_NODE", pb.COMM_RECV_NODE: "COMM_RECV_NODE",
+}
+
+
+def _num(v: Any) -> bool:
+    return (type(v) is int or type(v) is float) and v == v
+
+
+def _warn(stats: ConvertStats, msg: str) -> None:
+    log.warning("%s", msg)
+    stats.warnings.append(msg)
+
+
+def _dumps(v: Any) -> str:
+    try:
+        return orjson.dumps(v).decode()
+    except TypeError:
+        return json.dumps(v, default=str)
+
+
+def convert_trace(trace: HostTrace) -> tuple[pb.GlobalMetadata, list[pb.Node]]:
+    """Convert a loaded ET+ / host ET into the Chakra GlobalMetadata and node list (topological order)."""
+    meta, nodes, _ = build(trace)
+    return meta, nodes
+
+
+def build(trace: HostTrace) -> tuple[pb.GlobalMetadata, list[pb.Node], ConvertStats]:
+    """``convert_trace`` plus the statistics of the conversion."""
+    # The passes allocate millions of small objects that all stay alive; the cyclic GC would rescan
+    # the loaded trace over and over for nothing.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _Converter(trace).run()
+    finally:
+        if enabled:
+            gc.enable()
+
+
+class _Converter:
+    """One conversion; the attributes are the per-op lists the passes fill."""
+
+    def __init__(self, trace: HostTrace) -> None:
+        self.trace = trace
+        self.ops: list[HostOp] = trace.ops
+        self.stats = ConvertStats()
+        n = len(self.ops)
+        self.n = n
+        self.index: dict[int, int] = {}
+        self.is_gpu = [False] * n
+        self.par = [-1] * n
+        self.pos = [0] * n
+        self.ts: list[float | None] = [None] * n
+        self.start = [0] * n
+        self.dur = [0] * n
+        self.ntype = [pb.COMP_NODE] * n
+        self.comm: dict[int, CommFields] = {}
+        self.cpu_comm: set[int] = set()
+        self.data: list[list[int]] = [[] for _ in range(n)]
+        self.origin = 0.0
+        self.span_end = 0.0
+        self.pgn = PgNames(trace.process_groups)
+        self.rank: int | None = None
+
+    # -- driver -------------------------------------------------------------------------------------
+    def run(self) -> tuple[pb.GlobalMetadata, list[pb.Node], ConvertStats]:
+        self._index()
+        self._tree()
+        self._timing()
+        self._comm()
+        self._deps()
+        order = self._order()
+        nodes = self._messages(order)
+        meta = self._metadata()
+        s = self.stats
+        s.nodes = len(nodes)
+        s.rank = self.rank
+        return meta, nodes, s
+
+    # -- 1. index and tree ----------------------------------------------------------------------------
+    def _index(self) -> None:
+        index = self.index
+        is_gpu = self.is_gpu
+        for i, op in enumerate(self.ops):
+            if op.id in index:
+                raise TraceFormatError(
+                    f"duplicate node id {op.id} (positions {index[op.id]} and {i})", self.trace.path)
+            index[op.id] = i
+            if op.attrs.get("cat") in GPU_CATS:
+                is_gpu[i] = True
+
+    def _tree(self) -> None:
+        ops, index, par = self.ops, self.index, self.par
+        kids: dict[int, list[int]] = {}
+        orphans = 0
+        for i, op in enumerate(ops):
+            p = index.get(op.parent)
+            if p is not None and p != i:
+                par[i] = p
+                kids.setdefault(p, []).append(i)
+            elif p is None and op.kind != PROCESS_ROOT and op.parent not in (0, op.id):
+                orphans += 1
+        if orphans:
+            _warn(self.stats, f"{orphans} node(s) name a parent that is not in the trace; "
+                              "they keep no control dependency")
+
+        def key(i: int) -> tuple[bool, int, int]:
+            op = ops[i]
+            return (op.rf_id is None, op.rf_id or 0, op.id)
+
+        pos = self.pos
+        seen = [False] * self.n
+        counter = 0
+        stack = [i for i in range(self.n - 1, -1, -1) if par[i] < 0]
+        while stack:
+            i = stack.pop()
+            if seen[i]:
+                continue
+            seen[i] = True
+            pos[i] = counter
+            counter += 1
+            ch = kids.get(i)
+            if ch:
+                ch.sort(key=key, reverse=True)
+                stack.extend(ch)
+        if counter < self.n:  # parent cycles: no root reaches them
+            loops = [i for i in range(self.n) if not seen[i]]
+            _warn(self.stats, f"{len(loops)} node(s) are in a parent cycle (e.g. id {ops[loops[0]].id}); "
+                              "their control dependencies are dropped")
+            for i in loops:
+                par[i] = -1
+                pos[i] = counter
+                counter += 1
+        self.preorder = [0] * self.n
+        for i, p in enumerate(pos):
+            self.preorder[p] = i
+        # Call order without timestamps: record function ids are handed out when a call starts, one
+        # counter per process, so they order calls across threads too (the ET tree does not: gloo
+        # worker-thread records hang under whatever record was open).  An op without rf_id (GPU nodes,
+        # some roots) takes its parent's; pre-order breaks ties.
+        rfk = self.rfk = [0] * self.n
+        for i in self.preorder:
+            rf = ops[i].rf_id
+            if type(rf) is int:
+                rfk[i] = rf
+            elif par[i] >= 0:
+                rfk[i] = rfk[par[i]]
+
+    def _thread(self, i: int) -> Any:
+        op = self.ops[i]
+        kt = op.attrs.get("kineto_tid")
+        return kt if kt is not None else op.tid
+
+    # -- 2. timing ------------------------------------------------------------------------------------
+    def _timing(self) -> None:
+        ops, ts, par, is_gpu = self.ops, self.ts, self.par, self.is_gpu
+        lo = hi = None
+        for i, op in enumerate(ops):
+            t = op.attrs.get("ts")
+            if _num(t):
+                ts[i] = t
+                d = op.attrs.get("dur")
+                end = t + d if _num(d) else t
+                if lo is None or t < lo:
+                    lo = t
+                if hi is None or end > hi:
+                    hi = end
+        self.stats.timed = lo is not None
+        if lo is None:
+            _warn(self.stats, f"{self.trace.path}: no timing fields (a bare host ET, not ET+): "
+                              "every duration is 0")
+            return
+        measured = self.trace.extra.get("measured")
+        origin = lo
+        if isinstance(measured, dict) and _num(measured.get("start_us")):
+            origin = measured["start_us"]
+        self.origin = float(origin)
+        self.span_lo, self.span_hi = float(lo), float(hi)
+        start = self.start
+        for i in self.preorder:
+            t = ts[i]
+            if t is not None:
+                v = t - origin
+                start[i] = int(v + 0.5) if v > 0 else 0
+            elif par[i] >= 0:
+                start[i] = start[par[i]]
+        dur = self.dur
+        need: dict[Any, list[tuple[float, float, int, int]]] = {}
+        missing_threads: set[Any] = set()
+        for i, op in enumerate(ops):
+            a = op.attrs
+            if is_gpu[i]:
+                d = a.get("dur")
+                dur[i] = int(d + 0.5) if _num(d) and d > 0 else 0
+                continue
+            if op.kind != OP:
+                continue
+            e = a.get("exclusive_dur")
+            if _num(e):
+                dur[i] = int(e + 0.5) if e > 0 else 0
+            t, d = ts[i], a.get("dur")
+            if t is not None and _num(d):
+                th = self._thread(i)
+                need.setdefault(th, []).append((t, d, self.pos[i], i))
+                if not _num(e):
+                    missing_threads.add(th)
+        for th in missing_threads:
+            for i, x in _exclusive(need[th]).items():
+                if not _num(ops[i].attrs.get("exclusive_dur")):
+                    dur[i] = int(x + 0.5) if x > 0 else 0
+
+    # -- 3. communication -----------------------------------------------------------------------------
+    def _comm_chain(self, j: int) -> list[int]:
+        """``j`` and its ancestors while they are host comm ops (record_param_comms, nccl:*, c10d::*...)."""
+        ops, par, is_gpu = self.ops, self.par, self.is_gpu
+        chain: list[int] = []
+        while j >= 0 and len(chain) < _MAX_COMM_CHAIN and not is_gpu[j] and is_comm_name(ops[j].name):
+            chain.append(j)
+            j = par[j]
+        return chain
+
+    def _comm(self) -> None:
+        ops, trace = self.ops, self.trace
+        groups = trace.process_groups
+        infos = {}
+        for i, op in enumerate(ops):
+            if not self.is_gpu[i] and is_comm_name(op.name):
+                info = comm_info(op, groups)
+                if info is not None:
+                    infos[i] = info
+        self.infos = infos
+        self.rank = infer_rank(trace, {ops[i].id: v for i, v in infos.items()})
+        covered: set[int] = set()
+        gpu_children: set[int] = set()
+        unknown = 0
+        for i, op in enumerate(ops):
+            if not self.is_gpu[i]:
+                continue
+            if self.par[i] >= 0:
+                gpu_children.add(self.par[i])
+            coll_attr = op.attrs.get("collective_name")
+            if not (is_nccl_kernel(op.name) or (isinstance(coll_attr, str) and coll_attr)):
+                continue
+            chain = self._comm_chain(self.par[i])
+            covered.update(chain)
+            f = self._fields(chain, op, None)
+            if f is None:
+                unknown += 1
+                continue
+            self._set_comm(i, f)
+        if unknown:
+            _warn(self.stats, f"{unknown} NCCL kernel(s) with no recognisable collective stay COMP nodes")
+        pairs = pair_gloo_with_c10d(ops)
+        self.gloo_pairs = pairs
+        for i in infos:
+            op = ops[i]
+            if not op.name.startswith(("gloo:", "nccl:")) or i in gpu_children:
+                continue
+            chain = self._comm_chain(i)
+            if any(j in covered for j in chain):
+                continue
+            f = self._fields(chain, None, pairs.get(i))
+            if f is None:
+                continue
+            self._set_comm(i, f)
+            self.cpu_comm.add(i)
+        self.stats.comm_nodes = len(self.comm)
+        self.stats.cpu_comm_nodes = len(self.cpu_comm)
+
+    def _set_comm(self, i: int, f: CommFields) -> None:
+        self.comm[i] = f
+        if f.collective == "send":
+            self.ntype[i] = pb.COMM_SEND_NODE
+        elif f.collective == "recv":
+            self.ntype[i] = pb.COMM_RECV_NODE
+        else:
+            self.ntype[i] = pb.COMM_COLL_NODE
+
+    def _fields(self, chain: list[int], kernel: HostOp | None, c10d_pair: int | None) -> CommFields | None:
+        """Comm attributes from the host comm ops of ``chain`` (and the kernel / paired c10d op)."""
+        ops, infos = self.ops, self.infos
+        backend = rpc = c10d = None
+        for j in chain:
+            name = ops[j].name
+            if backend is None and name.startswith(("nccl:", "gloo:")):
+                backend = j
+            elif rpc is None and name == "record_param_comms":
+                info = infos.get(j)
+                if info is not None and canonical_collective(info.collective_name) != "wait":
+                    rpc = j
+            elif c10d is None and name.startswith("c10d::"):
+                c10d = j
+        if c10d_pair is not None:
+            c10d = c10d_pair
+        names: list[str] = []
+        if kernel is not None:
+            ca = kernel.attrs.get("collective_name")
+            if isinstance(ca, str) and ca:
+                names.append(ca)
+        if backend is not None and ops[backend].name.startswith("gloo:") and c10d is not None:
+            names.append(ops[c10d].name)   # gloo: the c10d call says what the collective really is
+        if rpc is not None:
+            names.append(infos[rpc].collective_name)
+        if backend is not None:
+            names.append(ops[backend].name)
+        if c10d is not None:
+            names.append(ops[c10d].name)
+        if kernel is not None:
+            names.append(kernel_collective(kernel.name))
+        collective = ""
+        for nm in names:
+            c = canonical_collective(nm)
+            if c in _KNOWN_COLLECTIVES:
+                collective = c
+                break
+            if c == "sendrecv" and not collective:
+                collective = "all_to_all"   # SendRecv kernel with no host op naming it: DLRM-style all_to_all
+        if not collective:
+            return None
+        # size: the tensors of the backend record, else ET+'s figure, else the record_param_comms/c10d sizes
+        size = op_tensor_bytes(ops[backend]) if backend is not None else 0
+        if not size and kernel is not None and _num(kernel.attrs.get("comm_size")):
+            size = int(kernel.attrs["comm_size"])
+        if not size and rpc is not None:
+            size = comm_size_bytes(infos[rpc])
+        if not size and c10d is not None and c10d in infos:
+            size = comm_size_bytes(infos[c10d])
+        if not size and kernel is not None:
+            size = op_tensor_bytes(kernel)
+        pg = ""
+        if rpc is not None:
+            pg = infos[rpc].pg_name
+        if not pg and kernel is not None and isinstance(kernel.attrs.get("pg_name"), str):
+            pg = kernel.attrs["pg_name"]
+        if not pg:
+            for j in chain:
+                info = infos.get(j)
+                if info is not None and info.pg_name:
+                    pg = info.pg_name
+                    break
+        pg = self.pgn.numeric(pg)
+        f = CommFields(collective, comm_type_of(collective), size, pg)
+        if collective in ("send", "recv"):
+            info = infos.get(c10d) if c10d is not None else None
+            peer = info.peer if info is not None and info.peer is not None else -1
+            f.tag = info.tag if info is not None and info.tag is not None else 0
+            if peer >= 0:
+                peer = self.pgn.global_rank(pg, peer)
+            me = self.rank if self.rank is not None else -1
+            f.src, f.dst = (me, peer) if collective == "send" else (peer, me)
+        return f
+
+    # -- 4. dependencies ------------------------------------------------------------------------------
+    def _chain(self, members: list[int]) -> None:
+        """Order ``members`` by start (call order when some are untimed); each depends on the previous."""
+        ts, pos, rfk, data = self.ts, self.pos, self.rfk, self.data
+        if all(ts[i] is not None for i in members):
+            members.sort(key=self._time_key)
+        else:
+            members.sort(key=lambda i: (rfk[i], pos[i]))
+        prev = members[0]
+        for i in members[1:]:
+            data[i].append(prev)
+            prev = i
+
+    def _time_key(self, i: int) -> tuple[float, float, int]:
+        """Start order of timed ops: earlier first, then the longer (enclosing) one, then the ET parent."""
+        d = self.ops[i].attrs.get("dur")
+        return (self.ts[i], -d if _num(d) else 0.0, self.pos[i])  # type: ignore[return-value]
+
+    def _before(self, p: int, i: int) -> bool:
+        """Whether ``p`` starts before ``i`` by the same keys the call-order chains use."""
+        if self.ts[p] is not None and self.ts[i] is not None:
+            return self._time_key(p) < self._time_key(i)
+        return (self.rfk[p], self.pos[p]) < (self.rfk[i], self.pos[i])
+
+    def _deps(self) -> None:
+        ops, index, par, is_gpu = self.ops, self.index, self.par, self.is_gpu
+        data, stats = self.data, self.stats
+        threads: dict[Any, list[int]] = {}
+        streams: dict[tuple[Any, Any], list[int]] = {}
+        no_launcher = 0
+        for i, op in enumerate(ops):
+            if is_gpu[i]:
+                stats.gpu_ops += 1
+                if par[i] >= 0:
+                    data[i].append(par[i])
+                else:
+                    no_launcher += 1
+                a = op.attrs
+                args = a.get("args") if isinstance(a.get("args"), dict) else {}
+                stream = a.get("stream", args.get("stream", a.get("tid", op.tid)))
+                device = a.get("device", args.get("device"))
+                streams.setdefault((device, stream), []).append(i)
+            elif op.kind == OP:
+                stats.cpu_ops += 1
+                threads.setdefault(self._thread(i), []).append(i)
+        if no_launcher:
+            _warn(stats, f"{no_launcher} GPU node(s) have no launcher in the trace")
+        for members in threads.values():
+            self._chain(members)
+        for members in streams.values():
+            self._chain(members)
+        pgs: dict[str, list[int]] = {}
+        for i, f in self.comm.items():
+            pgs.setdefault(f.pg_name, []).append(i)
+        for members in pgs.values():
+            self._chain(members)
+        for i, j in self.gloo_pairs.items():
+            if i in self.cpu_comm:
+                data[i].append(j)
+        bad = 0
+        for i, op in enumerate(ops):
+            a = op.attrs
+            d = a.get("inter_thread_dep")
+            if d is not None:
+                j = index.get(d) if type(d) is int else None
+                if j is None:
+                    bad += 1
+                elif j != i:
+                    data[i].append(j)
+                    stats.inter_thread_edges += 1
+            sd = a.get("sync_dep")
+            if sd is not None:
+                for d in sd if isinstance(sd, list) else [sd]:
+                    j = index.get(d) if type(d) is int else None
+                    if j is None:
+                        bad += 1
+                    elif j != i:
+                        data[i].append(j)
+                        stats.sync_edges += 1
+        if bad:
+            _warn(stats, f"{bad} inter_thread_dep/sync_dep reference(s) to ids not in the trace were skipped")
+        # ctrl: the ET parent (not for GPU ops, METADATA, or towards a METADATA node)
+        # The ET tree is wrong for records made on other threads (gloo worker records hang under whatever
+        # record was open, sometimes one that started later); a parent that starts after its child is not
+        # a caller, and such a link would point backwards in time (a cycle waiting to happen).
+        ctrl = [-1] * self.n
+        backwards = 0
+        for i, op in enumerate(ops):
+            p = par[i]
+            if p >= 0 and not is_gpu[i] and op.kind != METADATA and ops[p].kind != METADATA:
+                if not self._before(p, i):
+                    backwards += 1
+                    continue
+                ctrl[i] = p
+        if backwards:
+            _warn(stats, f"{backwards} ET parent link(s) point to a record that started later than its child "
+                         "(records of other threads); those control dependencies are dropped")
+        for i, op in enumerate(ops):
+            if op.kind == METADATA:
+                self.ntype[i] = pb.METADATA_NODE
+                data[i] = []
+                ctrl[i] = -1
+        # nothing may depend on a METADATA node
+        meta = {i for i, op in enumerate(ops) if op.kind == METADATA}
+        for i in range(self.n):
+            ds = data[i]
+            if ds:
+                seen = {i, ctrl[i]}
+                out = []
+                for j in ds:
+                    if j not in seen and j not in meta:
+                        seen.add(j)
+                        out.append(j)
+                data[i] = out
+        self.ctrl = ctrl
+
+    # -- 5. order and cycle check ---------------------------------------------------------------------
+    def _order(self) -> list[int]:
+        n = self.n
+        ctrl, data = self.ctrl, self.data
+        deps = [(data[i] + [ctrl[i]]) if ctrl[i] >= 0 else data[i] for i in range(n)]
+        try:
+            prio = self.start if self.stats.timed else self.rfk
+            return topological_order(range(n), deps, prio)
+        except CycleError as exc:
+            ops = self.ops
+            desc = " -> ".join(f"{ops[i].id} ({ops[i].name[:40]})" for i in exc.cycle[:12])
+            more = "" if len(exc.cycle) <= 12 else f" ... ({len(exc.cycle)} nodes)"
+            raise TraceFormatError(f"dependency cycle: {desc}{more}", self.trace.path) from None
+
+    # -- messages -------------------------------------------------------------------------------------
+    def _messages(self, order: list[int]) -> list[pb.Node]:
+        ops, ctrl, data, start, dur, ntype = self.ops, self.ctrl, self.data, self.start, self.dur, self.ntype
+        is_gpu, comm, cpu_comm = self.is_gpu, self.comm, self.cpu_comm
+        Node, IOInfo = pb.Node, pb.IOInfo
+        A = pb.AttributeProto
+        by_type: dict[str, int] = {}
+        stats = self.stats
+        nodes: list[pb.Node] = []
+        append = nodes.append
+        ctrl_edges = data_edges = 0
+        for i in order:
+            op = ops[i]
+            t = ntype[i]
+            by_type[_TYPE_NAMES[t]] = by_type.get(_TYPE_NAMES[t], 0) + 1
+            c = ctrl[i]
+            cd = [ops[c].id] if c >= 0 else []
+            dd = [ops[j].id for j in data[i]]
+            ctrl_edges += len(cd)
+            data_edges += len(dd)
+            f = comm.get(i)
+            if is_gpu[i]:
+                attrs = self._gpu_attrs(op)
+            elif t == pb.METADATA_NODE:
+                attrs = [A(name="is_cpu_op", bool_val=True)]
+            else:
+                attrs = self._cpu_attrs(op, i, cpu=i not in cpu_comm, skip=f is not None)
+            if f is not None:
+                attrs.extend(_comm_attrs(f, t))
+            if t == pb.METADATA_NODE:
+                inputs = IOInfo(values=str([self._pg_json()]), shapes=_dumps(op.inputs.shapes),
+                                types=_dumps(op.inputs.types))
+            else:
+                io = op.inputs
+                inputs = IOInfo(values=_dumps(io.values), shapes=_dumps(io.shapes), types=_dumps(io.types))
+            io = op.outputs
+            outputs = IOInfo(values=_dumps(io.values), shapes=_dumps(io.shapes), types=_dumps(io.types))
+            append(Node(id=op.id, name=op.name, type=t, ctrl_deps=cd, data_deps=dd,
+                        start_time_micros=start[i], duration_micros=dur[i], inputs=inputs, outputs=outputs,
+                        attr=attrs))
+        stats.by_type = by_type
+        stats.ctrl_edges = ctrl_edges
+        stats.data_edges = data_edges
+        return nodes
+
+    def _cpu_attrs(self, op: HostOp, i: int, cpu: bool, skip: bool) -> list[pb.AttributeProto]:
+        A = pb.AttributeProto
+        a = op.attrs
+        kt = a.get("kineto_tid")
+        tid = kt if type(kt) is int else op.tid
+        out = [A(name="is_cpu_op", bool_val=cpu), make_attr("tid", tid)]
+        if type(kt) is int and kt != op.tid:
+            out.append(make_attr("host_tid", op.tid))
+        if op.rf_id is not None:
+            out.append(make_attr("rf_id", op.rf_id))
+        out.append(A(name="fw_parent", int64_val=op.fw_parent))
+        out.append(A(name="seq_id", int64_val=op.seq_id))
+        out.append(A(name="scope", int64_val=op.scope))
+        out.append(A(name="fw_tid", int64_val=op.fw_tid))
+        out.append(A(name="op_schema", string_val=op.op_schema))
+        if a:
+            types = op.attr_types
+            for k, v in a.items():
+                if k in _CPU_SKIP or k == "is_cpu_op" or (skip and k in _COMM_KEYS):
+                    continue
+                out.append(make_attr(k, v, types.get(k)))
+        return out
+
+    def _gpu_attrs(self, op: HostOp) -> list[pb.AttributeProto]:
+        A = pb.AttributeProto
+        a = op.attrs
+        args = a.get("args") if isinstance(a.get("args"), dict) else {}
+        stream = a.get("stream", args.get("stream", a.get("tid", op.tid)))
+        device = a.get("device", args.get("device"))
+        out = [A(name="is_cpu_op", bool_val=False), make_attr("stream", stream if type(stream) is int else 0)]
+        if type(device) is int:
+            out.append(make_attr("device", device))
+        cat = a.get("cat")
+        if isinstance(cat, str):
+            out.append(A(name="cat", string_val=cat))
+        for key, name in (("correlation", "correlation"), ("External id", "external_id")):
+            v = args.get(key)
+            if type(v) is int:
+                out.append(make_attr(name, v))
+        for k, v in a.items():
+            if k not in _GPU_SKIP and k not in _COMM_KEYS:
+                out.append(make_attr(k, v, op.attr_types.get(k)))
+        return out
+
+    # -- metadata -------------------------------------------------------------------------------------
+    def _pg_records(self) -> list[dict[str, Any]]:
+        out = []
+        for g in self.trace.process_groups:
+            out.append({
+                "pg_name": self.pgn.numeric(g.pg_name) or g.pg_name,
+                "pg_desc": g.pg_desc,
+                "backend_config": g.backend,
+                "ranks": list(g.ranks),
+                "group_size": g.group_size,
+                "group_count": g.group_count,
+            })
+        return out
+
+    def _pg_json(self) -> str:
+        return json.dumps(self._pg_records())
+
+    def _metadata(self) -> pb.GlobalMetadata:
+        tr = self.trace
+        attrs = [make_attr("schema", tr.schema or "")]
+        if tr.pid is not None:
+            attrs.append(make_attr("pid", tr.pid))
+        if tr.time is not None:
+            attrs.append(make_attr("time", tr.time))
+        if tr.start_ts is not None:
+            attrs.append(make_attr("start_ts", tr.start_ts))
+        if tr.finish_ts is not None:
+            attrs.append(make_attr("finish_ts", tr.finish_ts))
+        attrs.append(make_attr("rank", self.rank if self.rank is not None else -1))
+        ws = tr.world_size
+        attrs.append(make_attr("world_size", ws if ws is not None else -1))
+        attrs.append(pb.AttributeProto(name="process_groups", string_val=self._pg_json()))
+        measured = tr.extra.get("measured")
+        if isinstance(measured, dict) and _num(measured.get("start_us")):
+            m_start = float(measured["start_us"])
+            m_dur = float(measured.get("dur_us", 0.0)) if _num(measured.get("dur_us")) else 0.0
+            window = str(measured.get("window", ""))
+        elif self.stats.timed:
+            m_start, m_dur, window = self.span_lo, self.span_hi - self.span_lo, "span"
+        else:
+            m_start, m_dur, window = 0.0, 0.0, "none"
+        attrs.append(pb.AttributeProto(name="measured_start_us", double_val=m_start))
+        attrs.append(pb.AttributeProto(name="measured_dur_us", double_val=m_dur))
+        attrs.append(pb.AttributeProto(name="measured_window", string_val=window))
+        return pb.GlobalMetadata(version=ET_VERSION, attr=attrs)
+
+
+def _comm_attrs(f: CommFields, t: int) -> list[pb.AttributeProto]:
+    A = pb.AttributeProto
+    out = []
+    if t == pb.COMM_COLL_NODE and f.comm_type is not None:
+        out.append(A(name="comm_type", int64_val=f.comm_type))
+    out.append(A(name="comm_size", int64_val=f.size))
+    out.append(A(name="pg_name", string_val=f.pg_name))
+    out.append(A(name="comm_priority", int32_val=0))
+    if t in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):
+        out.append(A(name="comm_src", int32_val=f.src))
+        out.append(A(name="comm_dst", int32_val=f.dst))
+        out.append(A(name="comm_tag", int32_val=f.tag))
+    return out
+
+
+def _exclusive(items: list[tuple[float, float, int, int]]) -> dict[int, float]:
+    """Exclusive time per op of one thread by time nesting: ``(ts, dur, pos, index)`` -> ``{index: µs}``.
+
+    Sorted by start (longer first, then call order); a stack holds the open
+    ops; each op's time is taken off the op directly enclosing it (clipped to
+    that op's end, so a child that overruns its parent by a rounding error
+    does not make the parent negative).
+    """
+    items.sort(key=lambda x: (x[0], -x[1], x[2]))
+    excl: dict[int, float] = {}
+    stack: list[tuple[float, int]] = []
+    for t, d, _, i in items:
+        end = t + d
+        while stack and stack[-1][0] <= t:
+            stack.pop()
+        excl[i] = d
+        if stack:
+            pend, pi = stack[-1]
+            excl[pi] -= min(end, pend) - t
+        stack.append((end, i))
+    return excl

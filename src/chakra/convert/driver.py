@@ -1,0 +1,125 @@
+"""File-level conversion: load ET+ / host ET, convert, write the length-delimited stream atomically."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from chakra.convert.core import ConvertStats, build
+from chakra.io import write_messages
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class ConvertReport:
+    """What ``convert_file`` did: inputs, counts, warnings, timings and (optionally) the replay."""
+
+    input_path: str
+    output_path: str
+    stats: ConvertStats
+    load_s: float = 0.0
+    convert_s: float = 0.0
+    write_s: float = 0.0
+    bytes_written: int = 0
+    simulated: bool = False
+    replayed_us: float | None = None
+    completion_lines: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def nodes(self) -> int:
+        return self.stats.nodes
+
+    @property
+    def warnings(self) -> list[str]:
+        return self.stats.warnings
+
+    def summary(self) -> dict[str, Any]:
+        s = self.stats
+        return {
+            "input": self.input_path, "output": self.output_path, "nodes": s.nodes, "by_type": s.by_type,
+            "cpu_ops": s.cpu_ops, "gpu_ops": s.gpu_ops, "comm_nodes": s.comm_nodes,
+            "cpu_comm_nodes": s.cpu_comm_nodes, "ctrl_edges": s.ctrl_edges, "data_edges": s.data_edges,
+            "sync_edges": s.sync_edges, "inter_thread_edges": s.inter_thread_edges, "timed": s.timed,
+            "rank": s.rank, "bytes": self.bytes_written, "load_s": round(self.load_s, 3),
+            "convert_s": round(self.convert_s, 3), "write_s": round(self.write_s, 3),
+            "replayed_us": self.replayed_us, "warnings": len(s.warnings),
+        }
+
+
+def convert_file(input_path: str | os.PathLike[str], output_path: str | os.PathLike[str], *,
+                 simulate: bool = False, log_path: str | os.PathLike[str] | None = None) -> ConvertReport:
+    """Convert one ET+ JSON (or bare host ET; ``.json`` or gzip) into a Chakra protobuf ET.
+
+    The output appears complete or not at all.  With ``simulate`` the nodes are
+    replayed by ``chakra.replay`` (when that package is available) and the
+    per-node completion lines (``Node ID <id> completed at <T>us``) are appended to ``log_path``.
+    """
+    from chakra.host.loader import load_host_et
+
+    t0 = time.perf_counter()
+    trace = load_host_et(input_path)
+    t1 = time.perf_counter()
+    meta, nodes, stats = build(trace)
+    t2 = time.perf_counter()
+    write_messages(output_path, _stream(meta, nodes))
+    t3 = time.perf_counter()
+    report = ConvertReport(os.fspath(input_path), os.fspath(output_path), stats,
+                           load_s=t1 - t0, convert_s=t2 - t1, write_s=t3 - t2,
+                           bytes_written=os.path.getsize(output_path))
+    log.info("%s -> %s: %d nodes %s in %.2fs", report.input_path, report.output_path, stats.nodes,
+             stats.by_type, t3 - t0)
+    if simulate:
+        _simulate(report, meta, nodes, log_path)
+    return report
+
+
+def _stream(meta: Any, nodes: list[Any]) -> Any:
+    yield meta
+    yield from nodes
+
+
+def _simulate(report: ConvertReport, meta: Any, nodes: list[Any],
+              log_path: str | os.PathLike[str] | None) -> None:
+    try:
+        replay = importlib.import_module("chakra.replay")
+    except ImportError:
+        replay = None
+    if replay is None or not hasattr(replay, "replay_rank"):
+        msg = "--simulate: the replay engine (chakra.replay) is not available in this build; skipped"
+        log.warning("%s", msg)
+        report.notes.append(msg)
+        return
+    result = replay.replay_rank(nodes, metadata=meta)
+    report.simulated = True
+    report.replayed_us = float(result.replayed_us)
+    if log_path is None:
+        log.info("replayed %s: %.0f us (no log file given: completion lines not written)",
+                 report.output_path, report.replayed_us)
+        return
+    # Appended, not replaced: the log file may also be the logging target of the command (opened in
+    # append mode by add_log_file), and both writers use O_APPEND so lines never overwrite each other.
+    for h in logging.getLogger().handlers:
+        h.flush()
+    count = 0
+    with open(log_path, "a", encoding="utf-8") as fh:
+        for line in result.completion_lines():
+            fh.write(line + "\n")
+            count += 1
+    report.completion_lines = count
+    log.info("replayed %s: %.0f us (%d completion lines in %s)", report.output_path, report.replayed_us,
+             count, log_path)
+
+
+def add_log_file(path: str | os.PathLike[str]) -> None:
+    """Send the log to ``path`` too: truncated once, then opened in append mode (see ``_simulate``)."""
+    with open(path, "w", encoding="utf-8"):
+        pass
+    handler = logging.FileHandler(path, mode="a", encoding="utf-8")
+    handler.setFormatter(logging.Formatter("[%(asctime)s] %(levelname)s %(name)s: %(message)s"))
+    logging.getLogger().addHandler(handler)

@@ -1,0 +1,84 @@
+"""Graph checks on the converted nodes: references, duplicates, cycles, and a topological order.
+
+All iterative (no recursion): a million-node chain must not hit Python's stack.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+
+
+class CycleError(ValueError):
+    """The dependency graph has a cycle; ``cycle`` lists its node ids in order."""
+
+    def __init__(self, cycle: list[int]) -> None:
+        super().__init__(f"dependency cycle through {len(cycle)} nodes: {cycle[:20]}")
+        self.cycle = cycle
+
+
+def topological_order(ids: Sequence[int], deps: Sequence[Sequence[int]],
+                      priority: Sequence[float] | Sequence[int] | None = None) -> list[int]:
+    """Indices of the nodes in an order where every node follows all its dependencies.
+
+    ``deps[i]`` are node ids (all present in ``ids``).  Among ready nodes the one
+    with the smallest ``(priority, index)`` goes first, so the output stays close
+    to time order.  Raises CycleError naming one cycle.
+    """
+    n = len(ids)
+    index = {nid: i for i, nid in enumerate(ids)}
+    indeg = [0] * n
+    users: list[list[int]] = [[] for _ in range(n)]
+    for i, ds in enumerate(deps):
+        for d in ds:
+            j = index[d]
+            users[j].append(i)
+            indeg[i] += 1
+    prio = priority if priority is not None else [0.0] * n
+    heap = [(prio[i], i) for i in range(n) if indeg[i] == 0]
+    heapq.heapify(heap)
+    order: list[int] = []
+    push, pop = heapq.heappush, heapq.heappop
+    while heap:
+        _, i = pop(heap)
+        order.append(i)
+        for u in users[i]:
+            indeg[u] -= 1
+            if indeg[u] == 0:
+                push(heap, (prio[u], u))
+    if len(order) != n:
+        raise CycleError(find_cycle(ids, deps, [i for i in range(n) if indeg[i] > 0]))
+    return order
+
+
+def find_cycle(ids: Sequence[int], deps: Sequence[Sequence[int]], candidates: Sequence[int]) -> list[int]:
+    """Node ids of one dependency cycle among ``candidates`` (indices), found by an iterative DFS."""
+    index = {nid: i for i, nid in enumerate(ids)}
+    cand = set(candidates)
+    state: dict[int, int] = {}  # 1 = on the current path, 2 = done
+    for start in candidates:
+        if state.get(start):
+            continue
+        path: list[int] = [start]
+        iters = [iter(deps[start])]
+        state[start] = 1
+        while path:
+            advanced = False
+            for d in iters[-1]:
+                j = index[d]
+                if j not in cand:
+                    continue
+                s = state.get(j)
+                if s == 1:
+                    k = path.index(j)
+                    return [ids[x] for x in path[k:]]
+                if s is None:
+                    state[j] = 1
+                    path.append(j)
+                    iters.append(iter(deps[j]))
+                    advanced = True
+                    break
+            if not advanced:
+                state[path.pop()] = 2
+                iters.pop()
+    return []

@@ -1,0 +1,477 @@
+"""Load a Kineto (PyTorch profiler, Chrome-trace JSON) file into a :class:`KinetoTrace`.
+
+One pass over ``traceEvents`` builds the typed events and the correlation tables; one sorted stack sweep
+per CPU thread fills exclusive durations and parents.  Nothing scans all events per kernel.
+
+Decisions, so that the linker and the converter can rely on them:
+
+- Only ``ph == "X"`` events are kept in ``events`` (file order).  Flow events (``s``/``f``) are counted in
+  ``flow_count``; ``ac2g`` flow ids are used only to count how many GPU correlations they confirm
+  (``stats["ac2g_confirmed"]``): the ``correlation`` args are authoritative.
+- Positions: ``KinetoEvent.parent``, ``launch_by_correlation`` and ``gpu_by_correlation`` hold positions in
+  ``trace.events``; ``KinetoEvent.index`` is the position in the file's ``traceEvents`` (for messages).
+- Bad times: an X event without a usable ``ts`` (missing, not a number, NaN, infinite) cannot be placed on a
+  timeline: TraceFormatError naming the event index.  A missing, NaN, infinite or negative ``dur`` is clamped
+  to 0 and reported once in ``warnings`` (count + first event indices): one broken CUPTI record should not
+  make a whole trace unusable.
+- Launch classification: by name (``kinds.py``), plus any runtime/driver call whose correlation matches a GPU
+  event.  A launch-named call whose GPU work is outside the trace stays LAUNCH (counted in
+  ``stats["launch_without_gpu"]``); GPU events without a launcher are counted in
+  ``stats["gpu_without_launch"]`` (ranks 1 and 3 of the DLRM traces have 64 each: kernels that were launched
+  before the profiler started).
+- Duplicate correlation ids between two launching calls: the first in file order wins, a warning is recorded.
+  Several GPU events per correlation are normal (graphs) and all are kept, in file order.
+- Exclusive duration of a CPU event = its duration minus the time covered by its direct children, each child
+  clipped to its parent's end; never negative.  GPU events: ``excl_dur = dur``.  OTHER events
+  (python_function, Trace, gpu_user_annotation, ...) are not part of the CPU stacks: ``excl_dur = dur``,
+  ``parent = None``.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import math
+import os
+import re
+from typing import Any
+
+from chakra.device.kinds import CATEGORY_KIND, runtime_kind
+from chakra.device.model import (
+    ANNOTATION,
+    CPU_KINDS,
+    DRIVER,
+    GPU_KINDS,
+    HOST_OP,
+    KERNEL,
+    LAUNCH,
+    MEMCPY,
+    MEMSET,
+    OTHER,
+    RUNTIME,
+    SYNC,
+    KinetoEvent,
+    KinetoTrace,
+    StepWindow,
+)
+from chakra.errors import TraceFormatError
+from chakra.io import load_json
+
+log = logging.getLogger(__name__)
+
+KIND_NAMES = {
+    HOST_OP: "host_op",
+    ANNOTATION: "annotation",
+    RUNTIME: "runtime",
+    LAUNCH: "launch",
+    SYNC: "sync",
+    DRIVER: "driver",
+    KERNEL: "kernel",
+    MEMCPY: "memcpy",
+    MEMSET: "memset",
+    OTHER: "other",
+}
+
+PROFILER_STEP_RE = re.compile(r"ProfilerStep#\d+\Z")
+
+_KNOWN_TOP = ("traceEvents", "distributedInfo", "deviceProperties", "traceName")
+_MAX_LISTED = 5  # event indices quoted in one aggregated warning
+_INF = math.inf
+_REL_EPS = 5e-16  # ~2 ulp of a float64 timestamp, relative
+
+
+def _as_int(value: Any) -> int | None:
+    """An id field as int: ints pass, integral floats and digit strings convert, anything else is None."""
+    if type(value) is int:
+        return value
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def _as_float(value: Any) -> float | None:
+    """A time field as a finite float, or None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        f = float(value)
+    elif isinstance(value, str):
+        try:
+            f = float(value)
+        except ValueError:
+            return None
+    else:
+        return None
+    return f if math.isfinite(f) else None
+
+
+def load_kineto(path: str | os.PathLike[str], annotation: str | None = None) -> KinetoTrace:
+    """Read a Kineto trace (``.json`` or gzip JSON, detected by magic bytes).
+
+    ``annotation``: name of the annotation whose windows define ``steps`` instead of ``ProfilerStep#N``
+    (exact name match; TraceFormatError when no such event exists).
+    """
+    # The loader builds millions of small acyclic objects; the cyclic garbage collector would rescan
+    # them again and again (3x the load time on a million events) and can find nothing to free.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _load(path, annotation)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _load(path: str | os.PathLike[str], annotation: str | None) -> KinetoTrace:
+    spath = str(path)
+    data = load_json(path)
+    if "traceEvents" not in data:
+        raise TraceFormatError("no 'traceEvents' key: not a Kineto/Chrome trace", spath)
+    raw_events = data["traceEvents"]
+    if not isinstance(raw_events, list):
+        raise TraceFormatError(
+            f"'traceEvents' is a JSON {type(raw_events).__name__}, expected a list", spath
+        )
+
+    trace = KinetoTrace(path=spath)
+    _read_top_level(trace, data)
+    _read_events(trace, raw_events)
+    _classify_launches(trace)
+    _sweep_threads(trace)
+    trace.steps = _find_steps(trace, annotation)
+    for w in trace.warnings:
+        log.warning("%s: %s", spath, w)
+    return trace
+
+
+def _read_top_level(trace: KinetoTrace, data: dict[str, Any]) -> None:
+    info = data.get("distributedInfo")
+    if isinstance(info, dict):
+        trace.distributed_info = info
+        trace.rank = _as_int(info.get("rank"))
+        trace.world_size = _as_int(info.get("world_size"))
+        backend = info.get("backend")
+        trace.backend = str(backend) if backend is not None else None
+        pgs = info.get("pg_config")
+        if isinstance(pgs, list):
+            trace.pg_config = [pg for pg in pgs if isinstance(pg, dict)]
+            if len(trace.pg_config) != len(pgs):
+                trace.warnings.append("distributedInfo.pg_config: ignored entries that are not objects")
+        elif pgs is not None:
+            trace.warnings.append("distributedInfo.pg_config is not a list: ignored")
+    elif info is not None:
+        trace.warnings.append("distributedInfo is not an object: ignored")
+
+    props = data.get("deviceProperties")
+    if isinstance(props, list):
+        trace.device_properties = [p for p in props if isinstance(p, dict)]
+    elif props is not None:
+        trace.warnings.append("deviceProperties is not a list: ignored")
+
+    name = data.get("traceName")
+    trace.trace_name = str(name) if name is not None else None
+    trace.extra = {k: v for k, v in data.items() if k not in _KNOWN_TOP}
+
+
+def _read_events(trace: KinetoTrace, raw_events: list[Any]) -> None:
+    """The single pass: build X events, the GPU correlation table, count everything else."""
+    path = trace.path
+    events = trace.events
+    append = events.append
+    gpu_by_corr = trace.gpu_by_correlation
+    category_kind = CATEGORY_KIND
+    gpu_kinds = GPU_KINDS
+    non_x: dict[str, int] = {}
+    ac2g_ids: set[Any] = set()
+    flows = 0
+    bad_dur: list[int] = []
+
+    for i, e in enumerate(raw_events):
+        if type(e) is not dict:
+            raise TraceFormatError(
+                f"traceEvents[{i}] is a JSON {type(e).__name__}, expected an object", path
+            )
+        ph = e.get("ph")
+        if ph != "X":
+            key = ph if isinstance(ph, str) else "?"
+            non_x[key] = non_x.get(key, 0) + 1
+            if ph == "s" or ph == "f":
+                flows += 1
+                if e.get("cat") == "ac2g" and ph == "s":
+                    ac2g_ids.add(_as_int(e.get("id")))
+            continue
+
+        ts = e.get("ts")
+        if type(ts) is int:
+            ts = float(ts)
+        elif type(ts) is not float or not (-_INF < ts < _INF):
+            ts = _as_float(ts)
+            if ts is None:
+                raise TraceFormatError(
+                    f"traceEvents[{i}] ({e.get('name')!r}): 'ts' is missing or not a finite number "
+                    f"({e.get('ts')!r})",
+                    path,
+                )
+        dur = e.get("dur")
+        if type(dur) is int:
+            dur = float(dur)
+            if dur < 0.0:
+                bad_dur.append(i)
+                dur = 0.0
+        elif type(dur) is not float or not (0.0 <= dur < _INF):
+            dur = _as_float(dur)
+            if dur is None or dur < 0.0:
+                bad_dur.append(i)
+                dur = 0.0
+
+        cat = e.get("cat")
+        cat = cat if type(cat) is str else ("" if cat is None else str(cat))
+        name = e.get("name")
+        name = name if type(name) is str else ("" if name is None else str(name))
+        args = e.get("args")
+        if type(args) is not dict:
+            args = {}
+
+        kind = category_kind.get(cat)
+        if kind is None:
+            kind = category_kind.get(cat.lower(), OTHER)
+        is_sync = False
+        if kind == RUNTIME or kind == DRIVER:
+            kind, is_sync = runtime_kind(kind, name)
+
+        corr = args.get("correlation")
+        if corr is not None:
+            corr = _as_int(corr)
+        ext = args.get("External id")
+        if ext is None:
+            ext = args.get("external id")
+        rf = args.get("Record function id")
+
+        # positional (fastest): index, kind, name, cat, ph, pid, tid, ts, dur, external_id, rf_id,
+        # correlation, stream, device, args -- the field order of chakra.device.model.KinetoEvent
+        ev = KinetoEvent(
+            i, kind, name, cat, "X", e.get("pid"), e.get("tid"), ts, dur,
+            _as_int(ext) if ext is not None else None,
+            _as_int(rf) if rf is not None else None,
+            corr,
+            None,
+            None,
+            args,
+        )
+        ev.is_sync = is_sync
+        if kind in gpu_kinds:
+            ev.excl_dur = dur
+            stream = args.get("stream")
+            ev.stream = _as_int(stream if stream is not None else ev.tid)
+            device = args.get("device")
+            ev.device = _as_int(device if device is not None else ev.pid)
+            if corr is not None:
+                lst = gpu_by_corr.get(corr)
+                if lst is None:
+                    gpu_by_corr[corr] = [len(events)]
+                else:
+                    lst.append(len(events))
+        else:
+            stream = args.get("stream")
+            if stream is not None:
+                ev.stream = _as_int(stream)
+            device = args.get("device")
+            if device is not None:
+                ev.device = _as_int(device)
+            if kind == OTHER:
+                ev.excl_dur = dur
+        append(ev)
+
+    trace.flow_count = flows
+    stats = trace.stats
+    stats["events_total"] = len(raw_events)
+    stats["x_events"] = len(events)
+    stats["flows"] = flows
+    for ph, n in sorted(non_x.items()):
+        stats[f"ph_{ph}"] = n
+    ac2g_ids.discard(None)
+    stats["ac2g_confirmed"] = sum(1 for c in gpu_by_corr if c in ac2g_ids)
+    stats["clamped_durations"] = len(bad_dur)
+    if bad_dur:
+        listed = ", ".join(str(k) for k in bad_dur[:_MAX_LISTED])
+        more = " ..." if len(bad_dur) > _MAX_LISTED else ""
+        trace.warnings.append(
+            f"{len(bad_dur)} X event(s) with a missing, NaN, infinite or negative 'dur' clamped to 0 "
+            f"(traceEvents[{listed}{more}])"
+        )
+    ignored = {ph: n for ph, n in non_x.items() if ph not in ("s", "f", "i", "I", "M", "t")}
+    if ignored:
+        trace.warnings.append(
+            "ignored events of unsupported phases: "
+            + ", ".join(f"{n} ph={ph!r}" for ph, n in sorted(ignored.items()))
+        )
+
+
+def _classify_launches(trace: KinetoTrace) -> None:
+    """Promote runtime/driver calls that start a GPU op; build ``launch_by_correlation``."""
+    events = trace.events
+    gpu_by_corr = trace.gpu_by_correlation
+    launch_by_corr = trace.launch_by_correlation
+    duplicates: list[int] = []
+    promoted = 0
+    for pos, ev in enumerate(events):
+        kind = ev.kind
+        if kind == RUNTIME or kind == DRIVER or kind == SYNC:
+            if ev.correlation is None or ev.correlation not in gpu_by_corr:
+                continue
+            # an unusually named call (or a sync call) that demonstrably started GPU work
+            if kind == SYNC:
+                ev.is_sync = True
+            ev.kind = LAUNCH
+            promoted += 1
+        elif kind != LAUNCH:
+            continue
+        corr = ev.correlation
+        if corr is None:
+            continue
+        if corr in launch_by_corr:
+            duplicates.append(corr)
+        else:
+            launch_by_corr[corr] = pos
+
+    stats = trace.stats
+    stats["promoted_launches"] = promoted
+    stats["gpu_without_launch"] = sum(len(v) for c, v in gpu_by_corr.items() if c not in launch_by_corr)
+    stats["launch_without_gpu"] = sum(1 for c in launch_by_corr if c not in gpu_by_corr)
+    stats["duplicate_launch_correlations"] = len(duplicates)
+    counts = dict.fromkeys(KIND_NAMES.values(), 0)
+    for ev in events:
+        counts[KIND_NAMES[ev.kind]] += 1
+    stats.update(counts)
+    if duplicates:
+        listed = ", ".join(str(c) for c in duplicates[:_MAX_LISTED])
+        more = " ..." if len(duplicates) > _MAX_LISTED else ""
+        trace.warnings.append(
+            f"{len(duplicates)} launching call(s) reuse a correlation id already taken by an earlier launch "
+            f"(first in file order kept; correlation {listed}{more})"
+        )
+    n_orphan = stats["gpu_without_launch"]
+    if n_orphan:
+        trace.warnings.append(
+            f"{n_orphan} GPU event(s) have no launching call in the trace (launched before profiling began?)"
+        )
+
+
+def _sweep_threads(trace: KinetoTrace) -> None:
+    """Exclusive durations and parents: one sorted stack sweep per (pid, tid).
+
+    Each stack entry is ``[position, effective end, covered-by-children]``.  A child that runs past its
+    parent's end is clipped to it (and counted in ``stats["overrun_children"]``), so siblings never overlap
+    and the union of the direct children is simply the sum of their clipped lengths.  Intervals are
+    half-open: an event starting exactly where the top of the stack ends is not its child, which also
+    means a zero-length event never has children.  Ties (same ts and dur) keep file order: the earlier one
+    is the parent.
+
+    Absolute times are large (5e12 µs with ns decimals, or 1.7e15 µs) so ``ts + dur`` carries a rounding
+    error of about one unit in the last place (~0.001 µs at 5e12).  Comparisons of ends and starts
+    therefore allow ``|ts| * 5e-16`` (about two ulps): a child that ends "after" its parent only by
+    rounding is not an overrun, and an event starting where the previous one ends is its sibling.
+    """
+    events = trace.events
+    threads: dict[tuple[Any, Any], list[int]] = {}
+    cpu_kinds = CPU_KINDS
+    for pos, ev in enumerate(events):
+        if ev.kind in cpu_kinds:
+            key = (ev.pid, ev.tid)
+            lst = threads.get(key)
+            if lst is None:
+                threads[key] = [pos]
+            else:
+                lst.append(pos)
+
+    overrun = 0
+    for positions in threads.values():
+        positions.sort(key=lambda p: (events[p].ts, -events[p].dur, p))
+        stack: list[list[Any]] = []
+        for pos in positions:
+            ev = events[pos]
+            ts = ev.ts
+            tol = (ts if ts >= 0.0 else -ts) * _REL_EPS
+            while stack and stack[-1][1] <= ts + tol:
+                top = stack.pop()
+                top_ev = events[top[0]]
+                excl = top_ev.dur - top[2]
+                top_ev.excl_dur = excl if excl > 0.0 else 0.0
+            end = ts + ev.dur
+            if stack:
+                parent = stack[-1]
+                ev.parent = parent[0]
+                if end > parent[1] + tol:
+                    end = parent[1]
+                    overrun += 1
+                    parent[2] += end - ts
+                else:
+                    if end > parent[1]:
+                        end = parent[1]  # rounding noise only: keep the ends nested
+                    parent[2] += ev.dur  # exact: no float round trip through absolute times
+            stack.append([pos, end, 0.0])
+        for top in stack:
+            top_ev = events[top[0]]
+            excl = top_ev.dur - top[2]
+            top_ev.excl_dur = excl if excl > 0.0 else 0.0
+    trace.stats["overrun_children"] = overrun
+    trace.stats["cpu_threads"] = len(threads)
+    if overrun:
+        trace.warnings.append(
+            f"{overrun} CPU event(s) end after their enclosing event: clipped to the parent's end"
+        )
+
+
+def _find_steps(trace: KinetoTrace, annotation: str | None) -> list[StepWindow]:
+    steps: list[StepWindow] = []
+    for ev in trace.events:
+        if ev.kind != ANNOTATION and ev.kind != HOST_OP:
+            continue
+        if annotation is None:
+            if ev.name.startswith("ProfilerStep#") and PROFILER_STEP_RE.match(ev.name):
+                steps.append(StepWindow(ev.name, ev.ts, ev.dur))
+        elif ev.name == annotation:
+            steps.append(StepWindow(ev.name, ev.ts, ev.dur))
+    if annotation is not None and not steps:
+        raise TraceFormatError(f"no CPU annotation or op named {annotation!r} to use as step window",
+                               trace.path)
+    steps.sort(key=lambda s: (s.ts, -s.dur))
+    return steps
+
+
+def measured_window(trace: KinetoTrace) -> tuple[str, float, float]:
+    """The profiled window: ``(name, start_us, dur_us)``.
+
+    With step windows: start = first step start, dur = length of the union of the windows (disjoint steps:
+    the sum of their durations; the gaps between steps are not measured time), name = the step names
+    joined by ``+`` (``first..last (N windows)`` beyond four names).  Without steps: the span of all X
+    events, named ``"kineto_span"``.
+    """
+    if not trace.steps:
+        start, end = trace.span
+        return ("kineto_span", start, end - start)
+    windows = sorted(trace.steps, key=lambda s: s.ts)
+    # merge overlapping windows; a group of one window contributes its exact duration from the file
+    total = 0.0
+    cur_start = windows[0].ts
+    cur_end = cur_start + windows[0].dur
+    cur_len = windows[0].dur
+    for w in windows[1:]:
+        w_end = w.ts + w.dur
+        if w.ts >= cur_end - abs(cur_end) * _REL_EPS:
+            total += cur_len
+            cur_start, cur_end, cur_len = w.ts, w_end, w.dur
+        elif w_end > cur_end:
+            cur_end = w_end
+            cur_len = cur_end - cur_start
+    total += cur_len
+    unique = list(dict.fromkeys(w.name for w in windows))
+    names = "+".join(unique) if len(unique) <= 4 else f"{unique[0]}..{unique[-1]} ({len(unique)} windows)"
+    return (names, windows[0].ts, total)

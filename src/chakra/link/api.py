@@ -1,0 +1,355 @@
+"""The linker's public functions: one rank in memory, one rank on disk, a folder of ranks.
+
+``link_traces`` runs the passes in order (window -> matching -> GPU attachment
+-> collectives -> dependencies) and assembles the ET+ document described in the
+data contract; ``link_files`` adds loading and an atomic write; ``link_folder``
+links every rank of a folder in parallel processes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chakra.device.loader import load_kineto
+from chakra.device.model import KERNEL, MEMCPY, MEMSET, KinetoTrace
+from chakra.errors import ChakraError, TraceFormatError, UsageError
+from chakra.host.loader import load_host_et
+from chakra.host.model import HostTrace
+from chakra.io import dump_json
+from chakra.link.comm import CommResolver, gloo_fields, is_nccl_kernel, process_groups
+from chakra.link.deps import DEFAULT_GAP_US, inter_thread_deps, sync_deps
+from chakra.link.etplus import FLAT, host_node, io_fields
+from chakra.link.gpu import attach_gpu_ops
+from chakra.link.match import match_ops
+from chakra.link.window import measured, select_window
+
+log = logging.getLogger(__name__)
+
+WARN_MATCH_RATE = 0.95
+_GPU_CAT = {KERNEL: "kernel", MEMCPY: "gpu_memcpy", MEMSET: "gpu_memset"}
+
+
+@dataclass(slots=True)
+class LinkReport:
+    """What one link did (also what ``link_folder`` returns per rank)."""
+
+    host_path: str
+    kineto_path: str
+    output_path: str | None
+    rank: int | None
+    strategy: str
+    window: str
+    host_ops: int
+    matched: int
+    match_rate: float
+    gpu_ops: int
+    gpu_attached: int
+    gpu_attach_rate: float
+    sync_deps: int
+    inter_thread_deps: int
+    seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return (f"rank {self.rank}: {self.matched}/{self.host_ops} host ops matched "
+                f"({100 * self.match_rate:.1f}%, {self.strategy}, window {self.window}); "
+                f"{self.gpu_attached}/{self.gpu_ops} GPU ops attached ({100 * self.gpu_attach_rate:.1f}%); "
+                f"{self.sync_deps} sync deps, {self.inter_thread_deps} inter-thread deps")
+
+
+def link_traces(host: HostTrace, kineto: KinetoTrace, *, rank: int | None = None,
+                annotation: str | None = None, inter_thread_gap_us: float = DEFAULT_GAP_US) -> dict[str, Any]:
+    """Link a loaded host ET with its Kineto trace; return the ET+ document."""
+    window = select_window(host, kineto, annotation)
+    match = match_ops(host, kineto, window)
+    gpu = attach_gpu_ops(kineto, match.event_to_host, window)
+    events = kineto.events
+    layout = host.layout
+
+    # ---- host nodes -----------------------------------------------------------------------------
+    resolver = CommResolver(host)
+    nodes: list[dict[str, Any]] = []
+    host_nodes: dict[int, dict[str, Any]] = {}
+    gloo = 0
+    for op in host.ops:
+        node = host_node(op, layout)
+        pos = match.host_to_event.get(op.id)
+        if pos is not None:
+            ev = events[pos]
+            node["ts"] = ev.ts
+            node["dur"] = ev.dur
+            node["inclusive_dur"] = ev.dur
+            node["exclusive_dur"] = ev.excl_dur
+            node["kineto_tid"] = ev.tid
+        fields = gloo_fields(resolver, op)
+        if fields is not None:
+            node.update(fields)
+            gloo += 1
+        nodes.append(node)
+        host_nodes[op.id] = node
+
+    # ---- GPU nodes ------------------------------------------------------------------------------
+    next_id = max(host.by_id, default=0) + 1
+    parent_key = "parent" if layout == FLAT else "ctrl_deps"
+    gpu_ids: list[int] = []
+    nccl = 0
+    io_cache: dict[int, dict[str, Any]] = {}
+    for g in gpu.ops:
+        ev = events[g.pos]
+        pg_name, coll, size = resolver.gpu_fields(ev, g.launcher)
+        nccl += is_nccl_kernel(ev)
+        io = io_cache.get(g.launcher)
+        if io is None:
+            io = io_cache[g.launcher] = io_fields(host.by_id[g.launcher], layout)
+        node = {
+            "id": next_id, "name": ev.name, "cat": _GPU_CAT[ev.kind], "ph": "X",
+            "ts": ev.ts, "dur": ev.dur, "inclusive_dur": ev.dur, "exclusive_dur": ev.dur,
+            "stream": ev.stream, "device": ev.device, "tid": ev.stream, "args": ev.args,
+            "pg_name": pg_name, "collective_name": coll, "comm_size": size,
+            parent_key: g.launcher,
+        }
+        node.update(io)
+        nodes.append(node)
+        gpu_ids.append(next_id)
+        next_id += 1
+
+    # ---- dependencies ---------------------------------------------------------------------------
+    it_deps = inter_thread_deps(kineto, match.host_to_event, inter_thread_gap_us)
+    for host_id, dep in it_deps.items():
+        host_nodes[host_id]["inter_thread_dep"] = dep
+    s_deps, s_stats = sync_deps(kineto, match.host_to_event, match.event_to_host, gpu, gpu_ids)
+    for host_id, deps in s_deps.items():
+        host_nodes[host_id]["sync_dep"] = deps
+
+    # ---- top level ------------------------------------------------------------------------------
+    rank_out = rank if rank is not None else (kineto.rank if kineto.rank is not None else host.rank)
+    world = kineto.world_size if kineto.world_size is not None else host.world_size
+    pgs = process_groups(host, kineto.distributed_info, world)
+    if world is None:
+        world = next((g["group_size"] for g in pgs if g["pg_name"] == "0" and g["group_size"]), None)
+
+    rate = match.matched / match.host_ops if match.host_ops else 1.0
+    attachable = gpu.total - gpu.no_launch - gpu.outside_window
+    attach_rate = gpu.attached / attachable if attachable else 1.0
+    stats: dict[str, Any] = {
+        "strategy": match.strategy,
+        "window": window.name,
+        "window_reason": window.reason,
+        "host_ops": match.host_ops,
+        "matched": match.matched,
+        "match_rate": round(rate, 6),
+        "matched_second_round": match.second_round,
+        "rf_name_mismatch": match.rf_name_mismatch,
+        "kineto_host_events": match.kineto_candidates,
+        "kineto_unmatched": match.kineto_candidates - sum(
+            1 for p in match.event_to_host if window.contains(events[p].ts)),
+        "threads": [{"host_tid": t.host_tid, "kineto_tid": t.kineto_tid, "host_ops": t.host_ops,
+                     "kineto_events": t.kineto_events, "matched": t.matched} for t in match.threads],
+        "gpu_ops": gpu.total,
+        "gpu_attached": gpu.attached,
+        "gpu_attach_rate": round(attach_rate, 6),
+        "gpu_orphans_no_launch": gpu.no_launch,
+        "gpu_orphans_outside_window": gpu.outside_window,
+        "gpu_orphans_no_host_op": gpu.no_host_op,
+        "nccl_kernels": nccl,
+        "gloo_collectives": gloo,
+        "inter_thread_deps": len(it_deps),
+        "inter_thread_gap_us": inter_thread_gap_us,
+        "sync_calls": s_stats.calls,
+        "sync_deps": s_stats.deps,
+        "sync_ops": len(s_deps),
+        "sync_no_host_op": s_stats.no_host_op,
+        "sync_unknown_stream": s_stats.unknown_stream,
+        "sync_nothing_to_wait": s_stats.nothing_to_wait,
+        "sync_dropped_late": s_stats.dropped_late,
+    }
+    doc: dict[str, Any] = {"schema": host.schema}
+    for key in ("pid", "time", "start_ts", "finish_ts"):
+        value = getattr(host, key)
+        if value is not None:
+            doc[key] = value
+    for key, value in host.extra.items():
+        if key not in ("rank", "world_size", "process_groups", "measured", "link_stats"):
+            doc[key] = value
+    doc["nodes"] = nodes
+    doc["rank"] = rank_out
+    doc["world_size"] = world
+    doc["process_groups"] = pgs
+    doc["measured"] = measured(kineto, window)
+    doc["link_stats"] = stats
+
+    name = f"rank {rank_out}" if rank_out is not None else os.path.basename(host.path)
+    log.info("%s: %d/%d host ops matched (%.1f%%, strategy %s, window %s)", name, match.matched,
+             match.host_ops, 100 * rate, match.strategy, window.name)
+    log.info("%s: %d/%d GPU ops attached (%d launched before the trace, %d outside the window, "
+             "%d without an enclosing host op); %d sync deps on %d ops, %d inter-thread deps", name,
+             gpu.attached, gpu.total, gpu.no_launch, gpu.outside_window, gpu.no_host_op, s_stats.deps,
+             len(s_deps), len(it_deps))
+    if rate < WARN_MATCH_RATE:
+        log.warning("%s: only %.1f%% of the host ops matched a Kineto event (below %.0f%%)", name,
+                    100 * rate, 100 * WARN_MATCH_RATE)
+    if attach_rate < WARN_MATCH_RATE:
+        log.warning("%s: only %.1f%% of the GPU ops found their host op", name, 100 * attach_rate)
+    return doc
+
+
+def link_files(host_path: str | os.PathLike[str], kineto_path: str | os.PathLike[str],
+               output_path: str | os.PathLike[str], *, rank: int | None = None,
+               annotation: str | None = None) -> LinkReport:
+    """Load, link and write ET+ atomically (``.gz`` output when the name ends in ``.gz``)."""
+    t0 = time.perf_counter()
+    for p in (host_path, kineto_path):
+        if not os.path.exists(p):
+            raise UsageError(f"{os.fspath(p)}: no such file")
+    host = load_host_et(host_path)
+    kineto = load_kineto(kineto_path)
+    doc = link_traces(host, kineto, rank=rank, annotation=annotation)
+    out = os.fspath(output_path)
+    parent = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(parent):
+        raise UsageError(f"{out}: output directory {parent} does not exist")
+    dump_json(out, doc)
+    report = _report(doc, os.fspath(host_path), os.fspath(kineto_path), out)
+    report.warnings = list(host.warnings) + list(kineto.warnings)
+    report.seconds = time.perf_counter() - t0
+    log.info("wrote %s in %.2f s", out, report.seconds)
+    return report
+
+
+def _report(doc: dict[str, Any], host_path: str, kineto_path: str, out: str | None) -> LinkReport:
+    s = doc["link_stats"]
+    return LinkReport(
+        host_path=host_path, kineto_path=kineto_path, output_path=out, rank=doc["rank"],
+        strategy=s["strategy"], window=s["window"], host_ops=s["host_ops"], matched=s["matched"],
+        match_rate=s["match_rate"], gpu_ops=s["gpu_ops"], gpu_attached=s["gpu_attached"],
+        gpu_attach_rate=s["gpu_attach_rate"], sync_deps=s["sync_deps"],
+        inter_thread_deps=s["inter_thread_deps"],
+    )
+
+
+# ---- batch mode ---------------------------------------------------------------------------------
+
+_HOST_RE = re.compile(r"^(?:chakra_)?host_et_(\d+)\.json(?:\.gz)?$")
+_KINETO_RE = re.compile(r"^kineto_(\d+)\.json(?:\.gz)?$")
+
+
+def find_rank_pairs(folder: str | os.PathLike[str]) -> list[tuple[int, Path, Path]]:
+    """``(rank, host ET, Kineto)`` of every rank in ``folder`` (also in ``host/`` + ``device/``)."""
+    root = Path(folder)
+    if not root.is_dir():
+        raise UsageError(f"{root}: not a directory")
+    hosts: dict[int, Path] = {}
+    kinetos: dict[int, Path] = {}
+    for d in (root, root / "host", root / "device"):
+        if not d.is_dir():
+            continue
+        for p in sorted(d.iterdir()):
+            m = _HOST_RE.match(p.name)
+            if m:
+                hosts.setdefault(int(m.group(1)), p)
+                continue
+            m = _KINETO_RE.match(p.name)
+            if m:
+                kinetos.setdefault(int(m.group(1)), p)
+    ranks = sorted(set(hosts) & set(kinetos))
+    if not ranks:
+        raise UsageError(f"{root}: no host_et_N.json(.gz) + kineto_N.json(.gz) pairs found")
+    for r in sorted(set(hosts) ^ set(kinetos)):
+        log.warning("%s: rank %d has only a %s file; skipped", root, r,
+                    "host ET" if r in hosts else "Kineto")
+    return [(r, hosts[r], kinetos[r]) for r in ranks]
+
+
+def _output_name(rank: int, host: Path) -> str:
+    return f"et_plus_{rank}.json.gz" if host.name.endswith(".gz") else f"et_plus_{rank}.json"
+
+
+def _link_one(args: tuple[str, str, str, int, str | None]) -> tuple[LinkReport | None, str | None]:
+    """One rank (in a worker process): the report, or the error message (exceptions may not pickle)."""
+    host, kineto, out, rank, annotation = args
+    try:
+        return link_files(host, kineto, out, rank=rank, annotation=annotation), None
+    except ChakraError as exc:
+        return None, str(exc)
+
+
+def link_folder(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str], jobs: int | None = None,
+                *, annotation: str | None = None, quiet: bool = False) -> list[LinkReport]:
+    """Link every rank of ``folder`` into ``out_dir/et_plus_N.json(.gz)``, ``jobs`` processes at a time."""
+    from chakra.cli.common import show_progress
+
+    pairs = find_rank_pairs(folder)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tasks = [(str(h), str(k), str(out / _output_name(r, h)), r, annotation) for r, h, k in pairs]
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(tasks)))
+    reports: dict[int, LinkReport] = {}
+    errors: list[str] = []
+    progress = None
+    if show_progress(quiet):
+        from rich.progress import Progress
+
+        progress = Progress(transient=True)
+    task_id = progress.add_task("linking", total=len(tasks)) if progress else None
+    if progress:
+        progress.start()
+    try:
+        if jobs == 1:
+            for t in tasks:
+                rep, err = _link_one(t)
+                if rep is not None:
+                    reports[t[3]] = rep
+                else:
+                    errors.append(f"rank {t[3]}: {err}")
+                if progress:
+                    progress.advance(task_id)  # type: ignore[arg-type]
+        else:
+            with ProcessPoolExecutor(max_workers=jobs) as pool:
+                futures = {pool.submit(_link_one, t): t[3] for t in tasks}
+                for fut in as_completed(futures):
+                    rank = futures[fut]
+                    rep, err = fut.result()
+                    if rep is not None:
+                        reports[rank] = rep
+                    else:
+                        errors.append(f"rank {rank}: {err}")
+                    if progress:
+                        progress.advance(task_id)  # type: ignore[arg-type]
+    finally:
+        if progress:
+            progress.stop()
+    if errors:
+        raise TraceFormatError("; ".join(errors), os.fspath(folder))
+    return [reports[r] for r in sorted(reports)]
+
+
+def link_command(*, host: str | None = None, kineto: str | None = None, output: str | None = None,
+                 rank: int | None = None, annotation: str | None = None, batch: str | None = None,
+                 output_dir: str | None = None, jobs: int | None = None, quiet: bool = False) -> int:
+    """What ``chakra_trace_link`` does: one pair, or a folder with ``batch``.  Returns the exit code."""
+    if batch is not None:
+        if host or kineto or output:
+            raise UsageError("--batch links a whole folder: do not also give trace files or --output-file")
+        reports = link_folder(batch, output_dir or batch, jobs, annotation=annotation, quiet=quiet)
+        for r in reports:
+            log.info("%s -> %s", r.summary(), r.output_path)
+        return 0
+    missing = [name for name, v in (("host ET (--chakra-host-trace / --pytorch-et-file)", host),
+                                    ("Kineto trace (--chakra-device-trace / --kineto-file)", kineto),
+                                    ("--output-file", output)) if not v]
+    if missing:
+        raise UsageError("missing " + ", ".join(missing))
+    report = link_files(host, kineto, output, rank=rank, annotation=annotation)  # type: ignore[arg-type]
+    log.info("%s", report.summary())
+    return 0
+
+
+def report_dict(report: LinkReport) -> dict[str, Any]:
+    return asdict(report)

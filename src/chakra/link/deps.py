@@ -1,0 +1,210 @@
+"""Dependencies written into ET+: inter-thread order and GPU synchronisation.
+
+Both kinds only ever point backward in time, which makes the dependency graph
+acyclic by construction.  Give every node a key: a host op its start ``ts``, a
+GPU op the start of its launching call (ties: host before GPU).  Then
+
+- GPU op -> its launcher: the launch lies inside the launcher, so the
+  launcher's key is smaller;
+- inter-thread dep A -> B: B ended before A started, so ts(B) < ts(A);
+- sync dep H -> K: K was launched before H started (see below);
+
+every edge goes to a strictly smaller key, and there can be no cycle.  Each
+dependency also points to a node that ends strictly earlier than the dependent
+node (checked, dropped and counted otherwise).
+
+Inter-thread dependencies (the rule of the original linker, with the threshold
+made explicit).  Per Kineto thread, the matched host ops that are not nested in
+another matched op of that thread are its top-level ops, in time order.  A
+*group* starts at the thread's first top-level op and at every top-level op that
+starts more than ``gap_us`` (default 1000 µs) after the previous top-level op
+ended: the thread was idle, so it was waiting for something.  The first op of
+a group gets ``inter_thread_dep`` = the matched op on any *other* thread that
+ended last before the group's op started (nested ops count: the op that
+finished just before is the most specific cause).  One bisect per other thread.
+
+Synchronisation dependencies, computed from the Kineto trace alone.  A
+synchronising call (``is_sync``: device/stream/event synchronize, stream wait
+event, synchronous memcpy) waits for GPU work on some streams:
+
+- ``cudaDeviceSynchronize`` (and ``cuCtxSynchronize``, hip): every stream;
+- ``cudaStreamSynchronize``: ``args["stream"]`` when Kineto recorded it, else
+  the stream of the last GPU op launched from the same thread before the call
+  (the usual pattern: ``cudaMemcpyAsync`` then ``cudaStreamSynchronize``),
+  else every stream;
+- ``cudaEventSynchronize`` / ``cudaStreamWaitEvent``: the stream in
+  ``args["wait_on_stream"]`` (newer Kineto), else unknown: skipped and counted;
+- synchronous memcpy: the stream of the copy it launched.
+
+The dependency goes on H, the innermost matched host op enclosing the call,
+and points, per stream, at the last attached GPU op of that stream launched
+before H started.  Stream order is FIFO, so waiting for it means waiting for
+everything launched earlier on the stream; GPU ops launched by H itself (or by
+ops nested in H) are excluded, because they are H's own children (the edge
+would close a cycle through their launcher link).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass, field
+from typing import Any
+
+from chakra.device.model import KinetoTrace
+from chakra.link.gpu import GpuAttachment, innermost_matched
+
+DEFAULT_GAP_US = 1000.0
+
+_DEVICE_SYNC = frozenset(("cudaDeviceSynchronize", "cuCtxSynchronize", "hipDeviceSynchronize"))
+_STREAM_SYNC = frozenset(("cudaStreamSynchronize", "cuStreamSynchronize", "hipStreamSynchronize"))
+_EVENT_SYNC = frozenset(("cudaEventSynchronize", "cuEventSynchronize", "hipEventSynchronize",
+                         "cudaStreamWaitEvent", "cuStreamWaitEvent", "hipStreamWaitEvent"))
+_MAX_STEP_BACK = 32  # how far to walk back a stream past GPU ops that end too late
+
+
+@dataclass(slots=True)
+class SyncStats:
+    calls: int = 0                 # synchronising calls seen
+    no_host_op: int = 0            # no matched host op encloses the call
+    unknown_stream: int = 0        # event sync / wait without the event's stream
+    nothing_to_wait: int = 0       # no earlier GPU op on the stream(s)
+    deps: int = 0                  # dependency edges written
+    dropped_late: int = 0          # candidate GPU op ends after the host op: skipped
+    by_call: dict[str, int] = field(default_factory=dict)
+
+
+def inter_thread_deps(kineto: KinetoTrace, host_to_event: dict[int, int],
+                      gap_us: float = DEFAULT_GAP_US) -> dict[int, int]:
+    """``{host op id: id of the op it waits for on another thread}`` (see module doc)."""
+    events = kineto.events
+    threads: dict[Any, list[tuple[float, float, int]]] = {}
+    for host_id, pos in host_to_event.items():
+        ev = events[pos]
+        threads.setdefault((ev.pid, ev.tid), []).append((ev.ts, ev.ts + ev.dur, host_id))
+    by_end: dict[Any, tuple[list[float], list[int]]] = {}
+    for key, items in threads.items():
+        s = sorted(items, key=lambda t: (t[1], t[0], t[2]))
+        by_end[key] = ([t[1] for t in s], [t[2] for t in s])
+    deps: dict[int, int] = {}
+    for key, items in threads.items():
+        items.sort(key=lambda t: (t[0], -t[1], t[2]))
+        top_end = -float("inf")
+        for ts, end, host_id in items:
+            if ts < top_end:
+                continue  # nested in (or overlapping) the current top-level op
+            group_start = top_end == -float("inf") or ts - top_end > gap_us
+            top_end = end
+            if not group_start:
+                continue
+            best_end, best_id = -float("inf"), -1
+            for other, (ends, ids) in by_end.items():
+                if other == key:
+                    continue
+                k = bisect_right(ends, ts) - 1
+                if k >= 0 and ends[k] > best_end:
+                    best_end, best_id = ends[k], ids[k]
+            if best_id >= 0 and best_end < end:
+                deps[host_id] = best_id
+    return deps
+
+
+def sync_deps(kineto: KinetoTrace, host_to_event: dict[int, int], event_to_host: dict[int, int],
+              gpu: GpuAttachment, gpu_ids: list[int]) -> tuple[dict[int, list[int]], SyncStats]:
+    """``{host op id: [GPU node ids]}`` for the synchronising calls (see module doc).
+
+    ``gpu_ids[i]`` is the ET+ node id given to ``gpu.ops[i]``.
+    """
+    events = kineto.events
+    stats = SyncStats()
+    # per stream: attached GPU ops in launch order
+    streams: dict[Any, tuple[list[float], list[int]]] = {}
+    order = sorted(range(len(gpu.ops)), key=lambda i: (events[gpu.ops[i].launch_pos].ts, i))
+    for i in order:
+        g = gpu.ops[i]
+        s = events[g.pos].stream
+        lst = streams.get(s)
+        if lst is None:
+            lst = streams[s] = ([], [])
+        lst[0].append(events[g.launch_pos].ts)
+        lst[1].append(i)
+    # per thread: every launch with GPU work, for "which stream did this thread use last"
+    thread_launches: dict[Any, tuple[list[float], list[Any]]] = {}
+    gpu_by_corr = kineto.gpu_by_correlation
+    for corr, lpos in sorted(kineto.launch_by_correlation.items(), key=lambda kv: events[kv[1]].ts):
+        gl = gpu_by_corr.get(corr)
+        if not gl:
+            continue
+        ev = events[lpos]
+        tl = thread_launches.get((ev.pid, ev.tid))
+        if tl is None:
+            tl = thread_launches[(ev.pid, ev.tid)] = ([], [])
+        tl[0].append(ev.ts)
+        tl[1].append(events[gl[0]].stream)
+
+    out: dict[int, set[int]] = {}
+    cache: dict[int, int] = {}
+    for pos, ev in enumerate(events):
+        if not ev.is_sync:
+            continue
+        stats.calls += 1
+        stats.by_call[ev.name] = stats.by_call.get(ev.name, 0) + 1
+        holder = innermost_matched(kineto, ev.parent, event_to_host, cache)
+        if holder < 0:
+            stats.no_host_op += 1
+            continue
+        wanted = _streams_waited(kineto, pos, streams, thread_launches)
+        if wanted is None:
+            stats.unknown_stream += 1
+            continue
+        h_ev = events[host_to_event[holder]]
+        h_ts, h_end, h_thread = h_ev.ts, h_ev.ts + h_ev.dur, (h_ev.pid, h_ev.tid)
+        found = 0
+        for s in wanted:
+            lst = streams.get(s)
+            if lst is None:
+                continue
+            launch_ts, idxs = lst
+            k = bisect_left(launch_ts, h_ts) - 1
+            steps = 0
+            while k >= 0 and steps < _MAX_STEP_BACK:
+                g = gpu.ops[idxs[k]]
+                g_ev = events[g.pos]
+                l_ev = events[g.launch_pos]
+                own = (l_ev.pid, l_ev.tid) == h_thread and h_ts <= l_ev.ts <= h_end
+                if not own and g_ev.ts + g_ev.dur < h_end:
+                    out.setdefault(holder, set()).add(gpu_ids[idxs[k]])
+                    found += 1
+                    break
+                if not own:
+                    stats.dropped_late += 1
+                k -= 1
+                steps += 1
+        if not found:
+            stats.nothing_to_wait += 1
+    result = {h: sorted(s) for h, s in out.items()}
+    stats.deps = sum(len(v) for v in result.values())
+    return result, stats
+
+
+def _streams_waited(kineto: KinetoTrace, pos: int, streams: dict[Any, Any],
+                    thread_launches: dict[Any, tuple[list[float], list[Any]]]) -> list[Any] | None:
+    ev = kineto.events[pos]
+    name = ev.name
+    if name in _DEVICE_SYNC:
+        return list(streams)
+    if name in _EVENT_SYNC:
+        s = ev.args.get("wait_on_stream")
+        return [s] if s is not None else None
+    if ev.correlation is not None and ev.correlation in kineto.gpu_by_correlation:
+        # a synchronous copy: the stream of the work it launched
+        return [kineto.events[p].stream for p in kineto.gpu_by_correlation[ev.correlation]]
+    s = ev.args.get("stream")
+    if s is not None:
+        return [s]
+    if name in _STREAM_SYNC:
+        tl = thread_launches.get((ev.pid, ev.tid))
+        if tl is not None:
+            k = bisect_left(tl[0], ev.ts) - 1
+            if k >= 0:
+                return [tl[1][k]]
+    return list(streams)

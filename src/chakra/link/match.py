@@ -1,0 +1,223 @@
+"""Host op <-> Kineto event matching.
+
+Two strategies, chosen per trace and reported in ``link_stats``:
+
+``rf_id``
+    Newer PyTorch writes ``args["Record function id"]`` on Kineto ``cpu_op`` /
+    ``user_annotation`` events, equal to the host node's ``rf_id``: a dict
+    lookup.  Chosen when at least half of the host operators find an event with
+    their rf_id and nine in ten of those hits carry the same name.  Hits with a
+    different name are not trusted.
+``alignment``
+    Older traces (schema 1.0.1, DLRM) relate ``rf_id`` to ``External id`` only
+    loosely, so the operator-name sequences are aligned instead, per thread:
+    host ops of one host ``tid`` in execution order (``rf_id`` order, which is
+    the order record functions start; node-id order when rf_ids are missing)
+    against the Kineto host events of one Kineto thread in execution order
+    (``External id`` order when every event has one, else start time, longer
+    first on ties).  Host threads are paired with Kineto threads by the overlap
+    of their operator-name multisets.  See ``align.py`` for the alignment.
+
+Whatever the strategy, host ops left over (and Kineto events left over) are
+aligned in a second round against every Kineto thread, which catches ops a
+host thread records for work that ran on another OS thread (``gloo:*`` on
+worker threads) and rf_id hits rejected for a name mismatch.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from chakra.device.model import ANNOTATION, HOST_OP, KinetoTrace
+from chakra.host.model import OP, HostOp, HostTrace
+from chakra.link.align import align_sequences
+from chakra.link.window import Window
+
+log = logging.getLogger(__name__)
+
+RF_ID = "rf_id"
+ALIGNMENT = "alignment"
+
+
+@dataclass(slots=True)
+class ThreadPair:
+    host_tid: int
+    kineto_tid: Any
+    host_ops: int
+    kineto_events: int
+    matched: int
+
+
+@dataclass(slots=True)
+class MatchResult:
+    """host op id -> position in ``KinetoTrace.events``, and the reverse."""
+
+    strategy: str
+    host_to_event: dict[int, int] = field(default_factory=dict)
+    event_to_host: dict[int, int] = field(default_factory=dict)
+    host_ops: int = 0                 # host operator nodes considered (kind OP)
+    kineto_candidates: int = 0        # Kineto cpu_op + user_annotation events in the window
+    second_round: int = 0             # matches found by the leftover round
+    rf_name_mismatch: int = 0         # rf_id hits rejected because the names differ
+    threads: list[ThreadPair] = field(default_factory=list)
+
+    @property
+    def matched(self) -> int:
+        return len(self.host_to_event)
+
+    def add(self, host_id: int, pos: int) -> None:
+        self.host_to_event[host_id] = pos
+        self.event_to_host[pos] = host_id
+
+
+def host_operators(host: HostTrace) -> list[HostOp]:
+    """The host nodes that are operators (not thread/process roots, not process_group:init)."""
+    return [op for op in host.ops if op.kind == OP]
+
+
+def _execution_order(ops: list[HostOp]) -> list[HostOp]:
+    if all(op.rf_id is not None for op in ops):
+        return sorted(ops, key=lambda op: (op.rf_id, op.id))
+    return sorted(ops, key=lambda op: op.id)
+
+
+def _kineto_order(kineto: KinetoTrace, positions: list[int]) -> list[int]:
+    events = kineto.events
+    if all(events[p].external_id is not None for p in positions):
+        return sorted(positions, key=lambda p: (events[p].external_id, events[p].ts, p))
+    return sorted(positions, key=lambda p: (events[p].ts, -events[p].dur, p))
+
+
+def match_ops(host: HostTrace, kineto: KinetoTrace, window: Window) -> MatchResult:
+    """Match host operators to Kineto host events (strategy chosen here, see module doc)."""
+    ops = host_operators(host)
+    events = kineto.events
+    candidates = [p for p, ev in enumerate(events)
+                  if (ev.kind == HOST_OP or ev.kind == ANNOTATION) and window.contains(ev.ts)]
+    by_rf: dict[int, int] = {}
+    for p, ev in enumerate(events):
+        if (ev.kind == HOST_OP or ev.kind == ANNOTATION) and ev.rf_id is not None:
+            by_rf.setdefault(ev.rf_id, p)
+
+    result: MatchResult | None = None
+    if by_rf:
+        hits = same = 0
+        for op in ops:
+            p = by_rf.get(op.rf_id) if op.rf_id is not None else None
+            if p is not None:
+                hits += 1
+                same += events[p].name == op.name
+        if hits * 2 >= len(ops) and same * 10 >= hits * 9:
+            result = MatchResult(RF_ID)
+            for op in ops:
+                p = by_rf.get(op.rf_id) if op.rf_id is not None else None
+                if p is None:
+                    continue
+                if events[p].name == op.name:
+                    result.add(op.id, p)
+                else:
+                    result.rf_name_mismatch += 1
+        else:
+            log.info("Record function ids present but they do not identify the host ops "
+                     "(%d of %d found, %d with the same name): aligning names instead", hits, len(ops), same)
+    if result is None:
+        result = MatchResult(ALIGNMENT)
+        _align_threads(ops, kineto, candidates, result)
+    result.host_ops = len(ops)
+    result.kineto_candidates = len(candidates)
+    _leftover_round(ops, kineto, candidates, result)
+    return result
+
+
+def _group_host(ops: list[HostOp]) -> dict[int, list[HostOp]]:
+    groups: dict[int, list[HostOp]] = {}
+    for op in ops:
+        groups.setdefault(op.tid, []).append(op)
+    return {tid: _execution_order(g) for tid, g in groups.items()}
+
+
+def _group_kineto(kineto: KinetoTrace, positions: list[int]) -> dict[Any, list[int]]:
+    events = kineto.events
+    groups: dict[Any, list[int]] = {}
+    for p in positions:
+        ev = events[p]
+        groups.setdefault((ev.pid, ev.tid), []).append(p)
+    return {key: _kineto_order(kineto, g) for key, g in groups.items()}
+
+
+def _overlap(a: Counter[str], b: Counter[str]) -> int:
+    if len(a) > len(b):
+        a, b = b, a
+    return sum(min(c, b.get(n, 0)) for n, c in a.items())
+
+
+def _pair_threads(host_groups: dict[int, list[HostOp]], kin_groups: dict[Any, list[int]],
+                  kineto: KinetoTrace) -> list[tuple[int, Any]]:
+    """Greedy one-to-one pairing of host tids and Kineto threads by name-multiset overlap."""
+    events = kineto.events
+    h_names = {tid: Counter(op.name for op in g) for tid, g in host_groups.items()}
+    k_names = {key: Counter(events[p].name for p in g) for key, g in kin_groups.items()}
+    scored = sorted(
+        ((_overlap(hn, kn), str(htid), str(key), htid, key)
+         for htid, hn in h_names.items() for key, kn in k_names.items()),
+        key=lambda t: (-t[0], t[1], t[2]),
+    )
+    used_h: set[int] = set()
+    used_k: set[Any] = set()
+    pairs: list[tuple[int, Any]] = []
+    for score, _, _, htid, key in scored:
+        if score <= 0:
+            break
+        if htid in used_h or key in used_k:
+            continue
+        used_h.add(htid)
+        used_k.add(key)
+        pairs.append((htid, key))
+    return pairs
+
+
+def _align_threads(ops: list[HostOp], kineto: KinetoTrace, candidates: list[int], result: MatchResult) -> None:
+    events = kineto.events
+    host_groups = _group_host(ops)
+    kin_groups = _group_kineto(kineto, candidates)
+    for htid, key in _pair_threads(host_groups, kin_groups, kineto):
+        h = host_groups[htid]
+        k = kin_groups[key]
+        pairs = align_sequences([op.name for op in h], [events[p].name for p in k])
+        for i, j in pairs:
+            result.add(h[i].id, k[j])
+        result.threads.append(ThreadPair(htid, key[1], len(h), len(k), len(pairs)))
+
+
+def _leftover_round(ops: list[HostOp], kineto: KinetoTrace, candidates: list[int], result: MatchResult) -> None:
+    """Align unmatched host ops against unmatched Kineto events of every thread, best overlap first."""
+    left_ops = [op for op in ops if op.id not in result.host_to_event]
+    if not left_ops:
+        return
+    left_ev = [p for p in candidates if p not in result.event_to_host]
+    if not left_ev:
+        return
+    events = kineto.events
+    host_groups = _group_host(left_ops)
+    kin_groups = _group_kineto(kineto, left_ev)
+    h_names = {tid: Counter(op.name for op in g) for tid, g in host_groups.items()}
+    for htid, h in host_groups.items():
+        hn = h_names[htid]
+        order = sorted(kin_groups, key=lambda key: -_overlap(hn, Counter(events[p].name for p in kin_groups[key])))
+        remaining = h
+        for key in order:
+            if not remaining:
+                break
+            k = [p for p in kin_groups[key] if p not in result.event_to_host]
+            if not k:
+                continue
+            pairs = align_sequences([op.name for op in remaining], [events[p].name for p in k])
+            if not pairs:
+                continue
+            for i, j in pairs:
+                result.add(remaining[i].id, k[j])
+            result.second_round += len(pairs)
+            remaining = [op for op in remaining if op.id not in result.host_to_event]

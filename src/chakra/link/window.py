@@ -1,0 +1,182 @@
+"""Which part of the Kineto trace the host ET recorded, and the measured window.
+
+A Kineto trace may cover several iterations (``ProfilerStep#N`` windows) while
+the host ET recorded one of them.  Before aligning operator names we restrict
+the Kineto host events to the iteration the host ET saw, otherwise the same
+operator sequence could be matched to the wrong iteration.  The choice, in order:
+
+1. ``annotation`` given: the windows of the Kineto events with that exact name
+   (when the host ET holds k of them and Kineto more, the run of k consecutive
+   windows whose operator names overlap the host ET most);
+2. the host ET holds ``ProfilerStep#N`` nodes: those Kineto steps;
+3. Kineto has several steps: the single step (or the whole trace) whose
+   operator-name multiset overlaps the host ET best (Dice score, O(n) per step);
+4. otherwise the whole trace.
+
+The selected windows also define ET+ ``measured``: their start and the length
+of their union (the gaps between steps are not measured time), or the span of
+all CPU and GPU events when there is no step at all.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from chakra.device.model import ANNOTATION, CPU_KINDS, GPU_KINDS, HOST_OP, KinetoTrace, StepWindow
+from chakra.errors import UsageError
+from chakra.host.model import OP, HostTrace
+
+_PROFILER_STEP = "ProfilerStep#"
+
+
+@dataclass(slots=True)
+class Window:
+    """The selected part of the Kineto trace."""
+
+    name: str                      # "ProfilerStep#3", "ProfilerStep#1+ProfilerStep#2", "kineto_span", ...
+    steps: list[StepWindow] = field(default_factory=list)
+    lo: float = -math.inf          # Kineto host events with lo <= ts < hi are alignment candidates
+    hi: float = math.inf
+    reason: str = ""               # how it was chosen (for the log and link_stats)
+
+    def contains(self, ts: float) -> bool:
+        return self.lo <= ts < self.hi
+
+
+def _host_names(host: HostTrace) -> Counter[str]:
+    return Counter(op.name for op in host.ops if op.kind == OP)
+
+
+def _kineto_host_events(kineto: KinetoTrace) -> list[int]:
+    return [p for p, ev in enumerate(kineto.events) if ev.kind == HOST_OP or ev.kind == ANNOTATION]
+
+
+def _dice(host_names: Counter[str], host_total: int, names: Iterable[str]) -> float:
+    window = Counter(names)
+    total = sum(window.values())
+    if not total or not host_total:
+        return 0.0
+    common = sum(min(c, host_names.get(n, 0)) for n, c in window.items())
+    return 2.0 * common / (total + host_total)
+
+
+def _name_of(steps: list[StepWindow]) -> str:
+    names = list(dict.fromkeys(s.name for s in steps))
+    return "+".join(names) if len(names) <= 4 else f"{names[0]}..{names[-1]} ({len(names)} windows)"
+
+
+def _bounded(steps: list[StepWindow], chosen: list[StepWindow], all_steps: list[StepWindow]) -> tuple[float, float]:
+    """From the end of the last unchosen step before the chosen ones to the start of the next unchosen."""
+    first, last = chosen[0].ts, chosen[-1].ts
+    lo, hi = -math.inf, math.inf
+    chosen_ids = {id(s) for s in chosen}
+    for s in all_steps:
+        if id(s) in chosen_ids:
+            continue
+        if s.ts < first:
+            lo = max(lo, s.ts + s.dur)
+        elif s.ts > last:
+            hi = min(hi, s.ts)
+    return lo, hi
+
+
+def annotation_windows(kineto: KinetoTrace, annotation: str) -> list[StepWindow]:
+    wins = [StepWindow(ev.name, ev.ts, ev.dur) for ev in kineto.events
+            if (ev.kind == ANNOTATION or ev.kind == HOST_OP) and ev.name == annotation]
+    wins.sort(key=lambda s: (s.ts, -s.dur))
+    return wins
+
+
+def select_window(host: HostTrace, kineto: KinetoTrace, annotation: str | None = None) -> Window:
+    """Choose the Kineto window the host ET recorded (see module doc)."""
+    host_names = _host_names(host)
+    host_total = sum(host_names.values())
+    if annotation is not None:
+        wins = annotation_windows(kineto, annotation)
+        if not wins:
+            raise UsageError(f"--annotation {annotation!r}: no CPU op or annotation of that name in {kineto.path}")
+        k = host_names.get(annotation, 0)
+        chosen = wins
+        if 0 < k < len(wins):
+            chosen = _best_run(kineto, wins, k, host_names, host_total)
+        lo, hi = chosen[0].ts, max(s.ts + s.dur for s in chosen)
+        return Window(_name_of(chosen), chosen, lo, hi, f"annotation {annotation!r}")
+
+    steps = sorted(kineto.steps, key=lambda s: (s.ts, -s.dur))
+    host_steps = {n for n in host_names if n.startswith(_PROFILER_STEP)}
+    if host_steps:
+        chosen = [s for s in steps if s.name in host_steps]
+        if chosen:
+            lo, hi = _bounded(steps, chosen, steps)
+            return Window(_name_of(chosen), chosen, lo, hi, "ProfilerStep recorded in the host ET")
+    if len(steps) >= 2:
+        ev_pos = _kineto_host_events(kineto)
+        events = kineto.events
+        best = (_dice(host_names, host_total, (events[p].name for p in ev_pos)), -1)
+        for i, s in enumerate(steps):
+            lo = -math.inf if i == 0 else s.ts
+            hi = math.inf if i == len(steps) - 1 else steps[i + 1].ts
+            score = _dice(host_names, host_total,
+                          (events[p].name for p in ev_pos if lo <= events[p].ts < hi))
+            if score > best[0]:
+                best = (score, i)
+        if best[1] >= 0:
+            i = best[1]
+            s = steps[i]
+            lo = -math.inf if i == 0 else s.ts
+            hi = math.inf if i == len(steps) - 1 else steps[i + 1].ts
+            return Window(s.name, [s], lo, hi, f"best name overlap among {len(steps)} steps ({best[0]:.3f})")
+        return Window(_name_of(steps), steps, reason="whole trace (best name overlap)")
+    if steps:
+        return Window(_name_of(steps), steps, reason="the only ProfilerStep")
+    return Window("kineto_span", [], reason="no ProfilerStep in the Kineto trace")
+
+
+def _best_run(kineto: KinetoTrace, wins: list[StepWindow], k: int, host_names: Counter[str],
+              host_total: int) -> list[StepWindow]:
+    events = kineto.events
+    ev_pos = _kineto_host_events(kineto)
+    best_score, best_i = -1.0, 0
+    for i in range(len(wins) - k + 1):
+        lo, hi = wins[i].ts, wins[i + k - 1].ts + wins[i + k - 1].dur
+        score = _dice(host_names, host_total, (events[p].name for p in ev_pos if lo <= events[p].ts < hi))
+        if score > best_score:
+            best_score, best_i = score, i
+    return wins[best_i:best_i + k]
+
+
+def measured(kineto: KinetoTrace, window: Window) -> dict[str, object]:
+    """ET+ ``measured``: the profiled window (its start and the length of the union of its steps)."""
+    steps = sorted(window.steps, key=lambda s: s.ts)
+    if not steps:
+        lo, hi = math.inf, -math.inf
+        for ev in kineto.events:
+            if ev.kind in CPU_KINDS or ev.kind in GPU_KINDS:
+                if ev.ts < lo:
+                    lo = ev.ts
+                if ev.ts + ev.dur > hi:
+                    hi = ev.ts + ev.dur
+        if lo > hi:
+            lo = hi = 0.0
+        return {"window": "kineto_span", "start_us": lo, "dur_us": hi - lo, "steps": []}
+    total = 0.0
+    cur_start, cur_end = steps[0].ts, steps[0].ts + steps[0].dur
+    cur_len = steps[0].dur
+    for s in steps[1:]:
+        end = s.ts + s.dur
+        if s.ts >= cur_end:
+            total += cur_len
+            cur_start, cur_end, cur_len = s.ts, end, s.dur
+        elif end > cur_end:
+            cur_end = end
+            cur_len = cur_end - cur_start
+    total += cur_len
+    return {
+        "window": window.name,
+        "start_us": steps[0].ts,
+        "dur_us": total,
+        "steps": [{"name": s.name, "ts": s.ts, "dur": s.dur} for s in steps],
+    }

@@ -1,0 +1,239 @@
+"""Replay one rank or a whole job and say how close the replay is to the measurement.
+
+``replay_rank`` takes protobuf nodes (what ``chakra.io.read_messages`` returns),
+``replay_nodes`` takes hand-written :class:`NodeSpec`, ``replay_file`` a path and
+``replay_job`` all ranks of a job.  The semantics are documented in
+:mod:`chakra.replay.engine`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from chakra.errors import ChakraError
+from chakra.replay.engine import ReplayError, SimOutput, simulate
+from chakra.replay.graph import NodeSpec, RankGraph, graph_from_protobuf, graph_from_specs, load_graph
+from chakra.schema import METADATA_NODE
+
+
+@dataclass(slots=True)
+class ReplayResult:
+    """The replayed timeline of one rank.
+
+    ``starts``/``ends`` are per node in ``graph`` order (ascending id), µs since the
+    replay start (= the measured window start when gaps are kept).  For a node
+    coupled to other ranks ``starts`` is its arrival; ``comm_wait`` holds how long
+    it waited for its peers before the transfer began.
+    """
+
+    graph: RankGraph
+    starts: list[float]
+    ends: list[float]
+    mode: str = "lanes"
+    gaps: bool = True
+    job: bool = False
+    comm_wait: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def rank(self) -> int | None:
+        return self.graph.rank
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.graph.ids)
+
+    @property
+    def replayed_us(self) -> float:
+        """Completion time of the rank: end of its last (non-metadata) node, from the replay start."""
+        types = self.graph.types
+        best = 0.0
+        for i, e in enumerate(self.ends):
+            if e > best and types[i] != METADATA_NODE:
+                best = e
+        return best
+
+    @property
+    def first_start_us(self) -> float:
+        types = self.graph.types
+        vals = [s for i, s in enumerate(self.starts) if types[i] != METADATA_NODE]
+        return min(vals) if vals else 0.0
+
+    @property
+    def measured_us(self) -> float | None:
+        return self.graph.measured_us
+
+    @property
+    def error_pct(self) -> float | None:
+        """(replayed - measured) / measured in %, or None without a measurement."""
+        m = self.measured_us
+        if not m:
+            return None
+        return 100.0 * (self.replayed_us - m) / m
+
+    @property
+    def total_wait_us(self) -> float:
+        return sum(self.comm_wait.values())
+
+    def node_times(self) -> dict[int, tuple[float, float]]:
+        """node id -> (replayed start, replayed end)."""
+        return {nid: (s, e) for nid, s, e in zip(self.graph.ids, self.starts, self.ends)}
+
+    def completion_lines(self) -> Iterator[str]:
+        """``[rank R] Node ID <id> completed at <T>us``, one per node, by completion time then id."""
+        label = "-" if self.rank is None else str(self.rank)
+        ids = self.graph.ids
+        for i in sorted(range(len(ids)), key=lambda i: (self.ends[i], ids[i])):
+            yield f"[rank {label}] Node ID {ids[i]} completed at {round_us(self.ends[i])}us"
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "rank": self.rank,
+            "path": self.graph.path,
+            "nodes": self.num_nodes,
+            "mode": self.mode,
+            "gaps": self.gaps,
+            "job": self.job,
+            "measured_us": self.measured_us,
+            "replayed_us": self.replayed_us,
+            "error_pct": self.error_pct,
+            "comm_wait_us": self.total_wait_us,
+        }
+
+
+@dataclass(slots=True)
+class JobResult:
+    """All ranks of a job replayed together (or side by side)."""
+
+    ranks: dict[int, ReplayResult]
+    mode: str = "lanes"
+    gaps: bool = True
+    coupled: bool = True
+    groups: int = 0          # matched collectives + send/recv pairs
+
+    @property
+    def replayed_us(self) -> float:
+        return max((r.replayed_us for r in self.ranks.values()), default=0.0)
+
+    def __iter__(self) -> Iterator[ReplayResult]:
+        return iter(self.ranks[r] for r in sorted(self.ranks))
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "gaps": self.gaps,
+            "job": self.coupled,
+            "replayed_us": self.replayed_us,
+            "matched_comm_groups": self.groups,
+            "ranks": [r.summary() for r in self],
+        }
+
+
+def round_us(t: float) -> int:
+    """Integer µs, half up (Python's round() would round halves to even)."""
+    return int(math.floor(t + 0.5))
+
+
+def _results(graphs: Sequence[RankGraph], out: SimOutput, mode: str, gaps: bool, job: bool
+             ) -> list[ReplayResult]:
+    results = []
+    for ri, g in enumerate(graphs):
+        lo, hi = out.offsets[ri], out.offsets[ri + 1]
+        waits = {gi - lo: cs - out.starts[gi] for gi, cs in out.comm_start.items() if lo <= gi < hi}
+        results.append(ReplayResult(graph=g, starts=out.starts[lo:hi], ends=out.ends[lo:hi], mode=mode,
+                                    gaps=gaps and mode == "lanes", job=job, comm_wait=waits))
+    return results
+
+
+def as_graph(nodes: Any, metadata: Any = None, *, rank: int | None = None) -> RankGraph:
+    """RankGraph, protobuf nodes or NodeSpecs -> RankGraph."""
+    if isinstance(nodes, RankGraph):
+        return nodes
+    if isinstance(nodes, (str, os.PathLike)):
+        return load_graph(nodes, rank=rank)
+    nodes = list(nodes)
+    if nodes and isinstance(nodes[0], NodeSpec):
+        return graph_from_specs(nodes, rank=rank)
+    return graph_from_protobuf(nodes, metadata, rank=rank)
+
+
+def replay_rank(nodes: Any, *, metadata: Any = None, mode: str = "lanes", gaps: bool = True,
+                missing: str = "error", rank: int | None = None) -> ReplayResult:
+    """Replay one rank on its own: collectives and send/recv take their recorded durations."""
+    g = as_graph(nodes, metadata, rank=rank)
+    out = simulate([g], ranks=[g.rank if g.rank is not None else 0], mode=mode, gaps=gaps, missing=missing)
+    return _results([g], out, mode, gaps, job=False)[0]
+
+
+def replay_nodes(specs: Iterable[NodeSpec], *, mode: str = "lanes", gaps: bool = True,
+                 missing: str = "error", rank: int | None = None, measured_us: float | None = None
+                 ) -> ReplayResult:
+    """Replay hand-written nodes (see :class:`NodeSpec`)."""
+    g = graph_from_specs(specs, rank=rank, measured_us=measured_us)
+    return replay_rank(g, mode=mode, gaps=gaps, missing=missing)
+
+
+def replay_file(path: str | os.PathLike[str], *, mode: str = "lanes", gaps: bool = True,
+                missing: str = "error") -> ReplayResult:
+    """Read and replay one Chakra ET file on its own."""
+    return replay_rank(load_graph(path), mode=mode, gaps=gaps, missing=missing)
+
+
+JobInput = (Sequence[str | os.PathLike[str]] | Sequence[RankGraph]
+            | Mapping[int, Any])
+
+
+def load_job(inputs: Any) -> list[RankGraph]:
+    """Paths, RankGraphs, or {rank: (metadata, nodes) | RankGraph | [NodeSpec]} -> graphs with ranks set."""
+    graphs: list[RankGraph] = []
+    if isinstance(inputs, Mapping):
+        for rank in sorted(inputs):
+            item = inputs[rank]
+            if isinstance(item, tuple) and len(item) == 2:
+                g = as_graph(item[1], item[0], rank=rank)
+            else:
+                g = as_graph(item, rank=rank)
+            if g.rank is not None and g.rank != rank:
+                raise ChakraError(f"rank {rank}: its GlobalMetadata says rank {g.rank}", g.path)
+            g.rank = rank
+            graphs.append(g)
+    else:
+        for pos, item in enumerate(inputs):
+            g = as_graph(item)
+            if g.rank is None:
+                g.rank = pos
+            graphs.append(g)
+    seen: dict[int, str | None] = {}
+    for g in graphs:
+        assert g.rank is not None
+        if g.rank in seen:
+            raise ChakraError(f"two inputs claim rank {g.rank}: {seen[g.rank]} and {g.path}")
+        seen[g.rank] = g.path
+    graphs.sort(key=lambda g: g.rank)  # type: ignore[arg-type, return-value]
+    return graphs
+
+
+def replay_job(inputs: Any, *, mode: str = "lanes", gaps: bool = True, missing: str = "error",
+               couple: bool = True) -> JobResult:
+    """Replay every rank of a job; ``couple=False`` replays them side by side, independently."""
+    graphs = load_job(inputs)
+    if not graphs:
+        raise ChakraError("no ranks to replay")
+    ranks = [g.rank for g in graphs]
+    if couple:
+        out = simulate(graphs, ranks=ranks, mode=mode, gaps=gaps, missing=missing,  # type: ignore[arg-type]
+                       couple=True)
+        results = _results(graphs, out, mode, gaps, job=True)
+        groups = out.groups
+    else:
+        results = [replay_rank(g, mode=mode, gaps=gaps, missing=missing) for g in graphs]
+        groups = 0
+    return JobResult(ranks={r.rank: r for r in results}, mode=mode, gaps=gaps and mode == "lanes",  # type: ignore[misc]
+                     coupled=couple, groups=groups)
+
+
+__all__ = ["JobResult", "ReplayError", "ReplayResult", "as_graph", "load_job", "replay_file", "replay_job",
+           "replay_nodes", "replay_rank", "round_us"]

@@ -1,0 +1,619 @@
+"""The event-driven replay: one heap of completion events, O(N log N), deterministic.
+
+Semantics (the numbers a user gets depend on these, so they are spelled out):
+
+Dependencies
+    A node can start once every ``ctrl_deps`` and ``data_deps`` node has finished.
+    An id that is not in the file is an error (``missing="error"``), or is dropped
+    with a warning (``missing="ignore"``, for old files such as the 2023 converter's,
+    which point at dropped thread roots).  A cycle is an error naming its nodes.
+
+Lane order (mode ``"lanes"``)
+    Each CPU thread and each GPU stream is an in-order lane: its nodes run one at a
+    time, in the order of a topological sort of the rank's graph that prefers the
+    smallest recorded ``start_time_micros`` and then the smallest id.  With timestamps
+    that agree with the dependencies this is exactly the recorded order; with
+    timestamps that do not (or all zero) it is still a valid order, so a lane can
+    never deadlock the replay.  The lane order is a dependency with a delay: a node
+    starts no earlier than the end of its lane predecessor plus its gap.
+
+Gaps (CPU lanes, ``gaps=True``)
+    Idle time on a thread (Python, framework overhead between recorded ops) is kept.
+    CPU ops nest: a parent's ``duration_micros`` is its *exclusive* time and its
+    children follow it in pre-order, so "the previous op's end" is not the previous
+    op's ``start + duration``.  Instead each thread keeps a recorded-time cursor,
+    walked in lane order::
+
+        gap(n)   = max(0, start(n) - cursor)
+        cursor   = max(cursor, start(n)) + duration(n)        (cursor starts at 0)
+
+    Inside a parent the cursor is ahead of every child's start (the parent's
+    exclusive time was already counted, in one block), so children get no gap; at
+    the end of a top-level op the cursor equals that op's recorded end, so the idle
+    time up to the next top-level op is exactly its gap.  The first op of a thread
+    gets its offset from the measured window start.  GPU streams get no gaps: their
+    idle time is waiting for launches, which the dependencies reproduce.
+    ``gaps=False`` drops all gaps (what-if studies: "the ops alone").
+
+ASTRA-sim rule (mode ``"astrasim"``)
+    Per rank at most one CPU op, one GPU compute op and one GPU communication op run
+    at once; among ready nodes of one kind the lowest id goes first.  No lanes and no
+    gaps (``gaps`` is ignored), so the result is what that simulator would compute
+    with recorded durations.
+
+METADATA nodes take no time and no resource: they finish when their dependencies do.
+
+Whole-job coupling (``replay_job``)
+    A COMM_COLL node arrives when it is ready (lanes) or gets its resource (astrasim).
+    Collectives are matched across ranks by (process group, CPU-or-GPU side, sequence
+    number of that node among the rank's collectives of that group, in lane order);
+    ``pg_name`` ``""`` or ``"0"`` is the world.  The collective starts when the last
+    participant arrives and lasts the *shortest recorded duration among the
+    participants*: every recorded duration is communication plus waiting for the
+    peers, and the participant that arrived last waited least, so the minimum is the
+    best available estimate of the communication alone.  Every participant's node then
+    spans from its own arrival to the common end (its wait is kept separately).
+    COMM_SEND / COMM_RECV are matched by (src, dst, tag, order among that triple) and
+    treated the same way (both sides wait for each other; duration = the shorter of
+    the two recordings).
+
+Ties: events at equal times are processed in (rank, node id) order; the result does
+not depend on that order in lanes mode and is fixed by "lowest id first" in astrasim.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from chakra.errors import ChakraError, TraceFormatError
+from chakra.replay.graph import WORLD_PG_NAMES, RankGraph
+from chakra.schema import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, METADATA_NODE
+
+log = logging.getLogger(__name__)
+
+MODES = ("lanes", "astrasim")
+_CPU, _GPU_COMP, _GPU_COMM = 0, 1, 2
+_MAX_LISTED = 5
+
+
+class ReplayError(ChakraError):
+    """The graph cannot be replayed (cycle, missing dependency, unmatched collective)."""
+
+
+@dataclass(slots=True)
+class SimOutput:
+    """Global per-node results (index = rank offset + position in that rank's id order)."""
+
+    starts: list[float]
+    ends: list[float]
+    offsets: list[int]
+    comm_start: dict[int, float] = field(default_factory=dict)  # coupled node -> start of the transfer
+    lane_order: list[list[int]] = field(default_factory=list)   # per rank: local indices in lane order
+    groups: int = 0                                             # coupled groups (collectives + p2p pairs)
+
+
+def _fmt_ids(ids: Sequence[int]) -> str:
+    shown = ", ".join(str(i) for i in ids[:_MAX_LISTED])
+    return shown + (f", ... ({len(ids)} in all)" if len(ids) > _MAX_LISTED else "")
+
+
+def _resolve_deps(g: RankGraph, missing: str) -> list[tuple[int, ...]]:
+    """Dependency ids -> local indices, de-duplicated; unknown ids per ``missing``."""
+    index = {nid: i for i, nid in enumerate(g.ids)}
+    out: list[tuple[int, ...]] = []
+    unknown: dict[int, list[int]] = {}
+    for i, deps in enumerate(g.deps):
+        if not deps:
+            out.append(())
+            continue
+        res = []
+        for d in deps:
+            j = index.get(d)
+            if j is None:
+                unknown.setdefault(d, []).append(g.ids[i])
+            else:
+                res.append(j)
+        if len(res) > 1:
+            res = list(dict.fromkeys(res))
+        out.append(tuple(res))
+    if unknown:
+        n_edges = sum(len(v) for v in unknown.values())
+        first = min(unknown)
+        msg = (f"{n_edges} dependencies point to {len(unknown)} node id(s) not in the file: "
+               f"{_fmt_ids(sorted(unknown))}; e.g. node {unknown[first][0]} depends on missing node {first}")
+        if missing == "error":
+            raise ReplayError(msg + " (use missing='ignore' / --ignore-missing-deps to drop them)", g.path)
+        log.warning("%s: %s; dropped", g.path or f"rank {g.rank}", msg)
+    return out
+
+
+def _priority_topo_order(g: RankGraph, deps: list[tuple[int, ...]]) -> list[int]:
+    """Topological order preferring (recorded start, id); a cycle raises ReplayError."""
+    n = len(g.ids)
+    indeg = [len(d) for d in deps]
+    succ: list[list[int] | None] = [None] * n
+    for i, d in enumerate(deps):
+        for j in d:
+            s = succ[j]
+            if s is None:
+                succ[j] = [i]
+            else:
+                s.append(i)
+    starts = g.starts
+    heap = [(starts[i], i) for i in range(n) if indeg[i] == 0]
+    heapq.heapify(heap)
+    order: list[int] = []
+    push, pop, append = heapq.heappush, heapq.heappop, order.append
+    while heap:
+        _, i = pop(heap)
+        append(i)
+        s = succ[i]
+        if s is not None:
+            for j in s:
+                indeg[j] -= 1
+                if indeg[j] == 0:
+                    push(heap, (starts[j], j))
+    if len(order) != n:
+        raise ReplayError(_cycle_message(g, deps, indeg), g.path)
+    return order
+
+
+def _cycle_message(g: RankGraph, deps: list[tuple[int, ...]], indeg: list[int]) -> str:
+    """Walk 'waits for' edges among never-ready nodes until one repeats: that is a cycle."""
+    stuck = [i for i, k in enumerate(indeg) if k > 0]
+    v = stuck[0]
+    pos: dict[int, int] = {}
+    path: list[int] = []
+    while v not in pos:
+        pos[v] = len(path)
+        path.append(v)
+        v = next(j for j in deps[v] if indeg[j] > 0)
+    cycle = path[pos[v]:] + [v]
+    chain = " -> ".join(str(g.ids[i]) for i in cycle)
+    return (f"dependency cycle: node {chain} (each waits for the next); "
+            f"{len(stuck)} node(s) can never start: {_fmt_ids([g.ids[i] for i in stuck])}")
+
+
+def _lane_plan(g: RankGraph, order: list[int], deps: list[tuple[int, ...]], off: int, use_gaps: bool,
+               lane_next: list[int], rem: list[int], gap: list[float], ready_at: list[float]) -> list[float]:
+    """Chain each lane in lane order; on CPU lanes (with gaps) compute segments and gaps.
+
+    Returns the replayed duration of every node of the rank.
+    """
+    rd = list(g.durations)
+    lanes, starts = g.lanes, g.starts
+    timed = use_gaps and g.timed
+    seqs: dict = {}
+    for i in order:
+        lane = lanes[i]
+        if lane is not None:
+            seqs.setdefault(lane, []).append(i)
+    for lane, seq in seqs.items():
+        for a, b in zip(seq, seq[1:]):
+            lane_next[off + a] = off + b
+            rem[off + b] += 1
+        if not (use_gaps and lane[0] == "cpu"):
+            continue
+        # A parent op runs its leading segment (up to the next op of the thread, its first child);
+        # the rest of its exclusive time shows up as gaps between and after its children.
+        if timed:
+            for a, b in zip(seq, seq[1:]):
+                sa, sb = starts[a], starts[b]
+                if sb >= sa and sb - sa < rd[a]:
+                    rd[a] = sb - sa
+        cur = 0.0
+        for k, i in enumerate(seq):
+            s = starts[i]
+            if s > cur:
+                if k == 0:
+                    ready_at[off + i] = s - cur
+                else:
+                    gap[off + i] = s - cur
+                cur = s
+            cur += rd[i]
+    return rd
+
+
+def _finish_waits(g: RankGraph, deps: list[tuple[int, ...]], rd: list[float]
+                  ) -> dict[int, list[tuple[int, float]]]:
+    """CPU ops that were recorded waiting for a GPU/comm dependency to finish.
+
+    A CPU op ``v`` depending on ``u`` of a non-CPU lane whose recorded end falls inside
+    ``v``'s recorded span spent that time blocked (a synchronize, a ``wait()``): its
+    duration already contains the wait.  Such a dependency constrains the *end* of
+    ``v`` -- ``end(v) >= end(u) + (recorded end of v - recorded end of u)`` -- instead
+    of its start, so the wait is not counted twice and shrinks when ``u`` ends earlier.
+    """
+    out: dict[int, list[tuple[int, float]]] = {}
+    if not g.timed:
+        return out
+    lanes, starts, durs, types = g.lanes, g.starts, g.durations, g.types
+    for i, d in enumerate(deps):
+        if not d:
+            continue
+        lane = lanes[i]
+        if lane is None or lane[0] != "cpu" or types[i] in (COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE):
+            continue
+        s = starts[i]
+        e = s + rd[i]
+        pairs = None
+        for j in d:
+            lj = lanes[j]
+            if lj is None or lj[0] == "cpu":
+                continue
+            f = starts[j] + durs[j]
+            if s < f <= e + 1.0:
+                if pairs is None:
+                    pairs = []
+                pairs.append((j, max(0.0, e - f)))
+        if pairs:
+            out[i] = pairs
+    return out
+
+
+def _resource_kind(ntype: int, is_cpu: bool) -> int:
+    if is_cpu:
+        return _CPU
+    if ntype in (COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE):
+        return _GPU_COMM
+    return _GPU_COMP
+
+
+class _Coupling:
+    """Groups of nodes (one per participating rank) that start and end together."""
+
+    __slots__ = ("members", "dur", "label")
+
+    def __init__(self) -> None:
+        self.members: list[list[int]] = []
+        self.dur: list[float] = []
+        self.label: list[str] = []
+
+
+def _build_coupling(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: Sequence[int],
+                    orders: Sequence[list[int]], durations: list[float]) -> tuple[_Coupling, list[int]]:
+    """Match collectives and send/recv pairs across ranks; return groups and node -> group."""
+    total = offsets[-1]
+    couple = [-1] * total
+    job_ranks = tuple(ranks)
+    job_set = set(job_ranks)
+    coll: dict[tuple, dict[int, int]] = {}
+    coll_parts: dict[tuple, tuple[int, ...]] = {}
+    p2p: dict[tuple, dict[str, int]] = {}
+    unpaired = 0
+    for r, g, off, order in zip(ranks, graphs, offsets, orders):
+        if not g.comm:
+            continue
+        seq: dict[tuple, int] = {}
+        for i in order:
+            info = g.comm.get(i)
+            if info is None:
+                continue
+            ntype = g.types[i]
+            if ntype == COMM_COLL_NODE:
+                pg = info.pg_name
+                if pg in WORLD_PG_NAMES:
+                    pg, parts = "", job_ranks
+                else:
+                    if pg not in g.process_groups:
+                        raise ReplayError(
+                            f"collective node {g.ids[i]} ({g.names[i]!r}) uses process group {pg!r}, "
+                            f"which the process-group table of rank {r} does not list "
+                            f"(known: {sorted(g.process_groups) or 'none'})", g.path)
+                    members = g.process_groups[pg]
+                    parts = job_ranks if not members else tuple(x for x in members if x in job_set)
+                    if members and r not in members:
+                        raise ReplayError(
+                            f"collective node {g.ids[i]} on rank {r} uses process group {pg!r} whose ranks "
+                            f"{list(members)} do not include {r}", g.path)
+                    if members and len(parts) < len(members):
+                        log.warning("process group %r: ranks %s are not in the job; coupling the rest",
+                                    pg, sorted(set(members) - job_set))
+                side = g.is_cpu[i]
+                k = seq.get((pg, side), 0)
+                seq[(pg, side)] = k + 1
+                key = (pg, side, k)
+                coll.setdefault(key, {})[r] = off + i
+                coll_parts[key] = parts
+            else:
+                if ntype == COMM_SEND_NODE:
+                    if info.dst is None:
+                        raise ReplayError(f"send node {g.ids[i]} has no comm_dst", g.path)
+                    src, dst, role = r, info.dst, "send"
+                else:
+                    if info.src is None:
+                        raise ReplayError(f"recv node {g.ids[i]} has no comm_src", g.path)
+                    src, dst, role = info.src, r, "recv"
+                k = seq.get((role, src, dst, info.tag), 0)
+                seq[(role, src, dst, info.tag)] = k + 1
+                peer = dst if role == "send" else src
+                if peer not in job_set:
+                    unpaired += 1
+                    continue
+                p2p.setdefault((src, dst, info.tag, k), {})[role] = off + i
+    if unpaired:
+        log.warning("%d send/recv node(s) have a peer outside the job; replayed with their own duration",
+                    unpaired)
+
+    def node_desc(gi: int) -> str:
+        ri = _rank_of(offsets, gi)
+        gg = graphs[ri]
+        return f"rank {ranks[ri]} node {gg.ids[gi - offsets[ri]]}"
+
+    c = _Coupling()
+    for key, by_rank in coll.items():
+        parts = coll_parts[key]
+        absent = [x for x in parts if x not in by_rank]
+        if absent:
+            pg, side, k = key
+            first = next(iter(by_rank.values()))
+            counts = {}
+            for x in parts:
+                counts[x] = sum(1 for kk in coll if kk[0] == pg and kk[1] == side and x in coll[kk])
+            raise ReplayError(
+                f"collective #{k} of process group {pg or 'world'!r} ({node_desc(first)}) has no counterpart "
+                f"on rank(s) {absent}: collectives issued in that group per rank: {counts}")
+        members = [by_rank[x] for x in parts]
+        c.members.append(members)
+        c.dur.append(min(durations[m] for m in members))
+        c.label.append(f"collective #{key[2]} of process group {key[0] or 'world'!r}")
+    for key, roles in p2p.items():
+        if len(roles) != 2:
+            src, dst, tag, k = key
+            have = next(iter(roles.values()))
+            lacking = "recv" if "send" in roles else "send"
+            raise ReplayError(f"send/recv #{k} from rank {src} to rank {dst} tag {tag} ({node_desc(have)}) "
+                              f"has no matching {lacking} on rank {dst if lacking == 'recv' else src}")
+        members = [roles["send"], roles["recv"]]
+        c.members.append(members)
+        c.dur.append(min(durations[m] for m in members))
+        c.label.append(f"send/recv #{key[3]} {key[0]}->{key[1]} tag {key[2]}")
+    for gid, members in enumerate(c.members):
+        for m in members:
+            couple[m] = gid
+    return c, couple
+
+
+def _rank_of(offsets: Sequence[int], gi: int) -> int:
+    lo, hi = 0, len(offsets) - 2
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if offsets[mid] <= gi:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None, mode: str = "lanes",
+             gaps: bool = True, missing: str = "error", couple: bool = False) -> SimOutput:
+    """Replay ``graphs`` (one per rank) together; ``couple`` ties collectives/send/recv across ranks."""
+    if mode not in MODES:
+        raise ChakraError(f"unknown replay mode {mode!r} (expected one of {', '.join(MODES)})")
+    if missing not in ("error", "ignore"):
+        raise ChakraError(f"missing must be 'error' or 'ignore', not {missing!r}")
+    if ranks is None:
+        ranks = list(range(len(graphs)))
+    lanes_mode = mode == "lanes"
+    use_gaps = gaps and lanes_mode
+
+    offsets = [0]
+    for g in graphs:
+        offsets.append(offsets[-1] + len(g.ids))
+    total = offsets[-1]
+
+    dur: list[float] = []
+    is_meta: list[bool] = []
+    ready_at = [0.0] * total
+    rem = [0] * total
+    succ: list[list[int] | None] = [None] * total
+    lane_next = [-1] * total
+    gap = [0.0] * total
+    res = [-1] * total
+    orders: list[list[int]] = []
+
+    rdur: list[float] = []          # replayed duration (lanes mode with gaps: the leading segment)
+    ff_rem = [0] * total            # unfinished finish-to-finish dependencies
+    ff_succ: dict[int, list[tuple[int, float]]] = {}   # u -> [(v, tail after u's end)]
+    ff_min: dict[int, float] = {}   # v -> shortest tail: v's own time when nothing is waited for
+    for ri, g in enumerate(graphs):
+        off = offsets[ri]
+        deps = _resolve_deps(g, missing)
+        order = _priority_topo_order(g, deps)
+        orders.append(order)
+        dur.extend(g.durations)
+        is_meta.extend(t == METADATA_NODE for t in g.types)
+        if lanes_mode:
+            rd = _lane_plan(g, order, deps, off, use_gaps, lane_next, rem, gap, ready_at)
+            waits = _finish_waits(g, deps, rd)
+            for i, pairs in waits.items():
+                skip = {j for j, _ in pairs}
+                deps[i] = tuple(j for j in deps[i] if j not in skip)
+                gi = off + i
+                ff_rem[gi] = len(pairs)
+                ff_min[gi] = min(t for _, t in pairs)
+                for j, tail in pairs:
+                    ff_succ.setdefault(off + j, []).append((gi, tail))
+            rdur.extend(rd)
+        else:
+            rdur.extend(g.durations)
+            base = ri * 3
+            types, cpu = g.types, g.is_cpu
+            for i in range(len(g.ids)):
+                if types[i] != METADATA_NODE:
+                    res[off + i] = base + _resource_kind(types[i], cpu[i])
+        for i, d in enumerate(deps):
+            if d:
+                gi = off + i
+                rem[gi] += len(d)
+                for j in d:
+                    s = succ[off + j]
+                    if s is None:
+                        succ[off + j] = [gi]
+                    else:
+                        s.append(gi)
+
+    coupling, group_of = (_build_coupling(graphs, ranks, offsets, orders, dur) if couple
+                          else (_Coupling(), None))
+    n_groups = len(coupling.members)
+    arrived = [0] * n_groups
+    latest = [0.0] * n_groups
+    gsize = [len(m) for m in coupling.members]
+    comm_start: dict[int, float] = {}
+    arrived_nodes: set[int] = set()
+
+    start = [0.0] * total
+    end = [-1.0] * total
+    heap: list[tuple[float, int]] = []
+    push, pop = heapq.heappush, heapq.heappop
+    done = 0
+
+    def arrive(gi: int, t: float) -> None:
+        grp = group_of[gi]  # type: ignore[index]
+        arrived_nodes.add(gi)
+        arrived[grp] += 1
+        if t > latest[grp]:
+            latest[grp] = t
+        if arrived[grp] == gsize[grp]:
+            cs = latest[grp]
+            e = cs + coupling.dur[grp]
+            for m in coupling.members[grp]:
+                comm_start[m] = cs
+                push(heap, (e, m))
+
+    if lanes_mode:
+        ff_cand: dict[int, float] = {}     # v -> latest (end of u + tail) seen so far
+        ff_started: dict[int, float] = {}  # v started, waiting for finish-to-finish deps
+
+        def ready(gi: int) -> None:
+            t = ready_at[gi]
+            start[gi] = t
+            if is_meta[gi]:
+                push(heap, (t, gi))
+            elif group_of is not None and group_of[gi] >= 0:
+                arrive(gi, t)
+            elif gi in ff_min:
+                if ff_rem[gi]:
+                    ff_started[gi] = t
+                else:
+                    push(heap, (max(t + ff_min[gi], ff_cand[gi]), gi))
+            else:
+                push(heap, (t + rdur[gi], gi))
+
+        for gi in range(total):
+            if rem[gi] == 0:
+                ready(gi)
+        while heap:
+            t, gi = pop(heap)
+            end[gi] = t
+            done += 1
+            s = succ[gi]
+            if s is not None:
+                for j in s:
+                    if ready_at[j] < t:
+                        ready_at[j] = t
+                    rem[j] -= 1
+                    if rem[j] == 0:
+                        ready(j)
+            j = lane_next[gi]
+            if j >= 0:
+                tj = t + gap[j]
+                if ready_at[j] < tj:
+                    ready_at[j] = tj
+                rem[j] -= 1
+                if rem[j] == 0:
+                    ready(j)
+            fs = ff_succ.get(gi)
+            if fs is not None:
+                for v, tail in fs:
+                    c = t + tail
+                    if ff_cand.get(v, -1.0) < c:
+                        ff_cand[v] = c
+                    ff_rem[v] -= 1
+                    if ff_rem[v] == 0 and v in ff_started:
+                        push(heap, (max(ff_started.pop(v) + ff_min[v], ff_cand[v]), v))
+    else:
+        n_res = 3 * len(graphs)
+        queues: list[list[int]] = [[] for _ in range(n_res)]
+        busy = [False] * n_res
+        dirty: set[int] = set()
+
+        def ready_a(gi: int, t: float) -> None:
+            if is_meta[gi]:
+                start[gi] = t
+                push(heap, (t, gi))
+            else:
+                r = res[gi]
+                push(queues[r], gi)
+                dirty.add(r)
+
+        def dispatch(t: float) -> None:
+            for r in sorted(dirty):
+                if not busy[r] and queues[r]:
+                    gi = pop(queues[r])
+                    busy[r] = True
+                    start[gi] = t
+                    if group_of is not None and group_of[gi] >= 0:
+                        arrive(gi, t)
+                    else:
+                        push(heap, (t + rdur[gi], gi))
+            dirty.clear()
+
+        for gi in range(total):
+            if rem[gi] == 0:
+                ready_a(gi, 0.0)
+        dispatch(0.0)
+        while heap:
+            t = heap[0][0]
+            while heap and heap[0][0] == t:
+                _, gi = pop(heap)
+                end[gi] = t
+                done += 1
+                r = res[gi]
+                if r >= 0:
+                    busy[r] = False
+                    dirty.add(r)
+                s = succ[gi]
+                if s is not None:
+                    for j in s:
+                        rem[j] -= 1
+                        if rem[j] == 0:
+                            ready_a(j, t)
+            dispatch(t)
+
+    if done != total:
+        raise ReplayError(_stall_message(graphs, ranks, offsets, coupling, arrived, arrived_nodes,
+                                         total - done))
+    return SimOutput(starts=start, ends=end, offsets=offsets, comm_start=comm_start, lane_order=orders,
+                     groups=n_groups)
+
+
+def _stall_message(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: Sequence[int],
+                   coupling: _Coupling, arrived: list[int], arrived_nodes: set[int], n_stuck: int) -> str:
+    """Explain a whole-job deadlock: which coupled groups are waiting for whom."""
+    parts = [f"replay stalled: {n_stuck} node(s) can never start (the ranks wait for each other)"]
+    shown = 0
+    for grp, members in enumerate(coupling.members):
+        if arrived[grp] == 0 or arrived[grp] == len(members) or shown >= 3:
+            continue
+        shown += 1
+        waiting, missing = [], []
+        for m in members:
+            ri = _rank_of(offsets, m)
+            desc = f"rank {ranks[ri]} node {graphs[ri].ids[m - offsets[ri]]}"
+            (waiting if m in arrived_nodes else missing).append(desc)
+        parts.append(f"{coupling.label[grp]}: waiting: {', '.join(waiting)}; "
+                     f"never reached by: {', '.join(missing)}")
+    if shown == 0:
+        parts.append("no collective is partially reached; check the ranks' collective orders")
+    return "; ".join(parts)
+
+
+def check_graph(g: RankGraph, missing: str = "error") -> list[int]:
+    """Validate dependencies (missing ids, cycles) of one rank; return its lane order."""
+    if not isinstance(g, RankGraph):
+        raise TraceFormatError("not a RankGraph")
+    return _priority_topo_order(g, _resolve_deps(g, missing))

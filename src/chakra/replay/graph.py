@@ -1,0 +1,349 @@
+"""What the replay needs of a Chakra ET, in columns.
+
+A protobuf ``Node`` is read once into a few parallel lists (one entry per node,
+sorted by node id so that position order *is* id order and ties between events
+break by id for free).  The replay never touches protobuf again; a million nodes
+cost a few hundred MB instead of a few GB of message objects.
+
+Lanes (the resource a node runs on):
+- CPU ops (``is_cpu_op`` true): one lane per thread, ``("cpu", tid)``;
+- everything else: one lane per GPU stream, ``("gpu", device, stream)``; files
+  written before the ``stream`` attribute existed carry the stream in ``tid``;
+- METADATA nodes take no lane and no time.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import logging
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from chakra.errors import TraceFormatError
+from chakra.schema import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, METADATA_NODE
+
+log = logging.getLogger(__name__)
+
+COMM_TYPES = frozenset((COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE))
+WORLD_PG_NAMES = frozenset(("", "0"))
+
+# comm attributes the replay reads (besides is_cpu_op, tid, stream, device)
+_COMM_ATTRS = frozenset(("pg_name", "comm_src", "comm_dst", "comm_tag"))
+
+
+@dataclass(slots=True)
+class NodeSpec:
+    """A node written by hand (tests, benchmarks, other front ends) instead of read from protobuf.
+
+    ``lane`` overrides the lane derived from ``is_cpu``/``tid``/``stream``.
+    """
+
+    id: int
+    duration: float = 0.0
+    deps: Sequence[int] = ()
+    is_cpu: bool = True
+    tid: int = 0
+    stream: int = 0
+    device: int = 0
+    start: float = 0.0          # recorded start, µs since the measured window start
+    type: int = 4               # COMP_NODE
+    name: str = ""
+    pg_name: str = ""
+    comm_src: int | None = None
+    comm_dst: int | None = None
+    comm_tag: int = 0
+    lane: Any = None
+
+
+@dataclass(slots=True)
+class CommInfo:
+    """What pairs a communication node with its peers."""
+
+    pg_name: str = ""
+    src: int | None = None
+    dst: int | None = None
+    tag: int = 0
+
+
+@dataclass(slots=True)
+class RankGraph:
+    """One rank's nodes as parallel lists, index order = id order."""
+
+    ids: list[int] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    types: list[int] = field(default_factory=list)
+    durations: list[float] = field(default_factory=list)
+    starts: list[float] = field(default_factory=list)       # recorded start_time_micros
+    deps: list[tuple[int, ...]] = field(default_factory=list)  # dependency node ids (ctrl + data)
+    is_cpu: list[bool] = field(default_factory=list)
+    lanes: list[Any] = field(default_factory=list)           # None for METADATA nodes
+    comm: dict[int, CommInfo] = field(default_factory=dict)  # index -> comm info (COMM_* nodes only)
+    rank: int | None = None
+    world_size: int | None = None
+    process_groups: dict[str, tuple[int, ...]] = field(default_factory=dict)  # pg_name -> ranks (() = world)
+    measured_us: float | None = None
+    measured_start_us: float | None = None
+    path: str | None = None
+
+    @property
+    def timed(self) -> bool:
+        """Whether the nodes carry recorded start times (any non-zero ``start_time_micros``)."""
+        return any(self.starts)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def _attr_value(attr: Any) -> Any:
+    which = attr.WhichOneof("value")
+    if which is None:
+        return None
+    return getattr(attr, which)
+
+
+def _int_or_none(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def metadata_info(metadata: Any) -> dict[str, Any]:
+    """The GlobalMetadata attributes the replay uses, as plain Python values."""
+    out: dict[str, Any] = {}
+    if metadata is None:
+        return out
+    for attr in metadata.attr:
+        out[attr.name] = _attr_value(attr)
+    return out
+
+
+def parse_process_groups(text: Any, world_size: int | None, where: str | None = None
+                         ) -> dict[str, tuple[int, ...]]:
+    """``process_groups`` JSON text (or an already parsed list) -> {pg_name: ranks}.
+
+    An empty ``ranks`` list means the whole world and stays ``()`` here; the job
+    resolves it to the ranks it holds.
+    """
+    if text in (None, ""):
+        return {}
+    groups = text
+    if isinstance(text, (str, bytes)):
+        try:
+            groups = json.loads(text)
+        except ValueError as exc:
+            raise TraceFormatError(f"GlobalMetadata process_groups is not valid JSON ({exc})",
+                                   where) from None
+    if not isinstance(groups, list):
+        raise TraceFormatError("GlobalMetadata process_groups must be a JSON list", where)
+    out: dict[str, tuple[int, ...]] = {}
+    for i, pg in enumerate(groups):
+        if not isinstance(pg, dict) or "pg_name" not in pg:
+            raise TraceFormatError(f"process group #{i} has no pg_name", where)
+        try:
+            ranks = tuple(int(r) for r in (pg.get("ranks") or ()))
+        except (TypeError, ValueError):
+            raise TraceFormatError(f"process group {pg['pg_name']!r} has non-integer ranks", where) from None
+        if world_size and ranks == tuple(range(world_size)):
+            ranks = ()
+        out[str(pg["pg_name"])] = ranks
+    # The converter may write non-numeric group names as their position in the table (what the
+    # simulator accepts); accept those too when they do not clash with a real name.
+    for i, pg in enumerate(groups):
+        name = str(pg["pg_name"])
+        if not name.isdigit():
+            out.setdefault(str(i), out[name])
+    return out
+
+
+def _groups_from_metadata_node(values: str, where: str | None) -> Any:
+    """ASTRA-sim's METADATA payload: the ``str()`` of a one-element list holding the JSON text."""
+    try:
+        outer = ast.literal_eval(values)
+        if isinstance(outer, list) and outer and isinstance(outer[0], str):
+            return json.loads(outer[0])
+        if isinstance(outer, list):
+            return outer
+    except (ValueError, SyntaxError):
+        pass
+    log.debug("%s: METADATA node inputs are not a process-group table; ignored", where)
+    return None
+
+
+def graph_from_protobuf(nodes: Iterable[Any], metadata: Any = None, *, path: str | None = None,
+                        rank: int | None = None) -> RankGraph:
+    """Read protobuf ``Node`` messages (and the ``GlobalMetadata``) into a RankGraph."""
+    where = path
+    info = metadata_info(metadata)
+    g = RankGraph(path=path)
+    r = _int_or_none(info.get("rank"))
+    g.rank = r if r is not None and r >= 0 else rank
+    ws = _int_or_none(info.get("world_size"))
+    g.world_size = ws if ws and ws > 0 else None
+    g.process_groups = parse_process_groups(info.get("process_groups"), g.world_size, where)
+    mdur = info.get("measured_dur_us")
+    g.measured_us = float(mdur) if isinstance(mdur, (int, float)) and mdur > 0 else None
+    mstart = info.get("measured_start_us")
+    g.measured_start_us = float(mstart) if isinstance(mstart, (int, float)) else None
+
+    ids: list[int] = []
+    names: list[str] = []
+    types: list[int] = []
+    durs: list[float] = []
+    starts: list[float] = []
+    deps_l: list[tuple[int, ...]] = []
+    cpu_l: list[bool] = []
+    tids: list[Any] = []
+    streams: list[Any] = []
+    devices: list[Any] = []
+    comm_raw: dict[int, dict[str, Any]] = {}
+    meta_payload = None
+    for n in nodes:
+        is_cpu = False
+        tid = stream = device = None
+        for a in n.attr:
+            name = a.name
+            if name == "is_cpu_op":
+                is_cpu = bool(getattr(a, a.WhichOneof("value") or "bool_val"))
+            elif name == "tid":
+                tid = getattr(a, a.WhichOneof("value") or "int64_val")
+            elif name == "stream":
+                stream = getattr(a, a.WhichOneof("value") or "int64_val")
+            elif name == "device":
+                device = getattr(a, a.WhichOneof("value") or "int64_val")
+            elif name in _COMM_ATTRS:
+                comm_raw.setdefault(len(ids), {})[name] = _attr_value(a)
+        ntype = n.type
+        if ntype == METADATA_NODE and meta_payload is None and n.inputs.values:
+            meta_payload = n.inputs.values
+        dd = n.data_deps
+        deps_l.append(tuple(n.ctrl_deps) + tuple(dd) if dd else tuple(n.ctrl_deps))
+        ids.append(n.id)
+        names.append(n.name)
+        types.append(ntype)
+        durs.append(float(n.duration_micros))
+        starts.append(float(n.start_time_micros))
+        cpu_l.append(is_cpu)
+        tids.append(tid)
+        streams.append(stream)
+        devices.append(device)
+
+    if len(set(ids)) != len(ids):
+        seen: set[int] = set()
+        for index, nid in enumerate(ids):
+            if nid in seen:
+                raise TraceFormatError(f"node id {nid} appears twice (message {index + 1})", where)
+            seen.add(nid)
+    perm = None
+    if any(ids[i] > ids[i + 1] for i in range(len(ids) - 1)):
+        perm = sorted(range(len(ids)), key=ids.__getitem__)
+
+    # Host threads: a non-CPU node with neither ``stream`` nor ``device`` whose ``tid`` is one of them is a
+    # host-side comm record (gloo) kept in its thread's call order, not a GPU op.  Files written before
+    # the ``stream`` attribute existed carry the GPU stream in ``tid`` (distinct from the host tids).
+    host_tids = {_int_or_none(t) or 0 for t in {t for t, c in zip(tids, cpu_l) if c}}
+    interned: dict[Any, Any] = {}
+    lanes: list[Any] = []
+    for i, ntype in enumerate(types):
+        if ntype == METADATA_NODE:
+            lanes.append(None)
+            continue
+        tid = tids[i]
+        if type(tid) is not int:
+            tid = _int_or_none(tid) or 0
+        if cpu_l[i]:
+            lane: Any = ("cpu", tid)
+        elif streams[i] is None and devices[i] is None and tid in host_tids:
+            lane = ("cpu", tid)
+        else:
+            stream = streams[i] if streams[i] is not None else tids[i]
+            lane = ("gpu", _int_or_none(devices[i]) or 0, _int_or_none(stream) or 0)
+        lanes.append(interned.setdefault(lane, lane))
+    comm = {}
+    for i, ntype in enumerate(types):
+        if ntype in COMM_TYPES:
+            raw = comm_raw.get(i, {})
+            comm[i] = CommInfo(pg_name=str(raw.get("pg_name") or ""), src=_int_or_none(raw.get("comm_src")),
+                               dst=_int_or_none(raw.get("comm_dst")),
+                               tag=_int_or_none(raw.get("comm_tag")) or 0)
+    if perm is None:
+        g.ids, g.names, g.types, g.durations, g.starts = ids, names, types, durs, starts
+        g.deps, g.is_cpu, g.lanes, g.comm = deps_l, cpu_l, lanes, comm
+    else:
+        g.ids = [ids[i] for i in perm]
+        g.names = [names[i] for i in perm]
+        g.types = [types[i] for i in perm]
+        g.durations = [durs[i] for i in perm]
+        g.starts = [starts[i] for i in perm]
+        g.deps = [deps_l[i] for i in perm]
+        g.is_cpu = [cpu_l[i] for i in perm]
+        g.lanes = [lanes[i] for i in perm]
+        where_now = {old: new for new, old in enumerate(perm)}
+        g.comm = {where_now[i]: c for i, c in comm.items()}
+    if not g.process_groups and meta_payload:
+        groups = _groups_from_metadata_node(meta_payload, where)
+        if groups:
+            g.process_groups = parse_process_groups(groups, g.world_size, where)
+    return g
+
+
+def graph_from_specs(specs: Iterable[NodeSpec], *, rank: int | None = None, world_size: int | None = None,
+                     process_groups: Any = None, measured_us: float | None = None,
+                     path: str | None = None) -> RankGraph:
+    """Build a RankGraph from hand-written NodeSpecs."""
+    g = RankGraph(rank=rank, world_size=world_size, measured_us=measured_us, path=path)
+    if process_groups:
+        g.process_groups = (dict(process_groups) if isinstance(process_groups, dict)
+                            else parse_process_groups(process_groups, world_size, path))
+    seen: set[int] = set()
+    for s in sorted(specs, key=lambda s: s.id):
+        if s.id in seen:
+            raise TraceFormatError(f"node id {s.id} appears twice", path)
+        seen.add(s.id)
+        if s.lane is not None:
+            lane = s.lane
+        elif s.type == METADATA_NODE:
+            lane = None
+        elif s.is_cpu:
+            lane = ("cpu", s.tid)
+        else:
+            lane = ("gpu", s.device, s.stream)
+        if s.type in COMM_TYPES:
+            g.comm[len(g.ids)] = CommInfo(s.pg_name, s.comm_src, s.comm_dst, s.comm_tag)
+        g.ids.append(s.id)
+        g.names.append(s.name or f"node{s.id}")
+        g.types.append(s.type)
+        g.durations.append(float(s.duration))
+        g.starts.append(float(s.start))
+        g.deps.append(tuple(s.deps))
+        g.is_cpu.append(bool(s.is_cpu))
+        g.lanes.append(lane)
+    return g
+
+
+_RANK_SUFFIX = re.compile(r"\.(\d+)\.et(?:\.gz)?$|_(\d+)\.et(?:\.gz)?$")
+
+
+def rank_from_filename(path: str | os.PathLike[str]) -> int | None:
+    """``<prefix>.<rank>.et`` (the Chakra convention) or ``<prefix>_<rank>.et`` -> rank."""
+    m = _RANK_SUFFIX.search(os.path.basename(os.fspath(path)))
+    if not m:
+        return None
+    return int(m.group(1) if m.group(1) is not None else m.group(2))
+
+
+def load_graph(path: str | os.PathLike[str], rank: int | None = None) -> RankGraph:
+    """Read one Chakra ET file (plain or gzipped) into a RankGraph."""
+    from chakra.io import read_messages
+    from chakra.schema import GlobalMetadata, Node
+
+    metadata, nodes = read_messages(path, GlobalMetadata, Node)
+    if metadata is None:
+        raise TraceFormatError("no GlobalMetadata message", path)
+    if rank is None:
+        rank = rank_from_filename(path)
+    return graph_from_protobuf(nodes, metadata, path=os.fspath(path), rank=rank)

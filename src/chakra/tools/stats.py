@@ -1,0 +1,593 @@
+"""`chakra stats`: what a trace holds and where its time goes, per rank and across ranks.
+
+Reads Chakra protobuf ETs (the converter's output) and, more lightly, ET+ JSON (the linker's output).
+For each file: node counts by type, the top GPU ops ("kernels", collectives included) and the top CPU ops by
+total duration, communication volume (sum of ``comm_size``) per process group and per collective type, and
+the critical path: the longest chain by duration over ctrl + data dependencies (Kahn's topological order,
+iterative, O(nodes + edges)) with the ops that make it up.  Several files give one section per rank and a
+section across ranks.  ``--json`` prints the same figures for machines.
+
+Choices worth knowing:
+- A node's CPU/GPU side is its ``is_cpu_op`` attribute; without one, COMM nodes count as GPU (the simulator
+  rejects CPU comm nodes) and the others as CPU.  METADATA nodes are neither.
+- Op names are grouped after removing a trailing ``(N)`` index, which the 2023 converter appended to every
+  node name (``aten::mm(3)``); other names are kept as they are.
+- Dependencies on ids that are not in the file are ignored for the critical path and counted as dangling.
+  Dependency cycles (the 2023 sample has some) are reported; the path is then computed without the
+  dependencies that point to later nodes of the file, and flagged as approximate.
+- ET+ JSON has no dependency graph (only the call tree), so its critical path is ``null``; CPU op time
+  there is the exclusive (self) time so that nested ops are not counted twice.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections import Counter, deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from chakra.errors import TraceFormatError
+from chakra.io import load_json, read_messages
+from chakra.schema import (
+    COMM_COLL_NODE,
+    COMM_RECV_NODE,
+    COMM_SEND_NODE,
+    METADATA_NODE,
+    GlobalMetadata,
+    Node,
+)
+from chakra.schema.et_def_pb2 import COLLECTIVE_TYPES, NODE_TYPES
+
+COMM_TYPES = (COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE)
+_INDEX_SUFFIX = re.compile(r"\(\d+\)$")
+_RANK_IN_NAME = re.compile(r"(?:^|[._-]|rank)(\d+)\.(?:et|json)(?:\.gz)?$")
+_GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "gpu_memcpy", "gpu_memset": "gpu_memset"}
+_HOST_COMM_PREFIXES = ("c10d::", "nccl:", "gloo:")
+
+
+@dataclass(slots=True)
+class GraphNode:
+    """The few fields of a node that the statistics and the visualizer need."""
+
+    id: int
+    name: str
+    kind: str                 # NodeType name for protobuf ETs; a category for ET+
+    is_cpu: bool | None       # None: neither side (metadata, roots)
+    dur: float                # µs
+    ctrl_deps: tuple[int, ...] = ()
+    data_deps: tuple[int, ...] = ()
+    comm: str | None = None   # collective type name, "SEND"/"RECV", or None for non-comm nodes
+    comm_size: int = 0
+    pg_name: str = ""
+    start: float = 0.0
+
+
+@dataclass(slots=True)
+class EtGraph:
+    """One loaded file."""
+
+    path: str
+    format: str               # "et" (protobuf) or "et+" (JSON)
+    rank: int | None
+    nodes: list[GraphNode] = field(default_factory=list)
+    has_deps: bool = True     # False for ET+ (no dependency graph to walk)
+
+
+# ------------------------------------------------------------------------------------------------ loading
+def attr_value(attr: Any) -> Any:
+    """The value of an AttributeProto, whichever field of the oneof is set (lists as Python lists)."""
+    which = attr.WhichOneof("value")
+    if which is None:
+        return None
+    value = getattr(attr, which)
+    if which.endswith("_list"):
+        return list(value.values)
+    return value
+
+
+def rank_from_name(path: str | os.PathLike[str]) -> int | None:
+    """``trace.3.et`` / ``trace_3.et.gz`` / ``et_plus_3.json`` -> 3."""
+    m = _RANK_IN_NAME.search(Path(path).name)
+    return int(m.group(1)) if m else None
+
+
+def base_name(name: str) -> str:
+    """Strip the ``(N)`` index the 2023 converter appended to node names."""
+    return _INDEX_SUFFIX.sub("", name)
+
+
+def graph_from_messages(path: str, meta: Any, nodes: Sequence[Any]) -> EtGraph:
+    """Build an EtGraph from a GlobalMetadata and Node messages."""
+    rank: int | None = None
+    if meta is not None:
+        for a in meta.attr:
+            if a.name == "rank":
+                v = attr_value(a)
+                if isinstance(v, int) and v >= 0:
+                    rank = v
+    if rank is None:
+        rank = rank_from_name(path)
+    out: list[GraphNode] = []
+    for n in nodes:
+        attrs = {a.name: a for a in n.attr}
+        ntype = int(n.type)
+        kind = NODE_TYPES[ntype] if 0 <= ntype < len(NODE_TYPES) else f"TYPE_{ntype}"
+        is_cpu: bool | None
+        if ntype == METADATA_NODE:
+            is_cpu = None
+        elif "is_cpu_op" in attrs:
+            is_cpu = bool(attr_value(attrs["is_cpu_op"]))
+        else:
+            is_cpu = ntype not in COMM_TYPES
+        comm = None
+        comm_size = 0
+        pg_name = ""
+        if ntype in COMM_TYPES:
+            if ntype == COMM_SEND_NODE:
+                comm = "SEND"
+            elif ntype == COMM_RECV_NODE:
+                comm = "RECV"
+            else:
+                ct = attr_value(attrs["comm_type"]) if "comm_type" in attrs else None
+                if isinstance(ct, int) and 0 <= ct < len(COLLECTIVE_TYPES):
+                    comm = COLLECTIVE_TYPES[ct]
+                else:
+                    comm = "UNKNOWN"
+            size = attr_value(attrs["comm_size"]) if "comm_size" in attrs else 0
+            comm_size = int(size) if isinstance(size, (int, float)) else 0
+            pg = attr_value(attrs["pg_name"]) if "pg_name" in attrs else ""
+            pg_name = pg if isinstance(pg, str) else str(pg)
+        out.append(GraphNode(int(n.id), n.name, kind, is_cpu, float(n.duration_micros),
+                             tuple(n.ctrl_deps), tuple(n.data_deps), comm, comm_size, pg_name,
+                             float(n.start_time_micros)))
+    return EtGraph(str(path), "et", rank, out, True)
+
+
+def load_et(path: str | os.PathLike[str]) -> EtGraph:
+    """Read a Chakra protobuf ET (``.et`` or gzipped)."""
+    meta, nodes = read_messages(path, GlobalMetadata, Node)
+    return graph_from_messages(str(path), meta, nodes)
+
+
+def load_etplus(path: str | os.PathLike[str]) -> EtGraph:
+    """Read an ET+ JSON (linker output, or a 2023 reference ET+ file)."""
+    data = load_json(path)
+    raw_nodes = data.get("nodes")
+    if not isinstance(raw_nodes, list):
+        raise TraceFormatError("no 'nodes' list at the top level (not an ET+ / host ET file)", path)
+    rank = data.get("rank")
+    if not isinstance(rank, int) or rank < 0:
+        rank = rank_from_name(path)
+    out: list[GraphNode] = []
+    for i, n in enumerate(raw_nodes):
+        if not isinstance(n, dict) or not isinstance(n.get("id"), int) or isinstance(n["id"], bool):
+            raise TraceFormatError(f"node at index {i} is not an object with an integer 'id'", path)
+        name = str(n.get("name", ""))
+        cat = n.get("cat")
+        comm: str | None = None
+        comm_size = 0
+        pg_name = ""
+        if cat in _GPU_CATS:
+            is_cpu: bool | None = False
+            dur = _num(n.get("dur"))
+            coll = str(n.get("collective_name") or "")
+            if coll or name.startswith(("ncclKernel", "ncclDevKernel")):
+                kind = "gpu_comm"
+                comm = collective_type_name(coll or name)
+                comm_size = int(_num(n.get("comm_size")))
+                pg_name = str(n.get("pg_name") or "")
+            else:
+                kind = _GPU_CATS[cat]
+        else:
+            if name.startswith("[pytorch|profiler|execution_"):
+                kind, is_cpu = "root", None
+            elif name.startswith("## process_group:init"):
+                kind, is_cpu = "metadata", None
+            elif name == "record_param_comms" or name.startswith(_HOST_COMM_PREFIXES):
+                kind, is_cpu = "host_comm", True
+            else:
+                kind, is_cpu = "host_op", True
+            dur = _num(n.get("exclusive_dur", n.get("dur")))
+        parent = n.get("ctrl_deps", n.get("parent"))
+        ctrl = (int(parent),) if isinstance(parent, int) and parent != n["id"] else ()
+        out.append(GraphNode(int(n["id"]), name, kind, is_cpu, dur, ctrl, (), comm, comm_size, pg_name,
+                             _num(n.get("ts"))))
+    return EtGraph(str(path), "et+", rank, out, False)
+
+
+_COLL_WORDS = (  # checked in this order: longer words first
+    ("reducescatter", "REDUCE_SCATTER"), ("allreduce", "ALL_REDUCE"), ("allgather", "ALL_GATHER"),
+    ("alltoall", "ALL_TO_ALL"), ("broadcast", "BROADCAST"), ("sendrecv", "SENDRECV"), ("send", "SEND"),
+    ("recv", "RECV"), ("barrier", "BARRIER"), ("gather", "GATHER"), ("scatter", "SCATTER"),
+    ("reduce", "REDUCE"),
+)
+
+
+def collective_type_name(text: str) -> str:
+    """``all_reduce`` / ``allreduce`` / ``ncclKernel_AllReduce_RING_LL_Sum_float`` -> ``ALL_REDUCE``."""
+    key = text.lower().replace("_", "").replace("ncclkernel", "").replace("nccldevkernel", "")
+    key = key.split("(")[0]
+    for word, name in _COLL_WORDS:
+        if key.startswith(word) or (word in key and len(word) > 6):
+            return name
+    return "UNKNOWN"
+
+
+def _num(v: Any) -> float:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
+
+
+def _peek(path: str | os.PathLike[str], size: int = 64) -> bytes:
+    """The first bytes of a file, gunzipped when it is gzip (without reading the whole file)."""
+    import gzip
+
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(size)
+        if head[:2] == b"\x1f\x8b":
+            with gzip.open(path, "rb") as gz:
+                head = gz.read(size)
+    except FileNotFoundError:
+        raise TraceFormatError("file not found", path) from None
+    except IsADirectoryError:
+        raise TraceFormatError("is a directory, expected a file", path) from None
+    except (OSError, EOFError) as exc:
+        raise TraceFormatError(f"cannot read ({exc})", path) from None
+    return head
+
+
+_JSON_START = re.compile(rb"^\s*\{\s*[\"}]")
+
+
+def load_graph(path: str | os.PathLike[str]) -> EtGraph:
+    """Protobuf ET or ET+ JSON: by the name's suffix (``.et``/``.json``, optionally ``.gz``), else by content.
+
+    The content test needs care: a protobuf stream whose metadata is 123 bytes long starts with ``{`` too,
+    so JSON is recognised by ``{`` followed (after whitespace) by ``"`` or ``}``.
+    """
+    name = Path(path).name.lower().removesuffix(".gz")
+    if name.endswith(".json"):
+        return load_etplus(path)
+    if name.endswith(".et"):
+        return load_et(path)
+    if _JSON_START.match(_peek(path)):
+        return load_etplus(path)
+    return load_et(path)
+
+
+# -------------------------------------------------------------------------------------------- computing
+def critical_path(nodes: Sequence[GraphNode]) -> dict[str, Any]:
+    """Longest path by duration over ctrl + data deps.
+
+    Returns ``{"length_us", "path": [node ids, first to last], "dangling_deps", "cycle_blocked_nodes",
+    "dropped_back_edges"}``.  When the dependencies hold a cycle (Kahn's order stalls),
+    ``cycle_blocked_nodes`` counts the nodes on a cycle or behind one, and the path is computed again
+    keeping only the dependencies that point to an earlier node of the file (``dropped_back_edges`` says how
+    many others were ignored), so a figure is still given but marked as approximate by a non-zero count.
+    """
+    index = {n.id: i for i, n in enumerate(nodes)}
+    result = _longest(nodes, index, forward_only=False)
+    if result["length_us"] is None:
+        blocked = result["blocked"]
+        result = _longest(nodes, index, forward_only=True)
+        result["cycle_blocked_nodes"] = blocked
+    else:
+        result["cycle_blocked_nodes"] = 0
+    del result["blocked"]
+    return result
+
+
+def _longest(nodes: Sequence[GraphNode], index: dict[int, int], forward_only: bool) -> dict[str, Any]:
+    count = len(nodes)
+    succ: list[list[int]] = [[] for _ in range(count)]
+    indeg = [0] * count
+    dangling = 0
+    dropped = 0
+    for i, n in enumerate(nodes):
+        seen: set[int] = set()
+        for d in n.ctrl_deps + n.data_deps:
+            j = index.get(d)
+            if j is None:
+                dangling += 1
+                continue
+            if j in seen:
+                continue
+            seen.add(j)
+            if forward_only and j >= i:
+                dropped += 1
+                continue
+            succ[j].append(i)
+            indeg[i] += 1
+    dist = [0.0] * count
+    best_pred = [-1] * count
+    queue = deque(i for i in range(count) if indeg[i] == 0)
+    for i in queue:
+        dist[i] = nodes[i].dur
+    done = 0
+    while queue:
+        i = queue.popleft()
+        done += 1
+        di = dist[i]
+        for s in succ[i]:
+            cand = di + nodes[s].dur
+            if best_pred[s] == -1 or cand > dist[s]:
+                dist[s] = cand
+                best_pred[s] = i
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                queue.append(s)
+    base = {"dangling_deps": dangling, "dropped_back_edges": dropped, "blocked": count - done}
+    if done < count:
+        return {"length_us": None, "path": None, **base}
+    if count == 0:
+        return {"length_us": 0.0, "path": [], **base}
+    end = max(range(count), key=lambda k: (dist[k], -k))
+    path = []
+    k = end
+    while k != -1:
+        path.append(nodes[k].id)
+        k = best_pred[k]
+    path.reverse()
+    return {"length_us": dist[end], "path": path, **base}
+
+
+def _top(totals: dict[str, list[float]], top: int) -> list[dict[str, Any]]:
+    rows = sorted(totals.items(), key=lambda kv: (-kv[1][1], kv[0]))[:top]
+    return [{"name": name, "count": int(c), "total_us": t} for name, (c, t) in rows]
+
+
+def _add(totals: dict[str, list[float]], name: str, dur: float) -> None:
+    slot = totals.get(name)
+    if slot is None:
+        totals[name] = [1, dur]
+    else:
+        slot[0] += 1
+        slot[1] += dur
+
+
+@dataclass(slots=True)
+class _Totals:
+    """Sums that add up across ranks."""
+
+    kinds: Counter[str] = field(default_factory=Counter)
+    gpu: dict[str, list[float]] = field(default_factory=dict)
+    cpu: dict[str, list[float]] = field(default_factory=dict)
+    by_pg: dict[str, list[int]] = field(default_factory=dict)
+    by_type: dict[str, list[int]] = field(default_factory=dict)
+    nodes: int = 0
+    cpu_us: float = 0.0
+    gpu_us: float = 0.0
+
+    def feed(self, nodes: Iterable[GraphNode]) -> None:
+        for n in nodes:
+            self.nodes += 1
+            self.kinds[n.kind] += 1
+            if n.is_cpu is True:
+                _add(self.cpu, base_name(n.name), n.dur)
+                self.cpu_us += n.dur
+            elif n.is_cpu is False:
+                _add(self.gpu, base_name(n.name), n.dur)
+                self.gpu_us += n.dur
+            if n.comm is not None:
+                for table, key in ((self.by_pg, n.pg_name), (self.by_type, n.comm)):
+                    slot = table.setdefault(key, [0, 0])
+                    slot[0] += 1
+                    slot[1] += n.comm_size
+
+    def merge(self, other: _Totals) -> None:
+        self.nodes += other.nodes
+        self.cpu_us += other.cpu_us
+        self.gpu_us += other.gpu_us
+        self.kinds.update(other.kinds)
+        for mine, theirs in ((self.gpu, other.gpu), (self.cpu, other.cpu)):
+            for k, (c, t) in theirs.items():
+                slot = mine.setdefault(k, [0, 0.0])
+                slot[0] += c
+                slot[1] += t
+        for mine_i, theirs_i in ((self.by_pg, other.by_pg), (self.by_type, other.by_type)):
+            for k, (c, b) in theirs_i.items():
+                slot_i = mine_i.setdefault(k, [0, 0])
+                slot_i[0] += c
+                slot_i[1] += b
+
+    def report(self, top: int) -> dict[str, Any]:
+        comm_nodes = sum(c for c, _ in self.by_type.values())
+        comm_bytes = sum(b for _, b in self.by_type.values())
+        return {
+            "nodes": self.nodes,
+            "node_types": dict(sorted(self.kinds.items())),
+            "cpu_ops": sum(int(c) for c, _ in self.cpu.values()),
+            "gpu_ops": sum(int(c) for c, _ in self.gpu.values()),
+            "cpu_total_us": self.cpu_us,
+            "gpu_total_us": self.gpu_us,
+            "top_kernels": _top(self.gpu, top),
+            "top_cpu_ops": _top(self.cpu, top),
+            "comm": {
+                "nodes": comm_nodes,
+                "bytes": comm_bytes,
+                "by_pg": {k: {"count": c, "bytes": b} for k, (c, b) in sorted(self.by_pg.items())},
+                "by_type": {k: {"count": c, "bytes": b} for k, (c, b) in sorted(self.by_type.items())},
+            },
+        }
+
+
+def graph_stats(graph: EtGraph, top: int = 10) -> dict[str, Any]:
+    """The figures of one file (see the module docstring)."""
+    totals = _Totals()
+    totals.feed(graph.nodes)
+    rep: dict[str, Any] = {"path": graph.path, "format": graph.format, "rank": graph.rank}
+    rep.update(totals.report(top))
+    rep["critical_path"] = _critical_report(graph, top) if graph.has_deps else None
+    rep["_totals"] = totals
+    return rep
+
+
+def _critical_report(graph: EtGraph, top: int) -> dict[str, Any]:
+    cp = critical_path(graph.nodes)
+    out: dict[str, Any] = {"length_us": cp["length_us"], "dangling_deps": cp["dangling_deps"],
+                           "cycle_blocked_nodes": cp["cycle_blocked_nodes"],
+                           "dropped_back_edges": cp["dropped_back_edges"]}
+    path = cp["path"]
+    by_id = {n.id: n for n in graph.nodes}
+    contrib: dict[str, list[float]] = {}
+    for nid in path:
+        n = by_id[nid]
+        _add(contrib, base_name(n.name), n.dur)
+    length = cp["length_us"] or 0.0
+    rows = _top(contrib, top)
+    for r in rows:
+        r["share"] = (r["total_us"] / length) if length else 0.0
+    out.update(nodes=len(path), first_id=path[0] if path else None, last_id=path[-1] if path else None,
+               top=rows)
+    return out
+
+
+def compute_stats(paths: Sequence[str | os.PathLike[str]], top: int = 10,
+                  progress: bool = False) -> dict[str, Any]:
+    """Load every file, compute per-file figures and, for several files, the figures across ranks."""
+    if not paths:
+        raise TraceFormatError("no input file given")
+    per: list[dict[str, Any]] = []
+    items: Iterable[str | os.PathLike[str]] = paths
+    if progress and len(paths) > 1:
+        from rich.progress import track
+
+        items = track(paths, description="reading ETs", transient=True)
+    for p in items:
+        per.append(graph_stats(load_graph(p), top))
+    per.sort(key=lambda r: (r["rank"] is None, r["rank"] if r["rank"] is not None else 0, r["path"]))
+    report: dict[str, Any] = {"files": per, "all": None}
+    if len(per) > 1:
+        total = _Totals()
+        for r in per:
+            total.merge(r["_totals"])
+        agg = total.report(top)
+        lengths = {_label(r, i): r["critical_path"]["length_us"] for i, r in enumerate(per)
+                   if r["critical_path"] is not None and r["critical_path"]["length_us"] is not None}
+        if lengths:
+            worst = max(lengths, key=lambda k: lengths[k])
+            agg["critical_path"] = {"max_us": lengths[worst], "rank": worst, "per_rank": lengths}
+        else:
+            agg["critical_path"] = None
+        agg["ranks"] = [_label(r, i) for i, r in enumerate(per)]
+        report["all"] = agg
+    for r in per:
+        del r["_totals"]
+    return report
+
+
+def _label(rep: dict[str, Any], i: int) -> str:
+    return str(rep["rank"]) if rep["rank"] is not None else f"file{i}"
+
+
+# ---------------------------------------------------------------------------------------------- showing
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return f"{n:.2f} GiB"
+
+
+def render(report: dict[str, Any], file: IO[str] | None = None, width: int | None = None) -> None:
+    """Rich tables for a human."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(file=file or sys.stdout, width=width)
+
+    def ops_table(title: str, rows: list[dict[str, Any]], share: bool = False) -> Table:
+        t = Table(title=title, title_justify="left")
+        t.add_column("op", overflow="ellipsis", max_width=40 if share else 48, no_wrap=True)
+        t.add_column("count", justify="right", no_wrap=True, min_width=5)
+        t.add_column("total µs", justify="right", no_wrap=True, min_width=10)
+        if share:
+            t.add_column("share", justify="right", no_wrap=True, min_width=6)
+        for r in rows:
+            cells = [r["name"], str(r["count"]), f"{r['total_us']:,.1f}"]
+            if share:
+                cells.append(f"{100 * r['share']:.1f}%")
+            t.add_row(*cells)
+        return t
+
+    def comm_table(title: str, table: dict[str, dict[str, int]], key: str) -> Table:
+        t = Table(title=title, title_justify="left")
+        t.add_column(key)
+        t.add_column("nodes", justify="right")
+        t.add_column("bytes", justify="right")
+        t.add_column("", justify="right")
+        for k, v in table.items():
+            t.add_row(k if k else "(none)", str(v["count"]), f"{v['bytes']:,}", _fmt_bytes(v["bytes"]))
+        return t
+
+    def section(rep: dict[str, Any], title: str) -> None:
+        console.rule(title)
+        kinds = ", ".join(f"{k} {v}" for k, v in rep["node_types"].items())
+        console.print(f"{rep['nodes']} nodes: {kinds}")
+        console.print(f"CPU ops {rep['cpu_ops']} ({rep['cpu_total_us']:,.1f} µs), "
+                      f"GPU ops {rep['gpu_ops']} ({rep['gpu_total_us']:,.1f} µs)")
+        if rep["top_kernels"]:
+            console.print(ops_table("top GPU ops by total duration", rep["top_kernels"]))
+        if rep["top_cpu_ops"]:
+            console.print(ops_table("top CPU ops by total duration", rep["top_cpu_ops"]))
+        comm = rep["comm"]
+        if comm["nodes"]:
+            console.print(f"communication: {comm['nodes']} nodes, {comm['bytes']:,} bytes "
+                          f"({_fmt_bytes(comm['bytes'])})")
+            console.print(comm_table("per process group", comm["by_pg"], "pg_name"))
+            console.print(comm_table("per collective type", comm["by_type"], "type"))
+        else:
+            console.print("communication: none")
+        cp = rep.get("critical_path")
+        if cp is None:
+            console.print("critical path: n/a (no dependency graph in this file)")
+        elif "per_rank" in cp:
+            per = ", ".join(f"{k}: {v:,.1f}" for k, v in cp["per_rank"].items())
+            console.print(f"critical path: longest {cp['max_us']:,.1f} µs on rank {cp['rank']} "
+                          f"(µs per rank: {per})")
+        else:
+            extra = f", {cp['dangling_deps']} dangling deps ignored" if cp["dangling_deps"] else ""
+            if cp["cycle_blocked_nodes"]:
+                console.print(f"[yellow]warning:[/] the dependencies hold cycles "
+                              f"({cp['cycle_blocked_nodes']} nodes on or behind one); the path below ignores "
+                              f"the {cp['dropped_back_edges']} dependencies on later nodes of the file "
+                              "(approximate)")
+            console.print(f"critical path: {cp['length_us']:,.1f} µs over {cp['nodes']} nodes "
+                          f"(ids {cp['first_id']} -> {cp['last_id']}){extra}")
+            if cp["top"]:
+                console.print(ops_table("critical path: top contributors", cp["top"], share=True))
+
+    files = report["files"]
+    if len(files) > 1:
+        t = Table(title="per rank", title_justify="left")
+        for col in ("rank", "nodes", "CPU ops", "GPU ops", "comm", "comm bytes", "crit. path µs"):
+            t.add_column(col, justify="right", no_wrap=True, min_width=len(col))
+        t.add_column("file", overflow="ellipsis", no_wrap=True, max_width=28)
+        for i, r in enumerate(files):
+            cp = r["critical_path"]
+            cpv = "n/a" if cp is None or cp["length_us"] is None else f"{cp['length_us']:,.1f}"
+            t.add_row(_label(r, i), str(r["nodes"]), str(r["cpu_ops"]), str(r["gpu_ops"]),
+                      str(r["comm"]["nodes"]), f"{r['comm']['bytes']:,}", cpv, Path(r["path"]).name)
+        console.print(t)
+    for i, r in enumerate(files):
+        section(r, f"rank {_label(r, i)}: {r['path']} ({r['format']})")
+    if report["all"] is not None:
+        section(report["all"], f"all ranks ({len(files)} files)")
+
+
+def run_stats(paths: Sequence[str | os.PathLike[str]], as_json: bool = False, top: int = 10,
+              file: IO[str] | None = None, progress: bool = False) -> dict[str, Any]:
+    """What the CLI calls: compute, then print a table or JSON; returns the report."""
+    report = compute_stats(paths, top, progress)
+    out = file or sys.stdout
+    if as_json:
+        import json
+
+        out.write(json.dumps(report, indent=2) + "\n")
+    else:
+        render(report, out)
+    return report

@@ -1,0 +1,339 @@
+"""chakra.convert on small hand-built ET+ traces whose every number is worked out by hand."""
+
+from __future__ import annotations
+
+import ast
+import json
+
+import orjson
+import pytest
+from convert_checks import check_et
+from wire_reader import read_et
+
+from chakra import schema as pb
+from chakra.convert import build, convert_file, convert_trace
+from chakra.convert.attrs import attr_value, make_attr
+from chakra.convert.graph import CycleError, topological_order
+from chakra.errors import TraceFormatError
+from chakra.host.loader import build_host_trace
+
+TENSOR = [10, 11, 0, 1000, 4, "cuda:0"]   # 1000 floats = 4000 bytes
+
+
+def flat(nid, name, parent, **kw):
+    """A 1.0.1 flat-layout node."""
+    n = {"name": name, "id": nid, "rf_id": kw.pop("rf_id", nid), "parent": parent, "fw_parent": 0,
+         "seq_id": -1, "scope": 0, "tid": kw.pop("tid", 1), "fw_tid": 0, "op_schema": "",
+         "inputs": kw.pop("inputs", []),
+         "input_shapes": [], "input_types": kw.pop("input_types", []), "outputs": [], "output_shapes": [],
+         "output_types": []}
+    n.update(kw)
+    return n
+
+
+def gpu(nid, name, parent, ts, dur, stream, **kw):
+    n = {"id": nid, "name": name, "cat": kw.pop("cat", "kernel"), "ph": "X", "ts": ts, "dur": dur,
+         "stream": stream, "device": 0, "tid": stream, "args": {"stream": stream, "correlation": nid + 1000},
+         "parent": parent, "inputs": kw.pop("inputs", []), "input_shapes": [], "input_types": [],
+         "outputs": [], "output_shapes": [], "output_types": []}
+    n.update(kw)
+    return n
+
+
+def small_etplus() -> dict:
+    """One thread: A(100..150) > B(110..130); C(160..170); R(200..230) > N(205..225); 3 kernels.
+
+    Exclusive: A 30, B 20, C 10, R 10, N 20.  Measured window starts at 90.
+    """
+    nodes = [
+        flat(2, "[pytorch|profiler|execution_trace|thread]", 1, rf_id=0, ts=95, dur=200),
+        flat(3, "A", 2, ts=100, dur=50),
+        flat(4, "B", 3, ts=110, dur=20),
+        flat(5, "C", 2, ts=160, dur=10, sync_dep=[20]),
+        flat(6, "record_param_comms", 2, ts=200, dur=30,
+             inputs=[[TENSOR], 7, 123, 0, "allreduce", [], []],
+             input_types=["GenericList[Tensor(float)]", "Int", "Int", "Int", "String", "GenericList[]",
+                          "GenericList[]"]),
+        flat(7, "nccl:all_reduce", 6, ts=205, dur=20, inputs=[TENSOR], input_types=["Tensor(float)"]),
+        flat(1, "[pytorch|profiler|execution_trace|process]", 1, rf_id=0, tid=0),
+        gpu(20, "k1", 4, 130, 40, 7),
+        gpu(21, "k2", 5, 175, 5, 7),
+        gpu(22, "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", 7, 230,
+            100, 20, inputs=[TENSOR], pg_name="", collective_name="", comm_size=0),
+    ]
+    return {"schema": "1.0.1", "pid": 7, "time": "2026-01-01 00:00:00", "start_ts": 1, "finish_ts": 2,
+            "nodes": nodes, "rank": 3, "world_size": 4,
+            "measured": {"window": "ProfilerStep#1", "start_us": 90.0, "dur_us": 300.0, "steps": []}}
+
+
+def by_id(nodes):
+    return {n.id: n for n in nodes}
+
+
+def attrs(node):
+    return {a.name: attr_value(a) for a in node.attr}
+
+
+def test_durations_are_exclusive_for_cpu_and_dur_for_gpu():
+    meta, nodes = convert_trace(build_host_trace(small_etplus()))
+    n = by_id(nodes)
+    assert {i: n[i].duration_micros for i in (1, 2, 3, 4, 5, 6, 7)} == {1: 0, 2: 0, 3: 30, 4: 20, 5: 10,
+                                                                        6: 10, 7: 20}
+    assert {i: n[i].duration_micros for i in (20, 21, 22)} == {20: 40, 21: 5, 22: 100}
+    # start = ts - measured start (90)
+    assert {i: n[i].start_time_micros for i in (3, 4, 20, 22)} == {3: 10, 4: 20, 20: 40, 22: 140}
+
+
+def test_node_types_and_comm_attributes():
+    _, nodes = convert_trace(build_host_trace(small_etplus()))
+    n = by_id(nodes)
+    assert n[22].type == pb.COMM_COLL_NODE
+    a = attrs(n[22])
+    assert a["comm_type"] == pb.ALL_REDUCE and a["comm_size"] == 4000 and a["pg_name"] == ""
+    assert a["is_cpu_op"] is False and a["stream"] == 20
+    # the host comm ops stay CPU COMP nodes: the collective is counted once
+    assert n[6].type == n[7].type == pb.COMP_NODE
+    assert attrs(n[7])["is_cpu_op"] is True
+    assert sum(1 for x in nodes if x.type == pb.COMM_COLL_NODE) == 1
+    assert n[20].type == pb.COMP_NODE and attrs(n[20])["is_cpu_op"] is False
+    assert attrs(n[20])["correlation"] == 1020
+
+
+def test_dependencies():
+    _, nodes = convert_trace(build_host_trace(small_etplus()))
+    n = by_id(nodes)
+    # ctrl = ET parent; data = call order on the thread (A, B, C, R, N)
+    assert list(n[4].ctrl_deps) == [3] and list(n[3].ctrl_deps) == [2]
+    assert list(n[4].data_deps) == []             # previous in call order is its parent: ctrl only, once
+    assert list(n[5].data_deps)[0] == 4           # C after B ...
+    assert 20 in n[5].data_deps                   # ... and after the kernel it synchronised with
+    assert list(n[6].data_deps) == [5]
+    # GPU: after its launcher, then the previous kernel of its stream
+    assert list(n[20].data_deps) == [4]
+    assert list(n[21].data_deps) == [5, 20]
+    assert list(n[22].data_deps) == [7]
+    assert not n[20].ctrl_deps
+    # written in an order where every dependency comes first
+    seen = set()
+    for x in nodes:
+        assert set(x.ctrl_deps) | set(x.data_deps) <= seen
+        seen.add(x.id)
+
+
+def test_global_metadata():
+    meta, _ = convert_trace(build_host_trace(small_etplus()))
+    a = {x.name: x for x in meta.attr}
+    assert meta.version == "0.0.4"
+    assert a["rank"].WhichOneof("value") == "int64_val" and a["rank"].int64_val == 3
+    assert a["world_size"].int64_val == 4
+    assert a["measured_start_us"].double_val == 90.0 and a["measured_dur_us"].double_val == 300.0
+    assert a["measured_window"].string_val == "ProfilerStep#1"
+    assert a["pid"].int64_val == 7 and a["schema"].string_val == "1.0.1"
+
+
+def chakra_node(nid, name, parent, attrs=None, inputs=None, types=None, **kw):
+    base = [{"name": "rf_id", "type": "uint64", "value": kw.pop("rf_id", nid)},
+            {"name": "fw_parent", "type": "uint64", "value": 0},
+            {"name": "seq_id", "type": "int64", "value": -1},
+            {"name": "scope", "type": "uint64", "value": 0},
+            {"name": "tid", "type": "uint64", "value": 1},
+            {"name": "fw_tid", "type": "uint64", "value": 0},
+            {"name": "op_schema", "type": "string", "value": kw.pop("op_schema", "")}]
+    n = {"id": nid, "name": name, "ctrl_deps": parent,
+         "inputs": {"values": inputs or [], "shapes": [[] for _ in inputs or []], "types": types or []},
+         "outputs": {"values": [], "shapes": [], "types": []}, "attrs": base + (attrs or [])}
+    n.update(kw)
+    return n
+
+
+PG_PAYLOAD = json.dumps([
+    {"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cpu:gloo", "ranks": [], "group_size": 2,
+     "group_count": 2},
+    {"pg_name": "5", "pg_desc": "pair", "backend_config": "cpu:gloo", "ranks": [1, 0], "group_size": 2,
+     "group_count": 2},
+])
+
+SEND_SCHEMA = ("c10d::send(Tensor[] tensors, __torch__.torch.classes.c10d.ProcessGroup process_group, "
+               "int dst, int tag) -> __torch__.torch.classes.c10d.Work")
+T32 = [40, 41, 0, 32, 4, "cpu"]
+
+
+def gloo_etplus() -> dict:
+    """A gloo trace: reduce_scatter implemented by a gloo all_reduce record on a worker thread, a send."""
+    nodes = [
+        chakra_node(2, "[pytorch|profiler|execution_trace|thread]", 1, rf_id=0),
+        chakra_node(3, "## process_group:init ##", 2, inputs=[PG_PAYLOAD], types=["String"], rf_id=1),
+        chakra_node(4, "ProfilerStep#1", 2, rf_id=2, ts=1000.0, dur=500.0, exclusive_dur=100.0,
+                    kineto_tid=11),
+        chakra_node(5, "c10d::_reduce_scatter_base_", 4, rf_id=3, ts=1010.0, dur=20.0, exclusive_dur=20.0,
+                    kineto_tid=11, inputs=[[30, 31, 0, 64, 4, "cpu"], [32, 33, 0, 128, 4, "cpu"]],
+                    types=["Tensor(float)", "Tensor(float)"]),
+        # the gloo record hangs under the step in the ET but runs on the gloo worker thread 12
+        chakra_node(6, "gloo:all_reduce", 4, rf_id=4, ts=1015.0, dur=200.0, exclusive_dur=200.0,
+                    kineto_tid=12, inputs=[[34, 35, 0, 128, 4, "cpu"]], types=["Tensor(float)"]),
+        chakra_node(7, "aten::add", 4, rf_id=5, ts=1040.0, dur=10.0, exclusive_dur=10.0, kineto_tid=11,
+                    inter_thread_dep=6),
+        chakra_node(8, "c10d::send", 4, rf_id=6, ts=1100.0, dur=60.0, exclusive_dur=5.0, kineto_tid=11,
+                    op_schema=SEND_SCHEMA, inputs=[[T32], "<Object>", 0, 9],
+                    types=["GenericList[Tensor(float)]", "Object", "Int", "Int"]),
+        chakra_node(9, "gloo:send", 8, rf_id=7, ts=1103.0, dur=55.0, exclusive_dur=55.0, kineto_tid=11,
+                    inputs=[T32], types=["Tensor(float)"]),
+        chakra_node(1, "[pytorch|profiler|execution_trace|process]", 1, rf_id=0),
+    ]
+    return {"schema": "1.1.1-chakra.0.0.4", "pid": 9, "time": "t", "start_ts": 0, "finish_ts": 0,
+            "nodes": nodes, "rank": 1, "world_size": 2, "process_groups": [],
+            "measured": {"window": "ProfilerStep#1", "start_us": 1000.0, "dur_us": 500.0, "steps": []}}
+
+
+def test_gloo_collective_becomes_gpu_side_comm_node_with_c10d_wrapper():
+    _, nodes = convert_trace(build_host_trace(gloo_etplus()))
+    n = by_id(nodes)
+    rs = n[6]
+    assert rs.type == pb.COMM_COLL_NODE
+    a = attrs(rs)
+    # the c10d call names the collective; the gloo record's tensor gives the bytes
+    assert a["comm_type"] == pb.REDUCE_SCATTER and a["comm_size"] == 512
+    assert a["is_cpu_op"] is False and a["tid"] == 12
+    assert rs.duration_micros == 200
+    # the c10d wrapper stays a CPU COMP node and the comm node waits for it
+    assert n[5].type == pb.COMP_NODE and attrs(n[5])["is_cpu_op"] is True
+    assert 5 in rs.data_deps
+    # inter_thread_dep is written
+    assert 6 in n[7].data_deps
+
+
+def test_gloo_send_has_global_peer_and_tag():
+    _, nodes = convert_trace(build_host_trace(gloo_etplus()))
+    s = by_id(nodes)[9]
+    assert s.type == pb.COMM_SEND_NODE
+    a = attrs(s)
+    assert (a["comm_src"], a["comm_dst"], a["comm_tag"], a["comm_size"]) == (1, 0, 9, 128)
+    assert 8 in list(s.ctrl_deps) + list(s.data_deps)   # after its c10d call (here also its ET parent)
+
+
+def test_metadata_node_is_in_the_simulator_form():
+    meta, nodes = convert_trace(build_host_trace(gloo_etplus()))
+    m = by_id(nodes)[3]
+    assert m.type == pb.METADATA_NODE and not m.ctrl_deps and not m.data_deps
+    outer = ast.literal_eval(m.inputs.values)
+    assert isinstance(outer, list) and len(outer) == 1
+    groups = json.loads(outer[0])
+    assert [(g["pg_name"], g["ranks"]) for g in groups] == [("0", [0, 1]), ("5", [1, 0])]
+    assert m.inputs.values.startswith("['[{\"pg_name\": \"0\"")
+    pgs = {x.name: x for x in meta.attr}["process_groups"]
+    assert json.loads(pgs.string_val) == groups
+
+
+def test_wrapper_whose_time_is_all_in_children_keeps_its_node_with_zero():
+    d = small_etplus()
+    d["nodes"].insert(1, flat(8, "wrapper", 2, ts=100, dur=50, rf_id=2))
+    d["nodes"][2]["parent"] = 8     # A under the wrapper, same span
+    _, nodes = convert_trace(build_host_trace(d))
+    n = by_id(nodes)
+    assert n[8].duration_micros == 0 and n[3].duration_micros == 30
+    assert list(n[3].ctrl_deps) == [8]
+
+
+def test_bare_host_et_gets_zero_durations_and_a_warning():
+    d = small_etplus()
+    for node in d["nodes"]:
+        for k in ("ts", "dur"):
+            node.pop(k, None)
+    d["nodes"] = [x for x in d["nodes"] if "cat" not in x]
+    for k in ("measured", "rank", "world_size"):
+        d.pop(k)
+    _, nodes, stats = build(build_host_trace(d))
+    assert all(x.duration_micros == 0 for x in nodes)
+    assert any("no timing" in w for w in stats.warnings)
+    # without GPU kernels the nccl record itself is the comm node (not a CPU op)
+    n = by_id(nodes)
+    assert n[7].type == pb.COMM_COLL_NODE and attrs(n[7])["is_cpu_op"] is False
+    assert attrs(n[7])["comm_size"] == 4000
+    assert stats.rank == 0   # from the record_param_comms rank input
+
+
+def test_dangling_references_are_dropped_not_written():
+    d = small_etplus()
+    d["nodes"][3]["sync_dep"] = [999]
+    d["nodes"][1]["inter_thread_dep"] = 998
+    _, nodes, stats = build(build_host_trace(d))
+    ids = {x.id for x in nodes}
+    assert all(set(x.data_deps) | set(x.ctrl_deps) <= ids for x in nodes)
+    assert any("not in the trace" in w for w in stats.warnings)
+
+
+def test_cycle_is_reported_with_its_nodes():
+    d = small_etplus()
+    d["nodes"][1]["sync_dep"] = [21]   # A waits for k2, which needs C, which runs after A
+    with pytest.raises(TraceFormatError) as err:
+        convert_trace(build_host_trace(d))
+    msg = str(err.value)
+    assert "cycle" in msg and "3 (A)" in msg and "21 (k2)" in msg
+
+
+def test_cycle_finder_is_iterative_on_a_long_chain():
+    n = 200_000
+    ids = list(range(n))
+    deps = [[i - 1] if i else [n - 1] for i in range(n)]
+    with pytest.raises(CycleError) as err:
+        topological_order(ids, deps)
+    assert len(err.value.cycle) == n
+    deps[0] = []
+    assert topological_order(ids, deps)[:3] == [0, 1, 2]
+
+
+def test_attribute_value_fields():
+    assert make_attr("is_cpu_op", 1).WhichOneof("value") == "bool_val"
+    assert make_attr("comm_src", 3).WhichOneof("value") == "int32_val"
+    assert make_attr("tensor_size", 3).WhichOneof("value") == "uint64_val"
+    assert make_attr("pg_name", 5).string_val == "5"
+    assert make_attr("rf_id", 3, "uint64").WhichOneof("value") == "int64_val"   # contract wins
+    assert make_attr("in_msg_nelems", 3, "uint64").WhichOneof("value") == "uint64_val"
+    assert make_attr("x", [1, 2]).int64_list.values == [1, 2]
+    assert make_attr("x", {"a": 1}).string_val == '{"a":1}'
+    assert make_attr("x", 1 << 63).WhichOneof("value") == "uint64_val"
+
+
+def test_convert_file_writes_a_stream_the_wire_reader_accepts(tmp_path):
+    src = tmp_path / "et_plus_3.json"
+    src.write_bytes(orjson.dumps(gloo_etplus()))
+    out = tmp_path / "out.3.et"
+    report = convert_file(src, out)
+    assert report.nodes == 9 and report.stats.by_type["COMM_COLL_NODE"] == 1
+    meta, nodes = check_et(out)
+    assert meta["rank"].value == 1
+    kinds = {n.id: n.type for n in nodes}
+    assert kinds[9] == 5 and kinds[3] == 1
+
+
+def test_bad_input_leaves_no_output(tmp_path):
+    src = tmp_path / "bad.json"
+    d = small_etplus()
+    d["nodes"][1]["sync_dep"] = [21]
+    src.write_bytes(orjson.dumps(d))
+    out = tmp_path / "out.et"
+    with pytest.raises(TraceFormatError):
+        convert_file(src, out)
+    assert not out.exists() and list(tmp_path.iterdir()) == [src]
+
+
+def test_simulate_writes_completion_lines(tmp_path):
+    pytest.importorskip("chakra.replay")
+    src = tmp_path / "in.json"
+    src.write_bytes(orjson.dumps(small_etplus()))
+    log = tmp_path / "conv.log"
+    report = convert_file(src, tmp_path / "o.et", simulate=True, log_path=log)
+    lines = log.read_text().splitlines()
+    assert report.simulated and report.completion_lines == 10 == len(lines)
+    assert all("Node ID" in x and "completed at" in x for x in lines)
+
+
+def test_wire_reader_agrees_with_bindings(tmp_path):
+    src = tmp_path / "in.json"
+    src.write_bytes(orjson.dumps(small_etplus()))
+    out = tmp_path / "o.et"
+    convert_file(src, out)
+    _, _, wnodes = read_et(out)
+    w = {n.id: n for n in wnodes}
+    assert w[22].attrs["comm_size"].value == 4000 and w[22].attrs["comm_type"].kind == "int64_val"
+    assert w[3].duration_micros == 30 and w[21].data_deps == [5, 20]

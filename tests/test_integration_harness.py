@@ -1,0 +1,178 @@
+"""ci_tools/integration_tests.py and chakra.replay.harness."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from chakra.errors import TraceFormatError, UsageError
+from chakra.replay import harness, read_completion_time
+from chakra.replay.harness import (
+    RankOutcome,
+    archive_folder_name,
+    find_rank_files,
+    run_integration,
+    safe_extract,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+SCRIPT = REPO / "ci_tools" / "integration_tests.py"
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("integration_tests", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def make_tgz(path: Path, files: dict[str, bytes]) -> Path:
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_archive_folder_name():
+    assert archive_folder_name(Path("/a/gloo_mlp_2r.tgz")) == "gloo_mlp_2r"
+    assert archive_folder_name(Path("x.tar.gz")) == "x"
+
+
+def test_safe_extract_refuses_paths_escaping_the_target(tmp_path):
+    tgz = make_tgz(tmp_path / "evil.tgz", {"evil/ok.txt": b"1", "../escaped.txt": b"2"})
+    target = tmp_path / "t"
+    target.mkdir()
+    with pytest.raises(TraceFormatError, match=r"'\.\./escaped\.txt' would be written outside"):
+        safe_extract(tgz, target)
+    assert not (tmp_path / "escaped.txt").exists()
+    assert not (target / "evil").exists()  # nothing is extracted when one member is bad
+
+
+def test_safe_extract_refuses_symlinks_out(tmp_path):
+    tgz = tmp_path / "link.tgz"
+    with tarfile.open(tgz, "w:gz") as tar:
+        info = tarfile.TarInfo("link/passwd")
+        info.type = tarfile.SYMTYPE
+        info.linkname = "/etc/passwd"
+        tar.addfile(info)
+    with pytest.raises(TraceFormatError, match="links outside"):
+        safe_extract(tgz, tmp_path)
+
+
+def test_find_rank_files_accepts_both_namings(tmp_path):
+    (tmp_path / "chakra_host_et_0.json").write_text("{}")
+    (tmp_path / "kineto_0.json").write_text("{}")
+    (tmp_path / "host_et_1.json.gz").write_text("{}")
+    (tmp_path / "kineto_1.json.gz").write_text("{}")
+    assert find_rank_files(tmp_path, 0) == (tmp_path / "chakra_host_et_0.json", tmp_path / "kineto_0.json")
+    assert find_rank_files(tmp_path, 1) == (tmp_path / "host_et_1.json.gz", tmp_path / "kineto_1.json.gz")
+    with pytest.raises(TraceFormatError, match="no host ET for rank 2"):
+        find_rank_files(tmp_path, 2)
+
+
+def fake_pipeline(monkeypatch, times_us, measured=None):
+    """Replace link+convert+replay by canned completion logs (the validation logic is what is tested)."""
+
+    def fake(rank, host, kineto, workdir, mode="lanes", gaps=True):
+        log = Path(workdir) / f"replay_{rank}.log"
+        log.write_text(f"[rank {rank}] Node ID 1 completed at 5us\n"
+                       f"[rank {rank}] Node ID 2 completed at {times_us[rank]}us\n")
+        return RankOutcome(rank, host, kineto, "", "", str(log), read_completion_time(log),
+                           measured[rank] if measured else None, 2)
+
+    monkeypatch.setattr(harness, "process_rank", fake)
+
+
+def two_rank_archive(tmp_path, naming="chakra_host_et_{n}.json"):
+    files = {}
+    for r in range(2):
+        files[f"data/{naming.format(n=r)}"] = b"{}"
+        files[f"data/kineto_{r}.json"] = b"{}"
+    return make_tgz(tmp_path / "data.tgz", files)
+
+
+def test_validation_lines_and_exit_code(tmp_path, monkeypatch):
+    tgz = two_rank_archive(tmp_path)
+    fake_pipeline(monkeypatch, [1000, 2100])
+    out = io.StringIO()
+    rc = run_integration(tgz, 2, 0.05, [1.0, 2.0], workers=1, out=out)
+    lines = out.getvalue().splitlines()
+    log0, log1 = tmp_path / "data" / "replay_0.log", tmp_path / "data" / "replay_1.log"
+    assert lines[0] == f"Validation successful for {log0}: 1000us is within the acceptable range."
+    # 2100 vs 2000 is +5.00%: inside a 5% tolerance (bounds inclusive)
+    assert lines[1] == f"Validation successful for {log1}: 2100us is within the acceptable range."
+    assert rc == 0
+    out = io.StringIO()
+    rc = run_integration(tgz, 2, 0.04, [1.0, 2.0], workers=1, out=out)
+    assert rc == 1
+    assert out.getvalue().splitlines()[1].startswith(
+        f"Validation failed for {log1}: 2100us is not within 4.0% of the expected 2000us (+5.00%")
+
+
+def test_against_measured(tmp_path, monkeypatch):
+    tgz = two_rank_archive(tmp_path, naming="host_et_{n}.json.gz")
+    fake_pipeline(monkeypatch, [1000, 1300], measured=[990.0, 1000.0])
+    out = io.StringIO()
+    rc = run_integration(tgz, 2, 0.05, None, against_measured=True, workers=1, out=out)
+    lines = out.getvalue().splitlines()
+    assert lines[0].endswith("1000us is within the acceptable range.")
+    assert "1300us is not within 5.0% of the expected 1000us (+30.00%" in lines[1]
+    assert rc == 1
+
+
+def test_usage_errors(tmp_path):
+    tgz = two_rank_archive(tmp_path)
+    with pytest.raises(UsageError, match="3 values for 2 ranks"):
+        run_integration(tgz, 2, 0.05, [1, 2, 3])
+    with pytest.raises(UsageError, match="--against-measured"):
+        run_integration(tgz, 2, 0.05, None)
+    with pytest.raises(TraceFormatError, match="archive not found"):
+        run_integration(tmp_path / "nope.tgz", 2, 0.05, [1, 2])
+
+
+def test_script_command_line(tmp_path, monkeypatch, capsys):
+    tgz = two_rank_archive(tmp_path)
+    fake_pipeline(monkeypatch, [1000, 2000])
+    mod = load_script()
+    rc = mod.main(["--tgz_path", str(tgz), "--num_ranks", "2", "--tolerance", "0.05",
+                   "--expected_times_ms", "1", "2", "--workers", "1"])
+    assert rc == 0
+    assert capsys.readouterr().out.count("Validation successful for ") == 2
+    rc = mod.main(["--tgz_path", str(tgz), "--num_ranks", "2", "--tolerance", "0.05", "--expected_times_ms",
+                   "1", "2", "3"])
+    assert rc == 2
+    assert "3 values for 2 ranks" in capsys.readouterr().err
+
+
+def _pipeline_available() -> bool:
+    try:
+        from chakra.convert import convert_file  # noqa: F401
+        from chakra.link.api import link_files  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+needs_pipeline = pytest.mark.skipif(
+    not _pipeline_available(), reason="chakra.link.link_files / chakra.convert.convert_file not built yet")
+
+
+@needs_pipeline
+@pytest.mark.parametrize("name", ["gloo_collectives_2r", "gloo_mlp_2r"])
+def test_harness_on_project_archives_against_measured(tmp_path, data_dir, name):
+    tgz = shutil.copy(data_dir / f"{name}.tgz", tmp_path / f"{name}.tgz")
+    out = io.StringIO()
+    rc = run_integration(tgz, 2, 0.05, None, against_measured=True, workers=2, out=out)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2, lines
+    assert rc == 0, lines
+    for r, line in enumerate(lines):
+        assert line.startswith(f"Validation successful for {tmp_path / name / f'replay_{r}.log'}: ")
+        assert (tmp_path / name / f"chakra.{r}.et").is_file()

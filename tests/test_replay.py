@@ -1,0 +1,501 @@
+"""Replay engine: hand-built graphs whose replayed times were worked out by hand."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from chakra.io import write_messages
+from chakra.replay import (
+    NodeSpec,
+    ReplayError,
+    load_graph,
+    replay_file,
+    replay_job,
+    replay_nodes,
+    replay_rank,
+    timeline,
+)
+from chakra.replay.graph import rank_from_filename
+from chakra.schema import (
+    ALL_REDUCE,
+    COMM_COLL_NODE,
+    COMM_RECV_NODE,
+    COMM_SEND_NODE,
+    COMP_NODE,
+    METADATA_NODE,
+    AttributeProto,
+    GlobalMetadata,
+    Node,
+)
+
+N = NodeSpec
+
+
+def times(res):
+    return res.node_times()
+
+
+# ---------------------------------------------------------------- single rank, lanes
+
+
+def test_chain_on_one_thread():
+    res = replay_nodes([N(1, 10), N(2, 5, deps=[1]), N(3, 7, deps=[2])])
+    assert times(res) == {1: (0, 10), 2: (10, 15), 3: (15, 22)}
+    assert res.replayed_us == 22
+
+
+def test_two_threads_in_parallel_then_join():
+    # thread 1: A(10); thread 2: B(20); C on thread 1 needs both -> starts at 20
+    res = replay_nodes([N(1, 10, tid=1), N(2, 20, tid=2), N(3, 5, deps=[1, 2], tid=1)])
+    assert times(res) == {1: (0, 10), 2: (0, 20), 3: (20, 25)}
+    assert res.replayed_us == 25
+
+
+def test_same_thread_runs_one_op_at_a_time_even_without_deps():
+    res = replay_nodes([N(1, 10, start=0), N(2, 4, start=11)], gaps=False)
+    assert times(res) == {1: (0, 10), 2: (10, 14)}
+
+
+def test_gpu_stream_waits_for_its_launcher_and_for_the_stream():
+    # CPU: L1 0-5, L2 5-10; K1 (needs L1) 5-35; K2 (needs L2, ready at 10) waits for the stream -> 35-45
+    res = replay_nodes([
+        N(1, 5, start=0), N(2, 5, start=5),
+        N(3, 30, deps=[1], is_cpu=False, stream=7, start=6),
+        N(4, 10, deps=[2], is_cpu=False, stream=7, start=36),
+    ])
+    assert times(res) == {1: (0, 5), 2: (5, 10), 3: (5, 35), 4: (35, 45)}
+    assert res.replayed_us == 45
+
+
+def test_two_gpu_streams_overlap():
+    res = replay_nodes([
+        N(1, 5), N(2, 30, deps=[1], is_cpu=False, stream=7), N(3, 30, deps=[1], is_cpu=False, stream=8),
+    ])
+    assert times(res)[2] == (5, 35) and times(res)[3] == (5, 35)
+
+
+def test_metadata_nodes_take_no_time_and_no_lane():
+    res = replay_nodes([N(1, 0, type=METADATA_NODE), N(2, 10, deps=[1]),
+                        N(3, 0, type=METADATA_NODE, deps=[2]), N(4, 3, deps=[3])])
+    assert times(res) == {1: (0, 0), 2: (0, 10), 3: (10, 10), 4: (10, 13)}
+
+
+# ---------------------------------------------------------------- gaps
+
+
+def nested_thread():
+    # P [0,100] inclusive, exclusive 40; children A [10,40] and B [50,80]; idle 100..130; Q [130,140].
+    return [
+        N(1, 40, start=0),
+        N(2, 30, start=10, deps=[1]),
+        N(3, 30, start=50, deps=[1]),
+        N(4, 10, start=130),
+    ]
+
+
+def test_gaps_between_top_level_ops_are_kept_and_nesting_adds_none():
+    res = replay_nodes(nested_thread(), measured_us=140)
+    # P runs its leading segment [0,10]; its other 30 µs of exclusive time (between A and B, after B)
+    # and the 30 µs of idle time before Q are gaps: the thread replays exactly as recorded
+    assert times(res) == {1: (0, 10), 2: (10, 40), 3: (50, 80), 4: (130, 140)}
+    assert res.replayed_us == 140
+    assert res.error_pct == 0
+
+
+def test_a_delay_shifts_the_rest_of_the_thread_but_keeps_its_gaps():
+    # same thread, but A also waits for a 45 µs kernel K launched by P's segment at [0,10]
+    specs = nested_thread() + [N(9, 45, start=5, deps=[1], is_cpu=False, stream=1)]
+    specs[1] = N(2, 30, start=60, deps=[1, 9])  # A recorded at 60 (after K ended at 50)
+    specs[2] = N(3, 30, start=95, deps=[1])
+    res = replay_nodes(specs)
+    # P [0,60) leading segment = 60 (A is the next op of the thread); K [60,105]; A waits for K: [105,135];
+    # B keeps its 5 µs gap after A: [140,170]; Q keeps its gap of 130 - 125 = 5: [175,185]
+    t = times(res)
+    assert t[9] == (60, 105) and t[2] == (105, 135) and t[3] == (140, 170) and t[4] == (175, 185)
+
+
+def test_a_synchronize_does_not_count_its_wait_twice():
+    # thread: L launches K [10,40] at [0,10]; S = cudaStreamSynchronize recorded [12,42] waiting for K,
+    # with 2 µs of its own after K ends; X follows at 42
+    specs = [N(1, 10, start=0), N(2, 30, start=10, deps=[1], is_cpu=False, stream=7),
+             N(3, 30, start=12, deps=[2]), N(4, 5, start=42)]
+    res = replay_nodes(specs)
+    assert times(res) == {1: (0, 10), 2: (10, 40), 3: (12, 42), 4: (42, 47)}
+    # the kernel runs 20 µs longer in a what-if: the synchronize ends 20 µs later, not 20 + 30
+    specs[1] = N(2, 50, start=10, deps=[1], is_cpu=False, stream=7)
+    specs[1], specs[2] = specs[1], N(3, 30, start=12, deps=[2])
+    res = replay_nodes(specs)
+    # S recorded end 42 with K recorded end 40: the 2 µs tail; K ends at 60 -> S ends at 62
+    assert times(res)[3] == (12, 62) and times(res)[4] == (62, 67)
+
+
+def test_no_gaps_mode_packs_the_ops():
+    res = replay_nodes(nested_thread(), gaps=False, measured_us=140)
+    assert times(res)[4] == (100, 110)
+    assert res.replayed_us == 110
+    assert res.error_pct == pytest.approx(-100 * 30 / 140)
+
+
+def test_first_op_of_a_thread_keeps_its_offset_from_the_window_start():
+    res = replay_nodes([N(1, 10, tid=1, start=0), N(2, 5, tid=2, start=25)])
+    assert times(res)[2] == (25, 30)
+    no_gaps = replay_nodes([N(1, 10, tid=1, start=0), N(2, 5, tid=2, start=25)], gaps=False)
+    assert no_gaps.node_times()[2] == (0, 5)
+
+
+def test_gap_is_kept_after_a_slower_dependency():
+    # thread 1: A [0,10], idle 10..15, B [15,20] waits for G on the GPU (replayed longer than recorded).
+    res = replay_nodes([
+        N(1, 10, start=0), N(3, 5, start=15, deps=[2]),
+        N(2, 20, start=2, deps=[1], is_cpu=False, stream=1),
+    ])
+    # B: lane says >= 10 + 5, dependency says >= 30 -> 30
+    assert times(res)[3] == (30, 35)
+
+
+def test_gpu_streams_get_no_gaps():
+    res = replay_nodes([N(1, 5), N(2, 5, deps=[1], is_cpu=False, start=100)])
+    assert times(res)[2] == (5, 10)
+
+
+# ---------------------------------------------------------------- lane order
+
+
+def test_lane_order_follows_recorded_start_not_id():
+    res = replay_nodes([N(1, 10, start=20), N(2, 5, start=0)], gaps=False)
+    assert times(res) == {2: (0, 5), 1: (5, 15)}
+
+
+def test_timestamps_contradicting_dependencies_cannot_deadlock_a_lane():
+    # node 2 recorded first but depends on node 1 on the same thread: dependency wins
+    res = replay_nodes([N(1, 10, start=50), N(2, 5, start=0, deps=[1])])
+    assert times(res)[2][0] >= 10
+    assert res.replayed_us == times(res)[2][1]
+
+
+# ---------------------------------------------------------------- astrasim rule
+
+
+def test_astrasim_mode_serialises_cpu_ops_of_different_threads():
+    specs = [N(1, 10, tid=1), N(2, 20, tid=2)]
+    assert replay_nodes(specs).replayed_us == 20
+    res = replay_nodes(specs, mode="astrasim")
+    assert times(res) == {1: (0, 10), 2: (10, 30)}
+
+
+def test_astrasim_mode_one_compute_one_comm_one_cpu_op_at_a_time_lowest_id_first():
+    specs = [
+        N(10, 10, tid=1),                                                 # CPU
+        N(3, 4, tid=2),                                                   # CPU, lower id: first
+        N(4, 15, is_cpu=False, stream=1),                                 # GPU compute
+        N(6, 5, is_cpu=False, stream=2),                                  # GPU compute, waits for 4
+        N(5, 7, is_cpu=False, stream=3, type=COMM_COLL_NODE),             # GPU comm, concurrent
+    ]
+    res = replay_nodes(specs, mode="astrasim")
+    assert times(res) == {3: (0, 4), 10: (4, 14), 4: (0, 15), 6: (15, 20), 5: (0, 7)}
+    assert res.replayed_us == 20
+    assert res.gaps is False
+
+
+def test_astrasim_mode_lowest_ready_id_not_lowest_id():
+    # node 2 becomes ready only at 5; node 7 is alone and ready at 0, so it runs first
+    specs = [N(1, 5, is_cpu=False), N(2, 3, deps=[1]), N(7, 4)]
+    res = replay_nodes(specs, mode="astrasim")
+    assert times(res) == {1: (0, 5), 7: (0, 4), 2: (5, 8)}
+
+
+def test_unknown_mode_is_an_error():
+    with pytest.raises(Exception, match="unknown replay mode"):
+        replay_nodes([N(1, 1)], mode="ticks")
+
+
+# ---------------------------------------------------------------- errors
+
+
+def test_cycle_is_reported_with_its_nodes():
+    specs = [N(1, 1, deps=[3]), N(2, 1, deps=[1]), N(3, 1, deps=[2]), N(4, 1, deps=[3]), N(5, 1)]
+    with pytest.raises(ReplayError) as exc:
+        replay_nodes(specs)
+    msg = str(exc.value)
+    assert "dependency cycle: node 1 -> 3 -> 2 -> 1" in msg
+    assert "4 node(s) can never start: 1, 2, 3, 4" in msg
+
+
+def test_self_dependency_is_a_cycle():
+    with pytest.raises(ReplayError, match="node 7 -> 7"):
+        replay_nodes([N(7, 1, deps=[7])])
+
+
+def test_missing_dependency_is_reported_or_dropped():
+    specs = [N(1, 5), N(2, 5, deps=[1, 99])]
+    pattern = "1 dependencies point to 1 node id.*99.*node 2 depends on missing node 99"
+    with pytest.raises(ReplayError, match=pattern):
+        replay_nodes(specs)
+    res = replay_nodes(specs, missing="ignore")
+    assert times(res)[2] == (5, 10)
+
+
+def test_duplicate_dependencies_count_once():
+    res = replay_nodes([N(1, 5), N(2, 5, deps=[1, 1, 1])])
+    assert times(res)[2] == (5, 10)
+
+
+def test_result_does_not_depend_on_input_order():
+    rng = random.Random(7)
+    specs = []
+    for i in range(1, 300):
+        deps = rng.sample(range(1, i), k=min(i - 1, rng.randint(0, 3))) if i > 1 else []
+        specs.append(N(i, rng.randint(0, 20), deps=deps, tid=rng.randint(0, 2), is_cpu=rng.random() < 0.7,
+                       stream=rng.randint(0, 1), start=rng.randint(0, 500)))
+    ref = replay_nodes(specs).node_times()
+    shuffled = specs[:]
+    rng.shuffle(shuffled)
+    assert replay_nodes(shuffled).node_times() == ref
+    ref_a = replay_nodes(specs, mode="astrasim").node_times()
+    assert replay_nodes(shuffled, mode="astrasim").node_times() == ref_a
+
+
+def random_specs(seed, timed):
+    rng = random.Random(seed)
+    return [N(i, rng.randint(1, 9),
+              deps=rng.sample(range(max(1, i - 20), i), k=min(i - 1, 2)) if i > 1 else [],
+              tid=rng.randint(0, 3), is_cpu=rng.random() < 0.5, stream=rng.randint(0, 2),
+              start=rng.randint(0, 1000) if timed else 0) for i in range(1, 500)]
+
+
+def test_every_node_waits_for_all_its_dependencies():
+    # without timestamps (and in astrasim mode) every node runs its recorded duration after its deps
+    for mode, specs in (("lanes", random_specs(3, False)), ("astrasim", random_specs(3, True))):
+        t = replay_nodes(specs, mode=mode).node_times()
+        for s in specs:
+            start, end = t[s.id]
+            assert end - start == s.duration
+            for d in s.deps:
+                assert start >= t[d][1]
+    # with timestamps a node may start before a dependency it was recorded waiting for, never end before
+    specs = random_specs(4, True)
+    t = replay_nodes(specs).node_times()
+    for s in specs:
+        start, end = t[s.id]
+        assert 0 <= end - start
+        for d in s.deps:
+            assert end >= t[d][1]
+
+
+# ---------------------------------------------------------------- whole job
+
+
+def two_rank_collective():
+    r0 = [N(1, 10), N(2, 50, deps=[1], is_cpu=False, type=COMM_COLL_NODE), N(3, 5, deps=[2])]
+    r1 = [N(1, 30), N(2, 25, deps=[1], is_cpu=False, type=COMM_COLL_NODE), N(3, 5, deps=[2])]
+    return {0: r0, 1: r1}
+
+
+def test_collective_waits_for_the_slowest_participant_and_lasts_the_shortest_recording():
+    job = replay_job(two_rank_collective())
+    t0, t1 = job.ranks[0].node_times(), job.ranks[1].node_times()
+    # arrivals 10 and 30 -> starts at 30, lasts min(50, 25) = 25 -> ends 55 on both ranks
+    assert t0[2] == (10, 55) and t1[2] == (30, 55)
+    assert t0[3] == (55, 60) and t1[3] == (55, 60)
+    assert job.ranks[0].comm_wait == {1: 20} and job.ranks[1].comm_wait == {1: 0}
+    assert job.replayed_us == 60
+    assert job.groups == 1
+
+
+def test_per_rank_mode_uses_recorded_collective_durations():
+    job = replay_job(two_rank_collective(), couple=False)
+    assert job.ranks[0].replayed_us == 10 + 50 + 5
+    assert job.ranks[1].replayed_us == 30 + 25 + 5
+
+
+def test_collectives_match_by_process_group_and_sequence():
+    pgs = json.dumps([{"pg_name": "0", "ranks": []}, {"pg_name": "5", "ranks": [0, 2]}])
+
+    def coll(nid, dur, pg, deps=()):
+        return N(nid, dur, deps=deps, is_cpu=False, type=COMM_COLL_NODE, pg_name=pg)
+
+    from chakra.replay.graph import graph_from_specs
+
+    ranks = {
+        0: graph_from_specs([N(1, 10), coll(2, 40, "5", [1]), coll(3, 8, "0", [2])], process_groups=pgs),
+        1: graph_from_specs([N(1, 100), coll(2, 9, "0", [1])], process_groups=pgs),
+        2: graph_from_specs([N(1, 20), coll(2, 30, "5", [1]), coll(3, 12, "", [2])], process_groups=pgs),
+    }
+    job = replay_job(ranks)
+    t = {r: job.ranks[r].node_times() for r in ranks}
+    # pg 5 (ranks 0, 2): arrivals 10, 20 -> [20, 50]; world: arrivals 50, 100, 50 -> [100, 108]
+    assert t[0][2] == (10, 50) and t[2][2] == (20, 50)
+    assert t[0][3][1] == t[1][2][1] == t[2][3][1] == 108
+    assert job.groups == 2
+
+
+def test_unknown_process_group_is_an_error():
+    from chakra.replay.graph import graph_from_specs
+
+    g = graph_from_specs([N(1, 1, is_cpu=False, type=COMM_COLL_NODE, pg_name="7")], process_groups="[]")
+    with pytest.raises(ReplayError, match="process group '7'"):
+        replay_job({0: g, 1: graph_from_specs([N(1, 1)])})
+
+
+def test_collective_without_counterpart_is_an_error():
+    r0 = [N(1, 1, is_cpu=False, type=COMM_COLL_NODE), N(2, 1, is_cpu=False, type=COMM_COLL_NODE, deps=[1])]
+    r1 = [N(1, 1, is_cpu=False, type=COMM_COLL_NODE)]
+    pattern = r"collective #1 of process group 'world'.*rank\(s\) \[1\].*\{0: 2, 1: 1\}"
+    with pytest.raises(ReplayError, match=pattern):
+        replay_job({0: r0, 1: r1})
+
+
+def test_crossed_collective_orders_are_a_deadlock_not_a_hang():
+    from chakra.replay.graph import graph_from_specs
+
+    pgs = json.dumps([{"pg_name": "1", "ranks": [0, 1]}, {"pg_name": "2", "ranks": [0, 1]}])
+
+    def coll(nid, pg, deps=()):
+        return N(nid, 5, deps=deps, is_cpu=False, type=COMM_COLL_NODE, pg_name=pg, start=nid)
+
+    r0 = graph_from_specs([coll(1, "1"), coll(2, "2", [1])], process_groups=pgs)
+    r1 = graph_from_specs([coll(1, "2"), coll(2, "1", [1])], process_groups=pgs)
+    with pytest.raises(ReplayError, match="replay stalled: 4 node"):
+        replay_job({0: r0, 1: r1})
+
+
+def test_send_recv_pairs_wait_for_each_other():
+    r0 = [N(1, 5), N(2, 8, deps=[1], is_cpu=False, type=COMM_SEND_NODE, comm_dst=1, comm_tag=3),
+          N(3, 4, deps=[2], is_cpu=False, type=COMM_SEND_NODE, comm_dst=1, comm_tag=3)]
+    r1 = [N(1, 20, is_cpu=False, type=COMM_RECV_NODE, comm_src=0, comm_tag=3),
+          N(2, 2, deps=[1], is_cpu=False, type=COMM_RECV_NODE, comm_src=0, comm_tag=3)]
+    job = replay_job({0: r0, 1: r1})
+    t0, t1 = job.ranks[0].node_times(), job.ranks[1].node_times()
+    # first pair: arrivals 5 (send) and 0 (recv) -> [5, 5 + min(8, 20)] = [5, 13]
+    assert t0[2] == (5, 13) and t1[1] == (0, 13)
+    # second pair: both arrive at 13 -> lasts min(4, 2) = 2
+    assert t0[3] == (13, 15) and t1[2] == (13, 15)
+    assert job.groups == 2
+
+
+def test_send_without_recv_is_an_error():
+    r0 = [N(1, 5, is_cpu=False, type=COMM_SEND_NODE, comm_dst=1, comm_tag=0)]
+    with pytest.raises(ReplayError, match="no matching recv on rank 1"):
+        replay_job({0: r0, 1: [N(1, 1)]})
+
+
+def test_astrasim_mode_couples_collectives_too():
+    job = replay_job(two_rank_collective(), mode="astrasim")
+    assert job.ranks[0].node_times()[2] == (10, 55)
+    assert job.replayed_us == 60
+
+
+def test_two_inputs_with_the_same_rank_are_refused():
+    from chakra.replay.graph import graph_from_specs
+
+    with pytest.raises(Exception, match="two inputs claim rank 0"):
+        replay_job([graph_from_specs([N(1, 1)], rank=0), graph_from_specs([N(1, 1)], rank=0)])
+
+
+# ---------------------------------------------------------------- protobuf input and outputs
+
+
+def attr(name, **kw):
+    a = AttributeProto(name=name)
+    for k, v in kw.items():
+        setattr(a, k, v)
+    return a
+
+
+def pb_node(nid, dur, start, *, deps=(), data=(), cpu=True, tid=1, stream=None, ntype=COMP_NODE, pg=None,
+            name=None):
+    n = Node(id=nid, name=name or f"op{nid}", type=ntype, ctrl_deps=list(deps), data_deps=list(data),
+             start_time_micros=start, duration_micros=dur)
+    n.attr.append(attr("is_cpu_op", bool_val=cpu))
+    if cpu or stream is None:
+        n.attr.append(attr("tid", int64_val=tid))
+    if stream is not None:
+        n.attr.append(attr("stream", int64_val=stream))
+        n.attr.append(attr("device", int64_val=0))
+    if ntype == COMM_COLL_NODE:
+        n.attr.append(attr("comm_type", int64_val=ALL_REDUCE))
+        n.attr.append(attr("comm_size", int64_val=1 << 20))
+        n.attr.append(attr("pg_name", string_val=pg or ""))
+    return n
+
+
+def write_rank(path, rank, nodes, measured, world=2):
+    md = GlobalMetadata(version="0.0.4")
+    md.attr.append(attr("rank", int64_val=rank))
+    md.attr.append(attr("world_size", int64_val=world))
+    md.attr.append(attr("process_groups", string_val=json.dumps(
+        [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cpu:gloo", "ranks": [0, 1],
+          "group_size": 2, "group_count": 1}])))
+    md.attr.append(attr("measured_start_us", double_val=1000.0))
+    md.attr.append(attr("measured_dur_us", double_val=measured))
+    write_messages(path, [md, *nodes])
+
+
+def rank_nodes(first_dur, coll_dur):
+    return [
+        pb_node(1, 0, 0, ntype=METADATA_NODE),
+        pb_node(2, first_dur, 0, deps=[1]),
+        pb_node(3, 2, first_dur, data=[2]),                                 # launcher
+        pb_node(4, coll_dur, first_dur + 3, deps=[3], cpu=False, stream=7, ntype=COMM_COLL_NODE, pg="0",
+                name="ncclKernel_AllReduce"),
+        pb_node(5, 6, first_dur + 10, data=[3]),                             # gap of 8 after the launcher
+    ]
+
+
+def test_protobuf_files_per_rank_and_whole_job(tmp_path):
+    p0, p1 = tmp_path / "job.0.et", tmp_path / "job.1.et"
+    write_rank(p0, 0, rank_nodes(10, 30), measured=45)
+    write_rank(p1, 1, rank_nodes(25, 12), measured=45)
+    g = load_graph(p0)
+    assert (g.rank, g.world_size, g.measured_us, g.process_groups) == (0, 2, 45.0, {"0": ()})
+    assert g.lanes[3] == ("gpu", 0, 7)
+
+    r0 = replay_file(p0)
+    # CPU: 2 [0,10], 3 [10,12], 5 gap 8 -> [20,26]; kernel 4 [12,42]
+    assert r0.node_times() == {1: (0, 0), 2: (0, 10), 3: (10, 12), 4: (12, 42), 5: (20, 26)}
+    assert r0.replayed_us == 42
+    assert r0.error_pct == pytest.approx(100 * (42 - 45) / 45)
+
+    job = replay_job([p1, p0])
+    # arrivals 12 (rank 0) and 27 (rank 1); lasts min(30, 12) = 12 -> ends 39
+    assert job.ranks[0].node_times()[4] == (12, 39)
+    assert job.ranks[1].node_times()[4] == (27, 39)
+    assert job.ranks[1].node_times()[5] == (35, 41)
+    assert job.replayed_us == 41
+
+
+def test_completion_lines_and_timeline(tmp_path):
+    res = replay_nodes([N(1, 2.5, name="a"), N(2, 0.5, deps=[1], is_cpu=False, stream=3, name="k"),
+                        N(3, 0, type=METADATA_NODE)], rank=4)
+    lines = list(res.completion_lines())
+    assert lines == ["[rank 4] Node ID 3 completed at 0us", "[rank 4] Node ID 1 completed at 3us",
+                     "[rank 4] Node ID 2 completed at 3us"]
+    tl = timeline([res])
+    json.dumps(tl)
+    xs = [e for e in tl["traceEvents"] if e["ph"] == "X"]
+    assert [(e["name"], e["pid"], e["ts"], e["dur"]) for e in xs] == [("a", 4, 0.0, 2.5), ("k", 4, 2.5, 0.5)]
+    names = {(e["tid"], e["args"]["name"]) for e in tl["traceEvents"] if e["name"] == "thread_name"}
+    assert names == {(1, "CPU thread 0"), (2, "GPU 0 stream 3")}
+    assert xs[0]["tid"] == 1 and xs[1]["tid"] == 2
+
+
+def test_host_comm_record_without_stream_stays_on_its_thread():
+    from chakra.replay.graph import graph_from_protobuf
+
+    nodes = [pb_node(1, 5, 0, tid=9), pb_node(2, 20, 5, deps=[1], cpu=False, tid=9, ntype=COMM_COLL_NODE),
+             pb_node(3, 5, 30, deps=[1], tid=9)]
+    g = graph_from_protobuf(nodes)
+    assert g.lanes == [("cpu", 9), ("cpu", 9), ("cpu", 9)]
+    # the gloo record keeps its place in the thread: 3 starts after it and after the 5 µs gap
+    res = replay_rank(g)
+    assert res.node_times()[3] == (30, 35)
+
+
+def test_rank_from_filename():
+    assert rank_from_filename("/x/all_reduce_4npus_1MB.3.et") == 3
+    assert rank_from_filename("a/chakra.12.et.gz") == 12
+    assert rank_from_filename("trace_5.et") == 5
+    assert rank_from_filename("trace.et") is None

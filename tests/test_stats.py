@@ -1,0 +1,314 @@
+"""`chakra stats`: figures compared with values worked out by hand on small graphs and read off a real ET."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chakra.cli.stats import main as stats_main
+from chakra.io import dump_json, write_messages
+from chakra.schema import (
+    ALL_GATHER,
+    ALL_REDUCE,
+    COMM_COLL_NODE,
+    COMM_RECV_NODE,
+    COMM_SEND_NODE,
+    COMP_NODE,
+    METADATA_NODE,
+    AttributeProto,
+    GlobalMetadata,
+    Node,
+)
+from chakra.tools.stats import (
+    GraphNode,
+    collective_type_name,
+    compute_stats,
+    critical_path,
+    load_graph,
+    rank_from_name,
+)
+
+
+def _node(nid, name, ntype, dur, *, cpu=None, ctrl=(), data=(), comm_type=None, size=None, pg=None):
+    n = Node(id=nid, name=name, type=ntype, duration_micros=dur, ctrl_deps=list(ctrl), data_deps=list(data))
+    if cpu is not None:
+        n.attr.append(AttributeProto(name="is_cpu_op", bool_val=cpu))
+    if comm_type is not None:
+        n.attr.append(AttributeProto(name="comm_type", int64_val=comm_type))
+    if size is not None:
+        n.attr.append(AttributeProto(name="comm_size", int64_val=size))
+    if pg is not None:
+        n.attr.append(AttributeProto(name="pg_name", string_val=pg))
+    return n
+
+
+def _meta(rank=None):
+    m = GlobalMetadata(version="0.0.4")
+    if rank is not None:
+        m.attr.append(AttributeProto(name="rank", int64_val=rank))
+    return m
+
+
+def rank0_nodes():
+    """The hand-worked graph.
+
+    Critical path: 2 (10) -> 3 (30) -> 5 (20) -> 7 (12) -> 8 (3) = 75 µs; the other way into 7,
+    2 -> 4 (5) -> 6 (8), reaches only 23 µs.  Node 7 also names id 99, which does not exist (dangling).
+    """
+    return [
+        _node(1, "pg_init", METADATA_NODE, 0),
+        _node(2, "aten::mm", COMP_NODE, 10, cpu=True),
+        _node(3, "gemm_kernel", COMP_NODE, 30, cpu=False, ctrl=[2]),
+        _node(4, "aten::add", COMP_NODE, 5, cpu=True, ctrl=[2]),
+        _node(5, "nccl_allreduce", COMM_COLL_NODE, 20, cpu=False, data=[3], comm_type=ALL_REDUCE,
+              size=1000, pg="0"),
+        _node(6, "allgather", COMM_COLL_NODE, 8, cpu=False, ctrl=[4], data=[4], comm_type=ALL_GATHER,
+              size=400, pg="1"),
+        _node(7, "gemm_kernel", COMP_NODE, 12, cpu=False, ctrl=[99], data=[5, 6]),
+        _node(8, "send", COMM_SEND_NODE, 3, cpu=False, ctrl=[7], size=64, pg="1"),
+        _node(9, "recv", COMM_RECV_NODE, 4, size=64, pg="1"),  # no is_cpu_op: comm -> GPU side
+        _node(10, "aten::mm(1)", COMP_NODE, 7),  # no is_cpu_op: comp -> CPU side; "(1)" dropped
+    ]
+
+
+@pytest.fixture
+def two_ranks(tmp_path):
+    p0 = tmp_path / "job.0.et"
+    p1 = tmp_path / "whatever.et"   # its rank comes from the metadata, not the name
+    write_messages(p0, [_meta(), *rank0_nodes()])
+    write_messages(p1, [_meta(rank=1),
+                        _node(1, "aten::mm", COMP_NODE, 4, cpu=True),
+                        _node(2, "gemm_kernel", COMP_NODE, 6, cpu=False, ctrl=[1]),
+                        _node(3, "nccl_allreduce", COMM_COLL_NODE, 9, cpu=False, comm_type=ALL_REDUCE,
+                              size=1000, pg="0")])
+    return p0, p1
+
+
+def test_one_rank_figures_by_hand(two_ranks):
+    rep = compute_stats([two_ranks[0]], top=10)
+    assert rep["all"] is None
+    (r,) = rep["files"]
+    assert r["rank"] == 0 and r["format"] == "et"
+    assert r["nodes"] == 10
+    assert r["node_types"] == {"COMM_COLL_NODE": 2, "COMM_RECV_NODE": 1, "COMM_SEND_NODE": 1, "COMP_NODE": 5,
+                               "METADATA_NODE": 1}
+    assert (r["cpu_ops"], r["cpu_total_us"]) == (3, 22.0)
+    assert (r["gpu_ops"], r["gpu_total_us"]) == (6, 77.0)
+    assert r["top_cpu_ops"] == [{"name": "aten::mm", "count": 2, "total_us": 17.0},
+                                {"name": "aten::add", "count": 1, "total_us": 5.0}]
+    assert r["top_kernels"][:3] == [{"name": "gemm_kernel", "count": 2, "total_us": 42.0},
+                                    {"name": "nccl_allreduce", "count": 1, "total_us": 20.0},
+                                    {"name": "allgather", "count": 1, "total_us": 8.0}]
+    assert r["comm"] == {
+        "nodes": 4, "bytes": 1528,
+        "by_pg": {"0": {"count": 1, "bytes": 1000}, "1": {"count": 3, "bytes": 528}},
+        "by_type": {"ALL_GATHER": {"count": 1, "bytes": 400}, "ALL_REDUCE": {"count": 1, "bytes": 1000},
+                    "RECV": {"count": 1, "bytes": 64}, "SEND": {"count": 1, "bytes": 64}},
+    }
+    cp = r["critical_path"]
+    assert cp["length_us"] == 75.0
+    assert (cp["nodes"], cp["first_id"], cp["last_id"]) == (5, 2, 8)
+    assert cp["dangling_deps"] == 1 and cp["cycle_blocked_nodes"] == 0
+    assert [(t["name"], t["count"], t["total_us"]) for t in cp["top"]] == [
+        ("gemm_kernel", 2, 42.0), ("nccl_allreduce", 1, 20.0), ("aten::mm", 1, 10.0), ("send", 1, 3.0)]
+    assert cp["top"][0]["share"] == pytest.approx(42 / 75)
+
+
+def test_critical_path_ids_and_top_limit(two_ranks):
+    g = load_graph(two_ranks[0])
+    assert critical_path(g.nodes)["path"] == [2, 3, 5, 7, 8]
+    r = compute_stats([two_ranks[0]], top=1)["files"][0]
+    assert len(r["top_kernels"]) == 1 and len(r["critical_path"]["top"]) == 1
+
+
+def test_across_ranks(two_ranks):
+    rep = compute_stats(list(two_ranks), top=10)
+    assert [f["rank"] for f in rep["files"]] == [0, 1]
+    agg = rep["all"]
+    assert agg["ranks"] == ["0", "1"]
+    assert agg["nodes"] == 13
+    assert agg["node_types"]["COMP_NODE"] == 7 and agg["node_types"]["COMM_COLL_NODE"] == 3
+    assert agg["top_kernels"][0] == {"name": "gemm_kernel", "count": 3, "total_us": 48.0}
+    assert agg["top_cpu_ops"][0] == {"name": "aten::mm", "count": 3, "total_us": 21.0}
+    assert agg["comm"]["by_pg"]["0"] == {"count": 2, "bytes": 2000}
+    assert agg["comm"]["by_type"]["ALL_REDUCE"] == {"count": 2, "bytes": 2000}
+    assert agg["comm"]["bytes"] == 2528
+    # rank 1: 4 -> 6 = 10 µs; the all_reduce alone is 9 µs
+    assert agg["critical_path"] == {"max_us": 75.0, "rank": "0", "per_rank": {"0": 75.0, "1": 10.0}}
+
+
+def test_cycle_is_reported_and_path_still_given():
+    nodes = [GraphNode(1, "a", "COMP_NODE", True, 5.0, ctrl_deps=(2,)),
+             GraphNode(2, "b", "COMP_NODE", True, 7.0, ctrl_deps=(1,)),
+             GraphNode(3, "c", "COMP_NODE", True, 1.0, data_deps=(2,)),
+             GraphNode(4, "d", "COMP_NODE", True, 2.0)]
+    cp = critical_path(nodes)
+    # 1, 2 are on the cycle and 3 is behind it; dropping 1's dep on the later node 2 leaves 1 -> 2 -> 3
+    assert cp["cycle_blocked_nodes"] == 3
+    assert cp["dropped_back_edges"] == 1
+    assert cp["path"] == [1, 2, 3] and cp["length_us"] == 13.0
+
+
+def test_empty_and_duplicate_deps():
+    assert critical_path([])["length_us"] == 0.0
+    nodes = [GraphNode(1, "a", "COMP_NODE", True, 5.0),
+             GraphNode(2, "b", "COMP_NODE", True, 7.0, ctrl_deps=(1,), data_deps=(1,))]
+    cp = critical_path(nodes)
+    assert cp["length_us"] == 12.0 and cp["path"] == [1, 2]
+
+
+def test_long_chain_needs_no_recursion():
+    n = 50_000
+    nodes = [GraphNode(i, "op", "COMP_NODE", True, 1.0, ctrl_deps=(i - 1,) if i else ()) for i in range(n)]
+    cp = critical_path(nodes)
+    assert cp["length_us"] == float(n) and len(cp["path"]) == n
+
+
+def test_etplus_json(tmp_path):
+    path = tmp_path / "et_plus_3.json.gz"
+    dump_json(path, {"schema": "1.0.1", "pid": 1, "nodes": [
+        {"id": 1, "name": "[pytorch|profiler|execution_trace|process]", "parent": 1},
+        {"id": 2, "name": "aten::linear", "parent": 1, "ts": 0.0, "dur": 50.0, "exclusive_dur": 20.0},
+        {"id": 3, "name": "aten::mm", "parent": 2, "ts": 1.0, "dur": 30.0, "exclusive_dur": 30.0},
+        {"id": 4, "name": "record_param_comms", "parent": 1, "ts": 60.0, "dur": 10.0},
+        {"id": 5, "name": "gemm", "cat": "kernel", "parent": 3, "ts": 5.0, "dur": 40.0},
+        {"id": 6, "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "cat": "kernel", "parent": 4,
+         "ts": 70.0, "dur": 25.0, "pg_name": "0", "collective_name": "all_reduce", "comm_size": 4096},
+        {"id": 7, "name": "Memcpy HtoD", "cat": "gpu_memcpy", "parent": 3, "ts": 2.0, "dur": 3.0},
+    ]})
+    r = compute_stats([path])["files"][0]
+    assert r["format"] == "et+" and r["rank"] == 3
+    assert r["node_types"] == {"gpu_comm": 1, "gpu_memcpy": 1, "host_comm": 1, "host_op": 2, "kernel": 1,
+                               "root": 1}
+    assert r["top_cpu_ops"] == [{"name": "aten::mm", "count": 1, "total_us": 30.0},
+                                {"name": "aten::linear", "count": 1, "total_us": 20.0},
+                                {"name": "record_param_comms", "count": 1, "total_us": 10.0}]
+    assert r["gpu_total_us"] == 68.0
+    assert r["comm"]["by_type"] == {"ALL_REDUCE": {"count": 1, "bytes": 4096}}
+    assert r["critical_path"] is None
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("all_reduce", "ALL_REDUCE"), ("allgather", "ALL_GATHER"), ("reduce_scatter", "REDUCE_SCATTER"),
+    ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", "ALL_REDUCE"),
+    ("ncclDevKernel_SendRecv", "SENDRECV"), ("ncclKernel_Broadcast_RING_LL_Sum_int8_t", "BROADCAST"),
+    ("all_to_all", "ALL_TO_ALL"), ("barrier", "BARRIER"), ("reduce", "REDUCE"), ("mystery", "UNKNOWN"),
+])
+def test_collective_type_name(text, expected):
+    assert collective_type_name(text) == expected
+
+
+@pytest.mark.parametrize("name,rank", [("trace.3.et", 3), ("x_12.et.gz", 12), ("real_2023_rank0.et.gz", 0),
+                                       ("et_plus_5.json.gz", 5), ("trace.et", None)])
+def test_rank_from_name(name, rank):
+    assert rank_from_name(name) == rank
+
+
+def test_format_told_by_suffix_then_content(tmp_path):
+    # a metadata message of exactly 123 bytes makes the stream start with "{" (0x7b)
+    meta = GlobalMetadata(version="0.0.4", attr=[AttributeProto(name="schema", string_val="x" * 103)])
+    assert len(meta.SerializeToString()) == 123
+    nodes = [_node(1, "a", COMP_NODE, 3, cpu=True)]
+    for name in ("odd_name.bin", "trace.0.et"):
+        write_messages(tmp_path / name, [meta, *nodes])
+        assert (tmp_path / name).read_bytes()[:1] == b"{"
+        g = load_graph(tmp_path / name)
+        assert g.format == "et" and [n.id for n in g.nodes] == [1]
+    dump_json(tmp_path / "plain.data", {"nodes": [{"id": 5, "name": "x", "dur": 2.0}]})
+    assert load_graph(tmp_path / "plain.data").format == "et+"
+
+
+def test_cli_json_and_table(two_ranks, capsys):
+    assert stats_main([str(two_ranks[0]), str(two_ranks[1]), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["files"][0]["critical_path"]["length_us"] == 75.0
+    assert data["all"]["critical_path"]["per_rank"] == {"0": 75.0, "1": 10.0}
+    assert stats_main([str(two_ranks[0])]) == 0
+    out = capsys.readouterr().out
+    assert "critical path: 75.0 µs over 5 nodes" in out
+    assert "ALL_REDUCE" in out and "gemm_kernel" in out
+
+
+def test_cli_bad_input(tmp_path, capsys):
+    bad = tmp_path / "bad.et"
+    bad.write_bytes(b"\xff\xff\xff")
+    assert stats_main([str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert "bad.et" in err and "Traceback" not in err
+    weird = tmp_path / "weird.json"
+    dump_json(weird, {"nodes": [{"id": 1, "name": "a"}, {"id": "two", "name": "b"}]})
+    assert stats_main([str(weird)]) == 1
+    assert "node at index 1 is not an object with an integer 'id'" in capsys.readouterr().err
+    assert stats_main([str(tmp_path / "missing.et")]) == 1
+    assert "file not found" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        stats_main([])
+    assert exc.value.code == 2
+
+
+def test_real_2023_sample(corpus):
+    """Type counts and comm sizes read off the file's raw protobuf fields (see the numbers below)."""
+    rep = compute_stats([corpus / "chakra_et" / "real_2023_rank0.et.gz"])
+    r = rep["files"][0]
+    assert r["rank"] == 0
+    assert r["nodes"] == 3664
+    assert r["node_types"] == {"COMP_NODE": 3643, "COMM_COLL_NODE": 21}
+    assert r["cpu_ops"] == 2448 and r["gpu_ops"] == 1216
+    # 5 ncclKernel_AllReduce nodes: 8196000 + 31502336 + 26255360 + 26550272 + 9724160 bytes
+    assert r["comm"]["by_type"]["ALL_REDUCE"] == {"count": 5, "bytes": 102228128}
+    # 2 ncclKernel_Broadcast nodes: 212480 + 424 bytes; 14 c10d CPU-side nodes carry no comm_type
+    assert r["comm"]["by_type"]["BROADCAST"] == {"count": 2, "bytes": 212904}
+    assert r["comm"]["by_type"]["UNKNOWN"] == {"count": 14, "bytes": 0}
+    cp = r["critical_path"]
+    # the file depends on ids it does not hold (851 times on id 3, ...) and has real cycles (3317 <-> 3318)
+    assert cp["dangling_deps"] == 1277
+    assert cp["cycle_blocked_nodes"] > 0 and cp["dropped_back_edges"] > 0
+    assert 0 < cp["length_us"] <= r["cpu_total_us"] + r["gpu_total_us"]
+
+
+# ------------------------------------------------------- tests/data: the traces the project collected itself
+def _gunzip(path):
+    import gzip
+
+    return gzip.decompress(path.read_bytes())
+
+
+@pytest.mark.parametrize("name,host_nodes,comm_ops", [
+    ("gloo_mlp_2r", (457, 457), {"c10d::allreduce_": 2}),
+    ("gloo_collectives_2r", (139, 138), {
+        "c10d::allreduce_": 6, "c10d::broadcast_": 2, "c10d::allgather_": 2, "c10d::reduce_scatter_": 2,
+        "c10d::alltoall_base_": 2, "c10d::send": 2, "c10d::recv_": 2, "c10d::barrier": 2}),
+])
+def test_collected_traces_and_archive(data_dir, name, host_nodes, comm_ops):
+    """What trace_collection/collect.py wrote (counts read off the files when they were collected)."""
+    import tarfile
+    from collections import Counter
+
+    folder = data_dir / name
+    with tarfile.open(data_dir / f"{name}.tgz") as tar:
+        members = {m.name: m for m in tar.getmembers()}
+        assert sorted(members) == [name, f"{name}/chakra_host_et_0.json", f"{name}/chakra_host_et_1.json",
+                                   f"{name}/kineto_0.json", f"{name}/kineto_1.json"]
+        for rank in (0, 1):
+            host = tar.extractfile(f"{name}/chakra_host_et_{rank}.json").read()
+            assert host == _gunzip(folder / f"host_et_{rank}.json.gz")
+            kin = tar.extractfile(f"{name}/kineto_{rank}.json").read()
+            assert kin == _gunzip(folder / f"kineto_{rank}.json.gz")
+    for rank in (0, 1):
+        host = json.loads(_gunzip(folder / f"host_et_{rank}.json.gz"))
+        assert host["schema"] == "1.1.1-chakra.0.0.4"
+        assert len(host["nodes"]) == host_nodes[rank]
+        names = Counter(n["name"] for n in host["nodes"])
+        assert {k: v for k, v in names.items() if k.startswith("c10d::")} == comm_ops
+        assert names["## process_group:init ##"] == 1
+        kin = json.loads(_gunzip(folder / f"kineto_{rank}.json.gz"))
+        assert kin["distributedInfo"]["rank"] == rank and kin["distributedInfo"]["world_size"] == 2
+        assert kin["distributedInfo"]["backend"] == "gloo"
+        steps = sorted(e["name"] for e in kin["traceEvents"] if e.get("name", "").startswith("ProfilerStep#"))
+        assert steps == ["ProfilerStep#2", "ProfilerStep#3"]
+
+
+def test_tests_data_stays_small(data_dir):
+    total = sum(p.stat().st_size for p in data_dir.rglob("*") if p.is_file())
+    assert total < 2 * 1024 * 1024

@@ -1,0 +1,298 @@
+#!/usr/bin/env python3
+"""Collect real PyTorch host ET + Kineto trace pairs for every rank of a small distributed job.
+
+Two small jobs, each run with ``world_size`` processes on localhost:
+
+* ``mlp``: a DistributedDataParallel MLP (gradient all_reduce through the reducer);
+* ``collectives``: explicit collectives every step: broadcast, all_gather, all_reduce (sync, async and on a
+  sub-group), reduce_scatter, all_to_all, isend/irecv and barrier.
+
+Backend: gloo on CPU; NCCL (and CUDA activities in the profiler) when there is one GPU per rank.
+Launch: ``torch.multiprocessing`` by default, or torchrun-style (``RANK``/``WORLD_SIZE``/``MASTER_ADDR``/
+``MASTER_PORT`` in the environment, e.g. under ``torchrun``), detected automatically.
+
+Every rank profiles with ``torch.profiler.profile`` + ``ExecutionTraceObserver`` on one schedule and calls
+``prof.step()`` each iteration, so the Kineto trace holds ``ProfilerStep#N`` windows and the host ET covers
+the same steps.  Per rank it writes ``host_et_N.json`` and ``kineto_N.json`` (``.json.gz`` with ``--gzip``).
+
+``pack`` turns such a folder into the integration harness's archive: ``NAME.tgz`` holding ``NAME/`` with
+``chakra_host_et_N.json`` + ``kineto_N.json`` per rank (uncompressed inside; the archive is gzipped).
+
+PyTorch is needed only here (the toolkit's optional extra ``collect``); the toolkit itself never imports it.
+See ``trace_collection/README.md`` for the exact commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import io
+import json
+import os
+import re
+import socket
+import sys
+import tarfile
+from pathlib import Path
+
+JOBS = ("mlp", "collectives")
+
+
+# --------------------------------------------------------------------------------------------- the jobs
+def _mlp_job(rank: int, world_size: int, device, steps: int, prof) -> None:
+    import torch
+    import torch.nn as nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 8))
+    model = model.to(device)
+    ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+    loss_fn = nn.CrossEntropyLoss()
+    gen = torch.Generator().manual_seed(1234 + rank)
+    for _ in range(steps):
+        x = torch.randn(16, 32, generator=gen).to(device)
+        y = torch.randint(0, 8, (16,), generator=gen).to(device)
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(ddp(x), y)
+        loss.backward()
+        opt.step()
+        prof.step()
+
+
+def _collectives_job(rank: int, world_size: int, device, steps: int, prof) -> None:
+    import torch
+    import torch.distributed as dist
+
+    sub = dist.new_group(ranks=list(range(world_size)))  # a second process group over the same ranks
+    n = 512 * world_size  # divisible by the world size: equal reduce_scatter / all_to_all chunks
+    for step in range(steps):
+        t = torch.full((n,), float(rank + step), device=device)
+        dist.broadcast(t, src=0)
+        gathered = [torch.empty(n, device=device) for _ in range(world_size)]
+        dist.all_gather(gathered, t)
+        dist.all_reduce(t)
+        work = dist.all_reduce(t * 2, async_op=True)
+        work.wait()
+        dist.all_reduce(t, group=sub)
+        out = torch.empty(n // world_size, device=device)
+        chunks = [c.contiguous() for c in torch.ones(n, device=device).chunk(world_size)]
+        dist.reduce_scatter(out, chunks)
+        a2a_out = torch.empty(n, device=device)
+        dist.all_to_all_single(a2a_out, torch.arange(n, dtype=torch.float32, device=device))
+        peer = (rank + 1) % world_size
+        src = (rank - 1) % world_size
+        recv = torch.empty(256, device=device)
+        reqs = [dist.isend(torch.full((256,), float(rank), device=device), dst=peer),
+                dist.irecv(recv, src=src)]
+        for r in reqs:
+            r.wait()
+        dist.barrier()
+        prof.step()
+
+
+# ------------------------------------------------------------------------------------------------ a rank
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_rank(rank: int, world_size: int, job: str, out_dir: str, steps: int, wait: int, warmup: int,
+             active: int) -> None:
+    """Initialise the process group, profile ``job`` on this rank, write its two traces."""
+    import torch
+    import torch.distributed as dist
+    from torch.profiler import ExecutionTraceObserver, ProfilerActivity, profile, schedule
+
+    use_cuda = torch.cuda.is_available() and torch.cuda.device_count() >= world_size
+    backend = "nccl" if use_cuda else "gloo"
+    if use_cuda:
+        torch.cuda.set_device(rank)
+        device = torch.device("cuda", rank)
+    else:
+        device = torch.device("cpu")
+    torch.set_num_threads(1)
+    dist.init_process_group(backend=backend, rank=rank, world_size=world_size)
+
+    out = Path(out_dir)
+    host_path = out / f"host_et_{rank}.json"
+    kineto_path = out / f"kineto_{rank}.json"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if use_cuda else [])
+    et = ExecutionTraceObserver().register_callback(str(host_path))
+
+    def on_ready(p) -> None:
+        p.export_chrome_trace(str(kineto_path))
+
+    total = max(steps, wait + warmup + active)
+    with profile(activities=activities, schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=1),
+                 on_trace_ready=on_ready, record_shapes=True, execution_trace_observer=et) as prof:
+        if job == "mlp":
+            _mlp_job(rank, world_size, device, total, prof)
+        else:
+            _collectives_job(rank, world_size, device, total, prof)
+    et.unregister_callback()
+    if use_cuda:
+        torch.cuda.synchronize()
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def _spawn_entry(rank: int, world_size: int, job: str, out_dir: str, steps: int, wait: int, warmup: int,
+                 active: int) -> None:
+    os.environ["RANK"] = str(rank)
+    os.environ["LOCAL_RANK"] = str(rank)
+    os.environ["WORLD_SIZE"] = str(world_size)
+    run_rank(rank, world_size, job, out_dir, steps, wait, warmup, active)
+
+
+# --------------------------------------------------------------------------------------------- packing
+_RANK_FILE = re.compile(r"^(host_et|kineto)_(\d+)\.json(\.gz)?$")
+
+
+def _read_maybe_gz(path: Path) -> bytes:
+    data = path.read_bytes()
+    return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+
+
+def rank_files(folder: Path) -> dict[int, dict[str, Path]]:
+    """``{rank: {"host_et": path, "kineto": path}}`` of a collection folder (``.json`` or ``.json.gz``)."""
+    found: dict[int, dict[str, Path]] = {}
+    for p in sorted(folder.iterdir()):
+        m = _RANK_FILE.match(p.name)
+        if m:
+            found.setdefault(int(m.group(2)), {})[m.group(1)] = p
+    for rank, files in found.items():
+        if set(files) != {"host_et", "kineto"}:
+            missing = "host_et" if "host_et" not in files else "kineto"
+            raise SystemExit(f"{folder}: rank {rank} lacks its {missing} file")
+    if not found:
+        raise SystemExit(f"{folder}: no host_et_N.json(.gz) / kineto_N.json(.gz) files")
+    return dict(sorted(found.items()))
+
+
+def pack(folder: Path, archive: Path) -> Path:
+    """Write ``archive`` (NAME.tgz) holding ``NAME/chakra_host_et_N.json`` + ``NAME/kineto_N.json``.
+
+    Deterministic: sorted members, mtime 0, owner root, so re-packing the same traces gives the same bytes.
+    """
+    name = archive.name
+    for suffix in (".tgz", ".tar.gz"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    files = rank_files(folder)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        def add(arcname: str, data: bytes, is_dir: bool = False) -> None:
+            info = tarfile.TarInfo(arcname)
+            info.mtime = 0
+            info.uid = info.gid = 0
+            info.uname = info.gname = "root"
+            if is_dir:
+                info.type = tarfile.DIRTYPE
+                info.mode = 0o755
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                info.mode = 0o644
+                tar.addfile(info, io.BytesIO(data))
+
+        add(name, b"", is_dir=True)
+        for rank, pair in files.items():
+            add(f"{name}/chakra_host_et_{rank}.json", _read_maybe_gz(pair["host_et"]))
+            add(f"{name}/kineto_{rank}.json", _read_maybe_gz(pair["kineto"]))
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    tmp = archive.with_name(f".{archive.name}.part")
+    with open(tmp, "wb") as raw:
+        with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as gz:
+            gz.write(buf.getvalue())
+    os.replace(tmp, archive)
+    return archive
+
+
+def gzip_folder(folder: Path) -> None:
+    """Replace every ``host_et_N.json`` / ``kineto_N.json`` by a ``.json.gz`` (mtime 0, level 9)."""
+    for p in sorted(folder.glob("*.json")):
+        if _RANK_FILE.match(p.name):
+            target = p.with_name(p.name + ".gz")
+            with open(target, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0,
+                                                          compresslevel=9) as gz:
+                gz.write(p.read_bytes())
+            p.unlink()
+
+
+def check_folder(folder: Path) -> list[str]:
+    """One line per rank: node count, ProfilerStep windows, process groups seen (a sanity report)."""
+    lines = []
+    for rank, pair in rank_files(folder).items():
+        host = json.loads(_read_maybe_gz(pair["host_et"]))
+        kin = json.loads(_read_maybe_gz(pair["kineto"]))
+        steps = sorted({e["name"] for e in kin.get("traceEvents", [])
+                        if str(e.get("name", "")).startswith("ProfilerStep#")})
+        names = [n.get("name", "") for n in host.get("nodes", [])]
+        comms = sum(1 for n in names if n.startswith(("c10d::", "record_param_comms", "nccl:")))
+        lines.append(f"rank {rank}: host ET schema {host.get('schema')} {len(names)} nodes "
+                     f"({comms} comm ops), Kineto {len(kin.get('traceEvents', []))} events, steps {steps}")
+    return lines
+
+
+# ------------------------------------------------------------------------------------------------- main
+def collect(args: argparse.Namespace) -> int:
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    env_rank = os.environ.get("RANK")
+    common = (args.job, str(out), args.steps, args.wait, args.warmup, args.active)
+    if env_rank is not None and os.environ.get("WORLD_SIZE"):
+        # torchrun-style: this process is one rank; torchrun (or the user) set the rendezvous variables
+        run_rank(int(env_rank), int(os.environ["WORLD_SIZE"]), *common)
+        if int(env_rank) != 0:
+            return 0
+        # rank 0 finishes after the final barrier, so every rank has written its files
+    else:
+        import torch.multiprocessing as mp
+
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", str(_free_port()))
+        mp.spawn(_spawn_entry, args=(args.world_size, *common), nprocs=args.world_size, join=True)
+    if args.gzip:
+        gzip_folder(out)
+    for line in check_folder(out):
+        print(line)
+    if args.archive:
+        print(f"packed {pack(out, Path(args.archive))}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("collect", help="run a small distributed job and write host ET + Kineto per rank")
+    c.add_argument("--job", choices=JOBS, default="mlp")
+    c.add_argument("--world-size", type=int, default=2, help="ranks to spawn (ignored under torchrun)")
+    c.add_argument("--out", required=True, help="folder for host_et_N.json + kineto_N.json")
+    c.add_argument("--steps", type=int, default=0, help="iterations (at least wait+warmup+active)")
+    c.add_argument("--wait", type=int, default=1)
+    c.add_argument("--warmup", type=int, default=1)
+    c.add_argument("--active", type=int, default=2, help="profiled steps (ProfilerStep windows)")
+    c.add_argument("--gzip", action="store_true", help="write .json.gz files")
+    c.add_argument("--archive", help="also pack NAME.tgz for the integration harness")
+    p = sub.add_parser("pack", help="pack a collection folder into NAME.tgz (NAME/chakra_host_et_N.json ...)")
+    p.add_argument("--src", required=True)
+    p.add_argument("--archive", required=True)
+    k = sub.add_parser("check", help="print a one-line summary per rank of a collection folder")
+    k.add_argument("--src", required=True)
+    args = parser.parse_args(argv)
+    if args.cmd == "collect":
+        return collect(args)
+    if args.cmd == "pack":
+        print(f"packed {pack(Path(args.src), Path(args.archive))}")
+        return 0
+    for line in check_folder(Path(args.src)):
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
