@@ -145,7 +145,11 @@ def bench_files(label: str, paths: list[Path], repeat: int) -> None:
 def dlrm_ets(corpus: Path, out: Path) -> list[Path]:
     """Link + convert the 8 DLRM ranks into ``out`` (needs chakra.link and chakra.convert)."""
     from chakra.convert import convert_file
-    from chakra.link import link_files
+
+    try:
+        from chakra.link import link_files
+    except ImportError:
+        from chakra.link.api import link_files
 
     ets = []
     for r in range(8):
@@ -153,7 +157,7 @@ def dlrm_ets(corpus: Path, out: Path) -> list[Path]:
         if not et.exists():
             plus = out / f"dlrm_plus_{r}.json"
             link_files(corpus / "dlrm_8r_v100" / "host" / f"host_et_{r}.json.gz",
-                       corpus / "dlrm_8r_v100" / "device" / f"kineto_{r}.json.gz", plus)
+                       corpus / "dlrm_8r_v100" / "device" / f"kineto_{r}.json.gz", plus, rank=r)
             convert_file(plus, et)
         ets.append(et)
     return ets

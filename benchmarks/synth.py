@@ -52,8 +52,9 @@ T0 = 1_700_000_000_000_000.0  # µs, Kineto clock
 class _Rank:
     """Builds one rank's host nodes and Kineto events while walking the iterations."""
 
-    def __init__(self, rank: int, world: int, seed: int, layout: str, rf_ids: bool,
-                 drop_rate: float, extra_rate: float) -> None:
+    def __init__(
+        self, rank: int, world: int, seed: int, layout: str, rf_ids: bool, drop_rate: float, extra_rate: float
+    ) -> None:
         self.rank = rank
         self.world = world
         self.rng = random.Random(seed * 1_000_003 + rank)
@@ -63,8 +64,8 @@ class _Rank:
         self.extra_rate = extra_rate
         self.pid = 10_000 + rank
         self.ktid = {1: self.pid, 2: self.pid + 17}
-        self.next_id = 5            # 1 process root, 2/3 thread roots, 4 process_group:init
-        self.next_rf = 2            # rf 1 is process_group:init
+        self.next_id = 5  # 1 process root, 2/3 thread roots, 4 process_group:init
+        self.next_rf = 2  # rf 1 is process_group:init
         self.ext_offset = 1 + rank  # Kineto External id = rf_id + offset (an offset, not equality)
         self.corr = 100_000
         self.clock = {1: T0 + 50.0, 2: T0 + 50.0}
@@ -81,8 +82,15 @@ class _Rank:
         self.next_id += 1
         return [tid, tid, 0, numel, 4, f"cuda:{self.rank}"]
 
-    def begin(self, tid: int, name: str, cat: str = "cpu_op", inputs: list[Any] | None = None,
-              types: list[str] | None = None, parent: int | None = None) -> dict[str, Any]:
+    def begin(
+        self,
+        tid: int,
+        name: str,
+        cat: str = "cpu_op",
+        inputs: list[Any] | None = None,
+        types: list[str] | None = None,
+        parent: int | None = None,
+    ) -> dict[str, Any]:
         stack = self.stack[tid]
         nid = self.next_id
         self.next_id += 1
@@ -91,8 +99,19 @@ class _Rank:
         self.clock[tid] += self.rng.uniform(0.5, 3.0)
         if parent is None:
             parent = stack[-1]["id"] if stack else (2 if tid == 1 else 3)
-        op = {"name": name, "id": nid, "rf_id": rf, "parent": parent, "tid": tid, "cat": cat,
-              "ts": self.clock[tid], "inputs": inputs or [], "types": types or [], "outputs": [], "otypes": []}
+        op = {
+            "name": name,
+            "id": nid,
+            "rf_id": rf,
+            "parent": parent,
+            "tid": tid,
+            "cat": cat,
+            "ts": self.clock[tid],
+            "inputs": inputs or [],
+            "types": types or [],
+            "outputs": [],
+            "otypes": [],
+        }
         stack.append(op)
         self.host_ops += 1
         return op
@@ -111,38 +130,77 @@ class _Rank:
         shapes = [[v[3]] if isinstance(v, list) and len(v) == 6 else [] for v in op["inputs"]]
         oshapes = [[v[3]] for v in op["outputs"]]
         if self.layout == "flat":
-            self.nodes.append({
-                "name": op["name"], "id": op["id"], "rf_id": op["rf_id"], "parent": op["parent"],
-                "fw_parent": 0, "seq_id": -1, "scope": 0, "tid": op["tid"], "fw_tid": 0, "op_schema": "",
-                "inputs": op["inputs"], "input_shapes": shapes, "input_types": op["types"],
-                "outputs": op["outputs"], "output_shapes": oshapes, "output_types": op["otypes"],
-            })
+            self.nodes.append(
+                {
+                    "name": op["name"],
+                    "id": op["id"],
+                    "rf_id": op["rf_id"],
+                    "parent": op["parent"],
+                    "fw_parent": 0,
+                    "seq_id": -1,
+                    "scope": 0,
+                    "tid": op["tid"],
+                    "fw_tid": 0,
+                    "op_schema": "",
+                    "inputs": op["inputs"],
+                    "input_shapes": shapes,
+                    "input_types": op["types"],
+                    "outputs": op["outputs"],
+                    "output_shapes": oshapes,
+                    "output_types": op["otypes"],
+                }
+            )
         else:
-            attrs = [{"name": "rf_id", "type": "uint64", "value": op["rf_id"]},
-                     {"name": "fw_parent", "type": "uint64", "value": 0},
-                     {"name": "seq_id", "type": "int64", "value": -1},
-                     {"name": "scope", "type": "uint64", "value": 0},
-                     {"name": "tid", "type": "uint64", "value": op["tid"]},
-                     {"name": "fw_tid", "type": "uint64", "value": 0},
-                     {"name": "op_schema", "type": "string", "value": ""}]
+            attrs = [
+                {"name": "rf_id", "type": "uint64", "value": op["rf_id"]},
+                {"name": "fw_parent", "type": "uint64", "value": 0},
+                {"name": "seq_id", "type": "int64", "value": -1},
+                {"name": "scope", "type": "uint64", "value": 0},
+                {"name": "tid", "type": "uint64", "value": op["tid"]},
+                {"name": "fw_tid", "type": "uint64", "value": 0},
+                {"name": "op_schema", "type": "string", "value": ""},
+            ]
             attrs.extend(op.get("attrs", ()))
-            self.nodes.append({
-                "id": op["id"], "name": op["name"], "ctrl_deps": op["parent"],
-                "inputs": {"values": op["inputs"], "shapes": shapes, "types": op["types"]},
-                "outputs": {"values": op["outputs"], "shapes": oshapes, "types": op["otypes"]},
-                "attrs": attrs,
-            })
+            self.nodes.append(
+                {
+                    "id": op["id"],
+                    "name": op["name"],
+                    "ctrl_deps": op["parent"],
+                    "inputs": {"values": op["inputs"], "shapes": shapes, "types": op["types"]},
+                    "outputs": {"values": op["outputs"], "shapes": oshapes, "types": op["otypes"]},
+                    "attrs": attrs,
+                }
+            )
         if op["cat"] == "cpu_op" and self.rng.random() < self.drop_rate:
             return
         args: dict[str, Any] = {"External id": op["rf_id"] + self.ext_offset}
         if self.rf_ids:
             args["Record function id"] = op["rf_id"]
-        self.events.append({"ph": "X", "cat": op["cat"], "name": op["name"], "pid": self.pid,
-                            "tid": self.ktid[op["tid"]], "ts": op["ts"], "dur": op["dur"], "args": args})
+        self.events.append(
+            {
+                "ph": "X",
+                "cat": op["cat"],
+                "name": op["name"],
+                "pid": self.pid,
+                "tid": self.ktid[op["tid"]],
+                "ts": op["ts"],
+                "dur": op["dur"],
+                "args": args,
+            }
+        )
         if self.extra_rate and self.rng.random() < self.extra_rate:
-            self.events.append({"ph": "X", "cat": "cpu_op", "name": "aten::empty", "pid": self.pid,
-                                "tid": self.ktid[op["tid"]], "ts": op["ts"] + op["dur"] + 0.1, "dur": 0.0,
-                                "args": {}})
+            self.events.append(
+                {
+                    "ph": "X",
+                    "cat": "cpu_op",
+                    "name": "aten::empty",
+                    "pid": self.pid,
+                    "tid": self.ktid[op["tid"]],
+                    "ts": op["ts"] + op["dur"] + 0.1,
+                    "dur": 0.0,
+                    "args": {},
+                }
+            )
 
     def runtime(self, tid: int, name: str, dur: float, corr: int | None = None) -> tuple[float, int]:
         self.clock[tid] += self.rng.uniform(0.3, 1.0)
@@ -150,31 +208,74 @@ class _Rank:
         if corr is None:
             self.corr += 1
             corr = self.corr
-        self.events.append({"ph": "X", "cat": "cuda_runtime", "name": name, "pid": self.pid,
-                            "tid": self.ktid[tid], "ts": ts, "dur": dur,
-                            "args": {"External id": corr, "cbid": 211, "correlation": corr}})
+        self.events.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": name,
+                "pid": self.pid,
+                "tid": self.ktid[tid],
+                "ts": ts,
+                "dur": dur,
+                "args": {"External id": corr, "cbid": 211, "correlation": corr},
+            }
+        )
         self.clock[tid] += dur
         return ts, corr
 
-    def launch(self, tid: int, kname: str, dur: float, stream: int = COMPUTE_STREAM, cat: str = "kernel",
-               api: str = "cudaLaunchKernel", extra: dict[str, Any] | None = None) -> None:
+    def launch(
+        self,
+        tid: int,
+        kname: str,
+        dur: float,
+        stream: int = COMPUTE_STREAM,
+        cat: str = "kernel",
+        api: str = "cudaLaunchKernel",
+        extra: dict[str, Any] | None = None,
+    ) -> None:
         ts, corr = self.runtime(tid, api, self.rng.uniform(3.0, 6.0))
         start = max(ts + self.rng.uniform(2.0, 6.0), self.stream_free.get(stream, 0.0))
         self.stream_free[stream] = start + dur
-        args = {"External id": corr, "queued": 0, "device": self.rank, "context": 1, "stream": stream,
-                "correlation": corr}
+        args = {
+            "External id": corr,
+            "queued": 0,
+            "device": self.rank,
+            "context": 1,
+            "stream": stream,
+            "correlation": corr,
+        }
         if extra:
             args.update(extra)
-        self.events.append({"ph": "X", "cat": cat, "name": kname, "pid": self.rank, "tid": stream,
-                            "ts": start, "dur": dur, "args": args})
+        self.events.append(
+            {
+                "ph": "X",
+                "cat": cat,
+                "name": kname,
+                "pid": self.rank,
+                "tid": stream,
+                "ts": start,
+                "dur": dur,
+                "args": args,
+            }
+        )
 
     def sync(self, tid: int, name: str, stream: int | None) -> None:
         now = self.clock[tid] + 0.5
-        free = max(self.stream_free.values(), default=now) if stream is None else self.stream_free.get(stream, now)
+        free = (
+            max(self.stream_free.values(), default=now)
+            if stream is None
+            else self.stream_free.get(stream, now)
+        )
         self.runtime(tid, name, max(0.0, free - now) + self.rng.uniform(1.0, 3.0))
 
-    def leaf(self, tid: int, name: str, kernel: str | None = None, kdur: float = 0.0,
-             inputs: list[Any] | None = None) -> None:
+    def leaf(
+        self,
+        tid: int,
+        name: str,
+        kernel: str | None = None,
+        kdur: float = 0.0,
+        inputs: list[Any] | None = None,
+    ) -> None:
         self.begin(tid, name, inputs=inputs, types=["Tensor(float)"] * len(inputs or []))
         if kernel:
             self.launch(tid, kernel, kdur)
@@ -188,14 +289,20 @@ class _Rank:
         self.begin(1, "## zero_grad ##", "user_annotation")
         for _ in range(2):
             self.begin(1, "aten::zero_")
-            self.leaf(1, "aten::fill_", "void at::native::vectorized_elementwise_kernel<4, FillFunctor<float>>",
-                      rng.uniform(2, 5))
+            self.leaf(
+                1,
+                "aten::fill_",
+                "void at::native::vectorized_elementwise_kernel<4, FillFunctor<float>>",
+                rng.uniform(2, 5),
+            )
             self.end(1)
         self.end(1)
         self.begin(1, "## forward ##", "user_annotation")
         x = self._tensor(16 * 1024)
         self.begin(1, "aten::copy_", inputs=[x], types=["Tensor(float)"])
-        self.launch(1, "Memcpy HtoD (Pinned -> Device)", rng.uniform(3, 8), cat="gpu_memcpy", api="cudaMemcpyAsync")
+        self.launch(
+            1, "Memcpy HtoD (Pinned -> Device)", rng.uniform(3, 8), cat="gpu_memcpy", api="cudaMemcpyAsync"
+        )
         self.end(1, [x])
         for _layer in range(LAYERS):
             self.begin(1, "aten::linear")
@@ -204,11 +311,17 @@ class _Rank:
             self.leaf(1, "aten::as_strided")
             self.end(1)
             self.end(1)
-            self.leaf(1, "aten::addmm", "volta_sgemm_128x64_tn", rng.uniform(8, 40), inputs=[self._tensor(1024)])
+            self.leaf(
+                1, "aten::addmm", "volta_sgemm_128x64_tn", rng.uniform(8, 40), inputs=[self._tensor(1024)]
+            )
             self.end(1)
             self.begin(1, "aten::relu")
-            self.leaf(1, "aten::clamp_min", "void at::native::vectorized_elementwise_kernel<4, clamp_min>",
-                      rng.uniform(2, 6))
+            self.leaf(
+                1,
+                "aten::clamp_min",
+                "void at::native::vectorized_elementwise_kernel<4, clamp_min>",
+                rng.uniform(2, 6),
+            )
             self.end(1)
         self.end(1)
         # backward: the main thread sits in "## backward ##" while the autograd thread works
@@ -230,8 +343,12 @@ class _Rank:
         self.begin(1, "## optimizer ##", "user_annotation")
         self.begin(1, "Optimizer.step#SGD.step", "user_annotation")
         for _layer in range(LAYERS):
-            self.leaf(1, "aten::add_", "void at::native::vectorized_elementwise_kernel<4, AddFunctor<float>>",
-                      rng.uniform(2, 6))
+            self.leaf(
+                1,
+                "aten::add_",
+                "void at::native::vectorized_elementwise_kernel<4, AddFunctor<float>>",
+                rng.uniform(2, 6),
+            )
         self.begin(1, "aten::zero_")
         self.launch(1, "Memset (Device)", rng.uniform(1, 3), cat="gpu_memset", api="cudaMemsetAsync")
         self.end(1)
@@ -239,8 +356,9 @@ class _Rank:
         self.end(1)
         self.begin(1, "aten::item")
         self.begin(1, "aten::_local_scalar_dense")
-        self.launch(1, "Memcpy DtoH (Device -> Pageable)", rng.uniform(1, 3), cat="gpu_memcpy",
-                    api="cudaMemcpyAsync")
+        self.launch(
+            1, "Memcpy DtoH (Device -> Pageable)", rng.uniform(1, 3), cat="gpu_memcpy", api="cudaMemcpyAsync"
+        )
         self.sync(1, "cudaStreamSynchronize", COMPUTE_STREAM)
         self.end(1)
         self.end(1)
@@ -258,8 +376,18 @@ class _Rank:
         self.begin(2, "c10d::allreduce_", inputs=[[t]], types=["GenericList[Tensor(float)]"])
         self.seq += 1
         rpc_inputs = [t, self.seq, [pg, f"pg_{pg}"], self.rank, "allreduce", [], [], 0, 1, size]
-        rpc_types = ["Tensor(float)", "Int", "Tuple[String,String]", "Int", "String", "GenericList[]",
-                     "GenericList[]", "Int", "Int", "Int"]
+        rpc_types = [
+            "Tensor(float)",
+            "Int",
+            "Tuple[String,String]",
+            "Int",
+            "String",
+            "GenericList[]",
+            "GenericList[]",
+            "Int",
+            "Int",
+            "Int",
+        ]
         rpc = self.begin(2, "record_param_comms", inputs=rpc_inputs, types=rpc_types)
         if self.layout == "chakra":
             rpc["attrs"] = [
@@ -276,10 +404,20 @@ class _Rank:
                 {"name": "pg_size", "type": "uint64", "value": size},
             ]
         self.begin(2, "nccl:all_reduce", "user_annotation", inputs=[t], types=["Tensor(float)"])
-        self.launch(2, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
-                    rng.uniform(20, 200), stream=PG_STREAMS[pg],
-                    extra={"Collective name": "allreduce", "Process Group Name": pg, "In msg nelems": numel,
-                           "Out msg nelems": numel, "dtype": "Float", "Group size": size})
+        self.launch(
+            2,
+            "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+            rng.uniform(20, 200),
+            stream=PG_STREAMS[pg],
+            extra={
+                "Collective name": "allreduce",
+                "Process Group Name": pg,
+                "In msg nelems": numel,
+                "Out msg nelems": numel,
+                "dtype": "Float",
+                "Group size": size,
+            },
+        )
         self.end(2)
         self.end(2)
         self.end(2, [t])
@@ -287,64 +425,176 @@ class _Rank:
     # ---- files --------------------------------------------------------------------------------------
     def documents(self, n_steps: int) -> tuple[dict[str, Any], dict[str, Any]]:
         groups = [
-            {"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", "ranks": [],
-             "group_size": self.world, "group_count": 3},
-            {"pg_name": "1", "pg_desc": "pg_1", "backend_config": "cuda:nccl",
-             "ranks": [r for r in range(self.world) if r % 2 == self.rank % 2],
-             "group_size": max(1, self.world // 2), "group_count": 3},
-            {"pg_name": "2", "pg_desc": "pg_2", "backend_config": "cuda:nccl",
-             "ranks": [r for r in range(self.world) if r // 2 == self.rank // 2],
-             "group_size": min(2, self.world), "group_count": 3},
+            {
+                "pg_name": "0",
+                "pg_desc": "default_pg",
+                "backend_config": "cuda:nccl",
+                "ranks": [],
+                "group_size": self.world,
+                "group_count": 3,
+            },
+            {
+                "pg_name": "1",
+                "pg_desc": "pg_1",
+                "backend_config": "cuda:nccl",
+                "ranks": [r for r in range(self.world) if r % 2 == self.rank % 2],
+                "group_size": max(1, self.world // 2),
+                "group_count": 3,
+            },
+            {
+                "pg_name": "2",
+                "pg_desc": "pg_2",
+                "backend_config": "cuda:nccl",
+                "ranks": [r for r in range(self.world) if r // 2 == self.rank // 2],
+                "group_size": min(2, self.world),
+                "group_count": 3,
+            },
         ]
-        pg_init = {"name": "## process_group:init ##", "id": 4, "rf_id": 1, "parent": 2, "fw_parent": 0,
-                   "seq_id": -1, "scope": 7, "tid": 1, "fw_tid": 0, "op_schema": "",
-                   "inputs": [json.dumps(groups)], "input_shapes": [[]], "input_types": ["String"],
-                   "outputs": [], "output_shapes": [], "output_types": []}
+        pg_init = {
+            "name": "## process_group:init ##",
+            "id": 4,
+            "rf_id": 1,
+            "parent": 2,
+            "fw_parent": 0,
+            "seq_id": -1,
+            "scope": 7,
+            "tid": 1,
+            "fw_tid": 0,
+            "op_schema": "",
+            "inputs": [json.dumps(groups)],
+            "input_shapes": [[]],
+            "input_types": ["String"],
+            "outputs": [],
+            "output_shapes": [],
+            "output_types": [],
+        }
         roots = [
-            {"name": "[pytorch|profiler|execution_trace|thread]", "id": 2, "rf_id": 0, "parent": 1, "fw_parent": 0,
-             "seq_id": -1, "scope": 7, "tid": 1, "fw_tid": 0, "op_schema": "", "inputs": [], "input_shapes": [],
-             "input_types": [], "outputs": [], "output_shapes": [], "output_types": []},
-            {"name": "[pytorch|profiler|execution_trace|thread]", "id": 3, "rf_id": 0, "parent": 1, "fw_parent": 0,
-             "seq_id": -1, "scope": 7, "tid": 2, "fw_tid": 0, "op_schema": "", "inputs": [], "input_shapes": [],
-             "input_types": [], "outputs": [], "output_shapes": [], "output_types": []},
+            {
+                "name": "[pytorch|profiler|execution_trace|thread]",
+                "id": 2,
+                "rf_id": 0,
+                "parent": 1,
+                "fw_parent": 0,
+                "seq_id": -1,
+                "scope": 7,
+                "tid": 1,
+                "fw_tid": 0,
+                "op_schema": "",
+                "inputs": [],
+                "input_shapes": [],
+                "input_types": [],
+                "outputs": [],
+                "output_shapes": [],
+                "output_types": [],
+            },
+            {
+                "name": "[pytorch|profiler|execution_trace|thread]",
+                "id": 3,
+                "rf_id": 0,
+                "parent": 1,
+                "fw_parent": 0,
+                "seq_id": -1,
+                "scope": 7,
+                "tid": 2,
+                "fw_tid": 0,
+                "op_schema": "",
+                "inputs": [],
+                "input_shapes": [],
+                "input_types": [],
+                "outputs": [],
+                "output_shapes": [],
+                "output_types": [],
+            },
         ]
-        proc = {"name": "[pytorch|profiler|execution_trace|process]", "id": 1, "rf_id": 0, "parent": 1,
-                "fw_parent": 0, "seq_id": -1, "scope": 7, "tid": 0, "fw_tid": 0, "op_schema": "", "inputs": [],
-                "input_shapes": [], "input_types": [], "outputs": [], "output_shapes": [], "output_types": []}
+        proc = {
+            "name": "[pytorch|profiler|execution_trace|process]",
+            "id": 1,
+            "rf_id": 0,
+            "parent": 1,
+            "fw_parent": 0,
+            "seq_id": -1,
+            "scope": 7,
+            "tid": 0,
+            "fw_tid": 0,
+            "op_schema": "",
+            "inputs": [],
+            "input_shapes": [],
+            "input_types": [],
+            "outputs": [],
+            "output_shapes": [],
+            "output_types": [],
+        }
         head = roots + [pg_init]
         if self.layout == "chakra":
             head = [_to_chakra(n) for n in head]
             proc = _to_chakra(proc)
-        host = {"schema": "1.0.1" if self.layout == "flat" else "1.1.1-chakra.0.0.4", "pid": self.pid,
-                "time": "2026-11-30 08:00:00", "start_ts": 1000, "finish_ts": 2000,
-                "nodes": head + self.nodes + [proc]}
-        pg_config = [{"pg_name": g["pg_name"], "pg_desc": g["pg_desc"], "backend_config": g["backend_config"],
-                      "pg_size": g["group_size"], "ranks": g["ranks"] or list(range(self.world))} for g in groups]
-        kineto = {"schemaVersion": 1, "deviceProperties": [{"id": self.rank, "name": "Synthetic GPU"}],
-                  "distributedInfo": {"backend": "nccl", "rank": self.rank, "world_size": self.world,
-                                      "pg_count": len(groups), "pg_config": pg_config},
-                  "traceEvents": self.events, "traceName": f"synthetic_rank{self.rank}_{n_steps}_steps"}
+        host = {
+            "schema": "1.0.1" if self.layout == "flat" else "1.1.1-chakra.0.0.4",
+            "pid": self.pid,
+            "time": "2026-11-30 08:00:00",
+            "start_ts": 1000,
+            "finish_ts": 2000,
+            "nodes": head + self.nodes + [proc],
+        }
+        pg_config = [
+            {
+                "pg_name": g["pg_name"],
+                "pg_desc": g["pg_desc"],
+                "backend_config": g["backend_config"],
+                "pg_size": g["group_size"],
+                "ranks": g["ranks"] or list(range(self.world)),
+            }
+            for g in groups
+        ]
+        kineto = {
+            "schemaVersion": 1,
+            "deviceProperties": [{"id": self.rank, "name": "Synthetic GPU"}],
+            "distributedInfo": {
+                "backend": "nccl",
+                "rank": self.rank,
+                "world_size": self.world,
+                "pg_count": len(groups),
+                "pg_config": pg_config,
+            },
+            "traceEvents": self.events,
+            "traceName": f"synthetic_rank{self.rank}_{n_steps}_steps",
+        }
         return host, kineto
 
 
 def _to_chakra(n: dict[str, Any]) -> dict[str, Any]:
-    attrs = [{"name": "rf_id", "type": "uint64", "value": n["rf_id"]},
-             {"name": "fw_parent", "type": "uint64", "value": 0},
-             {"name": "seq_id", "type": "int64", "value": -1},
-             {"name": "scope", "type": "uint64", "value": n["scope"]},
-             {"name": "tid", "type": "uint64", "value": n["tid"]},
-             {"name": "fw_tid", "type": "uint64", "value": 0},
-             {"name": "op_schema", "type": "string", "value": ""}]
-    return {"id": n["id"], "name": n["name"], "ctrl_deps": n["parent"],
-            "inputs": {"values": n["inputs"], "shapes": n["input_shapes"], "types": n["input_types"]},
-            "outputs": {"values": n["outputs"], "shapes": n["output_shapes"], "types": n["output_types"]},
-            "attrs": attrs}
+    attrs = [
+        {"name": "rf_id", "type": "uint64", "value": n["rf_id"]},
+        {"name": "fw_parent", "type": "uint64", "value": 0},
+        {"name": "seq_id", "type": "int64", "value": -1},
+        {"name": "scope", "type": "uint64", "value": n["scope"]},
+        {"name": "tid", "type": "uint64", "value": n["tid"]},
+        {"name": "fw_tid", "type": "uint64", "value": 0},
+        {"name": "op_schema", "type": "string", "value": ""},
+    ]
+    return {
+        "id": n["id"],
+        "name": n["name"],
+        "ctrl_deps": n["parent"],
+        "inputs": {"values": n["inputs"], "shapes": n["input_shapes"], "types": n["input_types"]},
+        "outputs": {"values": n["outputs"], "shapes": n["output_shapes"], "types": n["output_types"]},
+        "attrs": attrs,
+    }
 
 
-def generate(n_ops: int, out_dir: str | Path, ranks: int = 1, seed: int = 0, *, layout: str = "flat",
-             rf_ids: bool = False, drop_rate: float = 0.0, extra_rate: float = 0.0,
-             compress: bool = False) -> list[tuple[Path, Path]]:
-    """Write ``ranks`` synthetic host ET + Kineto pairs of about ``n_ops`` host ops each; return their paths."""
+def generate(
+    n_ops: int,
+    out_dir: str | Path,
+    ranks: int = 1,
+    seed: int = 0,
+    *,
+    layout: str = "flat",
+    rf_ids: bool = False,
+    drop_rate: float = 0.0,
+    extra_rate: float = 0.0,
+    compress: bool = False,
+) -> list[tuple[Path, Path]]:
+    """Write ``ranks`` synthetic host ET + Kineto pairs of about ``n_ops`` host ops each; return the paths."""
     if layout not in ("flat", "chakra"):
         raise ValueError("layout must be 'flat' or 'chakra'")
     out = Path(out_dir)
@@ -379,6 +629,15 @@ if __name__ == "__main__":
     ap.add_argument("--extra-rate", type=float, default=0.0)
     ap.add_argument("--gz", action="store_true")
     a = ap.parse_args()
-    for hp, kp in generate(a.n_ops, a.out_dir, a.ranks, a.seed, layout=a.layout, rf_ids=a.rf_ids,
-                           drop_rate=a.drop_rate, extra_rate=a.extra_rate, compress=a.gz):
+    for hp, kp in generate(
+        a.n_ops,
+        a.out_dir,
+        a.ranks,
+        a.seed,
+        layout=a.layout,
+        rf_ids=a.rf_ids,
+        drop_rate=a.drop_rate,
+        extra_rate=a.extra_rate,
+        compress=a.gz,
+    ):
         print(hp, kp)

@@ -38,6 +38,8 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--mode", choices=("lanes", "astrasim"), default="lanes")
     p.add_argument("--no-gaps", dest="gaps", action="store_false")
     p.add_argument("--job", action="store_true", help="replay the ranks together (collectives coupled)")
+    p.add_argument("--extract-dir", "--extract_dir", dest="extract_dir", default=None,
+                   help="extract (and write outputs) there instead of next to the archive")
     add_common_args(p)
     return p
 
@@ -48,7 +50,7 @@ def _run(args) -> int:
     setup_logging(args.log_level, None, args.quiet)
     return run_integration(args.tgz_path, args.num_ranks, args.tolerance, args.expected_times_ms,
                            against_measured=args.against_measured, workers=args.workers, mode=args.mode,
-                           gaps=args.gaps, job=args.job)
+                           gaps=args.gaps, job=args.job, extract_dir=args.extract_dir)
 
 
 def main(argv=None) -> int:

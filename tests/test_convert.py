@@ -7,12 +7,13 @@ import json
 
 import orjson
 import pytest
-from convert_checks import check_et
+from test_convert_checks import check_et
 from wire_reader import read_et
 
 from chakra import schema as pb
 from chakra.convert import build, convert_file, convert_trace
 from chakra.convert.attrs import attr_value, make_attr
+from chakra.convert.core import _Converter
 from chakra.convert.graph import CycleError, topological_order
 from chakra.errors import TraceFormatError
 from chakra.host.loader import build_host_trace
@@ -262,13 +263,29 @@ def test_dangling_references_are_dropped_not_written():
     assert any("not in the trace" in w for w in stats.warnings)
 
 
-def test_cycle_is_reported_with_its_nodes():
+def test_cycle_through_a_sync_dep_drops_that_dep_and_names_the_cycle():
     d = small_etplus()
     d["nodes"][1]["sync_dep"] = [21]   # A waits for k2, which needs C, which runs after A
+    _, nodes, stats = build(build_host_trace(d))
+    n = by_id(nodes)
+    assert 21 not in n[3].data_deps
+    msg = [w for w in stats.warnings if "cycle" in w]
+    assert len(msg) == 1 and "3 (A)" in msg[0] and "21 (k2)" in msg[0] and "dropped" in msg[0]
+    assert stats.sync_edges == 2   # both were read; one had to go
+
+
+def test_cycle_of_structural_edges_is_an_error_naming_its_nodes():
+    conv = _Converter(build_host_trace(small_etplus()))
+    conv._index()
+    conv._tree()
+    conv._timing()
+    conv._comm()
+    conv._deps()
+    conv.data[conv.index[3]].append(conv.index[5])   # A after C, while C runs after A in call order
     with pytest.raises(TraceFormatError) as err:
-        convert_trace(build_host_trace(d))
+        conv._order()
     msg = str(err.value)
-    assert "cycle" in msg and "3 (A)" in msg and "21 (k2)" in msg
+    assert "dependency cycle" in msg and "3 (A)" in msg and "5 (C)" in msg
 
 
 def test_cycle_finder_is_iterative_on_a_long_chain():
@@ -309,7 +326,7 @@ def test_convert_file_writes_a_stream_the_wire_reader_accepts(tmp_path):
 def test_bad_input_leaves_no_output(tmp_path):
     src = tmp_path / "bad.json"
     d = small_etplus()
-    d["nodes"][1]["sync_dep"] = [21]
+    d["nodes"].append(dict(d["nodes"][1]))   # duplicate id 3
     src.write_bytes(orjson.dumps(d))
     out = tmp_path / "out.et"
     with pytest.raises(TraceFormatError):
@@ -337,3 +354,43 @@ def test_wire_reader_agrees_with_bindings(tmp_path):
     w = {n.id: n for n in wnodes}
     assert w[22].attrs["comm_size"].value == 4000 and w[22].attrs["comm_type"].kind == "int64_val"
     assert w[3].duration_micros == 30 and w[21].data_deps == [5, 20]
+
+
+def test_non_numeric_pg_names_get_unused_numbers():
+    from chakra.convert.comm import PgNames
+    from chakra.host.model import ProcessGroup
+
+    p = PgNames([ProcessGroup("0"), ProcessGroup("dp"), ProcessGroup("1"), ProcessGroup("tp", "tensor")])
+    assert [p.numeric(x) for x in ("0", "dp", "1", "tp", "tensor", "", "nope")] == ["0", "2", "1", "3", "3",
+                                                                                      "", ""]
+
+
+def test_chakra_layout_gpu_node_hangs_off_its_launcher_by_data_dep():
+    d = gloo_etplus()
+    d["nodes"].insert(-1, {"id": 50, "name": "vectorized_add_kernel", "cat": "kernel", "ph": "X",
+                           "ts": 1045.0, "dur": 7.6, "inclusive_dur": 7.6, "exclusive_dur": 7.6, "stream": 7,
+                           "device": 0, "tid": 7, "args": {"stream": 7}, "pg_name": "", "collective_name": "",
+                           "comm_size": 0, "ctrl_deps": 7,
+                           "inputs": {"values": [], "shapes": [], "types": []},
+                           "outputs": {"values": [], "shapes": [], "types": []}})
+    _, nodes = convert_trace(build_host_trace(d))
+    k = by_id(nodes)[50]
+    assert k.type == pb.COMP_NODE and list(k.data_deps) == [7] and not k.ctrl_deps
+    assert k.duration_micros == 8 and k.start_time_micros == 45
+    a = attrs(k)
+    assert (a["is_cpu_op"], a["stream"], a["device"], a["cat"]) == (False, 7, 0, "kernel")
+    assert "pg_name" not in a and "comm_size" not in a
+
+
+def test_simulate_without_replay_engine_is_skipped_with_a_message(tmp_path, monkeypatch):
+    import chakra.convert.driver as driver
+
+    def no_module(name):
+        raise ImportError(name)
+
+    monkeypatch.setattr(driver.importlib, "import_module", no_module)
+    src = tmp_path / "in.json"
+    src.write_bytes(orjson.dumps(small_etplus()))
+    report = convert_file(src, tmp_path / "o.et", simulate=True, log_path=tmp_path / "l.log")
+    assert not report.simulated and "not available" in report.notes[0]
+    assert (tmp_path / "o.et").exists() and not (tmp_path / "l.log").exists()

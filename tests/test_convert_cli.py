@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import orjson
 import pytest
-from convert_checks import check_et
 from test_convert import gloo_etplus, small_etplus
+from test_convert_checks import check_et
 
 from chakra.cli.converter import main as converter_main
 from chakra.cli.main import main as chakra_main

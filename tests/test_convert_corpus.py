@@ -7,7 +7,7 @@ import json
 
 import pytest
 from conftest import CORPUS, needs_corpus
-from convert_checks import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, METADATA_NODE, check_et
+from test_convert_checks import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, METADATA_NODE, check_et
 
 from chakra.convert import convert_file
 
@@ -152,3 +152,39 @@ def test_host_only_nccl_metadata_and_comm(corpus, tmp_path):
     assert md.inputs["values"] == ("['[{\"pg_name\": \"0\", \"pg_desc\": \"\", \"backend_config\": "
                                    "\"cuda:nccl\", \"ranks\": [0, 1], \"group_size\": 2, "
                                    "\"group_count\": 1}]']")
+
+
+LINKABLE = [("dlrm_8r_v100/host/host_et_0.json.gz", "dlrm_8r_v100/device/kineto_0.json.gz", 0),
+            ("cpu_gloo/tp_like_2r/host_et_1.json.gz", "cpu_gloo/tp_like_2r/kineto_1.json.gz", 1),
+            ("cpu_gloo/ddp_mlp_4r/host_et_2.json.gz", "cpu_gloo/ddp_mlp_4r/kineto_2.json.gz", 2)]
+
+
+@pytest.mark.parametrize(("host", "kineto", "rank"), LINKABLE)
+def test_our_linker_output_converts(corpus, tmp_path, host, kineto, rank):
+    link = pytest.importorskip("chakra.link.api")
+    etplus = tmp_path / "et_plus.json"
+    link.link_files(corpus / host, corpus / kineto, etplus, rank=rank)
+    report = convert_file(etplus, tmp_path / f"out.{rank}.et")
+    meta, nodes = check_et(tmp_path / f"out.{rank}.et")
+    src = json.loads(etplus.read_text())
+    assert meta["rank"].value == rank and meta["measured_window"].value == src["measured"]["window"]
+    assert meta["measured_start_us"].value == src["measured"]["start_us"]
+    by = {n.id: n for n in nodes}
+    # the sync and inter-thread dependencies of ET+ are written, as data deps
+    n_sync = n_inter = 0
+    for x in src["nodes"]:
+        for d in x.get("sync_dep", []):
+            assert d in by[x["id"]].data_deps or d in by[x["id"]].ctrl_deps
+            n_sync += 1
+        if "inter_thread_dep" in x:
+            assert x["inter_thread_dep"] in by[x["id"]].data_deps + by[x["id"]].ctrl_deps
+            n_inter += 1
+    assert report.stats.sync_edges == n_sync and report.stats.inter_thread_edges == n_inter
+    assert n_sync + n_inter > 0
+    # durations: CPU ops their exclusive time, GPU ops their Kineto duration (rounded to µs)
+    for x in src["nodes"]:
+        if "exclusive_dur" in x:
+            assert by[x["id"]].duration_micros == max(0, int(x["exclusive_dur"] + 0.5))
+    if rank == 0:
+        comm = {n.id: n.attrs["comm_size"].value for n in nodes if n.type == COMM_COLL_NODE}
+        assert sorted(comm.values()) == sorted([24576, 192, 1536, 13568, 1576964, 24576, 448, 907840])

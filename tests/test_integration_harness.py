@@ -137,6 +137,16 @@ def test_usage_errors(tmp_path):
         run_integration(tmp_path / "nope.tgz", 2, 0.05, [1, 2])
 
 
+def test_extract_dir_keeps_the_archive_folder_clean(tmp_path, monkeypatch):
+    tgz = two_rank_archive(tmp_path)
+    fake_pipeline(monkeypatch, [1000, 2000])
+    out = io.StringIO()
+    assert run_integration(tgz, 2, 0.05, [1, 2], workers=1, extract_dir=tmp_path / "work", out=out) == 0
+    assert not (tmp_path / "data").exists()
+    assert (tmp_path / "work" / "data" / "replay_1.log").is_file()
+    assert str(tmp_path / "work" / "data" / "replay_0.log") in out.getvalue()
+
+
 def test_script_command_line(tmp_path, monkeypatch, capsys):
     tgz = two_rank_archive(tmp_path)
     fake_pipeline(monkeypatch, [1000, 2000])
@@ -165,11 +175,12 @@ needs_pipeline = pytest.mark.skipif(
 
 
 @needs_pipeline
-@pytest.mark.parametrize("name", ["gloo_collectives_2r", "gloo_mlp_2r"])
-def test_harness_on_project_archives_against_measured(tmp_path, data_dir, name):
+@pytest.mark.parametrize(("name", "job"), [("gloo_collectives_2r", False), ("gloo_mlp_2r", False),
+                                           ("gloo_collectives_2r", True)])
+def test_harness_on_project_archives_against_measured(tmp_path, data_dir, name, job):
     tgz = shutil.copy(data_dir / f"{name}.tgz", tmp_path / f"{name}.tgz")
     out = io.StringIO()
-    rc = run_integration(tgz, 2, 0.05, None, against_measured=True, workers=2, out=out)
+    rc = run_integration(tgz, 2, 0.05, None, against_measured=True, workers=2, job=job, out=out)
     lines = out.getvalue().splitlines()
     assert len(lines) == 2, lines
     assert rc == 0, lines

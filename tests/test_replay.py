@@ -106,37 +106,68 @@ def test_gaps_between_top_level_ops_are_kept_and_nesting_adds_none():
 
 
 def test_a_delay_shifts_the_rest_of_the_thread_but_keeps_its_gaps():
-    # same thread, but A also waits for a 45 µs kernel K launched by P's segment at [0,10]
-    specs = nested_thread() + [N(9, 45, start=5, deps=[1], is_cpu=False, stream=1)]
-    specs[1] = N(2, 30, start=60, deps=[1, 9])  # A recorded at 60 (after K ended at 50)
-    specs[2] = N(3, 30, start=95, deps=[1])
-    res = replay_nodes(specs)
-    # P [0,60) leading segment = 60 (A is the next op of the thread); K [60,105]; A waits for K: [105,135];
-    # B keeps its 5 µs gap after A: [140,170]; Q keeps its gap of 130 - 125 = 5: [175,185]
-    t = times(res)
-    assert t[9] == (60, 105) and t[2] == (105, 135) and t[3] == (140, 170) and t[4] == (175, 185)
+    # per rank: L launches collective C; A (recorded 5 µs after C ended) needs C; B follows A after 5 µs
+    def rank(launch):
+        return [N(1, launch, start=0),
+                N(2, 10, start=launch, deps=[1], is_cpu=False, stream=7, type=COMM_COLL_NODE),
+                N(3, 5, start=launch + 15, deps=[2]), N(4, 5, start=launch + 25)]
+
+    assert times(replay_nodes(rank(10))) == {1: (0, 10), 2: (10, 20), 3: (25, 30), 4: (35, 40)}
+    # whole job: rank 1 launches at 30, so C runs [30,40] on both ranks. Rank 0's A: its thread allows
+    # 10 + 15 = 25, C ends at 40 -> [40,45]; B keeps its 5 µs gap -> [50,55]
+    job = replay_job({0: rank(10), 1: rank(30)})
+    assert times(job.ranks[0]) == {1: (0, 10), 2: (10, 40), 3: (40, 45), 4: (50, 55)}
+    assert times(job.ranks[1]) == {1: (0, 30), 2: (30, 40), 3: (45, 50), 4: (55, 60)}
+    assert job.ranks[0].comm_wait == {2: 20}
+
+
+def test_asynchronous_record_on_a_host_thread_does_not_block_it():
+    # a gloo-style collective record on the calling thread: the thread goes on 5 µs after it starts (op 3,
+    # chained after it by a dependency the recording contradicts); op 4 (recorded after the record
+    # ended) really waits for it
+    def rank(launch):
+        return [N(1, launch, start=0, tid=1),
+                N(2, 100, start=launch, deps=[1], is_cpu=False, type=COMM_COLL_NODE, lane=("cpu", 1)),
+                N(3, 5, start=launch + 5, deps=[2], tid=1),
+                N(4, 5, start=launch + 110, deps=[2], tid=1)]
+
+    assert times(replay_nodes(rank(10))) == {1: (0, 10), 2: (10, 110), 3: (15, 20), 4: (120, 125)}
+    # whole job: rank 1 arrives at 40, the collective runs [40,140]; rank 0's op 3 still runs at 15,
+    # op 4 waits for the collective
+    job = replay_job({0: rank(10), 1: rank(40)})
+    assert times(job.ranks[0]) == {1: (0, 10), 2: (10, 140), 3: (15, 20), 4: (140, 145)}
+    assert times(job.ranks[1]) == {1: (0, 40), 2: (40, 140), 3: (45, 50), 4: (150, 155)}
+
+
+def test_kernel_starting_before_its_launch_call_returned():
+    # K recorded [8,30] while its launcher L ran [0,10]: K may start 8 µs after L starts, not after L ends
+    res = replay_nodes([N(1, 10, start=0), N(2, 22, start=8, deps=[1], is_cpu=False, stream=1)])
+    assert times(res)[2] == (8, 30)
 
 
 def test_a_synchronize_does_not_count_its_wait_twice():
-    # thread: L launches K [10,40] at [0,10]; S = cudaStreamSynchronize recorded [12,42] waiting for K,
-    # with 2 µs of its own after K ends; X follows at 42
-    specs = [N(1, 10, start=0), N(2, 30, start=10, deps=[1], is_cpu=False, stream=7),
-             N(3, 30, start=12, deps=[2]), N(4, 5, start=42)]
-    res = replay_nodes(specs)
-    assert times(res) == {1: (0, 10), 2: (10, 40), 3: (12, 42), 4: (42, 47)}
-    # the kernel runs 20 µs longer in a what-if: the synchronize ends 20 µs later, not 20 + 30
-    specs[1] = N(2, 50, start=10, deps=[1], is_cpu=False, stream=7)
-    specs[1], specs[2] = specs[1], N(3, 30, start=12, deps=[2])
-    res = replay_nodes(specs)
-    # S recorded end 42 with K recorded end 40: the 2 µs tail; K ends at 60 -> S ends at 62
-    assert times(res)[3] == (12, 62) and times(res)[4] == (62, 67)
+    # L launches collective C (recorded [10,40]); S = cudaStreamSynchronize recorded [12,42] blocked on C,
+    # with 2 µs of its own after C ended; X follows at 42
+    def rank(launch):
+        return [N(1, launch, start=0),
+                N(2, 30, start=launch, deps=[1], is_cpu=False, stream=7, type=COMM_COLL_NODE),
+                N(3, 30, start=launch + 2, deps=[2]), N(4, 5, start=launch + 32)]
+
+    alone = replay_nodes(rank(10))
+    assert times(alone) == {1: (0, 10), 2: (10, 40), 3: (12, 42), 4: (42, 47)}
+    # whole job: rank 1 launches at 30, so C runs [30,60] on both ranks; rank 0's synchronize starts
+    # when its thread gets there (12) and ends 2 µs after C: 62 -- not 60 + 30
+    job = replay_job({0: rank(10), 1: rank(30)})
+    assert times(job.ranks[0])[3] == (12, 62) and times(job.ranks[0])[4] == (62, 67)
+    assert times(job.ranks[1])[3] == (32, 62)
 
 
 def test_no_gaps_mode_packs_the_ops():
     res = replay_nodes(nested_thread(), gaps=False, measured_us=140)
-    assert times(res)[4] == (100, 110)
-    assert res.replayed_us == 110
-    assert res.error_pct == pytest.approx(-100 * 30 / 140)
+    # segments back to back: P's leading 10 µs, A, B, Q; P's other 30 µs and the idle 30 µs are gone
+    assert times(res) == {1: (0, 10), 2: (10, 40), 3: (40, 70), 4: (70, 80)}
+    assert res.replayed_us == 80
+    assert res.error_pct == pytest.approx(-100 * 60 / 140)
 
 
 def test_first_op_of_a_thread_keeps_its_offset_from_the_window_start():
@@ -144,16 +175,6 @@ def test_first_op_of_a_thread_keeps_its_offset_from_the_window_start():
     assert times(res)[2] == (25, 30)
     no_gaps = replay_nodes([N(1, 10, tid=1, start=0), N(2, 5, tid=2, start=25)], gaps=False)
     assert no_gaps.node_times()[2] == (0, 5)
-
-
-def test_gap_is_kept_after_a_slower_dependency():
-    # thread 1: A [0,10], idle 10..15, B [15,20] waits for G on the GPU (replayed longer than recorded).
-    res = replay_nodes([
-        N(1, 10, start=0), N(3, 5, start=15, deps=[2]),
-        N(2, 20, start=2, deps=[1], is_cpu=False, stream=1),
-    ])
-    # B: lane says >= 10 + 5, dependency says >= 30 -> 30
-    assert times(res)[3] == (30, 35)
 
 
 def test_gpu_streams_get_no_gaps():
@@ -275,14 +296,18 @@ def test_every_node_waits_for_all_its_dependencies():
             assert end - start == s.duration
             for d in s.deps:
                 assert start >= t[d][1]
-    # with timestamps a node may start before a dependency it was recorded waiting for, never end before
+    # with timestamps a node may start before a dependency it was recorded overlapping, never before the
+    # dependency started; a dependency recorded as finished before the node started is a start dependency
     specs = random_specs(4, True)
+    by_id = {s.id: s for s in specs}
     t = replay_nodes(specs).node_times()
     for s in specs:
         start, end = t[s.id]
         assert 0 <= end - start
         for d in s.deps:
-            assert end >= t[d][1]
+            assert start >= t[d][0]
+            if by_id[d].start + by_id[d].duration <= s.start:
+                assert start >= t[d][1]
 
 
 # ---------------------------------------------------------------- whole job
@@ -300,7 +325,7 @@ def test_collective_waits_for_the_slowest_participant_and_lasts_the_shortest_rec
     # arrivals 10 and 30 -> starts at 30, lasts min(50, 25) = 25 -> ends 55 on both ranks
     assert t0[2] == (10, 55) and t1[2] == (30, 55)
     assert t0[3] == (55, 60) and t1[3] == (55, 60)
-    assert job.ranks[0].comm_wait == {1: 20} and job.ranks[1].comm_wait == {1: 0}
+    assert job.ranks[0].comm_wait == {2: 20} and job.ranks[1].comm_wait == {2: 0}
     assert job.replayed_us == 60
     assert job.groups == 1
 
@@ -309,6 +334,55 @@ def test_per_rank_mode_uses_recorded_collective_durations():
     job = replay_job(two_rank_collective(), couple=False)
     assert job.ranks[0].replayed_us == 10 + 50 + 5
     assert job.ranks[1].replayed_us == 30 + 25 + 5
+
+
+def test_whole_job_aligns_the_ranks_on_their_recorded_window_starts():
+    from chakra.replay.graph import graph_from_specs
+
+    def rank(launch, coll, window_start):
+        g = graph_from_specs([N(1, launch, start=0),
+                              N(2, coll, start=launch, deps=[1], is_cpu=False, type=COMM_COLL_NODE),
+                              N(3, 5, start=launch + coll, deps=[2])])
+        g.measured_start_us = window_start
+        return g
+
+    # rank 0's window starts at 1000, it arrives at 1010 and waits 15 µs (recorded 25); rank 1's window
+    # starts at 1020, it arrives at 1025 and waits for nobody (recorded 10)
+    job = replay_job({0: rank(10, 25, 1000.0), 1: rank(5, 10, 1020.0)})
+    t0, t1 = times(job.ranks[0]), times(job.ranks[1])
+    # collective on the common clock: [1025, 1035]; each rank reported from its own window start
+    assert t0 == {1: (0, 10), 2: (10, 35), 3: (35, 40)}
+    assert t1 == {1: (0, 5), 2: (5, 15), 3: (15, 20)}
+    assert job.ranks[0].comm_wait == {2: 15} and job.ranks[1].comm_wait == {2: 0}
+    # the timeline uses the common clock: the collective ends at 1035 (35 after rank 0's start) on both
+    events = timeline(job)["traceEvents"]
+    coll = [(e["pid"], e["ts"], e["dur"]) for e in events if e.get("cat") == "collective"]
+    assert coll == [(0, 10.0, 25.0), (1, 25.0, 10.0)]
+    # without alignment both ranks start together: the collective runs [10, 20] on both
+    job = replay_job({0: rank(10, 25, 1000.0), 1: rank(5, 10, 1020.0)}, align=False)
+    assert times(job.ranks[1]) == {1: (0, 5), 2: (5, 20), 3: (20, 25)}
+    assert times(job.ranks[0])[3] == (35, 40)
+
+
+def test_net_collective_durations_keep_each_ranks_recorded_finish():
+    from chakra.replay.graph import graph_from_specs
+
+    def rank(launch, coll, window_start):
+        g = graph_from_specs([N(1, launch, start=0),
+                              N(2, coll, start=launch, deps=[1], is_cpu=False, type=COMM_COLL_NODE)])
+        g.measured_start_us = window_start
+        return g
+
+    ranks = {0: rank(10, 28, 1000.0), 1: rank(5, 12, 1020.0)}
+    # recorded arrivals on the common clock: 1010 and 1025; the transfer starts at 1025
+    # min: both last min(28, 12) = 12 -> end at 1037
+    job = replay_job(ranks)
+    assert times(job.ranks[0])[2] == (10, 37) and times(job.ranks[1])[2] == (5, 17)
+    # net: rank 0 waited 15 of its 28 µs -> 13; rank 1 arrived last -> 12
+    job = replay_job(ranks, collective="net")
+    assert times(job.ranks[0])[2] == (10, 38) and times(job.ranks[1])[2] == (5, 17)
+    with pytest.raises(Exception, match="unknown collective duration"):
+        replay_job(ranks, collective="max")
 
 
 def test_collectives_match_by_process_group_and_sequence():
@@ -362,18 +436,31 @@ def test_crossed_collective_orders_are_a_deadlock_not_a_hang():
         replay_job({0: r0, 1: r1})
 
 
-def test_send_recv_pairs_wait_for_each_other():
+def test_recv_waits_for_its_send_and_send_is_eager():
     r0 = [N(1, 5), N(2, 8, deps=[1], is_cpu=False, type=COMM_SEND_NODE, comm_dst=1, comm_tag=3),
           N(3, 4, deps=[2], is_cpu=False, type=COMM_SEND_NODE, comm_dst=1, comm_tag=3)]
     r1 = [N(1, 20, is_cpu=False, type=COMM_RECV_NODE, comm_src=0, comm_tag=3),
           N(2, 2, deps=[1], is_cpu=False, type=COMM_RECV_NODE, comm_src=0, comm_tag=3)]
     job = replay_job({0: r0, 1: r1})
     t0, t1 = job.ranks[0].node_times(), job.ranks[1].node_times()
-    # first pair: arrivals 5 (send) and 0 (recv) -> [5, 5 + min(8, 20)] = [5, 13]
+    # first pair: the send runs [5,13] on its own; the recv (ready at 0) waits for the send to start
+    # at 5, then lasts min(8, 20) = 8 -> [0,13]
     assert t0[2] == (5, 13) and t1[1] == (0, 13)
-    # second pair: both arrive at 13 -> lasts min(4, 2) = 2
-    assert t0[3] == (13, 15) and t1[2] == (13, 15)
+    # second pair: send [13,17]; recv ready at 13, send started at 13 -> lasts min(4, 2) = 2 -> [13,15]
+    assert t0[3] == (13, 17) and t1[2] == (13, 15)
     assert job.groups == 2
+    assert job.ranks[1].comm_wait == {1: 5, 2: 0}
+
+
+def test_everyone_sends_then_receives_does_not_deadlock():
+    def rank(me, peer):
+        return [N(1, 10, is_cpu=False, type=COMM_SEND_NODE, comm_dst=peer),
+                N(2, 30, deps=[1], is_cpu=False, type=COMM_RECV_NODE, comm_src=peer)]
+
+    job = replay_job({0: rank(0, 1), 1: rank(1, 0)})
+    # sends [0,10]; recvs ready at 10, their sends started at 0: last min(10, 30) = 10 -> [10,20]
+    assert job.ranks[0].node_times() == {1: (0, 10), 2: (10, 20)}
+    assert job.replayed_us == 20
 
 
 def test_send_without_recv_is_an_error():
@@ -499,3 +586,14 @@ def test_rank_from_filename():
     assert rank_from_filename("a/chakra.12.et.gz") == 12
     assert rank_from_filename("trace_5.et") == 5
     assert rank_from_filename("trace.et") is None
+
+
+def test_timeline_draws_a_parent_around_its_children():
+    from chakra.replay.graph import graph_from_protobuf
+
+    # P (exclusive 40) with children A [10,40] and B [50,80], children linked to P by ctrl_deps
+    nodes = [pb_node(1, 40, 0), pb_node(2, 30, 10, deps=[1]), pb_node(3, 30, 50, deps=[1], data=[2])]
+    res = replay_rank(graph_from_protobuf(nodes))
+    assert res.node_times() == {1: (0, 10), 2: (10, 40), 3: (50, 80)}
+    xs = {e["args"]["node_id"]: (e["ts"], e["dur"]) for e in timeline([res])["traceEvents"] if e["ph"] == "X"}
+    assert xs == {1: (0.0, 80.0), 2: (10.0, 30.0), 3: (50.0, 30.0)}

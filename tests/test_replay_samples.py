@@ -9,11 +9,12 @@ from chakra.replay import ReplayError, load_graph, replay_file, replay_job, repl
 COLLECTIVES = ("all_gather", "all_reduce", "all_to_all", "reduce_scatter")
 
 
+@pytest.mark.parametrize("mode", ["lanes", "astrasim"])
 @pytest.mark.parametrize("coll", COLLECTIVES)
-def test_astrasim_microbench_whole_job(corpus, coll):
+def test_astrasim_microbench_whole_job(corpus, coll, mode):
     files = sorted((corpus / "chakra_et" / "astrasim_microbench").glob(f"{coll}_4npus_1MB.*.et"))
     assert len(files) == 4
-    job = replay_job(files)
+    job = replay_job(files, mode=mode)
     # ranks come from the file names; each file holds one collective whose node id is the rank
     assert sorted(job.ranks) == [0, 1, 2, 3]
     for rank, res in job.ranks.items():

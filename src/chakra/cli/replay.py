@@ -22,6 +22,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "one GPU compute op and one GPU comm op at a time per rank")
     p.add_argument("--no-gaps", dest="gaps", action="store_false",
                    help="drop the recorded idle time between CPU ops (what-if: the ops alone)")
+    p.add_argument("--collective", choices=("min", "net"), default="min",
+                   help="--job: a collective lasts the shortest recording of its participants (min, "
+                        "default) or each participant's recording net of its recorded wait (net)")
+    p.add_argument("--no-align", dest="align", action="store_false",
+                   help="--job: start every rank at 0 instead of at its recorded window start")
     p.add_argument("--ignore-missing-deps", action="store_true",
                    help="drop dependencies on node ids that are not in the file instead of failing")
     p.add_argument("--timeline", metavar="OUT.json",
@@ -36,7 +41,8 @@ def _run(args: argparse.Namespace) -> int:
     from chakra.replay.output import replay_report
 
     setup_logging(args.log_level, None, args.quiet)
-    return replay_report(args.inputs, job=args.job, mode=args.mode, gaps=args.gaps,
+    return replay_report(args.inputs, job=args.job, mode=args.mode, gaps=args.gaps, align=args.align,
+                         collective=args.collective,
                          missing="ignore" if args.ignore_missing_deps else "error",
                          timeline_path=args.timeline, log_path=args.log, as_json=args.json)
 

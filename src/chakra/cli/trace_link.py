@@ -20,22 +20,57 @@ PROG = "chakra_trace_link"
 
 
 def build_parser(prog: str = PROG) -> ArgumentParser:
-    p = ArgumentParser(prog=prog, description="Link a PyTorch host execution trace with its Kineto trace "
-                                              "into ET+ JSON (.gz output when the name ends in .gz).")
-    p.add_argument("--chakra-host-trace", "--pytorch-et-file", "--host-trace", dest="host", metavar="ET",
-                   help="host execution trace (.json or .json.gz)")
-    p.add_argument("--chakra-device-trace", "--kineto-file", "--device-trace", dest="kineto", metavar="KINETO",
-                   help="Kineto trace of the same rank (.json or .json.gz)")
+    p = ArgumentParser(
+        prog=prog,
+        description="Link a PyTorch host execution trace with its Kineto trace "
+        "into ET+ JSON (.gz output when the name ends in .gz).",
+    )
+    p.add_argument(
+        "--chakra-host-trace",
+        "--pytorch-et-file",
+        "--host-trace",
+        dest="host",
+        metavar="ET",
+        help="host execution trace (.json or .json.gz)",
+    )
+    p.add_argument(
+        "--chakra-device-trace",
+        "--kineto-file",
+        "--device-trace",
+        dest="kineto",
+        metavar="KINETO",
+        help="Kineto trace of the same rank (.json or .json.gz)",
+    )
     p.add_argument("--output-file", "--output_file", dest="output", metavar="OUT", help="ET+ output file")
-    p.add_argument("--rank", type=int, default=None,
-                   help="rank written into ET+ (default: the Kineto trace's distributedInfo)")
-    p.add_argument("--annotation", default=None, metavar="NAME",
-                   help="use the windows of this annotation instead of ProfilerStep#N")
-    p.add_argument("--batch", default=None, metavar="FOLDER",
-                   help="link every host_et_N + kineto_N pair of FOLDER (also host/ + device/ subfolders)")
-    p.add_argument("--output-dir", "--output_dir", dest="output_dir", default=None, metavar="DIR",
-                   help="with --batch: where et_plus_N.json(.gz) go (default: FOLDER)")
-    p.add_argument("--jobs", "-j", type=int, default=None, help="with --batch: parallel processes (default: CPUs)")
+    p.add_argument(
+        "--rank",
+        type=int,
+        default=None,
+        help="rank written into ET+ (default: the Kineto trace's distributedInfo)",
+    )
+    p.add_argument(
+        "--annotation",
+        default=None,
+        metavar="NAME",
+        help="use the windows of this annotation instead of ProfilerStep#N",
+    )
+    p.add_argument(
+        "--batch",
+        default=None,
+        metavar="FOLDER",
+        help="link every host_et_N + kineto_N pair of FOLDER (also host/ + device/ subfolders)",
+    )
+    p.add_argument(
+        "--output-dir",
+        "--output_dir",
+        dest="output_dir",
+        default=None,
+        metavar="DIR",
+        help="with --batch: where et_plus_N.json(.gz) go (default: FOLDER)",
+    )
+    p.add_argument(
+        "--jobs", "-j", type=int, default=None, help="with --batch: parallel processes (default: CPUs)"
+    )
     add_common_args(p)
     return p
 
@@ -44,9 +79,17 @@ def _run(args: argparse.Namespace) -> int:
     from chakra.link import link_command
 
     setup_logging(args.log_level, None, args.quiet)
-    return link_command(host=args.host, kineto=args.kineto, output=args.output, rank=args.rank,
-                        annotation=args.annotation, batch=args.batch, output_dir=args.output_dir,
-                        jobs=args.jobs, quiet=args.quiet)
+    return link_command(
+        host=args.host,
+        kineto=args.kineto,
+        output=args.output,
+        rank=args.rank,
+        annotation=args.annotation,
+        batch=args.batch,
+        output_dir=args.output_dir,
+        jobs=args.jobs,
+        quiet=args.quiet,
+    )
 
 
 def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:

@@ -134,3 +134,32 @@ def attr_value(a: AttributeProto) -> Any:
     if which.endswith("_list"):
         return list(v.values)
     return v
+
+
+class AttrCache:
+    """Shared AttributeProto instances for repeated (name, value) pairs.
+
+    Building a protobuf message costs about a microsecond; most attributes of a
+    trace repeat (``is_cpu_op``, ``scope``, ``tid``, ``op_schema`` ...).  A node
+    copies the attributes it is given, so one cached instance serves them all.
+    The cache stops growing at ``limit`` entries (unique values such as ids
+    would only waste memory).
+    """
+
+    __slots__ = ("_d", "limit")
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self._d: dict[tuple[str, Any, Any, str | None], AttributeProto] = {}
+        self.limit = limit
+
+    def get(self, name: str, value: Any, et_type: str | None = None) -> AttributeProto:
+        t = type(value)
+        if t is not int and t is not str and t is not bool and t is not float:
+            return make_attr(name, value, et_type)
+        key = (name, t, value, et_type)
+        a = self._d.get(key)
+        if a is None:
+            a = make_attr(name, value, et_type)
+            if len(self._d) < self.limit:
+                self._d[key] = a
+        return a

@@ -137,8 +137,16 @@ class PgNames:
         self.by_name = {g.pg_name: g for g in groups}
         self.by_desc = {g.pg_desc: g for g in groups if g.pg_desc}
         self.number: dict[str, str] = {}
-        for i, g in enumerate(groups):
-            self.number[g.pg_name] = g.pg_name if g.pg_name.isdigit() else str(i)
+        used = {g.pg_name for g in groups if g.pg_name.isdigit()}
+        free = 0
+        for g in groups:
+            if g.pg_name.isdigit():
+                self.number[g.pg_name] = g.pg_name
+                continue
+            while str(free) in used:
+                free += 1
+            self.number[g.pg_name] = str(free)   # a non-numeric name gets the first unused number
+            used.add(str(free))
 
     def numeric(self, name: str) -> str:
         if not name or name.isdigit():

@@ -1,37 +1,45 @@
 """ET+ (or a bare host ET) -> Chakra protobuf ``GlobalMetadata`` + ``Node`` list.
 
 The conversion is a handful of passes over flat per-op lists (index = position
-in ``HostTrace.ops``), then one loop that builds the protobuf messages:
+in ``HostTrace.ops``), then one loop that builds the protobuf messages (one at a
+time when streamed to a file, see :func:`stream`):
 
-1. tree:     parent index and a pre-order position per op (children by record
-             function id = call order), iterative.
+1. tree:     parent index, pre-order position, and a call-order key per op
+             (the record function id, which PyTorch hands out when a call
+             starts, one counter per process), all iterative.
 2. timing:   start (µs since the measured window, clamped >= 0) and duration:
              a CPU op runs its *exclusive* time (ET+ ``exclusive_dur``, else a
              stack sweep per thread over ``ts``/``dur``), a GPU op its ``dur``,
              roots and METADATA 0.  A wrapper whose time is all in its
-             children keeps its node with duration 0.
+             children keeps its node with duration 0.  Without any timing (a
+             bare host ET) every duration is 0, with a warning.
 3. comm:     which nodes are COMM nodes and their attributes (see ``comm.py``).
-4. deps:     ctrl = the ET parent; data = call order per thread, GPU op after
+4. deps:     ctrl = the ET parent (dropped when the "parent" started after the
+             child: records of other threads); data = call order per thread
+             (by ``ts``, or by record function id when untimed), GPU op after
              its launcher, GPU ops of one stream in order, collectives of one
              process group in order, gloo record after its c10d call, ET+
-             ``inter_thread_dep`` and ``sync_dep``.  Only ids that exist.
+             ``inter_thread_dep`` and ``sync_dep``.  Only ids that exist; no
+             duplicates; nothing is removed.
 5. order:    a topological order (Kahn, earliest start first) which doubles as
              the cycle check; a cycle is reported with the ids and names of its
-             nodes.
+             nodes (see ``_Converter._order`` for which cycles are repaired).
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from chakra import schema as pb
-from chakra.convert.attrs import make_attr
+from chakra.convert.attrs import AttrCache, make_attr
 from chakra.convert.comm import (
     CommFields,
     PgNames,
@@ -115,12 +123,36 @@ def convert_trace(trace: HostTrace) -> tuple[pb.GlobalMetadata, list[pb.Node]]:
 
 def build(trace: HostTrace) -> tuple[pb.GlobalMetadata, list[pb.Node], ConvertStats]:
     """``convert_trace`` plus the statistics of the conversion."""
-    # The passes allocate millions of small objects that all stay alive; the cyclic GC would rescan
-    # the loaded trace over and over for nothing.
+    with _no_gc():
+        return _Converter(trace).run()
+
+
+def stream(trace: HostTrace) -> tuple[pb.GlobalMetadata, Iterator[pb.Node], ConvertStats]:
+    """Like :func:`build`, but the nodes come from a generator, built while they are written.
+
+    All checks (references, cycles) run before the first node is yielded.  The
+    statistics' per-type counts are complete once the generator is exhausted.
+    """
+    with _no_gc():
+        conv = _Converter(trace)
+        order = conv.plan()
+        meta = conv._metadata()
+
+    def gen() -> Iterator[pb.Node]:
+        with _no_gc():
+            yield from conv.iter_nodes(order)
+
+    return meta, gen(), conv.stats
+
+
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    """The passes allocate millions of small objects that all stay alive; the cyclic GC would rescan
+    the loaded trace over and over for nothing."""
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _Converter(trace).run()
+        yield
     finally:
         if enabled:
             gc.enable()
@@ -150,21 +182,26 @@ class _Converter:
         self.span_end = 0.0
         self.pgn = PgNames(trace.process_groups)
         self.rank: int | None = None
+        self.attr_cache = AttrCache()
+        self.soft: set[tuple[int, int]] = set()   # derived edges a cycle may break (see _order)
 
     # -- driver -------------------------------------------------------------------------------------
-    def run(self) -> tuple[pb.GlobalMetadata, list[pb.Node], ConvertStats]:
+    def plan(self) -> list[int]:
+        """Run the passes; return the output order (indices into ``trace.ops``)."""
         self._index()
         self._tree()
         self._timing()
         self._comm()
         self._deps()
         order = self._order()
-        nodes = self._messages(order)
-        meta = self._metadata()
-        s = self.stats
-        s.nodes = len(nodes)
-        s.rank = self.rank
-        return meta, nodes, s
+        self.stats.nodes = len(order)
+        self.stats.rank = self.rank
+        return order
+
+    def run(self) -> tuple[pb.GlobalMetadata, list[pb.Node], ConvertStats]:
+        order = self.plan()
+        nodes = list(self.iter_nodes(order))
+        return self._metadata(), nodes, self.stats
 
     # -- 1. index and tree ----------------------------------------------------------------------------
     def _index(self) -> None:
@@ -332,7 +369,7 @@ class _Converter:
                 continue
             chain = self._comm_chain(self.par[i])
             covered.update(chain)
-            f = self._fields(chain, op, None)
+            f = self._fields(chain, op, None, kernel=True)
             if f is None:
                 unknown += 1
                 continue
@@ -348,7 +385,7 @@ class _Converter:
             chain = self._comm_chain(i)
             if any(j in covered for j in chain):
                 continue
-            f = self._fields(chain, None, pairs.get(i))
+            f = self._fields(chain, op, pairs.get(i), kernel=False)
             if f is None:
                 continue
             self._set_comm(i, f)
@@ -365,8 +402,14 @@ class _Converter:
         else:
             self.ntype[i] = pb.COMM_COLL_NODE
 
-    def _fields(self, chain: list[int], kernel: HostOp | None, c10d_pair: int | None) -> CommFields | None:
-        """Comm attributes from the host comm ops of ``chain`` (and the kernel / paired c10d op)."""
+    def _fields(self, chain: list[int], own: HostOp, c10d_pair: int | None, *, kernel: bool
+                ) -> CommFields | None:
+        """Comm attributes of the comm node ``own`` (an NCCL kernel, or a gloo/nccl host record).
+
+        Sources, most specific first: the c10d call of a gloo record, ET+'s own annotation
+        (``collective_name``/``comm_size``/``pg_name`` on the node), record_param_comms, the backend
+        record's name and tensors, the c10d op, the kernel name.
+        """
         ops, infos = self.ops, self.infos
         backend = rpc = c10d = None
         for j in chain:
@@ -382,20 +425,20 @@ class _Converter:
         if c10d_pair is not None:
             c10d = c10d_pair
         names: list[str] = []
-        if kernel is not None:
-            ca = kernel.attrs.get("collective_name")
-            if isinstance(ca, str) and ca:
-                names.append(ca)
         if backend is not None and ops[backend].name.startswith("gloo:") and c10d is not None:
             names.append(ops[c10d].name)   # gloo: the c10d call says what the collective really is
+        oa = own.attrs
+        ca = oa.get("collective_name")
+        if isinstance(ca, str) and ca:
+            names.append(ca)
         if rpc is not None:
             names.append(infos[rpc].collective_name)
         if backend is not None:
             names.append(ops[backend].name)
         if c10d is not None:
             names.append(ops[c10d].name)
-        if kernel is not None:
-            names.append(kernel_collective(kernel.name))
+        if kernel:
+            names.append(kernel_collective(own.name))
         collective = ""
         for nm in names:
             c = canonical_collective(nm)
@@ -408,19 +451,19 @@ class _Converter:
             return None
         # size: the tensors of the backend record, else ET+'s figure, else the record_param_comms/c10d sizes
         size = op_tensor_bytes(ops[backend]) if backend is not None else 0
-        if not size and kernel is not None and _num(kernel.attrs.get("comm_size")):
-            size = int(kernel.attrs["comm_size"])
+        if not size and _num(oa.get("comm_size")):
+            size = int(oa["comm_size"])
         if not size and rpc is not None:
             size = comm_size_bytes(infos[rpc])
         if not size and c10d is not None and c10d in infos:
             size = comm_size_bytes(infos[c10d])
-        if not size and kernel is not None:
-            size = op_tensor_bytes(kernel)
+        if not size and kernel:
+            size = op_tensor_bytes(own)
         pg = ""
         if rpc is not None:
             pg = infos[rpc].pg_name
-        if not pg and kernel is not None and isinstance(kernel.attrs.get("pg_name"), str):
-            pg = kernel.attrs["pg_name"]
+        if not pg and isinstance(oa.get("pg_name"), str):
+            pg = oa["pg_name"]
         if not pg:
             for j in chain:
                 info = infos.get(j)
@@ -495,29 +538,30 @@ class _Converter:
             pgs.setdefault(f.pg_name, []).append(i)
         for members in pgs.values():
             self._chain(members)
+        soft = self.soft
         for i, j in self.gloo_pairs.items():
-            if i in self.cpu_comm:
+            if i in self.cpu_comm and j not in data[i]:
                 data[i].append(j)
+                soft.add((i, j))
         bad = 0
         for i, op in enumerate(ops):
             a = op.attrs
-            d = a.get("inter_thread_dep")
-            if d is not None:
-                j = index.get(d) if type(d) is int else None
-                if j is None:
-                    bad += 1
-                elif j != i:
-                    data[i].append(j)
-                    stats.inter_thread_edges += 1
-            sd = a.get("sync_dep")
-            if sd is not None:
-                for d in sd if isinstance(sd, list) else [sd]:
+            for key in ("inter_thread_dep", "sync_dep"):
+                dv = a.get(key)
+                if dv is None:
+                    continue
+                for d in dv if isinstance(dv, list) else [dv]:
                     j = index.get(d) if type(d) is int else None
                     if j is None:
                         bad += 1
                     elif j != i:
-                        data[i].append(j)
-                        stats.sync_edges += 1
+                        if j not in data[i]:   # already a call-order/stream/launcher edge: stays hard
+                            data[i].append(j)
+                            soft.add((i, j))
+                        if key == "sync_dep":
+                            stats.sync_edges += 1
+                        else:
+                            stats.inter_thread_edges += 1
         if bad:
             _warn(stats, f"{bad} inter_thread_dep/sync_dep reference(s) to ids not in the trace were skipped")
         # ctrl: the ET parent (not for GPU ops, METADATA, or towards a METADATA node)
@@ -557,33 +601,52 @@ class _Converter:
 
     # -- 5. order and cycle check ---------------------------------------------------------------------
     def _order(self) -> list[int]:
+        """Topological order; also the cycle check.
+
+        A cycle through a dependency that ET+ derived from timing (``sync_dep``,
+        ``inter_thread_dep``) or that pairs a gloo record with its c10d call is
+        broken by dropping that one edge, with a warning naming the cycle; a cycle
+        of call-order, parent, stream or process-group edges is an error naming
+        its nodes.
+        """
         n = self.n
-        ctrl, data = self.ctrl, self.data
-        deps = [(data[i] + [ctrl[i]]) if ctrl[i] >= 0 else data[i] for i in range(n)]
-        try:
-            prio = self.start if self.stats.timed else self.rfk
-            return topological_order(range(n), deps, prio)
-        except CycleError as exc:
-            ops = self.ops
-            desc = " -> ".join(f"{ops[i].id} ({ops[i].name[:40]})" for i in exc.cycle[:12])
-            more = "" if len(exc.cycle) <= 12 else f" ... ({len(exc.cycle)} nodes)"
-            raise TraceFormatError(f"dependency cycle: {desc}{more}", self.trace.path) from None
+        ctrl, data, ops = self.ctrl, self.data, self.ops
+        prio = self.start if self.stats.timed else self.rfk
+        for _ in range(1000):
+            deps = [(data[i] + [ctrl[i]]) if ctrl[i] >= 0 else data[i] for i in range(n)]
+            try:
+                return topological_order(range(n), deps, prio)
+            except CycleError as exc:
+                cyc = exc.cycle
+                desc = " -> ".join(f"{ops[i].id} ({ops[i].name[:40]})" for i in cyc[:12])
+                more = "" if len(cyc) <= 12 else f" ... ({len(cyc)} nodes)"
+                edge = next(((a, b) for a, b in zip(cyc, cyc[1:] + cyc[:1]) if (a, b) in self.soft), None)
+                if edge is None:
+                    raise TraceFormatError(f"dependency cycle: {desc}{more}", self.trace.path) from None
+                a, b = edge
+                data[a].remove(b)
+                self.soft.discard(edge)
+                _warn(self.stats, f"dependency cycle {desc}{more}: dropped the derived dependency of "
+                                  f"node {ops[a].id} on node {ops[b].id}")
+        raise TraceFormatError("too many dependency cycles (1000 derived dependencies dropped)",
+                               self.trace.path)
 
     # -- messages -------------------------------------------------------------------------------------
-    def _messages(self, order: list[int]) -> list[pb.Node]:
+    def iter_nodes(self, order: list[int]) -> Iterator[pb.Node]:
+        """The Node messages in ``order``, built one at a time (a writer can stream them)."""
         ops, ctrl, data, start, dur, ntype = self.ops, self.ctrl, self.data, self.start, self.dur, self.ntype
         is_gpu, comm, cpu_comm = self.is_gpu, self.comm, self.cpu_comm
         Node, IOInfo = pb.Node, pb.IOInfo
-        A = pb.AttributeProto
+        cached = self.attr_cache.get
+        dumps = orjson.dumps
         by_type: dict[str, int] = {}
         stats = self.stats
-        nodes: list[pb.Node] = []
-        append = nodes.append
         ctrl_edges = data_edges = 0
         for i in order:
             op = ops[i]
             t = ntype[i]
-            by_type[_TYPE_NAMES[t]] = by_type.get(_TYPE_NAMES[t], 0) + 1
+            tn = _TYPE_NAMES[t]
+            by_type[tn] = by_type.get(tn, 0) + 1
             c = ctrl[i]
             cd = [ops[c].id] if c >= 0 else []
             dd = [ops[j].id for j in data[i]]
@@ -593,69 +656,76 @@ class _Converter:
             if is_gpu[i]:
                 attrs = self._gpu_attrs(op)
             elif t == pb.METADATA_NODE:
-                attrs = [A(name="is_cpu_op", bool_val=True)]
+                attrs = [cached("is_cpu_op", True)]
             else:
                 attrs = self._cpu_attrs(op, i, cpu=i not in cpu_comm, skip=f is not None)
             if f is not None:
                 attrs.extend(_comm_attrs(f, t))
-            if t == pb.METADATA_NODE:
-                inputs = IOInfo(values=str([self._pg_json()]), shapes=_dumps(op.inputs.shapes),
-                                types=_dumps(op.inputs.types))
-            else:
+            io = op.inputs
+            try:
+                if t == pb.METADATA_NODE:
+                    inputs = IOInfo(values=str([self._pg_json()]), shapes=dumps(io.shapes).decode(),
+                                    types=dumps(io.types).decode())
+                else:
+                    inputs = IOInfo(values=dumps(io.values).decode(), shapes=dumps(io.shapes).decode(),
+                                    types=dumps(io.types).decode())
+                io = op.outputs
+                outputs = IOInfo(values=dumps(io.values).decode(), shapes=dumps(io.shapes).decode(),
+                                 types=dumps(io.types).decode())
+            except TypeError:   # something orjson will not encode (e.g. a huge int): the slow path
                 io = op.inputs
                 inputs = IOInfo(values=_dumps(io.values), shapes=_dumps(io.shapes), types=_dumps(io.types))
-            io = op.outputs
-            outputs = IOInfo(values=_dumps(io.values), shapes=_dumps(io.shapes), types=_dumps(io.types))
-            append(Node(id=op.id, name=op.name, type=t, ctrl_deps=cd, data_deps=dd,
-                        start_time_micros=start[i], duration_micros=dur[i], inputs=inputs, outputs=outputs,
-                        attr=attrs))
+                io = op.outputs
+                outputs = IOInfo(values=_dumps(io.values), shapes=_dumps(io.shapes), types=_dumps(io.types))
+            yield Node(id=op.id, name=op.name, type=t, ctrl_deps=cd, data_deps=dd,
+                       start_time_micros=start[i], duration_micros=dur[i], inputs=inputs, outputs=outputs,
+                       attr=attrs)
         stats.by_type = by_type
         stats.ctrl_edges = ctrl_edges
         stats.data_edges = data_edges
-        return nodes
 
     def _cpu_attrs(self, op: HostOp, i: int, cpu: bool, skip: bool) -> list[pb.AttributeProto]:
-        A = pb.AttributeProto
+        cached = self.attr_cache.get
         a = op.attrs
         kt = a.get("kineto_tid")
         tid = kt if type(kt) is int else op.tid
-        out = [A(name="is_cpu_op", bool_val=cpu), make_attr("tid", tid)]
+        out = [cached("is_cpu_op", cpu), cached("tid", tid)]
         if type(kt) is int and kt != op.tid:
-            out.append(make_attr("host_tid", op.tid))
+            out.append(cached("host_tid", op.tid))
         if op.rf_id is not None:
             out.append(make_attr("rf_id", op.rf_id))
-        out.append(A(name="fw_parent", int64_val=op.fw_parent))
-        out.append(A(name="seq_id", int64_val=op.seq_id))
-        out.append(A(name="scope", int64_val=op.scope))
-        out.append(A(name="fw_tid", int64_val=op.fw_tid))
-        out.append(A(name="op_schema", string_val=op.op_schema))
+        out.append(cached("fw_parent", op.fw_parent))
+        out.append(cached("seq_id", op.seq_id))
+        out.append(cached("scope", op.scope))
+        out.append(cached("fw_tid", op.fw_tid))
+        out.append(cached("op_schema", op.op_schema))
         if a:
             types = op.attr_types
             for k, v in a.items():
                 if k in _CPU_SKIP or k == "is_cpu_op" or (skip and k in _COMM_KEYS):
                     continue
-                out.append(make_attr(k, v, types.get(k)))
+                out.append(cached(k, v, types.get(k)))
         return out
 
     def _gpu_attrs(self, op: HostOp) -> list[pb.AttributeProto]:
-        A = pb.AttributeProto
+        cached = self.attr_cache.get
         a = op.attrs
         args = a.get("args") if isinstance(a.get("args"), dict) else {}
         stream = a.get("stream", args.get("stream", a.get("tid", op.tid)))
         device = a.get("device", args.get("device"))
-        out = [A(name="is_cpu_op", bool_val=False), make_attr("stream", stream if type(stream) is int else 0)]
+        out = [cached("is_cpu_op", False), cached("stream", stream if type(stream) is int else 0)]
         if type(device) is int:
-            out.append(make_attr("device", device))
+            out.append(cached("device", device))
         cat = a.get("cat")
         if isinstance(cat, str):
-            out.append(A(name="cat", string_val=cat))
+            out.append(cached("cat", cat))
         for key, name in (("correlation", "correlation"), ("External id", "external_id")):
             v = args.get(key)
             if type(v) is int:
                 out.append(make_attr(name, v))
         for k, v in a.items():
             if k not in _GPU_SKIP and k not in _COMM_KEYS:
-                out.append(make_attr(k, v, op.attr_types.get(k)))
+                out.append(cached(k, v, op.attr_types.get(k)))
         return out
 
     # -- metadata -------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from chakra.convert.core import ConvertStats, build
+from chakra.convert.core import ConvertStats, build, stream
 from chakra.io import write_messages
 
 log = logging.getLogger(__name__)
@@ -65,21 +65,28 @@ def convert_file(input_path: str | os.PathLike[str], output_path: str | os.PathL
     t0 = time.perf_counter()
     trace = load_host_et(input_path)
     t1 = time.perf_counter()
-    meta, nodes, stats = build(trace)
-    t2 = time.perf_counter()
-    write_messages(output_path, _stream(meta, nodes))
+    nodes: list[Any] | None = None
+    if simulate:
+        meta, nodes, stats = build(trace)
+        t2 = time.perf_counter()
+        write_messages(output_path, _stream(meta, nodes))
+    else:
+        # nodes are built while they are serialised: never a million messages alive at once
+        meta, gen, stats = stream(trace)
+        t2 = time.perf_counter()
+        write_messages(output_path, _stream(meta, gen))
     t3 = time.perf_counter()
     report = ConvertReport(os.fspath(input_path), os.fspath(output_path), stats,
                            load_s=t1 - t0, convert_s=t2 - t1, write_s=t3 - t2,
                            bytes_written=os.path.getsize(output_path))
     log.info("%s -> %s: %d nodes %s in %.2fs", report.input_path, report.output_path, stats.nodes,
              stats.by_type, t3 - t0)
-    if simulate:
+    if nodes is not None:
         _simulate(report, meta, nodes, log_path)
     return report
 
 
-def _stream(meta: Any, nodes: list[Any]) -> Any:
+def _stream(meta: Any, nodes: Any) -> Any:
     yield meta
     yield from nodes
 

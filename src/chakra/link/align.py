@@ -19,6 +19,10 @@ side, a few extra on the other, sometimes a block more.  The algorithm:
    context disambiguates positions inside an iteration; the nearest offset is
    the right one for the small gaps real traces have.
 
+4. a repair pass re-aligns exactly (small DP) the few stretches where both
+   sides have unmatched tokens close together: the signature of a walk that
+   resumed one period off.
+
 Cost: linear for identical input, O(n + edits * lookahead) otherwise.  The
 result is a list of index pairs ``(i, j)`` with ``a[i] == b[j]``, strictly
 increasing in both.
@@ -33,7 +37,13 @@ from collections.abc import Hashable, Sequence
 _DP_CELLS = 4096
 # (context length K, look-ahead L) tried in order at a mismatch; None = the whole window
 _RESYNC_STEPS: tuple[tuple[int, int | None], ...] = (
-    (8, 64), (8, 512), (8, 4096), (3, 4096), (8, None), (3, None), (1, None),
+    (8, 64),
+    (8, 512),
+    (8, 4096),
+    (3, 4096),
+    (8, None),
+    (3, None),
+    (1, None),
 )
 
 
@@ -69,11 +79,67 @@ def align_sequences(a: Sequence[Hashable], b: Sequence[Hashable]) -> list[tuple[
         if a_hi > prev_a and b_hi > prev_b:
             stack.append((prev_a, a_hi, prev_b, b_hi))
     pairs.sort()
-    return pairs
+    return _repair(a, b, pairs)
 
 
-def _unique_anchors(a: Sequence[Hashable], b: Sequence[Hashable],
-                    a_lo: int, a_hi: int, b_lo: int, b_hi: int) -> list[tuple[int, int]]:
+# ---- repair pass -------------------------------------------------------------------------------------
+
+_REPAIR_RADIUS = 24  # matched pairs kept on each side of a gap when re-aligning around it
+_REPAIR_CELLS = 40_000  # largest window re-aligned exactly
+
+
+def _repair(
+    a: Sequence[Hashable], b: Sequence[Hashable], pairs: list[tuple[int, int]]
+) -> list[tuple[int, int]]:
+    """Re-align exactly the short stretches where both sides have unmatched tokens close together.
+
+    The lock-step walk decides locally; on periodic input two edits close together can make it
+    resume one period off (``m m s`` skipped on one side, the next period shifted).  That leaves
+    unmatched tokens on *both* sides within a few positions, which a lone missing or extra
+    event never does.  Those stretches (merged, with ``_REPAIR_RADIUS`` matched pairs around
+    each gap) get an exact LCS; the result replaces the walk's pairs when it is longer.
+    """
+    n = len(pairs)
+    ext = [(-1, -1), *pairs, (len(a), len(b))]
+    # gap k lies between ext[k] and ext[k + 1]
+    gap_a = [ext[k + 1][0] - ext[k][0] - 1 for k in range(n + 1)]
+    gap_b = [ext[k + 1][1] - ext[k][1] - 1 for k in range(n + 1)]
+    windows: list[list[int]] = []
+    for k in range(n + 1):
+        if not (gap_a[k] or gap_b[k]):
+            continue
+        lo, hi = max(0, k - _REPAIR_RADIUS), min(n + 1, k + 1 + _REPAIR_RADIUS)
+        if windows and lo <= windows[-1][1]:
+            windows[-1][1] = max(windows[-1][1], hi)
+        else:
+            windows.append([lo, hi])
+    if not windows:
+        return pairs
+    out: list[tuple[int, int]] = []
+    done = 0  # ext positions below this are already in out (ext[0] is the sentinel)
+    for lo, hi in windows:
+        # both sides must have an unmatched token somewhere in the window
+        if not any(gap_a[lo:hi]) or not any(gap_b[lo:hi]):
+            continue
+        a_lo, b_lo = ext[lo][0] + 1, ext[lo][1] + 1
+        a_hi, b_hi = ext[hi][0], ext[hi][1]
+        if (a_hi - a_lo) * (b_hi - b_lo) > _REPAIR_CELLS:
+            continue
+        better = _lcs(a, b, a_lo, a_hi, b_lo, b_hi)
+        if len(better) <= hi - lo - 1:
+            continue
+        out.extend(ext[max(done, 1) : lo + 1])
+        out.extend(better)
+        done = hi
+    if done == 0:
+        return pairs
+    out.extend(ext[max(done, 1) : n + 1])
+    return out
+
+
+def _unique_anchors(
+    a: Sequence[Hashable], b: Sequence[Hashable], a_lo: int, a_hi: int, b_lo: int, b_hi: int
+) -> list[tuple[int, int]]:
     """Tokens occurring once on each side of the window, LIS-filtered."""
     pos_a: dict[Hashable, int] = {}
     for i in range(a_lo, a_hi):
@@ -90,8 +156,8 @@ def _unique_anchors(a: Sequence[Hashable], b: Sequence[Hashable],
 
 def _lis(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Longest subsequence of ``pairs`` (sorted by i, distinct i) strictly increasing in j."""
-    tails: list[int] = []      # tails[k] = smallest j ending an increasing run of length k+1
-    tail_idx: list[int] = []   # index into pairs of that tail
+    tails: list[int] = []  # tails[k] = smallest j ending an increasing run of length k+1
+    tail_idx: list[int] = []  # index into pairs of that tail
     back: list[int] = [-1] * len(pairs)
     for p, (_, j) in enumerate(pairs):
         k = bisect_left(tails, j)
@@ -111,8 +177,9 @@ def _lis(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
-def _lcs(a: Sequence[Hashable], b: Sequence[Hashable],
-         a_lo: int, a_hi: int, b_lo: int, b_hi: int) -> list[tuple[int, int]]:
+def _lcs(
+    a: Sequence[Hashable], b: Sequence[Hashable], a_lo: int, a_hi: int, b_lo: int, b_hi: int
+) -> list[tuple[int, int]]:
     """Exact LCS of a small window (at most _DP_CELLS cells)."""
     na, nb = a_hi - a_lo, b_hi - b_lo
     # table[i][j] = LCS length of a[a_lo+i:], b[b_lo+j:]
@@ -139,8 +206,9 @@ def _lcs(a: Sequence[Hashable], b: Sequence[Hashable],
     return out
 
 
-def _resync_walk(a: Sequence[Hashable], b: Sequence[Hashable],
-                 a_lo: int, a_hi: int, b_lo: int, b_hi: int) -> list[tuple[int, int]]:
+def _resync_walk(
+    a: Sequence[Hashable], b: Sequence[Hashable], a_lo: int, a_hi: int, b_lo: int, b_hi: int
+) -> list[tuple[int, int]]:
     """Lock-step walk that re-synchronises at the nearest agreeing context."""
     out: list[tuple[int, int]] = []
     i, j = a_lo, b_lo
@@ -157,8 +225,9 @@ def _resync_walk(a: Sequence[Hashable], b: Sequence[Hashable],
     return out
 
 
-def _resync(a: Sequence[Hashable], b: Sequence[Hashable],
-            i: int, a_hi: int, j: int, b_hi: int) -> tuple[int, int] | None:
+def _resync(
+    a: Sequence[Hashable], b: Sequence[Hashable], i: int, a_hi: int, j: int, b_hi: int
+) -> tuple[int, int] | None:
     """Nearest (i', j') >= (i, j) (least (i'-i)+(j'-j)) where K tokens agree."""
     for k, look in _RESYNC_STEPS:
         k = min(k, a_hi - i, b_hi - j)
@@ -166,14 +235,14 @@ def _resync(a: Sequence[Hashable], b: Sequence[Hashable],
         span_b = (b_hi - j) if look is None else min(look, b_hi - j)
         first_b: dict[tuple[Hashable, ...], int] = {}
         for dj in range(span_b - k + 1):
-            key = tuple(b[j + dj:j + dj + k])
+            key = tuple(b[j + dj : j + dj + k])
             if key not in first_b:
                 first_b[key] = dj
         best: tuple[int, int] | None = None
         for di in range(span_a - k + 1):
             if best is not None and di >= best[0] + best[1]:
                 break
-            dj = first_b.get(tuple(a[i + di:i + di + k]))
+            dj = first_b.get(tuple(a[i + di : i + di + k]))
             if dj is not None and (best is None or di + dj < best[0] + best[1]):
                 best = (di, dj)
         if best is not None:

@@ -20,15 +20,15 @@ from typing import Any
 from chakra.device.loader import load_kineto
 from chakra.device.model import KERNEL, MEMCPY, MEMSET, KinetoTrace
 from chakra.errors import ChakraError, TraceFormatError, UsageError
-from chakra.host.loader import load_host_et
+from chakra.host.loader import gc_paused, load_host_et
 from chakra.host.model import HostTrace
 from chakra.io import dump_json
 from chakra.link.comm import CommResolver, gloo_fields, is_nccl_kernel, process_groups
-from chakra.link.deps import DEFAULT_GAP_US, inter_thread_deps, sync_deps
+from chakra.link.deps import DEFAULT_GAP_US, SyncStats, inter_thread_deps, order_keys, sync_deps
 from chakra.link.etplus import FLAT, host_node, io_fields
-from chakra.link.gpu import attach_gpu_ops
-from chakra.link.match import match_ops
-from chakra.link.window import measured, select_window
+from chakra.link.gpu import GpuAttachment, attach_gpu_ops
+from chakra.link.match import MatchResult, match_ops
+from chakra.link.window import Window, measured, select_window
 
 log = logging.getLogger(__name__)
 
@@ -58,25 +58,91 @@ class LinkReport:
     warnings: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
-        return (f"rank {self.rank}: {self.matched}/{self.host_ops} host ops matched "
-                f"({100 * self.match_rate:.1f}%, {self.strategy}, window {self.window}); "
-                f"{self.gpu_attached}/{self.gpu_ops} GPU ops attached ({100 * self.gpu_attach_rate:.1f}%); "
-                f"{self.sync_deps} sync deps, {self.inter_thread_deps} inter-thread deps")
+        return (
+            f"rank {self.rank}: {self.matched}/{self.host_ops} host ops matched "
+            f"({100 * self.match_rate:.1f}%, {self.strategy}, window {self.window}); "
+            f"{self.gpu_attached}/{self.gpu_ops} GPU ops attached ({100 * self.gpu_attach_rate:.1f}%); "
+            f"{self.sync_deps} sync deps, {self.inter_thread_deps} inter-thread deps"
+        )
 
 
-def link_traces(host: HostTrace, kineto: KinetoTrace, *, rank: int | None = None,
-                annotation: str | None = None, inter_thread_gap_us: float = DEFAULT_GAP_US) -> dict[str, Any]:
-    """Link a loaded host ET with its Kineto trace; return the ET+ document."""
+def link_traces(
+    host: HostTrace,
+    kineto: KinetoTrace,
+    *,
+    rank: int | None = None,
+    annotation: str | None = None,
+    inter_thread_gap_us: float = DEFAULT_GAP_US,
+) -> dict[str, Any]:
+    """Link a loaded host ET with its Kineto trace; return the ET+ document.
+
+    ``rank`` overrides the Kineto ``distributedInfo`` rank; ``annotation`` selects the windows of
+    that annotation instead of ``ProfilerStep#N``; ``inter_thread_gap_us`` is the idle gap that
+    starts a new group of ops on a thread (see ``chakra.link.deps``).
+    """
+    # Millions of new acyclic dicts: the cyclic GC would rescan all of them again and again.
+    with gc_paused():
+        return _link(host, kineto, rank, annotation, inter_thread_gap_us)
+
+
+def _link(
+    host: HostTrace, kineto: KinetoTrace, rank: int | None, annotation: str | None, inter_thread_gap_us: float
+) -> dict[str, Any]:
     window = select_window(host, kineto, annotation)
     match = match_ops(host, kineto, window)
     gpu = attach_gpu_ops(kineto, match.event_to_host, window)
+    resolver = CommResolver(host)
+    nodes, host_nodes, gloo = _host_nodes(host, kineto, match, resolver)
+    gpu_nodes, nccl = _gpu_nodes(host, kineto, gpu, resolver)
+    nodes.extend(gpu_nodes)
+
+    keys = order_keys(host, kineto, match.host_to_event)
+    it_deps, it_skipped = inter_thread_deps(kineto, match.host_to_event, inter_thread_gap_us, keys)
+    for host_id, dep in it_deps.items():
+        host_nodes[host_id]["inter_thread_dep"] = dep
+    gpu_ids = [n["id"] for n in gpu_nodes]
+    s_deps, s_stats = sync_deps(kineto, match.host_to_event, match.event_to_host, gpu, gpu_ids, keys)
+    for host_id, deps in s_deps.items():
+        host_nodes[host_id]["sync_dep"] = deps
+
+    rank_out = rank if rank is not None else (kineto.rank if kineto.rank is not None else host.rank)
+    world = kineto.world_size if kineto.world_size is not None else host.world_size
+    pgs = process_groups(host, kineto.distributed_info, world)
+    if world is None:
+        world = next((g["group_size"] for g in pgs if g["pg_name"] == "0" and g["group_size"]), None)
+    stats = _stats(
+        kineto, window, match, gpu, nccl, gloo, it_deps, it_skipped, inter_thread_gap_us, s_deps, s_stats
+    )
+
+    doc: dict[str, Any] = {"schema": host.schema}
+    for key in ("pid", "time", "start_ts", "finish_ts"):
+        value = getattr(host, key)
+        if value is not None:
+            doc[key] = value
+    for key, value in host.extra.items():
+        if key not in _OUR_TOP_KEYS:
+            doc[key] = value
+    doc["nodes"] = nodes
+    doc["rank"] = rank_out
+    doc["world_size"] = world
+    doc["process_groups"] = pgs
+    doc["measured"] = measured(kineto, window)
+    doc["link_stats"] = stats
+    _log_summary(f"rank {rank_out}" if rank_out is not None else os.path.basename(host.path), stats)
+    return doc
+
+
+_OUR_TOP_KEYS = frozenset(("rank", "world_size", "process_groups", "measured", "link_stats"))
+
+
+def _host_nodes(
+    host: HostTrace, kineto: KinetoTrace, match: MatchResult, resolver: CommResolver
+) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]], int]:
+    """Host nodes in file order and layout, with the timing of their matched event."""
     events = kineto.events
     layout = host.layout
-
-    # ---- host nodes -----------------------------------------------------------------------------
-    resolver = CommResolver(host)
     nodes: list[dict[str, Any]] = []
-    host_nodes: dict[int, dict[str, Any]] = {}
+    by_id: dict[int, dict[str, Any]] = {}
     gloo = 0
     for op in host.ops:
         node = host_node(op, layout)
@@ -93,12 +159,19 @@ def link_traces(host: HostTrace, kineto: KinetoTrace, *, rank: int | None = None
             node.update(fields)
             gloo += 1
         nodes.append(node)
-        host_nodes[op.id] = node
+        by_id[op.id] = node
+    return nodes, by_id, gloo
 
-    # ---- GPU nodes ------------------------------------------------------------------------------
-    next_id = max(host.by_id, default=0) + 1
+
+def _gpu_nodes(
+    host: HostTrace, kineto: KinetoTrace, gpu: GpuAttachment, resolver: CommResolver
+) -> tuple[list[dict[str, Any]], int]:
+    """One node per attached GPU op (GPU start order), ids after the largest host node id."""
+    events = kineto.events
+    layout = host.layout
     parent_key = "parent" if layout == FLAT else "ctrl_deps"
-    gpu_ids: list[int] = []
+    next_id = max(host.by_id, default=0) + 1
+    out: list[dict[str, Any]] = []
     nccl = 0
     io_cache: dict[int, dict[str, Any]] = {}
     for g in gpu.ops:
@@ -109,59 +182,79 @@ def link_traces(host: HostTrace, kineto: KinetoTrace, *, rank: int | None = None
         if io is None:
             io = io_cache[g.launcher] = io_fields(host.by_id[g.launcher], layout)
         node = {
-            "id": next_id, "name": ev.name, "cat": _GPU_CAT[ev.kind], "ph": "X",
-            "ts": ev.ts, "dur": ev.dur, "inclusive_dur": ev.dur, "exclusive_dur": ev.dur,
-            "stream": ev.stream, "device": ev.device, "tid": ev.stream, "args": ev.args,
-            "pg_name": pg_name, "collective_name": coll, "comm_size": size,
+            "id": next_id,
+            "name": ev.name,
+            "cat": _GPU_CAT[ev.kind],
+            "ph": "X",
+            "ts": ev.ts,
+            "dur": ev.dur,
+            "inclusive_dur": ev.dur,
+            "exclusive_dur": ev.dur,
+            "stream": ev.stream,
+            "device": ev.device,
+            "tid": ev.stream,
+            "args": ev.args,
+            "pg_name": pg_name,
+            "collective_name": coll,
+            "comm_size": size,
             parent_key: g.launcher,
         }
         node.update(io)
-        nodes.append(node)
-        gpu_ids.append(next_id)
+        out.append(node)
         next_id += 1
+    return out, nccl
 
-    # ---- dependencies ---------------------------------------------------------------------------
-    it_deps = inter_thread_deps(kineto, match.host_to_event, inter_thread_gap_us)
-    for host_id, dep in it_deps.items():
-        host_nodes[host_id]["inter_thread_dep"] = dep
-    s_deps, s_stats = sync_deps(kineto, match.host_to_event, match.event_to_host, gpu, gpu_ids)
-    for host_id, deps in s_deps.items():
-        host_nodes[host_id]["sync_dep"] = deps
 
-    # ---- top level ------------------------------------------------------------------------------
-    rank_out = rank if rank is not None else (kineto.rank if kineto.rank is not None else host.rank)
-    world = kineto.world_size if kineto.world_size is not None else host.world_size
-    pgs = process_groups(host, kineto.distributed_info, world)
-    if world is None:
-        world = next((g["group_size"] for g in pgs if g["pg_name"] == "0" and g["group_size"]), None)
-
-    rate = match.matched / match.host_ops if match.host_ops else 1.0
+def _stats(
+    kineto: KinetoTrace,
+    window: Window,
+    match: MatchResult,
+    gpu: GpuAttachment,
+    nccl: int,
+    gloo: int,
+    it_deps: dict[int, int],
+    it_skipped: int,
+    gap_us: float,
+    s_deps: dict[int, list[int]],
+    s_stats: SyncStats,
+) -> dict[str, Any]:
+    """ET+ ``link_stats``.  The GPU attach rate counts the GPU ops that could be attached: not those
+    launched before the trace began (no launching call) nor those of iterations the host ET did not record."""
+    events = kineto.events
     attachable = gpu.total - gpu.no_launch - gpu.outside_window
-    attach_rate = gpu.attached / attachable if attachable else 1.0
-    stats: dict[str, Any] = {
+    in_window = sum(1 for p in match.event_to_host if window.contains(events[p].ts))
+    return {
         "strategy": match.strategy,
         "window": window.name,
         "window_reason": window.reason,
         "host_ops": match.host_ops,
         "matched": match.matched,
-        "match_rate": round(rate, 6),
+        "match_rate": round(match.matched / match.host_ops, 6) if match.host_ops else 1.0,
         "matched_second_round": match.second_round,
         "rf_name_mismatch": match.rf_name_mismatch,
         "kineto_host_events": match.kineto_candidates,
-        "kineto_unmatched": match.kineto_candidates - sum(
-            1 for p in match.event_to_host if window.contains(events[p].ts)),
-        "threads": [{"host_tid": t.host_tid, "kineto_tid": t.kineto_tid, "host_ops": t.host_ops,
-                     "kineto_events": t.kineto_events, "matched": t.matched} for t in match.threads],
+        "kineto_unmatched": match.kineto_candidates - in_window,
+        "threads": [
+            {
+                "host_tid": t.host_tid,
+                "kineto_tid": t.kineto_tid,
+                "host_ops": t.host_ops,
+                "kineto_events": t.kineto_events,
+                "matched": t.matched,
+            }
+            for t in match.threads
+        ],
         "gpu_ops": gpu.total,
         "gpu_attached": gpu.attached,
-        "gpu_attach_rate": round(attach_rate, 6),
+        "gpu_attach_rate": round(gpu.attached / attachable, 6) if attachable else 1.0,
         "gpu_orphans_no_launch": gpu.no_launch,
         "gpu_orphans_outside_window": gpu.outside_window,
         "gpu_orphans_no_host_op": gpu.no_host_op,
         "nccl_kernels": nccl,
         "gloo_collectives": gloo,
         "inter_thread_deps": len(it_deps),
-        "inter_thread_gap_us": inter_thread_gap_us,
+        "inter_thread_gap_us": gap_us,
+        "inter_thread_skipped_order": it_skipped,
         "sync_calls": s_stats.calls,
         "sync_deps": s_stats.deps,
         "sync_ops": len(s_deps),
@@ -169,40 +262,52 @@ def link_traces(host: HostTrace, kineto: KinetoTrace, *, rank: int | None = None
         "sync_unknown_stream": s_stats.unknown_stream,
         "sync_nothing_to_wait": s_stats.nothing_to_wait,
         "sync_dropped_late": s_stats.dropped_late,
+        "sync_dropped_order": s_stats.dropped_order,
     }
-    doc: dict[str, Any] = {"schema": host.schema}
-    for key in ("pid", "time", "start_ts", "finish_ts"):
-        value = getattr(host, key)
-        if value is not None:
-            doc[key] = value
-    for key, value in host.extra.items():
-        if key not in ("rank", "world_size", "process_groups", "measured", "link_stats"):
-            doc[key] = value
-    doc["nodes"] = nodes
-    doc["rank"] = rank_out
-    doc["world_size"] = world
-    doc["process_groups"] = pgs
-    doc["measured"] = measured(kineto, window)
-    doc["link_stats"] = stats
-
-    name = f"rank {rank_out}" if rank_out is not None else os.path.basename(host.path)
-    log.info("%s: %d/%d host ops matched (%.1f%%, strategy %s, window %s)", name, match.matched,
-             match.host_ops, 100 * rate, match.strategy, window.name)
-    log.info("%s: %d/%d GPU ops attached (%d launched before the trace, %d outside the window, "
-             "%d without an enclosing host op); %d sync deps on %d ops, %d inter-thread deps", name,
-             gpu.attached, gpu.total, gpu.no_launch, gpu.outside_window, gpu.no_host_op, s_stats.deps,
-             len(s_deps), len(it_deps))
-    if rate < WARN_MATCH_RATE:
-        log.warning("%s: only %.1f%% of the host ops matched a Kineto event (below %.0f%%)", name,
-                    100 * rate, 100 * WARN_MATCH_RATE)
-    if attach_rate < WARN_MATCH_RATE:
-        log.warning("%s: only %.1f%% of the GPU ops found their host op", name, 100 * attach_rate)
-    return doc
 
 
-def link_files(host_path: str | os.PathLike[str], kineto_path: str | os.PathLike[str],
-               output_path: str | os.PathLike[str], *, rank: int | None = None,
-               annotation: str | None = None) -> LinkReport:
+def _log_summary(name: str, s: dict[str, Any]) -> None:
+    log.info(
+        "%s: %d/%d host ops matched (%.1f%%, strategy %s, window %s)",
+        name,
+        s["matched"],
+        s["host_ops"],
+        100 * s["match_rate"],
+        s["strategy"],
+        s["window"],
+    )
+    log.info(
+        "%s: %d/%d GPU ops attached (%d launched before the trace, %d outside the window, "
+        "%d without an enclosing host op); %d sync deps on %d ops, %d inter-thread deps",
+        name,
+        s["gpu_attached"],
+        s["gpu_ops"],
+        s["gpu_orphans_no_launch"],
+        s["gpu_orphans_outside_window"],
+        s["gpu_orphans_no_host_op"],
+        s["sync_deps"],
+        s["sync_ops"],
+        s["inter_thread_deps"],
+    )
+    if s["match_rate"] < WARN_MATCH_RATE:
+        log.warning(
+            "%s: only %.1f%% of the host ops matched a Kineto event (below %.0f%%)",
+            name,
+            100 * s["match_rate"],
+            100 * WARN_MATCH_RATE,
+        )
+    if s["gpu_attach_rate"] < WARN_MATCH_RATE:
+        log.warning("%s: only %.1f%% of the GPU ops found their host op", name, 100 * s["gpu_attach_rate"])
+
+
+def link_files(
+    host_path: str | os.PathLike[str],
+    kineto_path: str | os.PathLike[str],
+    output_path: str | os.PathLike[str],
+    *,
+    rank: int | None = None,
+    annotation: str | None = None,
+) -> LinkReport:
     """Load, link and write ET+ atomically (``.gz`` output when the name ends in ``.gz``)."""
     t0 = time.perf_counter()
     for p in (host_path, kineto_path):
@@ -226,10 +331,19 @@ def link_files(host_path: str | os.PathLike[str], kineto_path: str | os.PathLike
 def _report(doc: dict[str, Any], host_path: str, kineto_path: str, out: str | None) -> LinkReport:
     s = doc["link_stats"]
     return LinkReport(
-        host_path=host_path, kineto_path=kineto_path, output_path=out, rank=doc["rank"],
-        strategy=s["strategy"], window=s["window"], host_ops=s["host_ops"], matched=s["matched"],
-        match_rate=s["match_rate"], gpu_ops=s["gpu_ops"], gpu_attached=s["gpu_attached"],
-        gpu_attach_rate=s["gpu_attach_rate"], sync_deps=s["sync_deps"],
+        host_path=host_path,
+        kineto_path=kineto_path,
+        output_path=out,
+        rank=doc["rank"],
+        strategy=s["strategy"],
+        window=s["window"],
+        host_ops=s["host_ops"],
+        matched=s["matched"],
+        match_rate=s["match_rate"],
+        gpu_ops=s["gpu_ops"],
+        gpu_attached=s["gpu_attached"],
+        gpu_attach_rate=s["gpu_attach_rate"],
+        sync_deps=s["sync_deps"],
         inter_thread_deps=s["inter_thread_deps"],
     )
 
@@ -262,8 +376,7 @@ def find_rank_pairs(folder: str | os.PathLike[str]) -> list[tuple[int, Path, Pat
     if not ranks:
         raise UsageError(f"{root}: no host_et_N.json(.gz) + kineto_N.json(.gz) pairs found")
     for r in sorted(set(hosts) ^ set(kinetos)):
-        log.warning("%s: rank %d has only a %s file; skipped", root, r,
-                    "host ET" if r in hosts else "Kineto")
+        log.warning("%s: rank %d has only a %s file; skipped", root, r, "host ET" if r in hosts else "Kineto")
     return [(r, hosts[r], kinetos[r]) for r in ranks]
 
 
@@ -280,8 +393,14 @@ def _link_one(args: tuple[str, str, str, int, str | None]) -> tuple[LinkReport |
         return None, str(exc)
 
 
-def link_folder(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str], jobs: int | None = None,
-                *, annotation: str | None = None, quiet: bool = False) -> list[LinkReport]:
+def link_folder(
+    folder: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    jobs: int | None = None,
+    *,
+    annotation: str | None = None,
+    quiet: bool = False,
+) -> list[LinkReport]:
     """Link every rank of ``folder`` into ``out_dir/et_plus_N.json(.gz)``, ``jobs`` processes at a time."""
     from chakra.cli.common import show_progress
 
@@ -330,9 +449,18 @@ def link_folder(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str],
     return [reports[r] for r in sorted(reports)]
 
 
-def link_command(*, host: str | None = None, kineto: str | None = None, output: str | None = None,
-                 rank: int | None = None, annotation: str | None = None, batch: str | None = None,
-                 output_dir: str | None = None, jobs: int | None = None, quiet: bool = False) -> int:
+def link_command(
+    *,
+    host: str | None = None,
+    kineto: str | None = None,
+    output: str | None = None,
+    rank: int | None = None,
+    annotation: str | None = None,
+    batch: str | None = None,
+    output_dir: str | None = None,
+    jobs: int | None = None,
+    quiet: bool = False,
+) -> int:
     """What ``chakra_trace_link`` does: one pair, or a folder with ``batch``.  Returns the exit code."""
     if batch is not None:
         if host or kineto or output:
@@ -341,9 +469,15 @@ def link_command(*, host: str | None = None, kineto: str | None = None, output: 
         for r in reports:
             log.info("%s -> %s", r.summary(), r.output_path)
         return 0
-    missing = [name for name, v in (("host ET (--chakra-host-trace / --pytorch-et-file)", host),
-                                    ("Kineto trace (--chakra-device-trace / --kineto-file)", kineto),
-                                    ("--output-file", output)) if not v]
+    missing = [
+        name
+        for name, v in (
+            ("host ET (--chakra-host-trace / --pytorch-et-file)", host),
+            ("Kineto trace (--chakra-device-trace / --kineto-file)", kineto),
+            ("--output-file", output),
+        )
+        if not v
+    ]
     if missing:
         raise UsageError("missing " + ", ".join(missing))
     report = link_files(host, kineto, output, rank=rank, annotation=annotation)  # type: ignore[arg-type]

@@ -29,7 +29,12 @@ from typing import Any
 from chakra.device.model import KinetoEvent
 from chakra.host.comm import canonical_collective, comm_info, comm_size_bytes
 from chakra.host.model import CommInfo, HostOp, HostTrace, ProcessGroup
-from chakra.host.process_groups import group_to_record, groups_from_kineto, merge_process_groups, resolve_ranks
+from chakra.host.process_groups import (
+    group_to_record,
+    groups_from_kineto,
+    merge_process_groups,
+    resolve_ranks,
+)
 
 _NCCL_PREFIXES = ("ncclKernel", "ncclDevKernel")
 _KERNEL_COLL_RE = re.compile(r"^nccl(?:Dev)?Kernel_([A-Za-z]+?)(?:_|\(|$)")
@@ -37,10 +42,30 @@ _MAX_UP = 4  # host ancestors searched for comm info
 
 # bytes per element of the dtype names Kineto and the host ET write
 _DTYPE_BYTES = {
-    "float": 4, "float32": 4, "float16": 2, "half": 2, "bfloat16": 2, "double": 8, "float64": 8,
-    "int": 4, "int32": 4, "int64": 8, "long": 8, "long int": 8, "int16": 2, "short": 2, "int8": 1,
-    "uint8": 1, "unsigned char": 1, "char": 1, "bool": 1, "byte": 1, "float8_e4m3fn": 1, "float8_e5m2": 1,
-    "complexfloat": 8, "complexdouble": 16,
+    "float": 4,
+    "float32": 4,
+    "float16": 2,
+    "half": 2,
+    "bfloat16": 2,
+    "double": 8,
+    "float64": 8,
+    "int": 4,
+    "int32": 4,
+    "int64": 8,
+    "long": 8,
+    "long int": 8,
+    "int16": 2,
+    "short": 2,
+    "int8": 1,
+    "uint8": 1,
+    "unsigned char": 1,
+    "char": 1,
+    "bool": 1,
+    "byte": 1,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "complexfloat": 8,
+    "complexdouble": 16,
 }
 
 
@@ -154,8 +179,9 @@ def gloo_fields(resolver: CommResolver, op: HostOp) -> dict[str, Any] | None:
     return {"pg_name": pg_name, "collective_name": coll, "comm_size": size, "comm_backend": "gloo"}
 
 
-def process_groups(host: HostTrace, kineto_dist_info: dict[str, Any] | None,
-                   world_size: int | None) -> list[dict[str, Any]]:
+def process_groups(
+    host: HostTrace, kineto_dist_info: dict[str, Any] | None, world_size: int | None
+) -> list[dict[str, Any]]:
     """ET+ ``process_groups``: host ``## process_group:init ##`` merged with Kineto ``distributedInfo``."""
     primary: list[ProcessGroup] = list(host.process_groups)
     secondary = groups_from_kineto(kineto_dist_info or None, world_size) if kineto_dist_info else []

@@ -1,17 +1,22 @@
 """Dependencies written into ET+: inter-thread order and GPU synchronisation.
 
-Both kinds only ever point backward in time, which makes the dependency graph
-acyclic by construction.  Give every node a key: a host op its start ``ts``, a
-GPU op the start of its launching call (ties: host before GPU).  Then
+Both kinds only ever point backward in time, and the result is acyclic even
+together with the host tree (child -> parent) and the GPU -> launcher links.
+Time alone does not guarantee that: real host ETs have parents that start after
+their children (``cpu_gloo``: a ``gloo:all_reduce`` recorded as the parent of
+autograd ops that ran earlier on another thread).  So every node gets an order
+key and every dependency must go to a strictly smaller key:
 
-- GPU op -> its launcher: the launch lies inside the launcher, so the
-  launcher's key is smaller;
-- inter-thread dep A -> B: B ended before A started, so ts(B) < ts(A);
-- sync dep H -> K: K was launched before H started (see below);
+- host op: ``(M, depth)`` where M is the latest Kineto start time on its path
+  from the root (unmatched nodes contribute nothing) and depth its tree depth,
+  so a child's key always exceeds its parent's;
+- GPU op: ``(max(M(launcher), launch time), depth(launcher) + 1)``, above its
+  launcher's key.
 
-every edge goes to a strictly smaller key, and there can be no cycle.  Each
-dependency also points to a node that ends strictly earlier than the dependent
-node (checked, dropped and counted otherwise).
+A candidate dependency that would not decrease the key is skipped (and
+counted); on time-consistent trees, which is every real GPU trace, the key is
+just the start time and nothing is skipped.  Each dependency also points to a
+node that ends strictly earlier than the dependent node.
 
 Inter-thread dependencies (the rule of the original linker, with the threshold
 made explicit).  Per Kineto thread, the matched host ops that are not nested in
@@ -46,37 +51,83 @@ would close a cycle through their launcher link).
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from typing import Any
 
 from chakra.device.model import KinetoTrace
+from chakra.host.model import HostOp, HostTrace
 from chakra.link.gpu import GpuAttachment, innermost_matched
 
 DEFAULT_GAP_US = 1000.0
 
 _DEVICE_SYNC = frozenset(("cudaDeviceSynchronize", "cuCtxSynchronize", "hipDeviceSynchronize"))
 _STREAM_SYNC = frozenset(("cudaStreamSynchronize", "cuStreamSynchronize", "hipStreamSynchronize"))
-_EVENT_SYNC = frozenset(("cudaEventSynchronize", "cuEventSynchronize", "hipEventSynchronize",
-                         "cudaStreamWaitEvent", "cuStreamWaitEvent", "hipStreamWaitEvent"))
+_EVENT_SYNC = frozenset(
+    (
+        "cudaEventSynchronize",
+        "cuEventSynchronize",
+        "hipEventSynchronize",
+        "cudaStreamWaitEvent",
+        "cuStreamWaitEvent",
+        "hipStreamWaitEvent",
+    )
+)
 _MAX_STEP_BACK = 32  # how far to walk back a stream past GPU ops that end too late
 
 
 @dataclass(slots=True)
 class SyncStats:
-    calls: int = 0                 # synchronising calls seen
-    no_host_op: int = 0            # no matched host op encloses the call
-    unknown_stream: int = 0        # event sync / wait without the event's stream
-    nothing_to_wait: int = 0       # no earlier GPU op on the stream(s)
-    deps: int = 0                  # dependency edges written
-    dropped_late: int = 0          # candidate GPU op ends after the host op: skipped
+    calls: int = 0  # synchronising calls seen
+    no_host_op: int = 0  # no matched host op encloses the call
+    unknown_stream: int = 0  # event sync / wait without the event's stream
+    nothing_to_wait: int = 0  # no earlier GPU op on the stream(s)
+    deps: int = 0  # dependency edges written
+    dropped_late: int = 0  # candidate GPU op ends after the host op: skipped
+    dropped_order: int = 0  # candidate would not decrease the order key: skipped
     by_call: dict[str, int] = field(default_factory=dict)
 
 
-def inter_thread_deps(kineto: KinetoTrace, host_to_event: dict[int, int],
-                      gap_us: float = DEFAULT_GAP_US) -> dict[int, int]:
-    """``{host op id: id of the op it waits for on another thread}`` (see module doc)."""
+def order_keys(
+    host: HostTrace, kineto: KinetoTrace, host_to_event: dict[int, int]
+) -> dict[int, tuple[float, int]]:
+    """``{host op id: (M, depth)}`` (see module doc), one pass over the tree without recursion."""
     events = kineto.events
+    by_id = host.by_id
+    keys: dict[int, tuple[float, int]] = {}
+    neg_inf = -math.inf
+    for op in host.ops:
+        if op.id in keys:
+            continue
+        chain: list[HostOp] = []
+        cur: HostOp | None = op
+        seen: set[int] = set()
+        while cur is not None and cur.id not in keys and cur.id not in seen:
+            seen.add(cur.id)
+            chain.append(cur)
+            parent = by_id.get(cur.parent)
+            cur = parent if parent is not None and parent is not cur else None
+        m, depth = keys[cur.id] if cur is not None and cur.id in keys else (neg_inf, -1)
+        for node in reversed(chain):
+            pos = host_to_event.get(node.id)
+            if pos is not None and events[pos].ts > m:
+                m = events[pos].ts
+            depth += 1
+            keys[node.id] = (m, depth)
+    return keys
+
+
+def inter_thread_deps(
+    kineto: KinetoTrace,
+    host_to_event: dict[int, int],
+    gap_us: float = DEFAULT_GAP_US,
+    keys: dict[int, tuple[float, int]] | None = None,
+) -> tuple[dict[int, int], int]:
+    """``{host op id: id of the op it waits for on another thread}`` and the number of
+    candidates skipped because of the order key (see module doc)."""
+    events = kineto.events
+    skipped = 0
     threads: dict[Any, list[tuple[float, float, int]]] = {}
     for host_id, pos in host_to_event.items():
         ev = events[pos]
@@ -88,28 +139,38 @@ def inter_thread_deps(kineto: KinetoTrace, host_to_event: dict[int, int],
     deps: dict[int, int] = {}
     for key, items in threads.items():
         items.sort(key=lambda t: (t[0], -t[1], t[2]))
-        top_end = -float("inf")
+        top_end = -math.inf
         for ts, end, host_id in items:
             if ts < top_end:
                 continue  # nested in (or overlapping) the current top-level op
-            group_start = top_end == -float("inf") or ts - top_end > gap_us
+            group_start = top_end == -math.inf or ts - top_end > gap_us
             top_end = end
             if not group_start:
                 continue
-            best_end, best_id = -float("inf"), -1
+            best_end, best_id = -math.inf, -1
             for other, (ends, ids) in by_end.items():
                 if other == key:
                     continue
                 k = bisect_right(ends, ts) - 1
-                if k >= 0 and ends[k] > best_end:
-                    best_end, best_id = ends[k], ids[k]
+                if k < 0 or ends[k] <= best_end:
+                    continue
+                if keys is not None and not keys[ids[k]] < keys[host_id]:
+                    skipped += 1
+                    continue
+                best_end, best_id = ends[k], ids[k]
             if best_id >= 0 and best_end < end:
                 deps[host_id] = best_id
-    return deps
+    return deps, skipped
 
 
-def sync_deps(kineto: KinetoTrace, host_to_event: dict[int, int], event_to_host: dict[int, int],
-              gpu: GpuAttachment, gpu_ids: list[int]) -> tuple[dict[int, list[int]], SyncStats]:
+def sync_deps(
+    kineto: KinetoTrace,
+    host_to_event: dict[int, int],
+    event_to_host: dict[int, int],
+    gpu: GpuAttachment,
+    gpu_ids: list[int],
+    keys: dict[int, tuple[float, int]] | None = None,
+) -> tuple[dict[int, list[int]], SyncStats]:
     """``{host op id: [GPU node ids]}`` for the synchronising calls (see module doc).
 
     ``gpu_ids[i]`` is the ET+ node id given to ``gpu.ops[i]``.
@@ -172,10 +233,12 @@ def sync_deps(kineto: KinetoTrace, host_to_event: dict[int, int], event_to_host:
                 l_ev = events[g.launch_pos]
                 own = (l_ev.pid, l_ev.tid) == h_thread and h_ts <= l_ev.ts <= h_end
                 if not own and g_ev.ts + g_ev.dur < h_end:
-                    out.setdefault(holder, set()).add(gpu_ids[idxs[k]])
-                    found += 1
-                    break
-                if not own:
+                    if keys is None or _gpu_key(keys, g.launcher, l_ev.ts) < keys[holder]:
+                        out.setdefault(holder, set()).add(gpu_ids[idxs[k]])
+                        found += 1
+                        break
+                    stats.dropped_order += 1
+                elif not own:
                     stats.dropped_late += 1
                 k -= 1
                 steps += 1
@@ -186,8 +249,17 @@ def sync_deps(kineto: KinetoTrace, host_to_event: dict[int, int], event_to_host:
     return result, stats
 
 
-def _streams_waited(kineto: KinetoTrace, pos: int, streams: dict[Any, Any],
-                    thread_launches: dict[Any, tuple[list[float], list[Any]]]) -> list[Any] | None:
+def _gpu_key(keys: dict[int, tuple[float, int]], launcher: int, launch_ts: float) -> tuple[float, int]:
+    m, depth = keys[launcher]
+    return (launch_ts if launch_ts > m else m, depth + 1)
+
+
+def _streams_waited(
+    kineto: KinetoTrace,
+    pos: int,
+    streams: dict[Any, Any],
+    thread_launches: dict[Any, tuple[list[float], list[Any]]],
+) -> list[Any] | None:
     ev = kineto.events[pos]
     name = ev.name
     if name in _DEVICE_SYNC:

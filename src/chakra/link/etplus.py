@@ -20,12 +20,30 @@ CHAKRA = "chakra"
 
 # (name, ET type) of the attrs the host loader models as HostOp fields, in the order PyTorch writes them
 _STD_ATTRS: tuple[tuple[str, str], ...] = (
-    ("rf_id", "uint64"), ("fw_parent", "uint64"), ("seq_id", "int64"), ("scope", "uint64"),
-    ("tid", "uint64"), ("fw_tid", "uint64"), ("op_schema", "string"),
+    ("rf_id", "uint64"),
+    ("fw_parent", "uint64"),
+    ("seq_id", "int64"),
+    ("scope", "uint64"),
+    ("tid", "uint64"),
+    ("fw_tid", "uint64"),
+    ("op_schema", "string"),
 )
 # keys the linker writes; stale copies from an already linked input are dropped
-LINK_KEYS = frozenset(("ts", "dur", "inclusive_dur", "exclusive_dur", "kineto_tid", "inter_thread_dep",
-                       "sync_dep", "pg_name", "collective_name", "comm_size", "comm_backend"))
+LINK_KEYS = frozenset(
+    (
+        "ts",
+        "dur",
+        "inclusive_dur",
+        "exclusive_dur",
+        "kineto_tid",
+        "inter_thread_dep",
+        "sync_dep",
+        "pg_name",
+        "collective_name",
+        "comm_size",
+        "comm_backend",
+    )
+)
 
 
 def _io_chakra(io: IOInfo) -> dict[str, Any]:
@@ -39,11 +57,22 @@ def host_node(op: HostOp, layout: str) -> dict[str, Any]:
     """The node dict of a host op in ``layout`` (without link fields)."""
     if layout == FLAT:
         node: dict[str, Any] = {
-            "name": op.name, "id": op.id, "rf_id": op.rf_id, "parent": op.parent,
-            "fw_parent": op.fw_parent, "seq_id": op.seq_id, "scope": op.scope, "tid": op.tid,
-            "fw_tid": op.fw_tid, "op_schema": op.op_schema,
-            "inputs": op.inputs.values, "input_shapes": op.inputs.shapes, "input_types": op.inputs.types,
-            "outputs": op.outputs.values, "output_shapes": op.outputs.shapes, "output_types": op.outputs.types,
+            "name": op.name,
+            "id": op.id,
+            "rf_id": op.rf_id,
+            "parent": op.parent,
+            "fw_parent": op.fw_parent,
+            "seq_id": op.seq_id,
+            "scope": op.scope,
+            "tid": op.tid,
+            "fw_tid": op.fw_tid,
+            "op_schema": op.op_schema,
+            "inputs": op.inputs.values,
+            "input_shapes": op.inputs.shapes,
+            "input_types": op.inputs.types,
+            "outputs": op.outputs.values,
+            "output_shapes": op.outputs.shapes,
+            "output_types": op.outputs.types,
         }
         if op.inputs.strides is not None:
             node["input_strides"] = op.inputs.strides
@@ -60,8 +89,14 @@ def host_node(op: HostOp, layout: str) -> dict[str, Any]:
         if name == "rf_id" and value is None:
             continue
         attrs.append({"name": name, "type": types.get(name, default_type), "value": value})
-    node = {"id": op.id, "name": op.name, "ctrl_deps": op.parent,
-            "inputs": _io_chakra(op.inputs), "outputs": _io_chakra(op.outputs), "attrs": attrs}
+    node = {
+        "id": op.id,
+        "name": op.name,
+        "ctrl_deps": op.parent,
+        "inputs": _io_chakra(op.inputs),
+        "outputs": _io_chakra(op.outputs),
+        "attrs": attrs,
+    }
     for k, v in op.attrs.items():
         t = types.get(k)
         if t is not None:
@@ -74,7 +109,12 @@ def host_node(op: HostOp, layout: str) -> dict[str, Any]:
 def io_fields(op: HostOp, layout: str) -> dict[str, Any]:
     """The launcher's inputs/outputs, copied onto its GPU nodes (in the file's layout)."""
     if layout == FLAT:
-        return {"inputs": op.inputs.values, "input_shapes": op.inputs.shapes, "input_types": op.inputs.types,
-                "outputs": op.outputs.values, "output_shapes": op.outputs.shapes,
-                "output_types": op.outputs.types}
+        return {
+            "inputs": op.inputs.values,
+            "input_shapes": op.inputs.shapes,
+            "input_types": op.inputs.types,
+            "outputs": op.outputs.values,
+            "output_shapes": op.outputs.shapes,
+            "output_types": op.outputs.types,
+        }
     return {"inputs": _io_chakra(op.inputs), "outputs": _io_chakra(op.outputs)}

@@ -21,14 +21,14 @@ from chakra.link.window import Window
 
 @dataclass(slots=True)
 class GpuOp:
-    pos: int            # position in KinetoTrace.events of the GPU event
-    launcher: int       # host op id
-    launch_pos: int     # position of the launching runtime call
+    pos: int  # position in KinetoTrace.events of the GPU event
+    launcher: int  # host op id
+    launch_pos: int  # position of the launching runtime call
 
 
 @dataclass(slots=True)
 class GpuAttachment:
-    ops: list[GpuOp] = field(default_factory=list)   # attached, in GPU start-time order
+    ops: list[GpuOp] = field(default_factory=list)  # attached, in GPU start-time order
     total: int = 0
     no_launch: int = 0
     outside_window: int = 0
@@ -43,8 +43,9 @@ class GpuAttachment:
         return self.total - self.outside_window
 
 
-def innermost_matched(kineto: KinetoTrace, pos: int | None, event_to_host: dict[int, int],
-                      cache: dict[int, int]) -> int:
+def innermost_matched(
+    kineto: KinetoTrace, pos: int | None, event_to_host: dict[int, int], cache: dict[int, int]
+) -> int:
     """Host op id of the innermost matched event at or above ``pos`` on its thread; -1 if none.
 
     ``cache`` memoises answers per visited position (filled along the walked chain).

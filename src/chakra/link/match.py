@@ -18,10 +18,11 @@ Two strategies, chosen per trace and reported in ``link_stats``:
     first on ties).  Host threads are paired with Kineto threads by the overlap
     of their operator-name multisets.  See ``align.py`` for the alignment.
 
-Whatever the strategy, host ops left over (and Kineto events left over) are
-aligned in a second round against every Kineto thread, which catches ops a
-host thread records for work that ran on another OS thread (``gloo:*`` on
-worker threads) and rf_id hits rejected for a name mismatch.
+With alignment, host ops left over are then aligned in a second round against
+the Kineto threads that no host thread was paired with: a host thread records
+ops for work that ran on other OS threads (``gloo:*`` on gloo worker threads).
+Leftover events of the paired threads are not offered again: an op whose event
+is missing would otherwise grab a same-named extra event far away in time.
 """
 
 from __future__ import annotations
@@ -58,10 +59,10 @@ class MatchResult:
     strategy: str
     host_to_event: dict[int, int] = field(default_factory=dict)
     event_to_host: dict[int, int] = field(default_factory=dict)
-    host_ops: int = 0                 # host operator nodes considered (kind OP)
-    kineto_candidates: int = 0        # Kineto cpu_op + user_annotation events in the window
-    second_round: int = 0             # matches found by the leftover round
-    rf_name_mismatch: int = 0         # rf_id hits rejected because the names differ
+    host_ops: int = 0  # host operator nodes considered (kind OP)
+    kineto_candidates: int = 0  # Kineto cpu_op + user_annotation events in the window
+    second_round: int = 0  # matches found by the leftover round
+    rf_name_mismatch: int = 0  # rf_id hits rejected because the names differ
     threads: list[ThreadPair] = field(default_factory=list)
 
     @property
@@ -95,8 +96,11 @@ def match_ops(host: HostTrace, kineto: KinetoTrace, window: Window) -> MatchResu
     """Match host operators to Kineto host events (strategy chosen here, see module doc)."""
     ops = host_operators(host)
     events = kineto.events
-    candidates = [p for p, ev in enumerate(events)
-                  if (ev.kind == HOST_OP or ev.kind == ANNOTATION) and window.contains(ev.ts)]
+    candidates = [
+        p
+        for p, ev in enumerate(events)
+        if (ev.kind == HOST_OP or ev.kind == ANNOTATION) and window.contains(ev.ts)
+    ]
     by_rf: dict[int, int] = {}
     for p, ev in enumerate(events):
         if (ev.kind == HOST_OP or ev.kind == ANNOTATION) and ev.rf_id is not None:
@@ -121,14 +125,21 @@ def match_ops(host: HostTrace, kineto: KinetoTrace, window: Window) -> MatchResu
                 else:
                     result.rf_name_mismatch += 1
         else:
-            log.info("Record function ids present but they do not identify the host ops "
-                     "(%d of %d found, %d with the same name): aligning names instead", hits, len(ops), same)
+            log.info(
+                "Record function ids present but they do not identify the host ops "
+                "(%d of %d found, %d with the same name): aligning names instead",
+                hits,
+                len(ops),
+                same,
+            )
     if result is None:
         result = MatchResult(ALIGNMENT)
-        _align_threads(ops, kineto, candidates, result)
+        paired = _align_threads(ops, kineto, candidates, result)
+        _leftover_round(
+            ops, kineto, [p for p in candidates if (events[p].pid, events[p].tid) not in paired], result
+        )
     result.host_ops = len(ops)
     result.kineto_candidates = len(candidates)
-    _leftover_round(ops, kineto, candidates, result)
     return result
 
 
@@ -154,15 +165,19 @@ def _overlap(a: Counter[str], b: Counter[str]) -> int:
     return sum(min(c, b.get(n, 0)) for n, c in a.items())
 
 
-def _pair_threads(host_groups: dict[int, list[HostOp]], kin_groups: dict[Any, list[int]],
-                  kineto: KinetoTrace) -> list[tuple[int, Any]]:
+def _pair_threads(
+    host_groups: dict[int, list[HostOp]], kin_groups: dict[Any, list[int]], kineto: KinetoTrace
+) -> list[tuple[int, Any]]:
     """Greedy one-to-one pairing of host tids and Kineto threads by name-multiset overlap."""
     events = kineto.events
     h_names = {tid: Counter(op.name for op in g) for tid, g in host_groups.items()}
     k_names = {key: Counter(events[p].name for p in g) for key, g in kin_groups.items()}
     scored = sorted(
-        ((_overlap(hn, kn), str(htid), str(key), htid, key)
-         for htid, hn in h_names.items() for key, kn in k_names.items()),
+        (
+            (_overlap(hn, kn), str(htid), str(key), htid, key)
+            for htid, hn in h_names.items()
+            for key, kn in k_names.items()
+        ),
         key=lambda t: (-t[0], t[1], t[2]),
     )
     used_h: set[int] = set()
@@ -179,10 +194,14 @@ def _pair_threads(host_groups: dict[int, list[HostOp]], kin_groups: dict[Any, li
     return pairs
 
 
-def _align_threads(ops: list[HostOp], kineto: KinetoTrace, candidates: list[int], result: MatchResult) -> None:
+def _align_threads(
+    ops: list[HostOp], kineto: KinetoTrace, candidates: list[int], result: MatchResult
+) -> set[Any]:
+    """Align each host thread with its paired Kineto thread; return the paired Kineto thread keys."""
     events = kineto.events
     host_groups = _group_host(ops)
     kin_groups = _group_kineto(kineto, candidates)
+    paired: set[Any] = set()
     for htid, key in _pair_threads(host_groups, kin_groups, kineto):
         h = host_groups[htid]
         k = kin_groups[key]
@@ -190,10 +209,14 @@ def _align_threads(ops: list[HostOp], kineto: KinetoTrace, candidates: list[int]
         for i, j in pairs:
             result.add(h[i].id, k[j])
         result.threads.append(ThreadPair(htid, key[1], len(h), len(k), len(pairs)))
+        paired.add(key)
+    return paired
 
 
-def _leftover_round(ops: list[HostOp], kineto: KinetoTrace, candidates: list[int], result: MatchResult) -> None:
-    """Align unmatched host ops against unmatched Kineto events of every thread, best overlap first."""
+def _leftover_round(
+    ops: list[HostOp], kineto: KinetoTrace, candidates: list[int], result: MatchResult
+) -> None:
+    """Align unmatched host ops against the unmatched ``candidates``, best-overlapping thread first."""
     left_ops = [op for op in ops if op.id not in result.host_to_event]
     if not left_ops:
         return
@@ -206,7 +229,9 @@ def _leftover_round(ops: list[HostOp], kineto: KinetoTrace, candidates: list[int
     h_names = {tid: Counter(op.name for op in g) for tid, g in host_groups.items()}
     for htid, h in host_groups.items():
         hn = h_names[htid]
-        order = sorted(kin_groups, key=lambda key: -_overlap(hn, Counter(events[p].name for p in kin_groups[key])))
+        order = sorted(
+            kin_groups, key=lambda key: -_overlap(hn, Counter(events[p].name for p in kin_groups[key]))
+        )
         remaining = h
         for key in order:
             if not remaining:

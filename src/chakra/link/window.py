@@ -10,7 +10,8 @@ operator sequence could be matched to the wrong iteration.  The choice, in order
    windows whose operator names overlap the host ET most);
 2. the host ET holds ``ProfilerStep#N`` nodes: those Kineto steps;
 3. Kineto has several steps: the single step (or the whole trace) whose
-   operator-name multiset overlaps the host ET best (Dice score, O(n) per step);
+   operator-name multiset overlaps the host ET best (Dice score; the events are
+   bucketed by step with one bisect each, so O(n log steps) in all);
 4. otherwise the whole trace.
 
 The selected windows also define ET+ ``measured``: their start and the length
@@ -21,8 +22,8 @@ all CPU and GPU events when there is no step at all.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from chakra.device.model import ANNOTATION, CPU_KINDS, GPU_KINDS, HOST_OP, KinetoTrace, StepWindow
@@ -36,11 +37,11 @@ _PROFILER_STEP = "ProfilerStep#"
 class Window:
     """The selected part of the Kineto trace."""
 
-    name: str                      # "ProfilerStep#3", "ProfilerStep#1+ProfilerStep#2", "kineto_span", ...
+    name: str  # "ProfilerStep#3", "ProfilerStep#1+ProfilerStep#2", "kineto_span", ...
     steps: list[StepWindow] = field(default_factory=list)
-    lo: float = -math.inf          # Kineto host events with lo <= ts < hi are alignment candidates
+    lo: float = -math.inf  # Kineto host events with lo <= ts < hi are alignment candidates
     hi: float = math.inf
-    reason: str = ""               # how it was chosen (for the log and link_stats)
+    reason: str = ""  # how it was chosen (for the log and link_stats)
 
     def contains(self, ts: float) -> bool:
         return self.lo <= ts < self.hi
@@ -50,12 +51,8 @@ def _host_names(host: HostTrace) -> Counter[str]:
     return Counter(op.name for op in host.ops if op.kind == OP)
 
 
-def _kineto_host_events(kineto: KinetoTrace) -> list[int]:
-    return [p for p, ev in enumerate(kineto.events) if ev.kind == HOST_OP or ev.kind == ANNOTATION]
-
-
-def _dice(host_names: Counter[str], host_total: int, names: Iterable[str]) -> float:
-    window = Counter(names)
+def _dice(host_names: Counter[str], host_total: int, window: Counter[str]) -> float:
+    """Overlap of two name multisets, 0..1."""
     total = sum(window.values())
     if not total or not host_total:
         return 0.0
@@ -68,7 +65,7 @@ def _name_of(steps: list[StepWindow]) -> str:
     return "+".join(names) if len(names) <= 4 else f"{names[0]}..{names[-1]} ({len(names)} windows)"
 
 
-def _bounded(steps: list[StepWindow], chosen: list[StepWindow], all_steps: list[StepWindow]) -> tuple[float, float]:
+def _bounded(chosen: list[StepWindow], all_steps: list[StepWindow]) -> tuple[float, float]:
     """From the end of the last unchosen step before the chosen ones to the start of the next unchosen."""
     first, last = chosen[0].ts, chosen[-1].ts
     lo, hi = -math.inf, math.inf
@@ -84,8 +81,11 @@ def _bounded(steps: list[StepWindow], chosen: list[StepWindow], all_steps: list[
 
 
 def annotation_windows(kineto: KinetoTrace, annotation: str) -> list[StepWindow]:
-    wins = [StepWindow(ev.name, ev.ts, ev.dur) for ev in kineto.events
-            if (ev.kind == ANNOTATION or ev.kind == HOST_OP) and ev.name == annotation]
+    wins = [
+        StepWindow(ev.name, ev.ts, ev.dur)
+        for ev in kineto.events
+        if (ev.kind == ANNOTATION or ev.kind == HOST_OP) and ev.name == annotation
+    ]
     wins.sort(key=lambda s: (s.ts, -s.dur))
     return wins
 
@@ -97,7 +97,9 @@ def select_window(host: HostTrace, kineto: KinetoTrace, annotation: str | None =
     if annotation is not None:
         wins = annotation_windows(kineto, annotation)
         if not wins:
-            raise UsageError(f"--annotation {annotation!r}: no CPU op or annotation of that name in {kineto.path}")
+            raise UsageError(
+                f"--annotation {annotation!r}: no CPU op or annotation of that name in {kineto.path}"
+            )
         k = host_names.get(annotation, 0)
         chosen = wins
         if 0 < k < len(wins):
@@ -110,17 +112,13 @@ def select_window(host: HostTrace, kineto: KinetoTrace, annotation: str | None =
     if host_steps:
         chosen = [s for s in steps if s.name in host_steps]
         if chosen:
-            lo, hi = _bounded(steps, chosen, steps)
+            lo, hi = _bounded(chosen, steps)
             return Window(_name_of(chosen), chosen, lo, hi, "ProfilerStep recorded in the host ET")
     if len(steps) >= 2:
-        ev_pos = _kineto_host_events(kineto)
-        events = kineto.events
-        best = (_dice(host_names, host_total, (events[p].name for p in ev_pos)), -1)
-        for i, s in enumerate(steps):
-            lo = -math.inf if i == 0 else s.ts
-            hi = math.inf if i == len(steps) - 1 else steps[i + 1].ts
-            score = _dice(host_names, host_total,
-                          (events[p].name for p in ev_pos if lo <= events[p].ts < hi))
+        buckets = _bucket_names(kineto, steps)
+        best = (_dice(host_names, host_total, sum(buckets, Counter())), -1)
+        for i, bucket in enumerate(buckets):
+            score = _dice(host_names, host_total, bucket)
             if score > best[0]:
                 best = (score, i)
         if best[1] >= 0:
@@ -135,17 +133,34 @@ def select_window(host: HostTrace, kineto: KinetoTrace, annotation: str | None =
     return Window("kineto_span", [], reason="no ProfilerStep in the Kineto trace")
 
 
-def _best_run(kineto: KinetoTrace, wins: list[StepWindow], k: int, host_names: Counter[str],
-              host_total: int) -> list[StepWindow]:
-    events = kineto.events
-    ev_pos = _kineto_host_events(kineto)
+def _best_run(
+    kineto: KinetoTrace, wins: list[StepWindow], k: int, host_names: Counter[str], host_total: int
+) -> list[StepWindow]:
+    buckets = _bucket_names(kineto, wins, extend_first=False)
     best_score, best_i = -1.0, 0
     for i in range(len(wins) - k + 1):
-        lo, hi = wins[i].ts, wins[i + k - 1].ts + wins[i + k - 1].dur
-        score = _dice(host_names, host_total, (events[p].name for p in ev_pos if lo <= events[p].ts < hi))
+        score = _dice(host_names, host_total, sum(buckets[i : i + k], Counter()))
         if score > best_score:
             best_score, best_i = score, i
-    return wins[best_i:best_i + k]
+    return wins[best_i : best_i + k]
+
+
+def _bucket_names(
+    kineto: KinetoTrace, wins: list[StepWindow], extend_first: bool = True
+) -> list[Counter[str]]:
+    """Host-event names per window, window i covering [start_i, start_i+1) (the first from -inf
+    when ``extend_first``, else events before the first window are not counted).
+
+    One bisect per event: O(n log w), not a scan of all events per window.
+    """
+    starts = [w.ts for w in wins]
+    buckets: list[Counter[str]] = [Counter() for _ in wins]
+    for ev in kineto.events:
+        if ev.kind == HOST_OP or ev.kind == ANNOTATION:
+            i = bisect_right(starts, ev.ts) - 1
+            if i >= 0 or extend_first:
+                buckets[i if i > 0 else 0][ev.name] += 1
+    return buckets
 
 
 def measured(kineto: KinetoTrace, window: Window) -> dict[str, object]:

@@ -26,8 +26,8 @@ class ReplayResult:
 
     ``starts``/``ends`` are per node in ``graph`` order (ascending id), µs since the
     replay start (= the measured window start when gaps are kept).  For a node
-    coupled to other ranks ``starts`` is its arrival; ``comm_wait`` holds how long
-    it waited for its peers before the transfer began.
+    coupled to other ranks ``starts`` is its arrival; ``comm_wait`` maps its node id
+    to how long it waited for its peers before the transfer began.
     """
 
     graph: RankGraph
@@ -37,6 +37,7 @@ class ReplayResult:
     gaps: bool = True
     job: bool = False
     comm_wait: dict[int, float] = field(default_factory=dict)
+    clock_offset: float = 0.0   # whole job: where this rank's time 0 lies on the job's common clock
 
     @property
     def rank(self) -> int | None:
@@ -142,9 +143,14 @@ def _results(graphs: Sequence[RankGraph], out: SimOutput, mode: str, gaps: bool,
     results = []
     for ri, g in enumerate(graphs):
         lo, hi = out.offsets[ri], out.offsets[ri + 1]
-        waits = {gi - lo: cs - out.starts[gi] for gi, cs in out.comm_start.items() if lo <= gi < hi}
-        results.append(ReplayResult(graph=g, starts=out.starts[lo:hi], ends=out.ends[lo:hi], mode=mode,
-                                    gaps=gaps and mode == "lanes", job=job, comm_wait=waits))
+        waits = {g.ids[gi - lo]: cs - out.starts[gi] for gi, cs in out.comm_start.items() if lo <= gi < hi}
+        starts, ends = out.starts[lo:hi], out.ends[lo:hi]
+        b = out.base[ri] if out.base else 0.0
+        if b:
+            starts = [x - b for x in starts]
+            ends = [x - b for x in ends]
+        results.append(ReplayResult(graph=g, starts=starts, ends=ends, mode=mode,
+                                    gaps=gaps and mode == "lanes", job=job, comm_wait=waits, clock_offset=b))
     return results
 
 
@@ -217,15 +223,26 @@ def load_job(inputs: Any) -> list[RankGraph]:
 
 
 def replay_job(inputs: Any, *, mode: str = "lanes", gaps: bool = True, missing: str = "error",
-               couple: bool = True) -> JobResult:
-    """Replay every rank of a job; ``couple=False`` replays them side by side, independently."""
+               couple: bool = True, align: bool = True, collective: str = "min") -> JobResult:
+    """Replay every rank of a job; ``couple=False`` replays them side by side, independently.
+
+    ``align`` (lanes mode, when every rank has ``measured_start_us``) starts each rank's
+    replay at its recorded window start relative to the earliest rank (see
+    :mod:`chakra.replay.engine`, "Clock alignment").  ``collective``: ``"min"`` or
+    ``"net"`` transfer time of a coupled group (see :func:`chakra.replay.engine.simulate`).
+    """
     graphs = load_job(inputs)
     if not graphs:
         raise ChakraError("no ranks to replay")
     ranks = [g.rank for g in graphs]
     if couple:
+        starts = [g.measured_start_us for g in graphs]
+        base = None
+        if align and mode == "lanes" and all(s is not None for s in starts):
+            first = min(starts)  # type: ignore[type-var]
+            base = [s - first for s in starts]  # type: ignore[operator]
         out = simulate(graphs, ranks=ranks, mode=mode, gaps=gaps, missing=missing,  # type: ignore[arg-type]
-                       couple=True)
+                       couple=True, base=base, collective=collective)
         results = _results(graphs, out, mode, gaps, job=True)
         groups = out.groups
     else:

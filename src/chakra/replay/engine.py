@@ -17,23 +17,36 @@ Lane order (mode ``"lanes"``)
     never deadlock the replay.  The lane order is a dependency with a delay: a node
     starts no earlier than the end of its lane predecessor plus its gap.
 
-Gaps (CPU lanes, ``gaps=True``)
-    Idle time on a thread (Python, framework overhead between recorded ops) is kept.
-    CPU ops nest: a parent's ``duration_micros`` is its *exclusive* time and its
-    children follow it in pre-order, so "the previous op's end" is not the previous
-    op's ``start + duration``.  Instead each thread keeps a recorded-time cursor,
-    walked in lane order::
+Segments and gaps (CPU lanes of a rank with recorded start times)
+    Idle time on a thread (Python, framework overhead between recorded ops) is real
+    time the replay keeps.  CPU ops nest: a parent's ``duration_micros`` is its
+    *exclusive* time, spread before, between and after its children, which follow it
+    in pre-order -- so "the previous op's end" is not the previous op's ``start +
+    duration``.  On a timed rank (any ``start_time_micros`` > 0) each thread is
+    walked in lane order:
 
-        gap(n)   = max(0, start(n) - cursor)
-        cursor   = max(cursor, start(n)) + duration(n)        (cursor starts at 0)
+    * segment: a node occupies its thread for its *leading* exclusive segment,
+      ``min(duration, start(next op of the thread) - start)``; for a leaf that is its
+      duration, for a parent the time up to its first child.  The rest of its
+      exclusive time falls between and after its children.  A non-CPU record on a
+      host thread (a gloo ``gloo:*`` record) that overlaps the next ops is not a
+      parent but asynchronous work: it keeps its whole duration and frees the
+      thread after its segment;
+    * gap (``gaps=True``): a recorded-time cursor (starting at 0, the measured window start) gives
+      ``gap(n) = max(0, start(n) - cursor)``, then ``cursor = max(cursor, start(n)) +
+      segment(n)``; a node starts no earlier than the replayed end of its thread
+      predecessor plus its gap.  The gaps hold both the idle time and the parents'
+      non-leading exclusive time, and the first op of a thread keeps its offset from
+      the window start.
 
-    Inside a parent the cursor is ahead of every child's start (the parent's
-    exclusive time was already counted, in one block), so children get no gap; at
-    the end of a top-level op the cursor equals that op's recorded end, so the idle
-    time up to the next top-level op is exactly its gap.  The first op of a thread
-    gets its offset from the measured window start.  GPU streams get no gaps: their
-    idle time is waiting for launches, which the dependencies reproduce.
-    ``gaps=False`` drops all gaps (what-if studies: "the ops alone").
+    Replayed without delays, a thread reproduces its recorded timeline exactly; a
+    delay (a slower dependency, a peer in a whole-job replay) shifts the rest of the
+    thread and keeps its gaps.  GPU streams get no gaps: their idle time is waiting
+    for launches, which the dependencies reproduce.  Dependencies recorded as waits
+    (see :func:`_finish_waits`) bound a node's end instead of its start, so a
+    synchronize or a ``wait()`` does not count its waiting twice.
+    ``gaps=False`` drops the gaps (what-if: "the ops alone", no Python or framework
+    time between them): each thread runs its segments back to back.
 
 ASTRA-sim rule (mode ``"astrasim"``)
     Per rank at most one CPU op, one GPU compute op and one GPU communication op run
@@ -53,9 +66,23 @@ Whole-job coupling (``replay_job``)
     peers, and the participant that arrived last waited least, so the minimum is the
     best available estimate of the communication alone.  Every participant's node then
     spans from its own arrival to the common end (its wait is kept separately).
-    COMM_SEND / COMM_RECV are matched by (src, dst, tag, order among that triple) and
-    treated the same way (both sides wait for each other; duration = the shorter of
-    the two recordings).
+    ``collective="net"`` instead gives each participant its own recording minus the
+    time it was recorded waiting for the last arrival (ring collectives do not end
+    together on all ranks; this needs the clock alignment below to be meaningful).
+    COMM_SEND / COMM_RECV are matched by (src, dst, tag, order among that triple).  A
+    send is eager: it never waits for its receiver and takes its recorded duration
+    (blocking both sides would deadlock the common "everyone sends, then everyone
+    receives" exchange that isend/irecv make legal).  A recv waits for its send to
+    start, then lasts the shorter of the two recorded durations.
+
+Clock alignment (whole job, lanes mode)
+    Each rank's recorded times count from its own measured window start.  Ranks of
+    one job rarely enter the profiled step together (in the corpus their steps end
+    within ~1 ms of each other but start up to 7.5 ms apart: the early ranks wait for
+    the late ones inside the step).  With ``align=True`` (default) a rank whose window
+    started later begins its replay later by the difference of the recorded
+    ``measured_start_us`` (one clock per host: Kineto timestamps), so collectives meet
+    as they did; each rank's times are then reported from its own window start.
 
 Ties: events at equal times are processed in (rank, node id) order; the result does
 not depend on that order in lanes mode and is fixed by "lowest id first" in astrasim.
@@ -68,13 +95,14 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from chakra.errors import ChakraError, TraceFormatError
+from chakra.errors import ChakraError
 from chakra.replay.graph import WORLD_PG_NAMES, RankGraph
 from chakra.schema import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, METADATA_NODE
 
 log = logging.getLogger(__name__)
 
 MODES = ("lanes", "astrasim")
+COLLECTIVE_DURATIONS = ("min", "net")
 _CPU, _GPU_COMP, _GPU_COMM = 0, 1, 2
 _MAX_LISTED = 5
 
@@ -93,6 +121,7 @@ class SimOutput:
     comm_start: dict[int, float] = field(default_factory=dict)  # coupled node -> start of the transfer
     lane_order: list[list[int]] = field(default_factory=list)   # per rank: local indices in lane order
     groups: int = 0                                             # coupled groups (collectives + p2p pairs)
+    base: list[float] = field(default_factory=list)             # per rank: its time 0 on the common clock
 
 
 def _fmt_ids(ids: Sequence[int]) -> str:
@@ -133,6 +162,12 @@ def _resolve_deps(g: RankGraph, missing: str) -> list[tuple[int, ...]]:
 def _priority_topo_order(g: RankGraph, deps: list[tuple[int, ...]]) -> list[int]:
     """Topological order preferring (recorded start, id); a cycle raises ReplayError."""
     n = len(g.ids)
+    starts = g.starts
+    # Fast path: when every dependency sorts before its node, sorting is the answer (and proves
+    # there is no cycle).  Index order is id order, so (start, index) is (start, id).
+    if all(starts[j] < starts[i] or (starts[j] == starts[i] and j < i)
+           for i, d in enumerate(deps) for j in d):
+        return sorted(range(n), key=starts.__getitem__)
     indeg = [len(d) for d in deps]
     succ: list[list[int] | None] = [None] * n
     for i, d in enumerate(deps):
@@ -142,7 +177,6 @@ def _priority_topo_order(g: RankGraph, deps: list[tuple[int, ...]]) -> list[int]
                 succ[j] = [i]
             else:
                 s.append(i)
-    starts = g.starts
     heap = [(starts[i], i) for i in range(n) if indeg[i] == 0]
     heapq.heapify(heap)
     order: list[int] = []
@@ -177,15 +211,19 @@ def _cycle_message(g: RankGraph, deps: list[tuple[int, ...]], indeg: list[int]) 
             f"{len(stuck)} node(s) can never start: {_fmt_ids([g.ids[i] for i in stuck])}")
 
 
-def _lane_plan(g: RankGraph, order: list[int], deps: list[tuple[int, ...]], off: int, use_gaps: bool,
-               lane_next: list[int], rem: list[int], gap: list[float], ready_at: list[float]) -> list[float]:
+def _lane_plan(g: RankGraph, order: list[int], off: int, use_gaps: bool, lane_next: list[int],
+               rem: list[int], gap: list[float], ready_at: list[float], release: dict[int, float]
+               ) -> list[float]:
     """Chain each lane in lane order; on CPU lanes (with gaps) compute segments and gaps.
 
-    Returns the replayed duration of every node of the rank.
+    Returns the replayed duration of every node of the rank.  A non-CPU node on a
+    host thread (a gloo record) overlapping the ops after it is not a parent: the
+    thread went on while it ran.  It keeps its whole duration and releases its
+    thread after its segment (``release``: global index -> segment).
     """
     rd = list(g.durations)
-    lanes, starts = g.lanes, g.starts
-    timed = use_gaps and g.timed
+    lanes, starts, is_cpu = g.lanes, g.starts, g.is_cpu
+    timed = g.timed
     seqs: dict = {}
     for i in order:
         lane = lanes[i]
@@ -195,64 +233,85 @@ def _lane_plan(g: RankGraph, order: list[int], deps: list[tuple[int, ...]], off:
         for a, b in zip(seq, seq[1:]):
             lane_next[off + a] = off + b
             rem[off + b] += 1
-        if not (use_gaps and lane[0] == "cpu"):
+        if lane[0] != "cpu":
             continue
         # A parent op runs its leading segment (up to the next op of the thread, its first child);
         # the rest of its exclusive time shows up as gaps between and after its children.
+        seg = {}
         if timed:
             for a, b in zip(seq, seq[1:]):
                 sa, sb = starts[a], starts[b]
                 if sb >= sa and sb - sa < rd[a]:
-                    rd[a] = sb - sa
+                    if is_cpu[a]:
+                        rd[a] = sb - sa
+                    else:
+                        seg[a] = release[off + a] = sb - sa
+        if not use_gaps:
+            continue
         cur = 0.0
         for k, i in enumerate(seq):
             s = starts[i]
             if s > cur:
                 if k == 0:
-                    ready_at[off + i] = s - cur
+                    ready_at[off + i] += s - cur
                 else:
                     gap[off + i] = s - cur
                 cur = s
-            cur += rd[i]
+            cur += seg.get(i, rd[i])
     return rd
 
 
 def _finish_waits(g: RankGraph, deps: list[tuple[int, ...]], rd: list[float]
-                  ) -> dict[int, list[tuple[int, float]]]:
-    """CPU ops that were recorded waiting for a GPU/comm dependency to finish.
+                  ) -> dict[int, list[tuple[int, float | None, float]]]:
+    """Nodes that were recorded already running while a dependency on another lane finished.
 
-    A CPU op ``v`` depending on ``u`` of a non-CPU lane whose recorded end falls inside
-    ``v``'s recorded span spent that time blocked (a synchronize, a ``wait()``): its
-    duration already contains the wait.  Such a dependency constrains the *end* of
-    ``v`` -- ``end(v) >= end(u) + (recorded end of v - recorded end of u)`` -- instead
-    of its start, so the wait is not counted twice and shrinks when ``u`` ends earlier.
+    A node ``v`` depending on ``u`` that was recorded starting before ``u`` ended did
+    not wait for ``u`` to finish before starting: it was blocked in it (a synchronize,
+    a ``wait()``, a collective queued behind the previous one of its group on another
+    worker thread, a kernel starting before its launch call returned), and its duration
+    already contains that wait.  Such a dependency constrains the *end* of ``v``::
+
+        end(v)   >= end(u) + max(0, recorded end of v - recorded end of u)
+        start(v) >= start(u) + max(0, recorded start of v - recorded start of u)
+
+    instead of its start, so the wait is not counted twice and shrinks when ``u``
+    ends earlier.  When the recording even has ``v`` ending before ``u`` (two
+    collectives of one group overlapping on two gloo worker threads; an op chained
+    after an asynchronous gloo record of its thread), the recording contradicts the
+    dependency: only the start bound is kept.  This applies across lanes, and on the
+    same thread after a non-CPU record (which the thread does not wait for).  When
+    ``u`` is a CPU op with children (the ``ctrl_deps`` target of a CPU op) its
+    recorded end is not known (``duration_micros`` of a CPU op is exclusive), so
+    those stay start dependencies.  In a whole-job replay a coupled node's transfer
+    ends at the common end, or later when such a recorded wait says so.
     """
-    out: dict[int, list[tuple[int, float]]] = {}
+    out: dict[int, list[tuple[int, float | None, float]]] = {}
     if not g.timed:
         return out
-    lanes, starts, durs, types = g.lanes, g.starts, g.durations, g.types
+    lanes, starts, durs, is_cpu, ids = g.lanes, g.starts, g.durations, g.is_cpu, g.ids
+    parents = g.parents
     for i, d in enumerate(deps):
         if not d:
             continue
         lane = lanes[i]
-        if lane is None or lane[0] != "cpu" or types[i] in (COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE):
+        if lane is None:
             continue
         s = starts[i]
         e = s + rd[i]
         pairs = None
         for j in d:
             lj = lanes[j]
-            if lj is None or lj[0] == "cpu":
+            if lj is None or (is_cpu[j] and (lj == lane or ids[j] in parents)):
                 continue
             f = starts[j] + durs[j]
-            if s < f <= e + 1.0:
+            if s < f:
                 if pairs is None:
                     pairs = []
-                pairs.append((j, max(0.0, e - f)))
+                tail = e - f if f <= e + 1.0 else None
+                pairs.append((j, None if tail is None else max(0.0, tail), max(0.0, s - starts[j])))
         if pairs:
             out[i] = pairs
     return out
-
 
 def _resource_kind(ntype: int, is_cpu: bool) -> int:
     if is_cpu:
@@ -265,12 +324,14 @@ def _resource_kind(ntype: int, is_cpu: bool) -> int:
 class _Coupling:
     """Groups of nodes (one per participating rank) that start and end together."""
 
-    __slots__ = ("members", "dur", "label")
+    __slots__ = ("members", "dur", "label", "eager", "member_dur")
 
     def __init__(self) -> None:
         self.members: list[list[int]] = []
         self.dur: list[float] = []
+        self.member_dur: list[list[float]] | None = None   # collective="net": one duration per member
         self.label: list[str] = []
+        self.eager: list[int] = []   # the member that does not wait (a send), or -1
 
 
 def _build_coupling(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: Sequence[int],
@@ -360,6 +421,7 @@ def _build_coupling(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: 
         c.members.append(members)
         c.dur.append(min(durations[m] for m in members))
         c.label.append(f"collective #{key[2]} of process group {key[0] or 'world'!r}")
+        c.eager.append(-1)
     for key, roles in p2p.items():
         if len(roles) != 2:
             src, dst, tag, k = key
@@ -371,10 +433,30 @@ def _build_coupling(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: 
         c.members.append(members)
         c.dur.append(min(durations[m] for m in members))
         c.label.append(f"send/recv #{key[3]} {key[0]}->{key[1]} tag {key[2]}")
+        c.eager.append(roles["send"])
     for gid, members in enumerate(c.members):
         for m in members:
             couple[m] = gid
     return c, couple
+
+
+def _net_durations(c: _Coupling, graphs: Sequence[RankGraph], offsets: Sequence[int],
+                   durations: list[float], base: Sequence[float]) -> None:
+    """``collective="net"``: each participant lasts its own recorded duration minus its recorded wait.
+
+    On the common clock the recorded arrivals are ``start_time_micros + base``; a
+    participant that arrived ``w`` µs before the last one waited ``w`` µs inside its
+    recording, so its transfer took ``duration - w`` (at least 0).  Ranks of a ring
+    collective do not finish together; this keeps each one's recorded finish.
+    """
+    c.member_dur = []
+    for members in c.members:
+        arr = []
+        for m in members:
+            ri = _rank_of(offsets, m)
+            arr.append(graphs[ri].starts[m - offsets[ri]] + base[ri])
+        last = max(arr)
+        c.member_dur.append([max(0.0, durations[m] - (last - a)) for m, a in zip(members, arr)])
 
 
 def _rank_of(offsets: Sequence[int], gi: int) -> int:
@@ -389,16 +471,26 @@ def _rank_of(offsets: Sequence[int], gi: int) -> int:
 
 
 def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None, mode: str = "lanes",
-             gaps: bool = True, missing: str = "error", couple: bool = False) -> SimOutput:
-    """Replay ``graphs`` (one per rank) together; ``couple`` ties collectives/send/recv across ranks."""
+             gaps: bool = True, missing: str = "error", couple: bool = False,
+             base: Sequence[float] | None = None, collective: str = "min") -> SimOutput:
+    """Replay ``graphs`` (one per rank) together; ``couple`` ties collectives/send/recv across ranks.
+
+    ``base`` (lanes mode) is the time at which each rank's replay begins on the common
+    clock; results stay on that clock.  ``collective`` is the transfer time of a coupled
+    group: ``"min"`` (shortest recording, every participant ends together) or ``"net"``
+    (each participant's recording net of its recorded wait, see :func:`_net_durations`).
+    """
     if mode not in MODES:
         raise ChakraError(f"unknown replay mode {mode!r} (expected one of {', '.join(MODES)})")
+    if collective not in COLLECTIVE_DURATIONS:
+        raise ChakraError(f"unknown collective duration {collective!r} (expected min or net)")
     if missing not in ("error", "ignore"):
         raise ChakraError(f"missing must be 'error' or 'ignore', not {missing!r}")
     if ranks is None:
         ranks = list(range(len(graphs)))
     lanes_mode = mode == "lanes"
     use_gaps = gaps and lanes_mode
+    # (segments apply with or without gaps: they are how nested CPU ops occupy a thread)
 
     offsets = [0]
     for g in graphs:
@@ -415,10 +507,15 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
     res = [-1] * total
     orders: list[list[int]] = []
 
-    rdur: list[float] = []          # replayed duration (lanes mode with gaps: the leading segment)
+    rdur: list[float] = []          # replayed duration (lanes mode, CPU ops: the leading segment)
     ff_rem = [0] * total            # unfinished finish-to-finish dependencies
-    ff_succ: dict[int, list[tuple[int, float]]] = {}   # u -> [(v, tail after u's end)]
+    ff_succ: dict[int, list[tuple[int, float | None, float]]] = {}  # u -> [(v, tail after u's end, offset)]
     ff_min: dict[int, float] = {}   # v -> shortest tail: v's own time when nothing is waited for
+    release: dict[int, float] = {}  # node -> time after its start at which its lane is free again
+    if base is not None and lanes_mode:
+        for ri, b in enumerate(base):
+            if b:
+                ready_at[offsets[ri]:offsets[ri + 1]] = [float(b)] * (offsets[ri + 1] - offsets[ri])
     for ri, g in enumerate(graphs):
         off = offsets[ri]
         deps = _resolve_deps(g, missing)
@@ -427,24 +524,27 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
         dur.extend(g.durations)
         is_meta.extend(t == METADATA_NODE for t in g.types)
         if lanes_mode:
-            rd = _lane_plan(g, order, deps, off, use_gaps, lane_next, rem, gap, ready_at)
+            rd = _lane_plan(g, order, off, use_gaps, lane_next, rem, gap, ready_at, release)
             waits = _finish_waits(g, deps, rd)
             for i, pairs in waits.items():
-                skip = {j for j, _ in pairs}
+                skip = {j for j, _, _ in pairs}
                 deps[i] = tuple(j for j in deps[i] if j not in skip)
                 gi = off + i
-                ff_rem[gi] = len(pairs)
-                ff_min[gi] = min(t for _, t in pairs)
-                for j, tail in pairs:
-                    ff_succ.setdefault(off + j, []).append((gi, tail))
+                tails = [t for _, t, _ in pairs if t is not None]
+                rem[gi] += len(pairs)
+                ff_rem[gi] = len(tails)
+                if tails:
+                    ff_min[gi] = min(tails)
+                for j, tail, offset in pairs:
+                    ff_succ.setdefault(off + j, []).append((gi, tail, offset))
             rdur.extend(rd)
         else:
             rdur.extend(g.durations)
-            base = ri * 3
+            first_res = ri * 3
             types, cpu = g.types, g.is_cpu
             for i in range(len(g.ids)):
                 if types[i] != METADATA_NODE:
-                    res[off + i] = base + _resource_kind(types[i], cpu[i])
+                    res[off + i] = first_res + _resource_kind(types[i], cpu[i])
         for i, d in enumerate(deps):
             if d:
                 gi = off + i
@@ -458,12 +558,17 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
 
     coupling, group_of = (_build_coupling(graphs, ranks, offsets, orders, dur) if couple
                           else (_Coupling(), None))
+    if couple and collective == "net":
+        _net_durations(coupling, graphs, offsets, dur,
+                       base if base is not None and lanes_mode else [0.0] * len(graphs))
     n_groups = len(coupling.members)
     arrived = [0] * n_groups
     latest = [0.0] * n_groups
     gsize = [len(m) for m in coupling.members]
     comm_start: dict[int, float] = {}
     arrived_nodes: set[int] = set()
+    ff_cand: dict[int, float] = {}     # v -> latest (end of u + tail) seen so far
+    ff_started: dict[int, float] = {}  # v started, waiting for finish-to-finish deps
 
     start = [0.0] * total
     end = [-1.0] * total
@@ -477,35 +582,65 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
         arrived[grp] += 1
         if t > latest[grp]:
             latest[grp] = t
+        eager = coupling.eager[grp]
+        if gi == eager:                       # a send does not wait for its receiver
+            comm_start[gi] = t
+            schedule_end(gi, t + ff_min.get(gi, rdur[gi]))
         if arrived[grp] == gsize[grp]:
             cs = latest[grp]
             e = cs + coupling.dur[grp]
-            for m in coupling.members[grp]:
-                comm_start[m] = cs
-                push(heap, (e, m))
+            per_member = coupling.member_dur[grp] if coupling.member_dur is not None else None
+            for k, m in enumerate(coupling.members[grp]):
+                if m != eager:
+                    comm_start[m] = cs
+                    schedule_end(m, e if per_member is None else cs + per_member[k])
+
+    def schedule_end(gi: int, e: float) -> None:
+        """End at ``e``, or later if a dependency it was recorded waiting for ends later."""
+        if gi in ff_min:
+            if ff_rem[gi]:
+                ff_started[gi] = e - ff_min[gi]   # finished by the last finish-wait dependency
+                return
+            if ff_cand[gi] > e:
+                e = ff_cand[gi]
+        push(heap, (e, gi))
 
     if lanes_mode:
-        ff_cand: dict[int, float] = {}     # v -> latest (end of u + tail) seen so far
-        ff_started: dict[int, float] = {}  # v started, waiting for finish-to-finish deps
 
-        def ready(gi: int) -> None:
-            t = ready_at[gi]
-            start[gi] = t
-            if is_meta[gi]:
-                push(heap, (t, gi))
-            elif group_of is not None and group_of[gi] >= 0:
-                arrive(gi, t)
-            elif gi in ff_min:
-                if ff_rem[gi]:
-                    ff_started[gi] = t
+        pending: list[int] = []            # nodes whose start constraints are all met
+
+        def start_ready() -> None:
+            while pending:
+                gi = pending.pop()
+                t = ready_at[gi]
+                start[gi] = t
+                rel = release.get(gi)
+                if rel is not None:            # the thread goes on while this record runs
+                    j = lane_next[gi]
+                    tj = t + rel + gap[j]
+                    if ready_at[j] < tj:
+                        ready_at[j] = tj
+                    rem[j] -= 1
+                    if rem[j] == 0:
+                        pending.append(j)
+                fs = ff_succ.get(gi)
+                if fs is not None:             # start-to-start half of finish waits
+                    for v, _tail, offset in fs:
+                        tv = t + offset
+                        if ready_at[v] < tv:
+                            ready_at[v] = tv
+                        rem[v] -= 1
+                        if rem[v] == 0:
+                            pending.append(v)
+                if is_meta[gi]:
+                    push(heap, (t, gi))
+                elif group_of is not None and group_of[gi] >= 0:
+                    arrive(gi, t)
                 else:
-                    push(heap, (max(t + ff_min[gi], ff_cand[gi]), gi))
-            else:
-                push(heap, (t + rdur[gi], gi))
+                    schedule_end(gi, t + ff_min.get(gi, rdur[gi]))
 
-        for gi in range(total):
-            if rem[gi] == 0:
-                ready(gi)
+        pending.extend(gi for gi in range(total - 1, -1, -1) if rem[gi] == 0)
+        start_ready()
         while heap:
             t, gi = pop(heap)
             end[gi] = t
@@ -517,24 +652,28 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
                         ready_at[j] = t
                     rem[j] -= 1
                     if rem[j] == 0:
-                        ready(j)
+                        pending.append(j)
             j = lane_next[gi]
-            if j >= 0:
+            if j >= 0 and gi not in release:
                 tj = t + gap[j]
                 if ready_at[j] < tj:
                     ready_at[j] = tj
                 rem[j] -= 1
                 if rem[j] == 0:
-                    ready(j)
+                    pending.append(j)
             fs = ff_succ.get(gi)
-            if fs is not None:
-                for v, tail in fs:
+            if fs is not None:                 # finish-to-finish half
+                for v, tail, _offset in fs:
+                    if tail is None:
+                        continue
                     c = t + tail
                     if ff_cand.get(v, -1.0) < c:
                         ff_cand[v] = c
                     ff_rem[v] -= 1
                     if ff_rem[v] == 0 and v in ff_started:
                         push(heap, (max(ff_started.pop(v) + ff_min[v], ff_cand[v]), v))
+            if pending:
+                start_ready()
     else:
         n_res = 3 * len(graphs)
         queues: list[list[int]] = [[] for _ in range(n_res)]
@@ -587,8 +726,9 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
     if done != total:
         raise ReplayError(_stall_message(graphs, ranks, offsets, coupling, arrived, arrived_nodes,
                                          total - done))
+    bases = [float(b) for b in base] if base is not None and lanes_mode else [0.0] * len(graphs)
     return SimOutput(starts=start, ends=end, offsets=offsets, comm_start=comm_start, lane_order=orders,
-                     groups=n_groups)
+                     base=bases, groups=n_groups)
 
 
 def _stall_message(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: Sequence[int],
@@ -611,9 +751,3 @@ def _stall_message(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: S
         parts.append("no collective is partially reached; check the ranks' collective orders")
     return "; ".join(parts)
 
-
-def check_graph(g: RankGraph, missing: str = "error") -> list[int]:
-    """Validate dependencies (missing ids, cycles) of one rank; return its lane order."""
-    if not isinstance(g, RankGraph):
-        raise TraceFormatError("not a RankGraph")
-    return _priority_topo_order(g, _resolve_deps(g, missing))

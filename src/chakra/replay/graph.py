@@ -82,6 +82,8 @@ class RankGraph:
     is_cpu: list[bool] = field(default_factory=list)
     lanes: list[Any] = field(default_factory=list)           # None for METADATA nodes
     comm: dict[int, CommInfo] = field(default_factory=dict)  # index -> comm info (COMM_* nodes only)
+    parents: set[int] = field(default_factory=set)  # ids of CPU ops that are the ctrl_dep of a CPU op
+    ctrl_parent: dict[int, int] = field(default_factory=dict)  # CPU op id -> its parent's id (display only)
     rank: int | None = None
     world_size: int | None = None
     process_groups: dict[str, tuple[int, ...]] = field(default_factory=dict)  # pg_name -> ranks (() = world)
@@ -201,6 +203,8 @@ def graph_from_protobuf(nodes: Iterable[Any], metadata: Any = None, *, path: str
     streams: list[Any] = []
     devices: list[Any] = []
     comm_raw: dict[int, dict[str, Any]] = {}
+    parents: set[int] = set()
+    ctrl_parent: dict[int, int] = {}
     meta_payload = None
     for n in nodes:
         is_cpu = False
@@ -221,7 +225,11 @@ def graph_from_protobuf(nodes: Iterable[Any], metadata: Any = None, *, path: str
         if ntype == METADATA_NODE and meta_payload is None and n.inputs.values:
             meta_payload = n.inputs.values
         dd = n.data_deps
-        deps_l.append(tuple(n.ctrl_deps) + tuple(dd) if dd else tuple(n.ctrl_deps))
+        cd = tuple(n.ctrl_deps)
+        if is_cpu and cd:
+            parents.update(cd)
+            ctrl_parent[n.id] = cd[0]
+        deps_l.append(cd + tuple(dd) if dd else cd)
         ids.append(n.id)
         names.append(n.name)
         types.append(ntype)
@@ -232,6 +240,8 @@ def graph_from_protobuf(nodes: Iterable[Any], metadata: Any = None, *, path: str
         streams.append(stream)
         devices.append(device)
 
+    g.parents = parents
+    g.ctrl_parent = ctrl_parent
     if len(set(ids)) != len(ids):
         seen: set[int] = set()
         for index, nid in enumerate(ids):

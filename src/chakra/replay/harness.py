@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import multiprocessing
 import os
 import sys
 import tarfile
@@ -142,11 +143,20 @@ def _job_replay(outcomes: list[RankOutcome], mode: str, gaps: bool) -> None:
         o.replayed_us = read_completion_time(o.log)
 
 
+def _init_worker(level: int) -> None:
+    """Spawned workers log like the parent (``--quiet`` / ``--log-level`` carry over)."""
+    logging.basicConfig(level=level, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+
+
 def run_integration(tgz_path: str | os.PathLike[str], num_ranks: int, tolerance: float,
                     expected_times_ms: Sequence[float] | None = None, *, against_measured: bool = False,
                     workers: int | None = None, mode: str = "lanes", gaps: bool = True, job: bool = False,
-                    out: TextIO | None = None) -> int:
-    """Extract, link, convert, replay and validate every rank; return the exit code (0 = all within)."""
+                    extract_dir: str | os.PathLike[str] | None = None, out: TextIO | None = None) -> int:
+    """Extract, link, convert, replay and validate every rank; return the exit code (0 = all within).
+
+    The archive is extracted next to itself unless ``extract_dir`` is given (CI: keep
+    the checkout clean); all outputs go into the extracted folder.
+    """
     out = out if out is not None else sys.stdout
     tgz = Path(tgz_path)
     if num_ranks <= 0:
@@ -161,7 +171,8 @@ def run_integration(tgz_path: str | os.PathLike[str], num_ranks: int, tolerance:
     if not tgz.is_file():
         raise TraceFormatError("archive not found", tgz)
 
-    target = tgz.resolve().parent
+    target = Path(extract_dir).resolve() if extract_dir else tgz.resolve().parent
+    target.mkdir(parents=True, exist_ok=True)
     safe_extract(tgz, target)
     folder = target / archive_folder_name(tgz)
     if not folder.is_dir():
@@ -174,7 +185,11 @@ def run_integration(tgz_path: str | os.PathLike[str], num_ranks: int, tolerance:
         outcomes = [process_rank(r, str(h), str(k), str(folder), mode, gaps)
                     for r, (h, k) in enumerate(pairs)]
     else:
-        with ProcessPoolExecutor(max_workers=n_workers) as pool:
+        # spawn: workers start clean (no inherited logging handlers or locks of the parent)
+        ctx = multiprocessing.get_context("spawn")
+        level = logging.getLogger().getEffectiveLevel()
+        with ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx, initializer=_init_worker,
+                                 initargs=(level,)) as pool:
             futures = [pool.submit(process_rank, r, str(h), str(k), str(folder), mode, gaps)
                        for r, (h, k) in enumerate(pairs)]
             outcomes = [f.result() for f in futures]

@@ -62,8 +62,34 @@ def _category(ntype: int, is_cpu: bool) -> str:
     return "cpu_op" if is_cpu else "kernel"
 
 
+def _display_ends(res: ReplayResult) -> list[float]:
+    """A CPU parent op is drawn until its last descendant ends, so the slices nest as recorded.
+
+    (The replay gives a parent only its leading exclusive segment; its children follow it.)
+    Children start no earlier than their parent, so walking nodes by decreasing replayed
+    start visits every child before its parent: one sort, no recursion.
+    """
+    g = res.graph
+    ends = list(res.ends)
+    if not g.ctrl_parent:
+        return ends
+    index = {nid: i for i, nid in enumerate(g.ids)}
+    lanes = g.lanes
+    for i in sorted(range(len(g.ids)), key=lambda i: (res.starts[i], g.ids[i]), reverse=True):
+        p = g.ctrl_parent.get(g.ids[i])
+        if p is None:
+            continue
+        j = index.get(p)
+        if j is not None and lanes[j] == lanes[i] and ends[i] > ends[j]:
+            ends[j] = ends[i]
+    return ends
+
+
 def timeline(results: Iterable[ReplayResult]) -> dict[str, Any]:
-    """Chrome/Perfetto trace of the replayed timeline: a process per rank, a track per thread/stream."""
+    """Chrome/Perfetto trace of the replayed timeline: a process per rank, a track per thread/stream.
+
+    Whole-job results are drawn on the job's common clock, so a collective lines up across ranks.
+    """
     events: list[dict[str, Any]] = []
     for pos, res in enumerate(results):
         g = res.graph
@@ -79,14 +105,15 @@ def timeline(results: Iterable[ReplayResult]) -> dict[str, Any]:
                            "args": {"name": _lane_name(lane)}})
             events.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
                            "args": {"sort_index": tid}})
+        ends = _display_ends(res)
         for i, nid in enumerate(g.ids):
             ntype = g.types[i]
             if ntype == METADATA_NODE:
                 continue
-            s, e = res.starts[i], res.ends[i]
+            s, e = res.starts[i] + res.clock_offset, ends[i] + res.clock_offset
             args: dict[str, Any] = {"node_id": nid, "recorded_start_us": g.starts[i],
                                     "recorded_dur_us": g.durations[i]}
-            wait = res.comm_wait.get(i)
+            wait = res.comm_wait.get(nid)
             if wait is not None:
                 args["wait_us"] = wait
             events.append({"ph": "X", "name": g.names[i], "cat": _category(ntype, g.is_cpu[i]),
@@ -126,8 +153,9 @@ def results_table(results: Iterable[ReplayResult], title: str = "Replay") -> Any
 
 
 def replay_report(paths: list[str], *, job: bool = False, mode: str = "lanes", gaps: bool = True,
-                  missing: str = "error", timeline_path: str | None = None, log_path: str | None = None,
-                  as_json: bool = False, stream: Any = None) -> int:
+                  align: bool = True, collective: str = "min", missing: str = "error",
+                  timeline_path: str | None = None,
+                  log_path: str | None = None, as_json: bool = False, stream: Any = None) -> int:
     """What ``chakra replay`` does: replay, write the requested files, print a table (or JSON)."""
     import sys
 
@@ -136,7 +164,8 @@ def replay_report(paths: list[str], *, job: bool = False, mode: str = "lanes", g
     from chakra.replay.api import replay_job
 
     out = stream if stream is not None else sys.stdout
-    result = replay_job(paths, mode=mode, gaps=gaps, missing=missing, couple=job)
+    result = replay_job(paths, mode=mode, gaps=gaps, missing=missing, couple=job, align=align,
+                        collective=collective)
     if log_path:
         write_completion_log(log_path, result)
     if timeline_path:

@@ -1,4 +1,5 @@
-"""Invariants every converted Chakra ET must satisfy, checked through tests/wire_reader.py only."""
+"""Invariants every converted Chakra ET must satisfy, checked through tests/wire_reader.py only
+(imported by the other converter tests; its own test checks the cycle detector)."""
 
 from __future__ import annotations
 
@@ -84,3 +85,10 @@ def check_et(path: str | Path) -> tuple[dict, list[WireNode]]:
             assert all(str(g["pg_name"]).isdigit() for g in groups)
     assert topo_ok(nodes), "dependency cycle"
     return meta, nodes
+
+
+def test_topo_ok_detects_a_cycle_and_accepts_a_dag():
+    a, b, c = WireNode(id=1), WireNode(id=2, data_deps=[1]), WireNode(id=3, ctrl_deps=[2], data_deps=[1])
+    assert topo_ok([a, b, c])
+    a.data_deps.append(3)
+    assert not topo_ok([a, b, c])

@@ -1,0 +1,164 @@
+"""Link time and peak memory: every DLRM rank of the corpus, and synthetic traces of growing size.
+
+Each measurement runs in a fresh subprocess (clean heap, honest max RSS):
+
+* DLRM: per rank, load time (host ET + Kineto), ``link_traces`` time (median of
+  ``--repeat`` runs), ET+ write time, tracemalloc peak of one link, process max RSS;
+* synthetic (``benchmarks/synth.py``): ``--sizes`` host ops (default 10k, 100k,
+  1M) with kernels on several streams, two threads and collectives on three
+  process groups, 0.1% of the Kineto ops dropped and 0.1% extra ones added so
+  the tolerant alignment path is exercised; the table shows link time per host
+  op and the growth factor against the previous size, to show near-linear growth.
+
+Usage: ``python benchmarks/bench_link.py [--corpus DIR] [--sizes 10000 100000 1000000] [--repeat 3]
+[--skip-dlrm] [--skip-synth] [--keep DIR]``.  Prints markdown tables.  Never run from the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_CORPUS = Path(os.environ.get("CHAKRA_TRACE_CORPUS", REPO.parent / "shared" / "traces"))
+
+_CHILD = r"""
+import gc, json, resource, statistics, sys, time, tracemalloc
+sys.path.insert(0, {src!r})
+from chakra.host.loader import load_host_et
+from chakra.device.loader import load_kineto
+from chakra.link import link_traces
+from chakra.io import dump_json
+host_path, kineto_path, out_path, repeat, trace_mem = {args!r}
+t = time.perf_counter()
+host = load_host_et(host_path)
+kineto = load_kineto(kineto_path)
+load_s = time.perf_counter() - t
+times = []
+doc = None
+for _ in range(repeat):
+    doc = None
+    gc.collect()
+    t = time.perf_counter()
+    doc = link_traces(host, kineto)
+    times.append(time.perf_counter() - t)
+t = time.perf_counter()
+dump_json(out_path, doc)
+write_s = time.perf_counter() - t
+peak = None
+if trace_mem:
+    doc = None
+    gc.collect()
+    tracemalloc.start()
+    doc = link_traces(host, kineto)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+s = doc["link_stats"]
+print(json.dumps({{
+    "load_s": load_s, "link_s": statistics.median(times), "write_s": write_s, "link_peak_bytes": peak,
+    "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    "host_ops": s["host_ops"], "matched": s["matched"], "gpu_ops": s["gpu_ops"],
+    "gpu_attached": s["gpu_attached"], "kineto_events": len(kineto.events), "strategy": s["strategy"],
+    "sync_deps": s["sync_deps"], "inter_thread_deps": s["inter_thread_deps"],
+}}))
+"""
+
+
+def measure(host: Path, kineto: Path, out: Path, repeat: int, trace_mem: bool) -> dict[str, Any]:
+    code = _CHILD.format(src=str(REPO / "src"), args=(str(host), str(kineto), str(out), repeat, trace_mem))
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    if res.returncode != 0:
+        raise SystemExit(f"measurement failed for {host}:\n{res.stderr}")
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def mib(n: float | None) -> str:
+    return "-" if n is None else f"{n / 2**20:.1f}"
+
+
+def bench_dlrm(corpus: Path, repeat: int, tmp: Path) -> None:
+    folder = corpus / "dlrm_8r_v100"
+    if not folder.is_dir():
+        print(f"(no DLRM corpus at {folder}: skipped)")
+        return
+    print("## DLRM (dlrm_8r_v100), one subprocess per rank\n")
+    print(
+        "| rank | host ops | matched | GPU ops | attached | load s | link s | write s | "
+        "link peak MiB (tracemalloc) | max RSS MiB |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for rank in range(8):
+        r = measure(
+            folder / "host" / f"host_et_{rank}.json.gz",
+            folder / "device" / f"kineto_{rank}.json.gz",
+            tmp / f"et_plus_{rank}.json",
+            repeat,
+            True,
+        )
+        print(
+            f"| {rank} | {r['host_ops']} | {r['matched']} | {r['gpu_ops']} | {r['gpu_attached']} | "
+            f"{r['load_s']:.3f} | {r['link_s']:.3f} | {r['write_s']:.3f} | {mib(r['link_peak_bytes'])} | "
+            f"{mib(r['max_rss_bytes'])} |"
+        )
+    print()
+
+
+def bench_synth(sizes: list[int], repeat: int, tmp: Path) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from synth import generate
+
+    print("## Synthetic traces (benchmarks/synth.py, drop 0.1%, extra 0.1%)\n")
+    print(
+        "| host ops | Kineto events | GPU ops | matched | attached | load s | link s | µs per host op | "
+        "growth vs previous (time / size) | write s | link peak MiB | max RSS MiB |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    prev: tuple[int, float] | None = None
+    for n in sizes:
+        d = tmp / f"synth_{n}"
+        ((hp, kp),) = generate(n, d, ranks=1, seed=0, drop_rate=0.001, extra_rate=0.001)
+        r = measure(hp, kp, d / "et_plus_0.json", repeat if n < 1_000_000 else 1, n <= 100_000)
+        per_op = r["link_s"] / r["host_ops"] * 1e6
+        growth = "-"
+        if prev is not None:
+            growth = f"{r['link_s'] / prev[1]:.1f}x / {r['host_ops'] / prev[0]:.1f}x"
+        prev = (r["host_ops"], r["link_s"])
+        print(
+            f"| {r['host_ops']} | {r['kineto_events']} | {r['gpu_ops']} | {r['matched']} | "
+            f"{r['gpu_attached']} | "
+            f"{r['load_s']:.2f} | {r['link_s']:.2f} | {per_op:.1f} | {growth} | {r['write_s']:.2f} | "
+            f"{mib(r['link_peak_bytes'])} | {mib(r['max_rss_bytes'])} |"
+        )
+        for p in d.iterdir():
+            if p.suffix == ".json" and n >= 1_000_000:
+                p.unlink()
+    print()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--skip-dlrm", action="store_true")
+    ap.add_argument("--skip-synth", action="store_true")
+    ap.add_argument("--keep", type=Path, default=None, help="work directory to keep (default: a temp dir)")
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench_link_") as tmpname:
+        tmp = a.keep or Path(tmpname)
+        tmp.mkdir(parents=True, exist_ok=True)
+        if not a.skip_dlrm:
+            bench_dlrm(a.corpus, a.repeat, tmp)
+        if not a.skip_synth:
+            bench_synth(a.sizes, a.repeat, tmp)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
