@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 from google.protobuf import descriptor_pb2
 
-from chakra.schema import et_def_pb2
-from chakra.schema import AttributeProto, GlobalMetadata, Node
+from chakra.schema import AttributeProto, GlobalMetadata, Node, et_def_pb2
 
 REPO = Path(__file__).resolve().parent.parent
 PROTO = REPO / "schema" / "protobuf" / "et_def.proto"

@@ -93,7 +93,7 @@ def build_file_descriptor() -> descriptor_pb2.FileDescriptorProto:
         _field(attr, f"{scalar}_list", number + 1, _F.TYPE_MESSAGE, type_name=list_name, oneof=0)
         number += 2
 
-    for scalar, ftype, list_name in _SCALARS:
+    for _scalar, ftype, list_name in _SCALARS:
         lst = fd.message_type.add(name=list_name)
         _field(lst, "values", 1, ftype, repeated=True)
 
