@@ -130,8 +130,15 @@ def load_kineto(path: str | os.PathLike[str], annotation: str | None = None) -> 
 
 
 def _load(path: str | os.PathLike[str], annotation: str | None) -> KinetoTrace:
+    return build_kineto_trace(load_json(path), path, annotation)
+
+
+def build_kineto_trace(data: Any, path: str | os.PathLike[str] = "<memory>",
+                       annotation: str | None = None) -> KinetoTrace:
+    """Build the model from an already parsed Kineto document (``path`` only names it in errors)."""
     spath = str(path)
-    data = load_json(path)
+    if not isinstance(data, dict):
+        raise TraceFormatError(f"top level is a JSON {type(data).__name__}, expected a JSON object", spath)
     if "traceEvents" not in data:
         raise TraceFormatError("no 'traceEvents' key: not a Kineto/Chrome trace", spath)
     raw_events = data["traceEvents"]

@@ -1,0 +1,42 @@
+"""`chakra summary FILE...`: load host ETs / Kineto traces and summarise them."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+import orjson
+
+from chakra.cli.common import ArgumentParser, add_common_args, run_command, setup_logging
+
+PROG = "chakra summary"
+
+
+def build_parser() -> ArgumentParser:
+    p = ArgumentParser(prog=PROG, description="Load PyTorch host ETs and/or Kineto traces (.json or "
+                       ".json.gz) and summarise what they hold.")
+    p.add_argument("inputs", nargs="+", metavar="FILE", help="host ET or Kineto trace")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    add_common_args(p)
+    return p
+
+
+def _run(args: argparse.Namespace) -> int:
+    from chakra.tools.summary import render, summarize
+
+    setup_logging(args.log_level, quiet=args.quiet)
+    summaries = [summarize(path) for path in args.inputs]
+    if args.json:
+        sys.stdout.write(orjson.dumps(summaries, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        render(summaries)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_command(_run, build_parser().parse_args(argv), PROG)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
