@@ -11,27 +11,19 @@ rank's own measured step from the trace).
 
 from __future__ import annotations
 
-import inspect
 import logging
-import multiprocessing
 import os
 import sys
 import tarfile
+import zlib
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from chakra.errors import ChakraError, TraceFormatError, UsageError
 
 log = logging.getLogger(__name__)
-
-HOST_NAMES = ("chakra_host_et_{n}.json", "chakra_host_et_{n}.json.gz", "host_et_{n}.json",
-              "host_et_{n}.json.gz")
-KINETO_NAMES = ("kineto_{n}.json", "kineto_{n}.json.gz", "chakra_device_trace_{n}.json",
-                "chakra_device_trace_{n}.json.gz")
-
 
 @dataclass(slots=True)
 class RankOutcome:
@@ -62,7 +54,10 @@ def safe_extract(tgz: Path, target: Path) -> None:
     except (tarfile.TarError, OSError) as exc:
         raise TraceFormatError(f"cannot open the archive ({exc})", tgz) from None
     with tar:
-        members = tar.getmembers()
+        try:
+            members = tar.getmembers()
+        except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+            raise TraceFormatError(f"truncated or corrupt archive ({exc})", tgz) from None
         for m in members:
             dest = (target / m.name).resolve()
             if dest != target and target not in dest.parents:
@@ -78,55 +73,38 @@ def safe_extract(tgz: Path, target: Path) -> None:
                 tar.extractall(target, members=members, filter="data")
             else:  # pragma: no cover - python < 3.11.4
                 tar.extractall(target, members=members)
-        except (tarfile.TarError, OSError) as exc:
+        except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
             raise TraceFormatError(f"cannot extract the archive ({exc})", tgz) from None
 
 
 def find_rank_files(folder: Path, rank: int) -> tuple[Path, Path]:
-    """(host ET, Kineto trace) of one rank, accepting both naming schemes."""
-    hosts = [folder / p.format(n=rank) for p in HOST_NAMES]
-    kinetos = [folder / p.format(n=rank) for p in KINETO_NAMES]
-    host = next((p for p in hosts if p.is_file()), None)
-    kineto = next((p for p in kinetos if p.is_file()), None)
-    if host is None:
-        raise TraceFormatError(f"no host ET for rank {rank} (looked for {', '.join(p.name for p in hosts)})",
-                               folder)
-    if kineto is None:
-        raise TraceFormatError(
-            f"no Kineto trace for rank {rank} (looked for {', '.join(p.name for p in kinetos)})", folder)
-    return host, kineto
+    """(host ET, Kineto trace) of one rank, accepting both naming schemes (``chakra.pipeline.find_ranks``)."""
+    from chakra.pipeline import find_ranks
 
-
-def _link(host: Path, kineto: Path, out: Path, rank: int) -> None:
-    try:  # written by the linker; imported lazily
-        from chakra.link import link_files
-    except ImportError:
-        from chakra.link.api import link_files
-
-    params = inspect.signature(link_files).parameters
-    kwargs: dict[str, Any] = {"rank": rank} if "rank" in params else {}
-    link_files(host, kineto, out, **kwargs)
+    (files,) = find_ranks(folder, [rank])
+    return files.host, files.kineto
 
 
 def process_rank(rank: int, host: str, kineto: str, workdir: str, mode: str = "lanes",
                  gaps: bool = True) -> RankOutcome:
-    """Link, convert and replay one rank (runs in a worker process)."""
-    from chakra.convert import convert_file
-    from chakra.replay.api import replay_file
-    from chakra.replay.output import read_completion_time, write_completion_log
+    """Link, convert and replay one rank (the worker of :mod:`chakra.pipeline`, the harness's file names)."""
+    from chakra.pipeline import RankTask
+    from chakra.pipeline import process_rank as work
+    from chakra.replay.output import read_completion_time
 
     wd = Path(workdir)
-    et_plus = wd / f"chakra_et_plus_{rank}.json"
-    et = wd / f"chakra.{rank}.et"
-    log_path = wd / f"replay_{rank}.log"
-    _link(Path(host), Path(kineto), et_plus, rank)
-    convert_file(et_plus, et)
-    res = replay_file(et, mode=mode, gaps=gaps)
-    write_completion_log(log_path, [res])
-    return RankOutcome(rank=rank, host=host, kineto=kineto, et_plus=str(et_plus), et=str(et),
-                       log=str(log_path),
-                       replayed_us=read_completion_time(log_path), measured_us=res.measured_us,
-                       nodes=res.num_nodes)
+    res = work(RankTask(rank=rank, host=host, kineto=kineto, et_plus=str(wd / f"chakra_et_plus_{rank}.json"),
+                        et=str(wd / f"chakra.{rank}.et"), log=str(wd / f"replay_{rank}.log"), mode=mode,
+                        gaps=gaps))
+    assert res.et is not None and res.log is not None
+    return RankOutcome(rank=rank, host=host, kineto=kineto, et_plus=res.et_plus, et=res.et, log=res.log,
+                       replayed_us=read_completion_time(res.log), measured_us=res.measured_us,
+                       nodes=res.nodes)
+
+
+def _rank_task(args: tuple[int, str, str, str, str, bool]) -> RankOutcome:
+    """One rank in a worker; looks ``process_rank`` up at call time (tests replace it)."""
+    return process_rank(*args)
 
 
 def _job_replay(outcomes: list[RankOutcome], mode: str, gaps: bool) -> None:
@@ -141,11 +119,6 @@ def _job_replay(outcomes: list[RankOutcome], mode: str, gaps: bool) -> None:
             raise ChakraError(f"rank {o.rank}: the converted file does not say rank {o.rank}", o.et)
         write_completion_log(o.log, [res])
         o.replayed_us = read_completion_time(o.log)
-
-
-def _init_worker(level: int) -> None:
-    """Spawned workers log like the parent (``--quiet`` / ``--log-level`` carry over)."""
-    logging.basicConfig(level=level, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
 
 
 def run_integration(tgz_path: str | os.PathLike[str], num_ranks: int, tolerance: float,
@@ -177,22 +150,11 @@ def run_integration(tgz_path: str | os.PathLike[str], num_ranks: int, tolerance:
     folder = target / archive_folder_name(tgz)
     if not folder.is_dir():
         raise TraceFormatError(f"the archive has no folder {folder.name}/", tgz)
-    pairs = [find_rank_files(folder, r) for r in range(num_ranks)]
+    from chakra.pipeline import find_ranks, run_ranks
 
-    n_workers = max(1, min(num_ranks, workers or os.cpu_count() or 1))
-    outcomes: list[RankOutcome] = []
-    if n_workers == 1:
-        outcomes = [process_rank(r, str(h), str(k), str(folder), mode, gaps)
-                    for r, (h, k) in enumerate(pairs)]
-    else:
-        # spawn: workers start clean (no inherited logging handlers or locks of the parent)
-        ctx = multiprocessing.get_context("spawn")
-        level = logging.getLogger().getEffectiveLevel()
-        with ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx, initializer=_init_worker,
-                                 initargs=(level,)) as pool:
-            futures = [pool.submit(process_rank, r, str(h), str(k), str(folder), mode, gaps)
-                       for r, (h, k) in enumerate(pairs)]
-            outcomes = [f.result() for f in futures]
+    files = find_ranks(folder, range(num_ranks))
+    tasks = [(f.rank, str(f.host), str(f.kineto), str(folder), mode, gaps) for f in files]
+    outcomes: list[RankOutcome] = run_ranks(_rank_task, tasks, jobs=workers, where=folder)
     if job:
         _job_replay(outcomes, mode, gaps)
 
