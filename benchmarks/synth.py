@@ -53,7 +53,15 @@ class _Rank:
     """Builds one rank's host nodes and Kineto events while walking the iterations."""
 
     def __init__(
-        self, rank: int, world: int, seed: int, layout: str, rf_ids: bool, drop_rate: float, extra_rate: float
+        self,
+        rank: int,
+        world: int,
+        seed: int,
+        layout: str,
+        rf_ids: bool,
+        drop_rate: float,
+        extra_rate: float,
+        kernels_per_leaf: float = 1.0,
     ) -> None:
         self.rank = rank
         self.world = world
@@ -75,6 +83,8 @@ class _Rank:
         self.events: list[dict[str, Any]] = []
         self.host_ops = 0
         self.seq = 0
+        self.kernels_per_leaf = kernels_per_leaf
+        self.kernel_credit = 0.0
 
     # ---- helpers ----------------------------------------------------------------------------------
     def _tensor(self, numel: int) -> list[Any]:
@@ -278,7 +288,12 @@ class _Rank:
     ) -> None:
         self.begin(tid, name, inputs=inputs, types=["Tensor(float)"] * len(inputs or []))
         if kernel:
-            self.launch(tid, kernel, kdur)
+            # kernels_per_leaf > 1: extra launches (split-K reductions, epilogues), spread evenly
+            self.kernel_credit += self.kernels_per_leaf
+            n = int(self.kernel_credit)
+            self.kernel_credit -= n
+            for k in range(max(n, 1)):
+                self.launch(tid, kernel if k == 0 else f"{kernel}_part{k}", kdur)
         self.clock[tid] += self.rng.uniform(1.0, 4.0)
         self.end(tid, [self._tensor(1024)] if kernel else None)
 
@@ -593,8 +608,13 @@ def generate(
     drop_rate: float = 0.0,
     extra_rate: float = 0.0,
     compress: bool = False,
+    kernels_per_leaf: float = 1.0,
 ) -> list[tuple[Path, Path]]:
-    """Write ``ranks`` synthetic host ET + Kineto pairs of about ``n_ops`` host ops each; return the paths."""
+    """Write ``ranks`` synthetic host ET + Kineto pairs of about ``n_ops`` host ops each; return the paths.
+
+    ``kernels_per_leaf``: average number of kernels each kernel-launching leaf op launches (1.0: about
+    0.45 GPU ops per host op; 2.3: about one GPU op per host op).
+    """
     if layout not in ("flat", "chakra"):
         raise ValueError("layout must be 'flat' or 'chakra'")
     out = Path(out_dir)
@@ -602,7 +622,7 @@ def generate(
     suffix = ".json.gz" if compress else ".json"
     paths: list[tuple[Path, Path]] = []
     for rank in range(ranks):
-        r = _Rank(rank, ranks, seed, layout, rf_ids, drop_rate, extra_rate)
+        r = _Rank(rank, ranks, seed, layout, rf_ids, drop_rate, extra_rate, kernels_per_leaf)
         step = 1
         while r.host_ops < n_ops:
             r.step(step)
@@ -628,6 +648,7 @@ if __name__ == "__main__":
     ap.add_argument("--drop-rate", type=float, default=0.0)
     ap.add_argument("--extra-rate", type=float, default=0.0)
     ap.add_argument("--gz", action="store_true")
+    ap.add_argument("--kernels-per-leaf", type=float, default=1.0)
     a = ap.parse_args()
     for hp, kp in generate(
         a.n_ops,
@@ -639,5 +660,6 @@ if __name__ == "__main__":
         drop_rate=a.drop_rate,
         extra_rate=a.extra_rate,
         compress=a.gz,
+        kernels_per_leaf=a.kernels_per_leaf,
     ):
         print(hp, kp)

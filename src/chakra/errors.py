@@ -21,6 +21,10 @@ class ChakraError(Exception):
     def __str__(self) -> str:
         return f"{self.path}: {self.message}" if self.path else self.message
 
+    def __reduce__(self) -> tuple[type, tuple[str, str | None]]:
+        # Errors raised in worker processes come back pickled; keep the file name they carry.
+        return (type(self), (self.message, self.path))
+
 
 class TraceFormatError(ChakraError):
     """The input is not what it claims to be: bad JSON, truncated gzip, unknown layout."""

@@ -71,6 +71,12 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
     p.add_argument(
         "--jobs", "-j", type=int, default=None, help="with --batch: parallel processes (default: CPUs)"
     )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse (exit 1) a host ET and Kineto trace that look like different runs (pid or wall-clock "
+        "mismatch) instead of warning",
+    )
     add_common_args(p)
     return p
 
@@ -89,6 +95,7 @@ def _run(args: argparse.Namespace) -> int:
         output_dir=args.output_dir,
         jobs=args.jobs,
         quiet=args.quiet,
+        strict=args.strict,
     )
 
 

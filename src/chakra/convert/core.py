@@ -99,8 +99,11 @@ _TYPE_NAMES = {
 }
 
 
+_NUM_LIMIT = 1e18  # beyond this (or NaN, inf) a time is corrupt: uint64 µs fields end near 1.8e19
+
+
 def _num(v: Any) -> bool:
-    return (type(v) is int or type(v) is float) and v == v
+    return (type(v) is int or type(v) is float) and -_NUM_LIMIT < v < _NUM_LIMIT
 
 
 def _warn(stats: ConvertStats, msg: str) -> None:
@@ -123,8 +126,20 @@ def convert_trace(trace: HostTrace) -> tuple[pb.GlobalMetadata, list[pb.Node]]:
 
 def build(trace: HostTrace) -> tuple[pb.GlobalMetadata, list[pb.Node], ConvertStats]:
     """``convert_trace`` plus the statistics of the conversion."""
-    with _no_gc():
+    with _no_gc(), _malformed(trace):
         return _Converter(trace).run()
+
+
+@contextlib.contextmanager
+def _malformed(trace: HostTrace) -> Iterator[None]:
+    """A field of an unexpected type deep in a pass (a list where an id belongs, a string for a size) is
+    the input's fault: a TraceFormatError naming the file, the original error chained for ``--debug``."""
+    try:
+        yield
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError) as exc:
+        raise TraceFormatError(
+            f"a node field has an unexpected type or value ({type(exc).__name__}: {str(exc)[:120]}); "
+            "--debug shows where", trace.path) from exc
 
 
 def stream(trace: HostTrace) -> tuple[pb.GlobalMetadata, Iterator[pb.Node], ConvertStats]:
@@ -133,13 +148,13 @@ def stream(trace: HostTrace) -> tuple[pb.GlobalMetadata, Iterator[pb.Node], Conv
     All checks (references, cycles) run before the first node is yielded.  The
     statistics' per-type counts are complete once the generator is exhausted.
     """
-    with _no_gc():
+    with _no_gc(), _malformed(trace):
         conv = _Converter(trace)
         order = conv.plan()
         meta = conv._metadata()
 
     def gen() -> Iterator[pb.Node]:
-        with _no_gc():
+        with _no_gc(), _malformed(trace):
             yield from conv.iter_nodes(order)
 
     return meta, gen(), conv.stats
@@ -219,6 +234,7 @@ class _Converter:
         ops, index, par = self.ops, self.index, self.par
         kids: dict[int, list[int]] = {}
         orphans = 0
+        first = ""
         for i, op in enumerate(ops):
             p = index.get(op.parent)
             if p is not None and p != i:
@@ -226,9 +242,11 @@ class _Converter:
                 kids.setdefault(p, []).append(i)
             elif p is None and op.kind != PROCESS_ROOT and op.parent not in (0, op.id):
                 orphans += 1
+                if not first:
+                    first = f"node {op.id} -> missing parent {op.parent}"
         if orphans:
-            _warn(self.stats, f"{orphans} node(s) name a parent that is not in the trace; "
-                              "they keep no control dependency")
+            _warn(self.stats, f"{self.trace.path}: {orphans} node(s) name a parent that is not in the trace "
+                              f"(e.g. {first}); they keep no control dependency")
 
         def key(i: int) -> tuple[bool, int, int]:
             op = ops[i]
@@ -251,7 +269,8 @@ class _Converter:
                 stack.extend(ch)
         if counter < self.n:  # parent cycles: no root reaches them
             loops = [i for i in range(self.n) if not seen[i]]
-            _warn(self.stats, f"{len(loops)} node(s) are in a parent cycle (e.g. id {ops[loops[0]].id}); "
+            _warn(self.stats, f"{self.trace.path}: {len(loops)} node(s) are in a parent cycle "
+                              f"(e.g. id {ops[loops[0]].id}); "
                               "their control dependencies are dropped")
             for i in loops:
                 par[i] = -1
@@ -281,16 +300,34 @@ class _Converter:
     def _timing(self) -> None:
         ops, ts, par, is_gpu = self.ops, self.ts, self.par, self.is_gpu
         lo = hi = None
+        bad: list[int] = []  # ids of nodes whose ts/dur is NaN, infinite, negative or out of range
         for i, op in enumerate(ops):
             t = op.attrs.get("ts")
             if _num(t):
                 ts[i] = t
                 d = op.attrs.get("dur")
-                end = t + d if _num(d) else t
+                if _num(d):
+                    end = t + d
+                    if d < 0:
+                        bad.append(op.id)
+                else:
+                    end = t
+                    if d is not None:
+                        bad.append(op.id)
                 if lo is None or t < lo:
                     lo = t
                 if hi is None or end > hi:
                     hi = end
+            elif t is not None:
+                bad.append(op.id)
+            e = op.attrs.get("exclusive_dur")
+            if e is not None and not (_num(e) and e >= 0):
+                bad.append(op.id)
+        if bad:
+            ids = sorted(set(bad))
+            _warn(self.stats, f"{self.trace.path}: {len(ids)} node(s) have a NaN, infinite, negative or "
+                              f"out-of-range ts/dur (node ids {ids[:5]}{' ...' if len(ids) > 5 else ''}): "
+                              "read as missing or 0")
         self.stats.timed = lo is not None
         if lo is None:
             _warn(self.stats, f"{self.trace.path}: no timing fields (a bare host ET, not ET+): "
@@ -528,7 +565,7 @@ class _Converter:
                 stats.cpu_ops += 1
                 threads.setdefault(self._thread(i), []).append(i)
         if no_launcher:
-            _warn(stats, f"{no_launcher} GPU node(s) have no launcher in the trace")
+            _warn(stats, f"{self.trace.path}: {no_launcher} GPU node(s) have no launcher in the trace")
         for members in threads.values():
             self._chain(members)
         for members in streams.values():
@@ -544,6 +581,7 @@ class _Converter:
                 data[i].append(j)
                 soft.add((i, j))
         bad = 0
+        first_bad = ""
         for i, op in enumerate(ops):
             a = op.attrs
             for key in ("inter_thread_dep", "sync_dep"):
@@ -554,6 +592,8 @@ class _Converter:
                     j = index.get(d) if type(d) is int else None
                     if j is None:
                         bad += 1
+                        if not first_bad:
+                            first_bad = f"node {op.id} {key} {d!r}"
                     elif j != i:
                         if j not in data[i]:   # already a call-order/stream/launcher edge: stays hard
                             data[i].append(j)
@@ -563,7 +603,8 @@ class _Converter:
                         else:
                             stats.inter_thread_edges += 1
         if bad:
-            _warn(stats, f"{bad} inter_thread_dep/sync_dep reference(s) to ids not in the trace were skipped")
+            _warn(stats, f"{self.trace.path}: {bad} inter_thread_dep/sync_dep reference(s) to ids not in "
+                         f"the trace were skipped (e.g. {first_bad}, missing)")
         # ctrl: the ET parent (not for GPU ops, METADATA, or towards a METADATA node)
         # The ET tree is wrong for records made on other threads (gloo worker records hang under whatever
         # record was open, sometimes one that started later); a parent that starts after its child is not

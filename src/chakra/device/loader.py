@@ -11,9 +11,9 @@ Decisions, so that the linker and the converter can rely on them:
 - Positions: ``KinetoEvent.parent``, ``launch_by_correlation`` and ``gpu_by_correlation`` hold positions in
   ``trace.events``; ``KinetoEvent.index`` is the position in the file's ``traceEvents`` (for messages).
 - Bad times: an X event without a usable ``ts`` (missing, not a number, NaN, infinite) cannot be placed on a
-  timeline: TraceFormatError naming the event index.  A missing, NaN, infinite or negative ``dur`` is clamped
-  to 0 and reported once in ``warnings`` (count + first event indices): one broken CUPTI record should not
-  make a whole trace unusable.
+  timeline: TraceFormatError naming the event index.  A missing, NaN, infinite, negative or huge
+  (> 1e12 µs) ``dur`` is clamped to 0 and reported once in ``warnings`` (count + first event indices): one
+  broken CUPTI record should not make a whole trace unusable.
 - Launch classification: by name (``kinds.py``), plus any runtime/driver call whose correlation matches a GPU
   event.  A launch-named call whose GPU work is outside the trace stays LAUNCH (counted in
   ``stats["launch_without_gpu"]``); GPU events without a launcher are counted in
@@ -34,6 +34,8 @@ import logging
 import math
 import os
 import re
+from collections.abc import Iterable
+from itertools import chain
 from typing import Any
 
 from chakra.device.kinds import CATEGORY_KIND, runtime_kind
@@ -56,6 +58,7 @@ from chakra.device.model import (
 )
 from chakra.errors import TraceFormatError
 from chakra.io import load_json
+from chakra.io.jsonio import iter_json_array
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +80,9 @@ PROFILER_STEP_RE = re.compile(r"ProfilerStep#\d+\Z")
 _KNOWN_TOP = ("traceEvents", "distributedInfo", "deviceProperties", "traceName")
 _MAX_LISTED = 5  # event indices quoted in one aggregated warning
 _INF = math.inf
+# Longer than this (11.6 days, in µs) is a corrupt record, not a measurement: clamped like a NaN; a
+# 1e300 µs kernel would otherwise overflow every integer field downstream.
+_MAX_DUR = 1e12
 _REL_EPS = 5e-16  # ~2 ulp of a float64 timestamp, relative
 
 
@@ -94,6 +100,13 @@ def _as_int(value: Any) -> int | None:
         except ValueError:
             return None
     return None
+
+
+def _key(value: Any) -> Any:
+    """A pid/tid as a dict key: ints and strings pass; a list or object (a broken writer) becomes its text."""
+    if type(value) is int or type(value) is str or value is None:
+        return value
+    return value if isinstance(value, (int, float, str)) else str(value)
 
 
 def _as_float(value: Any) -> float | None:
@@ -130,7 +143,30 @@ def load_kineto(path: str | os.PathLike[str], annotation: str | None = None) -> 
 
 
 def _load(path: str | os.PathLike[str], annotation: str | None) -> KinetoTrace:
+    # Large files: traceEvents parsed a few MB at a time, each chunk's dicts freed once its events are
+    # built (the whole parsed document of a 3M-event trace is about 2 GB on top of the model).  Anything
+    # unexpected on that path (including a malformed event) falls back to the one-piece parse, so errors
+    # and results are exactly those of build_kineto_trace.
+    streamed = iter_json_array(path, "traceEvents")
+    if streamed is not None:
+        try:
+            return _build_streamed(streamed[0], streamed[1], str(path), annotation)
+        except Exception:  # noqa: BLE001 (see above: the one-piece path decides)
+            pass
     return build_kineto_trace(load_json(path), path, annotation)
+
+
+def _build_streamed(top: dict[str, Any], chunks: Iterable[list[Any]], spath: str,
+                    annotation: str | None) -> KinetoTrace:
+    trace = KinetoTrace(path=spath)
+    _read_events(trace, chain.from_iterable(chunks))
+    # the top-level keys after traceEvents are complete only now; their warnings come first, as in
+    # build_kineto_trace
+    event_warnings = trace.warnings
+    trace.warnings = []
+    _read_top_level(trace, top)
+    trace.warnings.extend(event_warnings)
+    return _finish(trace, annotation)
 
 
 def build_kineto_trace(data: Any, path: str | os.PathLike[str] = "<memory>",
@@ -150,6 +186,11 @@ def build_kineto_trace(data: Any, path: str | os.PathLike[str] = "<memory>",
     trace = KinetoTrace(path=spath)
     _read_top_level(trace, data)
     _read_events(trace, raw_events)
+    return _finish(trace, annotation)
+
+
+def _finish(trace: KinetoTrace, annotation: str | None) -> KinetoTrace:
+    spath = trace.path
     _classify_launches(trace)
     _sweep_threads(trace)
     trace.steps = _find_steps(trace, annotation)
@@ -187,7 +228,7 @@ def _read_top_level(trace: KinetoTrace, data: dict[str, Any]) -> None:
     trace.extra = {k: v for k, v in data.items() if k not in _KNOWN_TOP}
 
 
-def _read_events(trace: KinetoTrace, raw_events: list[Any]) -> None:
+def _read_events(trace: KinetoTrace, raw_events: Iterable[Any]) -> None:
     """The single pass: build X events, the GPU correlation table, count everything else."""
     path = trace.path
     events = trace.events
@@ -199,6 +240,10 @@ def _read_events(trace: KinetoTrace, raw_events: list[Any]) -> None:
     ac2g_ids: set[Any] = set()
     flows = 0
     bad_dur: list[int] = []
+    # one str object per distinct name/category instead of one per event (orjson does not share values)
+    strings: dict[str, str] = {}
+    intern = strings.setdefault
+    i = -1
 
     for i, e in enumerate(raw_events):
         if type(e) is not dict:
@@ -229,19 +274,19 @@ def _read_events(trace: KinetoTrace, raw_events: list[Any]) -> None:
         dur = e.get("dur")
         if type(dur) is int:
             dur = float(dur)
-            if dur < 0.0:
+            if not (0.0 <= dur <= _MAX_DUR):
                 bad_dur.append(i)
                 dur = 0.0
-        elif type(dur) is not float or not (0.0 <= dur < _INF):
+        elif type(dur) is not float or not (0.0 <= dur <= _MAX_DUR):
             dur = _as_float(dur)
-            if dur is None or dur < 0.0:
+            if dur is None or not (0.0 <= dur <= _MAX_DUR):
                 bad_dur.append(i)
                 dur = 0.0
 
         cat = e.get("cat")
-        cat = cat if type(cat) is str else ("" if cat is None else str(cat))
+        cat = intern(cat, cat) if type(cat) is str else ("" if cat is None else str(cat))
         name = e.get("name")
-        name = name if type(name) is str else ("" if name is None else str(name))
+        name = intern(name, name) if type(name) is str else ("" if name is None else str(name))
         args = e.get("args")
         if type(args) is not dict:
             args = {}
@@ -252,6 +297,13 @@ def _read_events(trace: KinetoTrace, raw_events: list[Any]) -> None:
         is_sync = False
         if kind == RUNTIME or kind == DRIVER:
             kind, is_sync = runtime_kind(kind, name)
+
+        pid = e.get("pid")
+        if type(pid) is not int:
+            pid = _key(pid)
+        tid = e.get("tid")
+        if type(tid) is not int:
+            tid = _key(tid)
 
         corr = args.get("correlation")
         if corr is not None:
@@ -264,7 +316,7 @@ def _read_events(trace: KinetoTrace, raw_events: list[Any]) -> None:
         # positional (fastest): index, kind, name, cat, ph, pid, tid, ts, dur, external_id, rf_id,
         # correlation, stream, device, args -- the field order of chakra.device.model.KinetoEvent
         ev = KinetoEvent(
-            i, kind, name, cat, "X", e.get("pid"), e.get("tid"), ts, dur,
+            i, kind, name, cat, "X", pid, tid, ts, dur,
             _as_int(ext) if ext is not None else None,
             _as_int(rf) if rf is not None else None,
             corr,
@@ -298,7 +350,7 @@ def _read_events(trace: KinetoTrace, raw_events: list[Any]) -> None:
 
     trace.flow_count = flows
     stats = trace.stats
-    stats["events_total"] = len(raw_events)
+    stats["events_total"] = i + 1
     stats["x_events"] = len(events)
     stats["flows"] = flows
     for ph, n in sorted(non_x.items()):
@@ -310,8 +362,8 @@ def _read_events(trace: KinetoTrace, raw_events: list[Any]) -> None:
         listed = ", ".join(str(k) for k in bad_dur[:_MAX_LISTED])
         more = " ..." if len(bad_dur) > _MAX_LISTED else ""
         trace.warnings.append(
-            f"{len(bad_dur)} X event(s) with a missing, NaN, infinite or negative 'dur' clamped to 0 "
-            f"(traceEvents[{listed}{more}])"
+            f"{len(bad_dur)} X event(s) with a missing, NaN, infinite, negative or huge (> 1e12 us) 'dur' "
+            f"clamped to 0 (traceEvents[{listed}{more}])"
         )
     ignored = {ph: n for ph, n in non_x.items() if ph not in ("s", "f", "i", "I", "M", "t")}
     if ignored:

@@ -26,6 +26,7 @@ import logging
 import os
 import re
 from collections.abc import Iterator
+from itertools import chain
 from typing import Any
 
 from chakra.errors import TraceFormatError
@@ -41,6 +42,7 @@ from chakra.host.model import (
 )
 from chakra.host.process_groups import PayloadError, infer_world_size, parse_pg_init
 from chakra.io import load_json
+from chakra.io.jsonio import iter_json_array
 
 log = logging.getLogger(__name__)
 
@@ -329,6 +331,11 @@ def build_host_trace(data: Any, path: str = "<memory>") -> HostTrace:
         raise _diagnose(nodes, layout, path) from None
     if len(by_id) != len(ops):
         raise _duplicate_error(ops, path)
+    return _make_trace(data, schema, layout, ops, by_id, warnings, path)
+
+
+def _make_trace(data: dict[str, Any], schema: Any, layout: str, ops: list[HostOp], by_id: dict[int, HostOp],
+                warnings: list[str], path: str) -> HostTrace:
     trace = HostTrace(
         path=path,
         schema=schema if isinstance(schema, str) else "",
@@ -384,8 +391,31 @@ def load_host_et(path: str | os.PathLike[str]) -> HostTrace:
     """
     spath = os.fspath(path)
     with gc_paused():
+        # Large files: nodes parsed a few MB at a time, each chunk's dicts freed once its ops are built
+        # (the parsed document of a million-node ET is about 2 GB on top of the model).  Anything
+        # unexpected on that path falls back to the one-piece parse, so errors and results are exactly
+        # those of build_host_trace.
+        streamed = iter_json_array(spath, "nodes")
+        if streamed is not None:
+            try:
+                return _build_streamed(streamed[0], streamed[1], spath)
+            except Exception:  # noqa: BLE001 (see above: the one-piece path decides)
+                pass
         data = load_json(spath)
         return build_host_trace(data, spath)
+
+
+def _build_streamed(top: dict[str, Any], chunks: Iterator[list[Any]], path: str) -> HostTrace:
+    first = next(chunks, [])
+    schema = top.get("schema")
+    warnings: list[str] = []
+    layout = _detect_layout(schema, first, path, warnings)
+    ops: list[HostOp] = []
+    by_id: dict[int, HostOp] = {}
+    (_parse_flat if layout == FLAT else _parse_chakra)(chain(first, chain.from_iterable(chunks)), ops, by_id)
+    if len(by_id) != len(ops):
+        raise ValueError("duplicate ids")
+    return _make_trace(top, schema, layout, ops, by_id, warnings, path)
 
 
 @contextlib.contextmanager

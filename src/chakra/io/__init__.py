@@ -2,4 +2,10 @@
 
 from chakra.io.atomic import atomic_output  # noqa: F401
 from chakra.io.jsonio import dump_json, load_json, read_bytes  # noqa: F401
-from chakra.io.pbstream import decode_varint, encode_varint, read_messages, write_messages  # noqa: F401
+from chakra.io.pbstream import (  # noqa: F401
+    decode_varint,
+    encode_varint,
+    iter_messages,
+    read_messages,
+    write_messages,
+)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
+
+from chakra.errors import ChakraError, UsageError
 
 
 @contextlib.contextmanager
@@ -19,25 +21,42 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     """
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=directory)
+    # A missing directory is a typo more often than an intent: say so instead of creating it (the
+    # linker has always refused), and never leave a directory tree behind a failed command.
+    if not directory.is_dir():
+        what = "is not a directory" if directory.exists() else "does not exist"
+        raise UsageError(f"output directory {directory} {what}", target)
+    if target.is_dir():
+        raise UsageError("output path is a directory", target)
+    # The name is chosen before the file exists and everything from the open to the rename sits in one
+    # ``try``, so that a Ctrl-C / SIGTERM landing anywhere finds a name to clean up; O_EXCL makes the
+    # open as safe as mkstemp's, and mode 0o666 lets the umask give the permissions a plain open() would.
+    tmp: str | None = None
+    fd = -1
     try:
-        # mkstemp creates 0600; give the output the permissions a plain open() would.
-        os.chmod(tmp, 0o666 & ~_umask())
+        for _ in range(100):
+            tmp = os.path.join(directory, f".{target.name}.{secrets.token_hex(4)}.part")
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+                break
+            except FileExistsError:
+                continue
+        else:
+            raise FileExistsError(f"no free temporary name beside {target}")
         with os.fdopen(fd, "wb") as fh:
             yield fh
             fh.flush()
         os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+    except BaseException as exc:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        if isinstance(exc, OSError) and not isinstance(exc, BrokenPipeError):
+            if fd < 0:  # the open failed: no file was made
+                raise ChakraError(f"cannot write in {directory} ({exc.strerror or exc})", target) from None
+            # disk full, quota, a directory created at the target meanwhile: one line, not a traceback
+            raise ChakraError(f"cannot write ({exc.strerror or exc})", target) from exc
         raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import os
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -75,8 +76,215 @@ def dump_json(path: str | os.PathLike[str], data: Any, *, indent: bool = False) 
     opts = orjson.OPT_SERIALIZE_NUMPY if hasattr(orjson, "OPT_SERIALIZE_NUMPY") else 0
     if indent:
         opts |= orjson.OPT_INDENT_2
+    if isinstance(data, dict) and _stream_dump(path, data, opts):
+        return
     payload = orjson.dumps(data, option=opts)
     if str(path).endswith(".gz"):
         payload = gzip.compress(payload, compresslevel=6, mtime=0)
     with atomic_output(path) as fh:
         fh.write(payload)
+
+
+_STREAM_KEYS = ("nodes", "traceEvents")
+_STREAM_MIN_ITEMS = 100_000
+_STREAM_BATCH = 20_000
+_SENTINEL = "\x00chakra-stream-split\x00"
+
+
+def _stream_dump(path: str | os.PathLike[str], data: dict[str, Any], opts: int) -> bool:
+    """Write a document with one huge top-level list (ET+ ``nodes``) in batches of items.
+
+    Byte-identical to ``orjson.dumps(data)`` (+ ``gzip.compress(..., 6, mtime=0)``): the document is
+    encoded once with the list replaced by a sentinel string, split there, and the list is written as
+    ``[`` + the items joined by ``,`` + ``]`` (orjson's compact form); gzip output goes through a zlib
+    stream with the same parameters as ``zlib.compress(level=6, wbits=31)``.  The full text never exists
+    in memory (about 1 GB for a million-op ET+).  Returns False when not applicable (small documents,
+    indented output, or a sentinel clash), then the caller writes the document in one piece.
+    """
+    key = next((k for k in _STREAM_KEYS if isinstance(data.get(k), list)), None)
+    if key is None or opts & orjson.OPT_INDENT_2:
+        return False
+    items = data[key]
+    if len(items) < _STREAM_MIN_ITEMS:
+        return False
+    shell = dict(data)
+    shell[key] = _SENTINEL
+    enc = orjson.dumps(shell, option=opts)
+    marker = orjson.dumps(_SENTINEL)
+    if enc.count(marker) != 1:
+        return False
+    head, tail = enc.split(marker)
+    gz = str(path).endswith(".gz")
+    comp = zlib.compressobj(6, zlib.DEFLATED, 31) if gz else None
+    with atomic_output(path) as fh:
+        write = (lambda b: fh.write(comp.compress(b))) if comp is not None else fh.write
+        write(head + b"[")
+        dumps = orjson.dumps
+        for start in range(0, len(items), _STREAM_BATCH):
+            # a batch as a JSON list, brackets cut off: orjson's separators are the plain ","
+            part = dumps(items[start:start + _STREAM_BATCH], option=opts)
+            write((b"," if start else b"") + part[1:-1])
+        write(b"]" + tail)
+        if comp is not None:
+            fh.write(comp.flush())
+    return True
+
+
+# ---- streamed reading of one huge top-level list ----------------------------------------------------
+
+#: files at least this large (bytes on disk; a quarter of it for gzip) are parsed in chunks
+STREAM_MIN_BYTES = 64 << 20
+_READ_BLOCK = 16 << 20
+_WS = b" \t\r\n"
+
+
+class StreamFallback(Exception):
+    """The chunked reader met something it does not handle; the caller parses the whole file instead."""
+
+
+def iter_json_array(path: str | os.PathLike[str], key: str, *, min_bytes: int | None = None,
+                    block: int = _READ_BLOCK) -> tuple[dict[str, Any], Iterator[list[Any]]] | None:
+    """Parse a large JSON object whose top-level ``key`` holds a list of objects, a chunk at a time.
+
+    Returns ``(top, chunks)``: ``top`` is the object with every other top-level key (``key`` maps to None,
+    in its place), ``chunks`` yields the list's items as lists of a few MB of JSON each.  Neither the whole
+    text nor the whole parsed list is ever in memory (orjson needs several times the file size to parse a
+    document at once).  Returns None for small files or when the layout is not recognised; the iterator
+    raises :class:`StreamFallback` when a chunk does not parse: the caller then loads the file with
+    :func:`load_json`, whose errors name the problem.  Chunk boundaries are ``}`` ``,`` ``{`` between
+    items; a boundary guessed inside a string or a nested list always leaves an unbalanced chunk, which
+    fails to parse (hence the fallback, never a wrong result).
+    """
+    limit = STREAM_MIN_BYTES if min_bytes is None else min_bytes
+    try:
+        size = os.path.getsize(path)
+        fh: Any = open(path, "rb")  # noqa: SIM115 (closed by the generator)
+    except OSError:
+        return None
+    try:
+        if fh.read(2) == GZIP_MAGIC:
+            fh.seek(0)
+            size *= 4
+            fh = gzip.GzipFile(fileobj=fh, mode="rb")
+        else:
+            fh.seek(0)
+        if size < limit:
+            fh.close()
+            return None
+        head = _read_head(fh, key, block)
+    except (OSError, EOFError, zlib.error, StreamFallback):
+        fh.close()
+        return None
+    if head is None:
+        fh.close()
+        return None
+    top, rest = head
+    return top, _chunks(fh, rest, block, top)
+
+
+def _read_head(fh: Any, key: str, block: int) -> tuple[dict[str, Any], bytes] | None:
+    """Find ``"key": [`` at the top level; return the keys before it and the bytes after the ``[``."""
+    token = b'"' + key.encode() + b'"'
+    buf = b""
+    for _ in range(8):
+        more = fh.read(block)
+        buf += more
+        at = buf.find(token)
+        while at >= 0:
+            j = at + len(token)
+            while j < len(buf) and buf[j] in _WS:
+                j += 1
+            if buf[j:j + 1] == b":":
+                j += 1
+                while j < len(buf) and buf[j] in _WS:
+                    j += 1
+                if buf[j:j + 1] == b"[":
+                    prefix = buf[:at].strip()
+                    try:
+                        if prefix == b"{":
+                            top: Any = {}
+                        elif prefix.endswith(b","):
+                            top = orjson.loads(prefix[:-1] + b"}")
+                        else:
+                            top = None
+                    except orjson.JSONDecodeError:
+                        top = None  # the token sits inside a nested value: keep looking
+                    if isinstance(top, dict):
+                        top[key] = None
+                        return top, buf[j + 1:]
+            at = buf.find(token, at + 1)
+        if not more:
+            return None
+    return None
+
+
+def _boundary(buf: bytes) -> tuple[int, int] | None:
+    """Last ``}`` ws ``,`` ws ``{`` in ``buf``: (end of the item before, start of the next), or None."""
+    k = buf.rfind(b"{")
+    tries = 0
+    while k > 0 and tries < 10_000:
+        j = k - 1
+        while j >= 0 and buf[j] in _WS:
+            j -= 1
+        if j >= 0 and buf[j] == 0x2C:  # ","
+            j -= 1
+            while j >= 0 and buf[j] in _WS:
+                j -= 1
+            if j >= 0 and buf[j] == 0x7D:  # "}"
+                return j + 1, k
+        k = buf.rfind(b"{", 0, k)
+        tries += 1
+    return None
+
+
+def _chunks(fh: Any, buf: bytes, block: int, top: dict[str, Any]) -> Iterator[list[Any]]:
+    loads = orjson.loads
+    try:
+        eof = False
+        while not eof:
+            more = fh.read(block)
+            eof = not more
+            buf += more
+            if eof:
+                break
+            # The last boundary may lie past the end of the list (a list of objects after it, as in ET+
+            # link_stats) or inside a string: such a chunk fails to parse; try a few earlier boundaries,
+            # else read on (the tail below then parses what is left in one piece).
+            items = None
+            lim = len(buf)
+            for _ in range(20):
+                cut = _boundary(buf[:lim])
+                if cut is None:
+                    break
+                end, nxt = cut
+                try:
+                    items = loads(b"[" + buf[:end] + b"]")
+                    break
+                except orjson.JSONDecodeError:
+                    lim = end - 1
+            if items is None:
+                continue
+            buf = buf[nxt:]
+            yield items
+        # the last items, the list's "]" and the rest of the top-level object
+        tries = 0
+        k = buf.rfind(b"]")
+        while k >= 0 and tries < 1000:
+            tail = buf[k + 1:].strip()
+            if tail == b"}" or tail.startswith(b","):
+                try:
+                    items = loads(b"[" + buf[:k] + b"]")
+                    rest = loads(b"{" + tail[1:]) if tail != b"}" else {}
+                except orjson.JSONDecodeError:
+                    items = rest = None
+                if isinstance(items, list) and isinstance(rest, dict):
+                    top.update(rest)  # the keys after the list, in file order
+                    yield items
+                    return
+            k = buf.rfind(b"]", 0, k)
+            tries += 1
+        raise StreamFallback
+    except (OSError, EOFError, zlib.error):
+        raise StreamFallback from None
+    finally:
+        fh.close()

@@ -90,17 +90,64 @@ def read_messages(path: str | os.PathLike[str], first_cls: Any, rest_cls: Any) -
     return head, rest
 
 
+def iter_messages(path: str | os.PathLike[str], first_cls: Any, rest_cls: Any) -> tuple[Any, Iterator[Any]]:
+    """Like :func:`read_messages`, but the ``rest_cls`` messages are decoded one at a time as the returned
+    iterator is consumed (a reader that keeps only a few fields of each never holds a million messages).
+    Errors are the same as ``read_messages``'s; those of a later message surface during iteration."""
+    from google.protobuf.message import DecodeError
+
+    data = read_bytes(path)
+    if not data:
+        raise TraceFormatError("file is empty", path)
+    frames = iter_frames(data, path)
+    frame = next(frames, None)
+    head = None
+    if frame is not None:
+        try:
+            head = first_cls.FromString(frame)
+        except (DecodeError, RuntimeError, ValueError) as exc:
+            raise TraceFormatError(f"message 0 is not a valid protobuf ({exc})", path) from None
+
+    def rest() -> Iterator[Any]:
+        parse = rest_cls.FromString
+        for i, frame in enumerate(frames, 1):
+            try:
+                msg = parse(frame)
+            except (DecodeError, RuntimeError, ValueError) as exc:
+                raise TraceFormatError(f"message {i} is not a valid protobuf ({exc})", path) from None
+            yield msg
+
+    return head, rest()
+
+
 def write_messages(path: str | os.PathLike[str], messages: Iterable[Any]) -> int:
     """Serialize messages into a length-delimited stream, atomically; return the count."""
+    # Streamed: the frames go to the temporary file in ~1 MB batches as the messages are produced, so a
+    # million-node trace never exists twice in memory (the list of frames and their join); the file still
+    # appears only complete (atomic_output renames on success and removes the part file on any error).
     count = 0
     chunks: list[bytes] = []
-    for msg in messages:
-        body = msg.SerializeToString()
-        if not body:
-            raise ValueError(f"refusing to write an empty message (index {count}) to {path}")
-        chunks.append(encode_varint(len(body)))
-        chunks.append(body)
-        count += 1
+    size = 0
+    varint = _VARINT_1.__getitem__
     with atomic_output(path) as fh:
-        fh.write(b"".join(chunks))
+        write = fh.write
+        for msg in messages:
+            body = msg.SerializeToString()
+            n = len(body)
+            if not n:
+                raise ValueError(f"refusing to write an empty message (index {count}) to {path}")
+            chunks.append(varint(n) if n < 128 else encode_varint(n))
+            chunks.append(body)
+            count += 1
+            size += n
+            if size >= _BATCH:
+                write(b"".join(chunks))
+                chunks.clear()
+                size = 0
+        if chunks:
+            write(b"".join(chunks))
     return count
+
+
+_BATCH = 1 << 20
+_VARINT_1 = [bytes((i,)) for i in range(128)]

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chakra.errors import ChakraError
+from chakra.host.loader import gc_paused
 from chakra.replay.engine import ReplayError, SimOutput, simulate
 from chakra.replay.graph import NodeSpec, RankGraph, graph_from_protobuf, graph_from_specs, load_graph
 from chakra.schema import METADATA_NODE
@@ -170,8 +171,10 @@ def replay_rank(nodes: Any, *, metadata: Any = None, mode: str = "lanes", gaps: 
                 missing: str = "error", rank: int | None = None) -> ReplayResult:
     """Replay one rank on its own: collectives and send/recv take their recorded durations."""
     g = as_graph(nodes, metadata, rank=rank)
-    out = simulate([g], ranks=[g.rank if g.rank is not None else 0], mode=mode, gaps=gaps, missing=missing)
-    return _results([g], out, mode, gaps, job=False)[0]
+    with gc_paused():  # millions of acyclic tuples/lists: the cyclic GC would only rescan them
+        out = simulate([g], ranks=[g.rank if g.rank is not None else 0], mode=mode, gaps=gaps,
+                       missing=missing)
+        return _results([g], out, mode, gaps, job=False)[0]
 
 
 def replay_nodes(specs: Iterable[NodeSpec], *, mode: str = "lanes", gaps: bool = True,
@@ -241,9 +244,10 @@ def replay_job(inputs: Any, *, mode: str = "lanes", gaps: bool = True, missing: 
         if align and mode == "lanes" and all(s is not None for s in starts):
             first = min(starts)  # type: ignore[type-var]
             base = [s - first for s in starts]  # type: ignore[operator]
-        out = simulate(graphs, ranks=ranks, mode=mode, gaps=gaps, missing=missing,  # type: ignore[arg-type]
-                       couple=True, base=base, collective=collective)
-        results = _results(graphs, out, mode, gaps, job=True)
+        with gc_paused():
+            out = simulate(graphs, ranks=ranks, mode=mode, gaps=gaps, missing=missing,  # type: ignore[arg-type]
+                           couple=True, base=base, collective=collective)
+            results = _results(graphs, out, mode, gaps, job=True)
         groups = out.groups
     else:
         results = [replay_rank(g, mode=mode, gaps=gaps, missing=missing) for g in graphs]

@@ -214,11 +214,11 @@ def graph_from_protobuf(nodes: Iterable[Any], metadata: Any = None, *, path: str
             if name == "is_cpu_op":
                 is_cpu = bool(getattr(a, a.WhichOneof("value") or "bool_val"))
             elif name == "tid":
-                tid = getattr(a, a.WhichOneof("value") or "int64_val")
+                tid = _scalar(getattr(a, a.WhichOneof("value") or "int64_val"))
             elif name == "stream":
-                stream = getattr(a, a.WhichOneof("value") or "int64_val")
+                stream = _scalar(getattr(a, a.WhichOneof("value") or "int64_val"))
             elif name == "device":
-                device = getattr(a, a.WhichOneof("value") or "int64_val")
+                device = _scalar(getattr(a, a.WhichOneof("value") or "int64_val"))
             elif name in _COMM_ATTRS:
                 comm_raw.setdefault(len(ids), {})[name] = _attr_value(a)
         ntype = n.type
@@ -346,14 +346,29 @@ def rank_from_filename(path: str | os.PathLike[str]) -> int | None:
     return int(m.group(1) if m.group(1) is not None else m.group(2))
 
 
+def _scalar(v: Any) -> Any:
+    """A lane key from an attribute: a list-valued tid/stream/device (a foreign writer) reads as unknown."""
+    return v if isinstance(v, (int, float, str, bytes)) else None
+
+
 def load_graph(path: str | os.PathLike[str], rank: int | None = None) -> RankGraph:
     """Read one Chakra ET file (plain or gzipped) into a RankGraph."""
-    from chakra.io import read_messages
+    import itertools
+
+    from chakra.host.loader import gc_paused
+    from chakra.io import iter_messages
     from chakra.schema import GlobalMetadata, Node
 
-    metadata, nodes = read_messages(path, GlobalMetadata, Node)
+    # Messages are decoded one at a time and dropped once their columns are read: a million protobuf
+    # Node objects alive at once would cost several GB.
+    metadata, nodes = iter_messages(path, GlobalMetadata, Node)
     if metadata is None:
         raise TraceFormatError("no GlobalMetadata message", path)
+    first = next(nodes, None)
+    if first is None:
+        raise TraceFormatError("no nodes after the GlobalMetadata (a trace cut short?)", path)
     if rank is None:
         rank = rank_from_filename(path)
-    return graph_from_protobuf(nodes, metadata, path=os.fspath(path), rank=rank)
+    with gc_paused():
+        return graph_from_protobuf(itertools.chain((first,), nodes), metadata, path=os.fspath(path),
+                                   rank=rank)

@@ -71,6 +71,10 @@ def dict_to_et(doc: Any, path: str | os.PathLike[str] | None = None) -> tuple[Gl
         json_format.ParseDict(doc.get("global_metadata") or {}, meta)
     except json_format.ParseError as exc:
         raise TraceFormatError(f"global_metadata: {exc}", path) from None
+    if not meta.ByteSize():
+        # a zero-length first message would end the stream for every reader: give it the version
+        meta.version = "0.0.4"
+        log.warning("%s: no global_metadata; writing version 0.0.4", path)
     nodes = []
     for i, d in enumerate(doc["nodes"]):
         n = Node()
@@ -78,6 +82,9 @@ def dict_to_et(doc: Any, path: str | os.PathLike[str] | None = None) -> tuple[Gl
             json_format.ParseDict(d, n)
         except json_format.ParseError as exc:
             raise TraceFormatError(f"nodes[{i}]: {exc}", path) from None
+        if not n.ByteSize():
+            raise TraceFormatError(f"nodes[{i}] is empty (id 0, no fields): a zero-length message would end "
+                                   "the stream for other readers", path)
         nodes.append(n)
     return meta, nodes
 

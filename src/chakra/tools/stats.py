@@ -21,9 +21,11 @@ Choices worth knowing:
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sys
+import zlib
 from collections import Counter, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +49,8 @@ _INDEX_SUFFIX = re.compile(r"\(\d+\)$")
 _RANK_IN_NAME = re.compile(r"(?:^|[._-]|rank)(\d+)\.(?:et|json)(?:\.gz)?$")
 _GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "gpu_memcpy", "gpu_memset": "gpu_memset"}
 _HOST_COMM_PREFIXES = ("c10d::", "nccl:", "gloo:")
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -235,7 +239,7 @@ def _peek(path: str | os.PathLike[str], size: int = 64) -> bytes:
         raise TraceFormatError("file not found", path) from None
     except IsADirectoryError:
         raise TraceFormatError("is a directory, expected a file", path) from None
-    except (OSError, EOFError) as exc:
+    except (OSError, EOFError, zlib.error) as exc:
         raise TraceFormatError(f"cannot read ({exc})", path) from None
     return head
 
@@ -428,6 +432,7 @@ def graph_stats(graph: EtGraph, top: int = 10) -> dict[str, Any]:
 
 def _critical_report(graph: EtGraph, top: int) -> dict[str, Any]:
     cp = critical_path(graph.nodes)
+    warn_graph_problems(graph, cp)
     out: dict[str, Any] = {"length_us": cp["length_us"], "dangling_deps": cp["dangling_deps"],
                            "cycle_blocked_nodes": cp["cycle_blocked_nodes"],
                            "dropped_back_edges": cp["dropped_back_edges"]}
@@ -444,6 +449,34 @@ def _critical_report(graph: EtGraph, top: int) -> dict[str, Any]:
     out.update(nodes=len(path), first_id=path[0] if path else None, last_id=path[-1] if path else None,
                top=rows)
     return out
+
+
+def warn_graph_problems(graph: EtGraph, cp: dict[str, Any] | None = None) -> None:
+    """Log (warning) duplicate ids, dependencies on missing nodes and cycles of ``graph``.
+
+    Stats and drawings of a broken graph are still made (they are how one looks into it), but the user
+    hears why they are approximate.  ``cp``: an already computed ``critical_path(graph.nodes)``.
+    """
+    if cp is None:
+        cp = critical_path(graph.nodes)
+    ids: set[int] = set()
+    dup = None
+    for n in graph.nodes:
+        if n.id in ids:
+            dup = n.id
+            break
+        ids.add(n.id)
+    if dup is not None:
+        log.warning("%s: duplicate node id %d: dependencies on it are ambiguous", graph.path, dup)
+    if not graph.nodes:
+        log.warning("%s: no nodes", graph.path)
+    if cp["dangling_deps"]:
+        log.warning("%s: %d dependencies point to node ids missing from the file (ignored)", graph.path,
+                    cp["dangling_deps"])
+    if cp["cycle_blocked_nodes"]:
+        log.warning("%s: dependency cycle: %d node(s) are on or behind a cycle; the critical path ignores "
+                    "the %d backward dependencies", graph.path, cp["cycle_blocked_nodes"],
+                    cp["dropped_back_edges"])
 
 
 def compute_stats(paths: Sequence[str | os.PathLike[str]], top: int = 10,

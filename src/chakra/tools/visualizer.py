@@ -23,7 +23,7 @@ from pathlib import Path
 
 from chakra.errors import ChakraError, TraceFormatError, UsageError
 from chakra.io import atomic_output
-from chakra.tools.stats import EtGraph, GraphNode, load_graph
+from chakra.tools.stats import EtGraph, GraphNode, load_graph, warn_graph_problems
 
 DEFAULT_MAX_NODES = 2000
 DRAW_FORMATS = ("pdf", "png", "svg")
@@ -231,6 +231,7 @@ def visualize(inputs: Sequence[str | os.PathLike[str]], output: str | os.PathLik
     if head is not None and head < 1:
         raise UsageError("--head must be at least 1")
     graph = pick_rank(inputs, rank)
+    warn_graph_problems(graph)
     sel = select(graph, parse_range(node_range), name, head)
     if not sel.nodes:
         raise TraceFormatError("no node is left after the filters (check --node-range / --name)", graph.path)
