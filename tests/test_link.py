@@ -583,7 +583,7 @@ def test_bad_input_leaves_no_output(tmp_path: Path) -> None:
     with pytest.raises(TraceFormatError, match="kineto.json"):
         link_files(hp, kp, out)
     assert not out.exists()
-    with pytest.raises(UsageError, match="no such file"):
+    with pytest.raises(TraceFormatError, match="missing.json: file not found"):
         link_files(tmp_path / "missing.json", kp, out)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["host.json", "kineto.json"]
 

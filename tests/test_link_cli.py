@@ -84,9 +84,9 @@ def test_missing_input_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFi
             str(tmp_path / "o.json"),
         ]
     )
-    assert rc == 2
+    assert rc == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"chakra_trace_link: error: {tmp_path / 'nope.json'}: no such file"]
+    assert err == [f"chakra_trace_link: error: {tmp_path / 'nope.json'}: file not found"]
 
 
 def test_corrupt_input_exit_1_and_no_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

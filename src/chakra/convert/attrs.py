@@ -13,10 +13,7 @@ from typing import Any
 
 import orjson
 
-from chakra.io.pbstream import encode_varint
 from chakra.schema import AttributeProto
-
-_ATTR_TAG = b"\x52"  # Node.attr: field 10, wire type 2 (length-delimited)
 
 #: attribute name -> the one oneof field consumers read it from
 FIXED_FIELDS: dict[str, str] = {
@@ -149,28 +146,11 @@ class AttrCache:
     would only waste memory).
     """
 
-    __slots__ = ("_d", "_frames", "limit")
+    __slots__ = ("_d", "limit")
 
     def __init__(self, limit: int = 100_000) -> None:
         self._d: dict[tuple[str, Any, Any, str | None], AttributeProto] = {}
-        # id(cached instance) -> its serialised ``attr`` field; the cached instances live as long as the
-        # cache, so their ids are never reused by another object meanwhile
-        self._frames: dict[int, bytes] = {}
         self.limit = limit
-
-    def frame(self, a: AttributeProto) -> bytes:
-        """``a`` serialised as one ``Node.attr`` field (tag 10, length-delimited), computed once per cached
-        instance: a node's bytes are its other fields' bytes followed by these (attr is the last field)."""
-        key = id(a)
-        f = self._frames.get(key)
-        if f:
-            return f
-        body = a.SerializeToString()
-        n = len(body)
-        frame = _ATTR_TAG + (bytes((n,)) if n < 128 else encode_varint(n)) + body
-        if f is not None:  # a cached instance (placeholder b""): keep its frame
-            self._frames[key] = frame
-        return frame
 
     def get(self, name: str, value: Any, et_type: str | None = None) -> AttributeProto:
         t = type(value)
@@ -182,5 +162,4 @@ class AttrCache:
             a = make_attr(name, value, et_type)
             if len(self._d) < self.limit:
                 self._d[key] = a
-                self._frames[id(a)] = b""
         return a

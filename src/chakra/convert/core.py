@@ -667,8 +667,8 @@ class _Converter:
                 a, b = edge
                 data[a].remove(b)
                 self.soft.discard(edge)
-                _warn(self.stats, f"dependency cycle {desc}{more}: dropped the derived dependency of "
-                                  f"node {ops[a].id} on node {ops[b].id}")
+                _warn(self.stats, f"{self.trace.path}: dependency cycle {desc}{more}: dropped the derived "
+                                  f"dependency of node {ops[a].id} on node {ops[b].id}")
         raise TraceFormatError("too many dependency cycles (1000 derived dependencies dropped)",
                                self.trace.path)
 

@@ -405,6 +405,11 @@ def load_host_et(path: str | os.PathLike[str]) -> HostTrace:
         return build_host_trace(data, spath)
 
 
+def _chunks_from(held: list[list[Any]], chunks: Iterator[list[Any]]) -> Iterator[list[Any]]:
+    yield held.pop()
+    yield from chunks
+
+
 def _build_streamed(top: dict[str, Any], chunks: Iterator[list[Any]], path: str) -> HostTrace:
     first = next(chunks, [])
     schema = top.get("schema")
@@ -412,7 +417,10 @@ def _build_streamed(top: dict[str, Any], chunks: Iterator[list[Any]], path: str)
     layout = _detect_layout(schema, first, path, warnings)
     ops: list[HostOp] = []
     by_id: dict[int, HostOp] = {}
-    (_parse_flat if layout == FLAT else _parse_chakra)(chain(first, chain.from_iterable(chunks)), ops, by_id)
+    held = [first]
+    del first  # each chunk (its parsed dicts) is released once its ops are built
+    (_parse_flat if layout == FLAT else _parse_chakra)(chain.from_iterable(_chunks_from(held, chunks)), ops,
+                                                        by_id)
     if len(by_id) != len(ops):
         raise ValueError("duplicate ids")
     return _make_trace(top, schema, layout, ops, by_id, warnings, path)

@@ -134,7 +134,7 @@ def _stream_dump(path: str | os.PathLike[str], data: dict[str, Any], opts: int) 
 
 #: files at least this large (bytes on disk; a quarter of it for gzip) are parsed in chunks
 STREAM_MIN_BYTES = 64 << 20
-_READ_BLOCK = 16 << 20
+_READ_BLOCK = 8 << 20
 _WS = b" \t\r\n"
 
 

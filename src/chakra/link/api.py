@@ -316,7 +316,7 @@ def link_files(
     t0 = time.perf_counter()
     for p in (host_path, kineto_path):
         if not os.path.exists(p):
-            raise UsageError(f"{os.fspath(p)}: no such file")
+            raise TraceFormatError("file not found", p)
     out = os.fspath(output_path)
     parent = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(parent):  # before the work, not after it
