@@ -29,7 +29,6 @@ time when streamed to a file, see :func:`stream`):
 from __future__ import annotations
 
 import contextlib
-import gc
 import json
 import logging
 from collections.abc import Iterator
@@ -56,6 +55,7 @@ from chakra.convert.comm import (
 from chakra.convert.graph import CycleError, topological_order
 from chakra.errors import TraceFormatError
 from chakra.host.model import METADATA, OP, PROCESS_ROOT, HostOp, HostTrace, is_comm_name
+from chakra.io import gc_paused
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +126,7 @@ def convert_trace(trace: HostTrace) -> tuple[pb.GlobalMetadata, list[pb.Node]]:
 
 def build(trace: HostTrace) -> tuple[pb.GlobalMetadata, list[pb.Node], ConvertStats]:
     """``convert_trace`` plus the statistics of the conversion."""
-    with _no_gc(), _malformed(trace):
+    with gc_paused(), _malformed(trace):
         return _Converter(trace).run()
 
 
@@ -148,29 +148,16 @@ def stream(trace: HostTrace) -> tuple[pb.GlobalMetadata, Iterator[pb.Node], Conv
     All checks (references, cycles) run before the first node is yielded.  The
     statistics' per-type counts are complete once the generator is exhausted.
     """
-    with _no_gc(), _malformed(trace):
+    with gc_paused(), _malformed(trace):
         conv = _Converter(trace)
         order = conv.plan()
         meta = conv._metadata()
 
     def gen() -> Iterator[pb.Node]:
-        with _no_gc(), _malformed(trace):
+        with gc_paused(), _malformed(trace):
             yield from conv.iter_nodes(order)
 
     return meta, gen(), conv.stats
-
-
-@contextlib.contextmanager
-def _no_gc() -> Iterator[None]:
-    """The passes allocate millions of small objects that all stay alive; the cyclic GC would rescan
-    the loaded trace over and over for nothing."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class _Converter:

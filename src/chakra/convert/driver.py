@@ -60,9 +60,9 @@ def convert_file(input_path: str | os.PathLike[str], output_path: str | os.PathL
     replayed by ``chakra.replay`` (when that package is available) and the
     per-node completion lines (``Node ID <id> completed at <T>us``) are appended to ``log_path``.
     """
-    from chakra.host.loader import gc_paused
+    from chakra.io import gc_paused
 
-    # The cyclic GC stays off from load to write (see chakra.host.loader.gc_paused); re-enabled between the
+    # The cyclic GC stays off from load to write (see chakra.io.gcpause); re-enabled between the
     # stages it would walk the whole loaded trace again each time.
     with gc_paused():
         return _convert_file(input_path, output_path, simulate, log_path)

@@ -29,7 +29,6 @@ Decisions, so that the linker and the converter can rely on them:
 
 from __future__ import annotations
 
-import gc
 import logging
 import math
 import os
@@ -57,7 +56,7 @@ from chakra.device.model import (
     StepWindow,
 )
 from chakra.errors import TraceFormatError
-from chakra.io import load_json
+from chakra.io import gc_paused, load_json
 from chakra.io.jsonio import iter_json_array
 
 log = logging.getLogger(__name__)
@@ -131,15 +130,8 @@ def load_kineto(path: str | os.PathLike[str], annotation: str | None = None) -> 
     ``annotation``: name of the annotation whose windows define ``steps`` instead of ``ProfilerStep#N``
     (exact name match; TraceFormatError when no such event exists).
     """
-    # The loader builds millions of small acyclic objects; the cyclic garbage collector would rescan
-    # them again and again (3x the load time on a million events) and can find nothing to free.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         return _load(path, annotation)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
 
 
 def _load(path: str | os.PathLike[str], annotation: str | None) -> KinetoTrace:

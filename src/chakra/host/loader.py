@@ -20,8 +20,6 @@ error messages.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import logging
 import os
 import re
@@ -41,7 +39,7 @@ from chakra.host.model import (
     IOInfo,
 )
 from chakra.host.process_groups import PayloadError, infer_world_size, parse_pg_init
-from chakra.io import load_json
+from chakra.io import gc_paused, load_json
 from chakra.io.jsonio import iter_json_array
 
 log = logging.getLogger(__name__)
@@ -424,20 +422,3 @@ def _build_streamed(top: dict[str, Any], chunks: Iterator[list[Any]], path: str)
     if len(by_id) != len(ops):
         raise ValueError("duplicate ids")
     return _make_trace(top, schema, layout, ops, by_id, warnings, path)
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic GC while building millions of acyclic containers.
-
-    JSON parsing and model building allocate only tree-shaped objects, yet every
-    700 allocations trigger a collection that walks all of them again: without
-    this, parsing a 12 MB host ET takes 3-4x longer.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()

@@ -18,9 +18,9 @@ from typing import Any
 from chakra.device.loader import load_kineto
 from chakra.device.model import KERNEL, MEMCPY, MEMSET, KinetoTrace
 from chakra.errors import TraceFormatError, UsageError
-from chakra.host.loader import gc_paused, load_host_et
+from chakra.host.loader import load_host_et
 from chakra.host.model import HostTrace
-from chakra.io import dump_json
+from chakra.io import dump_json, gc_paused
 from chakra.link.comm import CommResolver, gloo_fields, is_nccl_kernel, process_groups
 from chakra.link.deps import DEFAULT_GAP_US, SyncStats, inter_thread_deps, order_keys, sync_deps
 from chakra.link.etplus import FLAT, host_node, io_fields

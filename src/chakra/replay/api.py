@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chakra.errors import ChakraError
-from chakra.host.loader import gc_paused
+from chakra.io import gc_paused
 from chakra.replay.engine import ReplayError, SimOutput, simulate
 from chakra.replay.graph import NodeSpec, RankGraph, graph_from_protobuf, graph_from_specs, load_graph
 from chakra.schema import METADATA_NODE

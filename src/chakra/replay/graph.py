@@ -355,8 +355,7 @@ def load_graph(path: str | os.PathLike[str], rank: int | None = None) -> RankGra
     """Read one Chakra ET file (plain or gzipped) into a RankGraph."""
     import itertools
 
-    from chakra.host.loader import gc_paused
-    from chakra.io import iter_messages
+    from chakra.io import gc_paused, iter_messages
     from chakra.schema import GlobalMetadata, Node
 
     # Messages are decoded one at a time and dropped once their columns are read: a million protobuf

@@ -13,9 +13,9 @@ from typing import Any
 from chakra.device import model as dm
 from chakra.device.loader import build_kineto_trace, measured_window
 from chakra.errors import TraceFormatError
-from chakra.host.loader import build_host_trace, gc_paused
+from chakra.host.loader import build_host_trace
 from chakra.host.model import METADATA, OP, THREAD_ROOT
-from chakra.io import load_json
+from chakra.io import gc_paused, load_json
 
 _KIND_NAMES = {
     dm.HOST_OP: "host_op", dm.ANNOTATION: "annotation", dm.RUNTIME: "runtime", dm.LAUNCH: "launch",
