@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from chakra.schema import AttributeProto
+from chakra.schema import AttributeProto, attr_value  # noqa: F401  (re-exported for callers)
 
 #: attribute name -> the one oneof field consumers read it from
 FIXED_FIELDS: dict[str, str] = {
@@ -123,17 +123,6 @@ def make_attr(name: str, value: Any, et_type: str | None = None) -> AttributePro
         getattr(a, field).values.extend(v)
         return a
     return AttributeProto(name=name, **{field: v})
-
-
-def attr_value(a: AttributeProto) -> Any:
-    """The Python value of an attribute, whichever field is set (None if none)."""
-    which = a.WhichOneof("value")
-    if which is None:
-        return None
-    v = getattr(a, which)
-    if which.endswith("_list"):
-        return list(v.values)
-    return v
 
 
 class AttrCache:

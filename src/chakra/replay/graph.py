@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chakra.errors import TraceFormatError
-from chakra.schema import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, METADATA_NODE
+from chakra.schema import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, METADATA_NODE, attr_value
 
 log = logging.getLogger(__name__)
 
@@ -100,13 +100,6 @@ class RankGraph:
         return len(self.ids)
 
 
-def _attr_value(attr: Any) -> Any:
-    which = attr.WhichOneof("value")
-    if which is None:
-        return None
-    return getattr(attr, which)
-
-
 def _int_or_none(value: Any) -> int | None:
     try:
         return int(value)
@@ -120,7 +113,7 @@ def metadata_info(metadata: Any) -> dict[str, Any]:
     if metadata is None:
         return out
     for attr in metadata.attr:
-        out[attr.name] = _attr_value(attr)
+        out[attr.name] = attr_value(attr)
     return out
 
 
@@ -220,7 +213,7 @@ def graph_from_protobuf(nodes: Iterable[Any], metadata: Any = None, *, path: str
             elif name == "device":
                 device = _scalar(getattr(a, a.WhichOneof("value") or "int64_val"))
             elif name in _COMM_ATTRS:
-                comm_raw.setdefault(len(ids), {})[name] = _attr_value(a)
+                comm_raw.setdefault(len(ids), {})[name] = attr_value(a)
         ntype = n.type
         if ntype == METADATA_NODE and meta_payload is None and n.inputs.values:
             meta_payload = n.inputs.values

@@ -1,5 +1,7 @@
 """Chakra protobuf schema bindings (see ``schema/protobuf/et_def.proto``)."""
 
+from typing import Any
+
 from chakra.schema.et_def_pb2 import (  # noqa: F401
     ALL_GATHER,
     ALL_REDUCE,
@@ -25,3 +27,14 @@ from chakra.schema.et_def_pb2 import (  # noqa: F401
     Node,
     Tensor,
 )
+
+
+def attr_value(attr: Any) -> Any:
+    """The Python value of an AttributeProto, whichever oneof field is set (lists as lists, None if unset)."""
+    which = attr.WhichOneof("value")
+    if which is None:
+        return None
+    value = getattr(attr, which)
+    if which.endswith("_list"):
+        return list(value.values)
+    return value

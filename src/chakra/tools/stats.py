@@ -41,6 +41,7 @@ from chakra.schema import (
     METADATA_NODE,
     GlobalMetadata,
     Node,
+    attr_value,
 )
 from chakra.schema.et_def_pb2 import COLLECTIVE_TYPES, NODE_TYPES
 
@@ -82,17 +83,6 @@ class EtGraph:
 
 
 # ------------------------------------------------------------------------------------------------ loading
-def attr_value(attr: Any) -> Any:
-    """The value of an AttributeProto, whichever field of the oneof is set (lists as Python lists)."""
-    which = attr.WhichOneof("value")
-    if which is None:
-        return None
-    value = getattr(attr, which)
-    if which.endswith("_list"):
-        return list(value.values)
-    return value
-
-
 def rank_from_name(path: str | os.PathLike[str]) -> int | None:
     """``trace.3.et`` / ``trace_3.et.gz`` / ``et_plus_3.json`` -> 3."""
     m = _RANK_IN_NAME.search(Path(path).name)
