@@ -509,7 +509,17 @@ def measured_window(trace: KinetoTrace) -> tuple[str, float, float]:
         start, end = trace.span
         return ("kineto_span", start, end - start)
     windows = sorted(trace.steps, key=lambda s: s.ts)
-    # merge overlapping windows; a group of one window contributes its exact duration from the file
+    unique = list(dict.fromkeys(w.name for w in windows))
+    names = "+".join(unique) if len(unique) <= 4 else f"{unique[0]}..{unique[-1]} ({len(unique)} windows)"
+    return (names, windows[0].ts, union_length(windows))
+
+
+def union_length(windows: list[StepWindow]) -> float:
+    """Length of the union of step windows sorted by start: disjoint steps add up exactly (the gaps
+    between them are not measured time), overlapping ones merge; a group of one window contributes its
+    exact duration from the file."""
+    if not windows:
+        return 0.0
     total = 0.0
     cur_start = windows[0].ts
     cur_end = cur_start + windows[0].dur
@@ -522,7 +532,4 @@ def measured_window(trace: KinetoTrace) -> tuple[str, float, float]:
         elif w_end > cur_end:
             cur_end = w_end
             cur_len = cur_end - cur_start
-    total += cur_len
-    unique = list(dict.fromkeys(w.name for w in windows))
-    names = "+".join(unique) if len(unique) <= 4 else f"{unique[0]}..{unique[-1]} ({len(unique)} windows)"
-    return (names, windows[0].ts, total)
+    return total + cur_len

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,7 +89,15 @@ class KinetoTrace:
 
     @property
     def span(self) -> tuple[float, float]:
-        """(first ts, last end) over all X events."""
-        if not self.events:
-            return (0.0, 0.0)
-        return (min(e.ts for e in self.events), max(e.ts + e.dur for e in self.events))
+        """(first ts, last end) over the CPU and GPU activity (host ops, annotations, runtime calls,
+        kernels, copies).  The profiler's own ``Trace`` span and Python frames are left out: the
+        profiler's window includes idle time before the first and after the last op, which no replay
+        of the ops can reproduce.  (0, 0) when there is no activity."""
+        lo, hi = math.inf, -math.inf
+        for e in self.events:
+            if e.kind in CPU_KINDS or e.kind in GPU_KINDS:
+                if e.ts < lo:
+                    lo = e.ts
+                if e.ts + e.dur > hi:
+                    hi = e.ts + e.dur
+        return (0.0, 0.0) if lo > hi else (lo, hi)

@@ -26,7 +26,8 @@ from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass, field
 
-from chakra.device.model import ANNOTATION, CPU_KINDS, GPU_KINDS, HOST_OP, KinetoTrace, StepWindow
+from chakra.device.loader import union_length
+from chakra.device.model import ANNOTATION, HOST_OP, KinetoTrace, StepWindow
 from chakra.errors import UsageError
 from chakra.host.model import OP, HostTrace
 
@@ -167,31 +168,11 @@ def measured(kineto: KinetoTrace, window: Window) -> dict[str, object]:
     """ET+ ``measured``: the profiled window (its start and the length of the union of its steps)."""
     steps = sorted(window.steps, key=lambda s: s.ts)
     if not steps:
-        lo, hi = math.inf, -math.inf
-        for ev in kineto.events:
-            if ev.kind in CPU_KINDS or ev.kind in GPU_KINDS:
-                if ev.ts < lo:
-                    lo = ev.ts
-                if ev.ts + ev.dur > hi:
-                    hi = ev.ts + ev.dur
-        if lo > hi:
-            lo = hi = 0.0
+        lo, hi = kineto.span
         return {"window": "kineto_span", "start_us": lo, "dur_us": hi - lo, "steps": []}
-    total = 0.0
-    cur_start, cur_end = steps[0].ts, steps[0].ts + steps[0].dur
-    cur_len = steps[0].dur
-    for s in steps[1:]:
-        end = s.ts + s.dur
-        if s.ts >= cur_end:
-            total += cur_len
-            cur_start, cur_end, cur_len = s.ts, end, s.dur
-        elif end > cur_end:
-            cur_end = end
-            cur_len = cur_end - cur_start
-    total += cur_len
     return {
         "window": window.name,
         "start_us": steps[0].ts,
-        "dur_us": total,
+        "dur_us": union_length(steps),
         "steps": [{"name": s.name, "ts": s.ts, "dur": s.dur} for s in steps],
     }
