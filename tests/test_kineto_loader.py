@@ -237,9 +237,11 @@ def test_exclusive_durations_by_hand_dlrm(corpus: Path) -> None:
     trace = load_kineto(corpus / "dlrm_8r_v100/device/kineto_0.json.gz")
     # traceEvents[1108] aten::addmm, ts ...428423, dur 54, direct children:
     #   [1109] aten::empty 5, [1735] cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags 1,
-    #   [1739] cudaLaunchKernel 12                    -> 54 - (5 + 1 + 12) = 36
+    #   [1739] cudaLaunchKernel 12.  Only operator children and synchronizing calls are subtracted: the
+    #   occupancy query and the launch are the op's own CPU work (no node stands for them) -> 54 - 5 = 49
     addmm = _by_index(trace, 1108)
-    assert addmm.name == "aten::addmm" and addmm.excl_dur == 36.0
+    assert addmm.name == "aten::addmm" and addmm.excl_dur == 49.0
+    assert trace.events[_by_index(trace, 1739).parent] is addmm  # the launch still finds its op
     # traceEvents[1104] aten::linear, dur 70, children [1105] aten::t 13 and [1108] aten::addmm 54
     #                                               -> 70 - (13 + 54) = 3
     linear = _by_index(trace, 1104)
@@ -639,3 +641,18 @@ def test_event_not_an_object(tmp_path: Path) -> None:
     path = write(tmp_path, [X("a", 0, 1), 5])
     with pytest.raises(TraceFormatError, match=r"traceEvents\[1\] is a JSON int"):
         load_kineto(path)
+
+
+def test_sync_call_time_is_subtracted_launch_time_is_not(corpus: Path) -> None:
+    trace = load_kineto(corpus / "dlrm_8r_v100/device/kineto_0.json.gz")
+    # the aten::copy_ of 1096 µs that spends 1078 µs in a cudaStreamSynchronize (the wait becomes a sync
+    # dependency on the GPU op, not CPU time); find it by its child rather than by index
+    sync = [e for e in trace.events if e.name == "cudaStreamSynchronize" and e.dur == 1078]
+    assert len(sync) == 1
+    op = trace.events[sync[0].parent]
+    assert op.name == "aten::copy_" and op.dur == 1096
+    children = [(e.name, e.dur) for e in trace.events
+                if e.parent is not None and trace.events[e.parent] is op]
+    assert children == [("cudaMemcpyAsync", 10.0), ("cudaStreamSynchronize", 1078.0)]
+    # 1096 - 1078 (the wait) = 18, which keeps the 10 µs of the cudaMemcpyAsync call as the op's own work
+    assert op.excl_dur == 18.0

@@ -164,10 +164,11 @@ def test_a_synchronize_does_not_count_its_wait_twice():
 
 def test_no_gaps_mode_packs_the_ops():
     res = replay_nodes(nested_thread(), gaps=False, measured_us=140)
-    # segments back to back: P's leading 10 µs, A, B, Q; P's other 30 µs and the idle 30 µs are gone
-    assert times(res) == {1: (0, 10), 2: (10, 40), 3: (40, 70), 4: (70, 80)}
-    assert res.replayed_us == 80
-    assert res.error_pct == pytest.approx(-100 * 60 / 140)
+    # ops back to back, each its whole exclusive time: P 40 (before its children), A, B, Q; only the
+    # 30 µs of idle time before Q are gone
+    assert times(res) == {1: (0, 40), 2: (40, 70), 3: (70, 100), 4: (100, 110)}
+    assert res.replayed_us == 110
+    assert res.error_pct == pytest.approx(-100 * 30 / 140)
 
 
 def test_first_op_of_a_thread_keeps_its_offset_from_the_window_start():

@@ -46,7 +46,9 @@ Segments and gaps (CPU lanes of a rank with recorded start times)
     (see :func:`_finish_waits`) bound a node's end instead of its start, so a
     synchronize or a ``wait()`` does not count its waiting twice.
     ``gaps=False`` drops the gaps (what-if: "the ops alone", no Python or framework
-    time between them): each thread runs its segments back to back.
+    time between them): each CPU op runs its whole exclusive duration at once (a
+    parent before its children) and each thread runs its ops back to back, so a
+    thread's time is the sum of its ops' exclusive times.
 
 ASTRA-sim rule (mode ``"astrasim"``)
     Per rank at most one CPU op, one GPU compute op and one GPU communication op run
@@ -243,7 +245,8 @@ def _lane_plan(g: RankGraph, order: list[int], off: int, use_gaps: bool, lane_ne
                 sa, sb = starts[a], starts[b]
                 if sb >= sa and sb - sa < rd[a]:
                     if is_cpu[a]:
-                        rd[a] = sb - sa
+                        if use_gaps:  # without gaps a parent runs its whole exclusive time at once
+                            rd[a] = sb - sa
                     else:
                         seg[a] = release[off + a] = sb - sa
         if not use_gaps:
