@@ -144,10 +144,11 @@ def test_host_only_nccl_metadata_and_comm(corpus, tmp_path):
     _, out = _convert(corpus, "host_only/ddp_2gpu_rank0_1.0.2-chakra.0.0.4.json.gz", tmp_path)
     meta, nodes = check_et(out)
     comm = [x for x in nodes if x.type == COMM_COLL_NODE]
-    # ten nccl:all_gather records of one int32 each, in process group "0" (from the 1.0.2 backend id)
+    # ten nccl:all_gather of one float each on 2 ranks, in process group "0" (from the 1.0.2 backend id);
+    # comm_size = max(in, out): the record_param_comms output (node 30 for node 31) holds 2 floats = 8 B
     assert len(comm) == 10
     assert {(x.attrs["comm_type"].value, x.attrs["comm_size"].value, x.attrs["pg_name"].value)
-            for x in comm} == {(2, 4, "0")}
+            for x in comm} == {(2, 8, "0")}
     md = [x for x in nodes if x.type == METADATA_NODE][0]
     assert md.inputs["values"] == ("['[{\"pg_name\": \"0\", \"pg_desc\": \"\", \"backend_config\": "
                                    "\"cuda:nccl\", \"ranks\": [0, 1], \"group_size\": 2, "

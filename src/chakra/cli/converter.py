@@ -5,7 +5,8 @@ Both command-line generations users have in scripts work::
     chakra_converter [--log-filename LOG] PyTorch --input ET_PLUS --output OUT [--simulate]
     chakra_converter --input_filename ET_PLUS --output_filename OUT --input_type PyTorch [--log_filename LOG]
 
-and ``chakra convert`` takes the same arguments.
+and ``chakra convert`` takes the same arguments.  Either form takes ``--astrasim-safe``
+(``--astrasim_safe``): collectives the simulator does not run become COMP nodes.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ def build_parser() -> ArgumentParser:
                    help="also write the log (and, with --simulate, the per-node completion lines) here")
     p.add_argument("--simulate", action="store_true",
                    help="replay the result with chakra.replay and log when each node completes")
+    p.add_argument("--astrasim-safe", "--astrasim_safe", dest="astrasim_safe", action="store_true",
+                   help="write REDUCE, GATHER, SCATTER, BARRIER (and REDUCE_SCATTER_BLOCK) collectives, "
+                        "which the simulator does not run, as COMP nodes of their recorded duration")
     add_common_args(p)
     return p
 
@@ -55,7 +59,8 @@ def _run(args: argparse.Namespace) -> int:
     setup_logging(args.log_level, None, args.quiet)
     if args.log_filename:
         add_log_file(args.log_filename)
-    report = convert_file(args.input, args.output, simulate=args.simulate, log_path=args.log_filename)
+    report = convert_file(args.input, args.output, simulate=args.simulate, log_path=args.log_filename,
+                          astrasim_safe=args.astrasim_safe)
     s = report.stats
     log.info("wrote %s: %d nodes (%s), %d ctrl + %d data deps, rank %s",
              report.output_path, s.nodes, ", ".join(f"{k}={v}" for k, v in sorted(s.by_type.items())),

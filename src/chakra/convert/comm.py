@@ -71,8 +71,13 @@ def tensor_bytes(values: Any) -> int:
 
 
 def op_tensor_bytes(op: HostOp) -> int:
-    """Bytes of a backend comm op's tensors: its inputs, or its outputs when it records no inputs."""
-    return tensor_bytes(op.inputs.values) or tensor_bytes(op.outputs.values)
+    """Bytes of the larger side of an op's tensors: max(input bytes, output bytes).
+
+    A ``nccl:*`` / ``gloo:*`` record carries only its input tensor, so for an
+    all_gather this is the per-rank input; the caller completes it from the
+    record_param_comms / c10d records of the same collective (see ``core._fields``).
+    """
+    return max(tensor_bytes(op.inputs.values), tensor_bytes(op.outputs.values))
 
 
 def pair_gloo_with_c10d(ops: list[HostOp]) -> dict[int, int]:

@@ -24,6 +24,35 @@ time when streamed to a file, see :func:`stream`):
 5. order:    a topological order (Kahn, earliest start first) which doubles as
              the cycle check; a cycle is reported with the ids and names of its
              nodes (see ``_Converter._order`` for which cycles are repaired).
+
+``comm_size`` (one convention for every source): the per-rank byte count of the
+collective's *larger* buffer, max(input bytes, output bytes) — all_gather: the
+gathered output (group size x the input), reduce_scatter: the full input,
+all_reduce / broadcast / send / recv: the one buffer, all_to_all(v): the larger
+of the bytes sent and received.  Why: ASTRA-sim's collective algorithms take the
+node's ``comm_size`` as the whole buffer and cut it into one chunk per rank (a
+ring all_gather of S bytes moves S/N per step), so the per-rank input of an
+all_gather would undercount its traffic N times; it is also what
+``record_param_comms`` (in/out element counts), the c10d call and the linker's
+ET+ ``comm_size`` (``host.comm.comm_size_bytes``) give.  A ``nccl:*`` /
+``gloo:*`` record carries only its input tensor, so the size is the maximum
+over every record of the collective: that record, ET+ ``comm_size``,
+record_param_comms and the c10d call (see ``_Converter._fields``).  Where
+in == out (all_reduce, balanced all_to_all) every source agrees.
+
+``pg_name`` limitation: gloo traces record no process group for a collective
+(no record_param_comms; the c10d call's group is an opaque ``<Object>``), so
+gloo comm nodes get ``""`` (the whole world) even when the METADATA lists
+sub-groups; that cannot be recovered from the trace.  When the process-group
+table holds more than one distinct rank set, one warning names the file, how
+many comm nodes fell back to ``""`` and the groups that could have been meant.
+
+``astrasim_safe`` (off by default): the simulator runs only ALL_REDUCE,
+ALL_TO_ALL, ALL_GATHER, REDUCE_SCATTER (and BROADCAST, by duration); with the
+flag, REDUCE, GATHER, SCATTER, BARRIER and REDUCE_SCATTER_BLOCK collectives are
+written as COMP nodes (``is_cpu_op`` false) that run their recorded duration,
+their comm fields kept as ``orig_collective``, ``orig_comm_type``,
+``orig_comm_size`` and ``orig_pg_name``.  Send/recv are unaffected.
 """
 
 from __future__ import annotations
@@ -72,6 +101,8 @@ _COMM_KEYS = frozenset({"comm_type", "comm_size", "pg_name", "comm_priority", "c
 _KNOWN_COLLECTIVES = frozenset({"allreduce", "allgather", "reduce_scatter", "broadcast", "all_to_all",
                                 "reduce", "gather", "scatter", "barrier", "send", "recv"})
 _MAX_COMM_CHAIN = 8
+#: Collective types the simulator does not run; ``astrasim_safe`` writes them as COMP nodes.
+UNSIMULATED_COMM_TYPES = frozenset({pb.REDUCE, pb.GATHER, pb.SCATTER, pb.BARRIER, pb.REDUCE_SCATTER_BLOCK})
 
 
 @dataclass(slots=True)
@@ -84,6 +115,7 @@ class ConvertStats:
     gpu_ops: int = 0
     comm_nodes: int = 0
     cpu_comm_nodes: int = 0
+    comm_as_comp: int = 0       # collectives written as COMP nodes (astrasim_safe)
     ctrl_edges: int = 0
     data_edges: int = 0
     sync_edges: int = 0
@@ -118,16 +150,21 @@ def _dumps(v: Any) -> str:
         return json.dumps(v, default=str)
 
 
-def convert_trace(trace: HostTrace) -> tuple[pb.GlobalMetadata, list[pb.Node]]:
-    """Convert a loaded ET+ / host ET into the Chakra GlobalMetadata and node list (topological order)."""
-    meta, nodes, _ = build(trace)
+def convert_trace(trace: HostTrace, *, astrasim_safe: bool = False
+                  ) -> tuple[pb.GlobalMetadata, list[pb.Node]]:
+    """Convert a loaded ET+ / host ET into the Chakra GlobalMetadata and node list (topological order).
+
+    ``astrasim_safe``: collectives the simulator does not run become COMP nodes (see the module doc).
+    """
+    meta, nodes, _ = build(trace, astrasim_safe=astrasim_safe)
     return meta, nodes
 
 
-def build(trace: HostTrace) -> tuple[pb.GlobalMetadata, list[pb.Node], ConvertStats]:
+def build(trace: HostTrace, *, astrasim_safe: bool = False
+          ) -> tuple[pb.GlobalMetadata, list[pb.Node], ConvertStats]:
     """``convert_trace`` plus the statistics of the conversion."""
     with gc_paused(), _malformed(trace):
-        return _Converter(trace).run()
+        return _Converter(trace, astrasim_safe=astrasim_safe).run()
 
 
 @contextlib.contextmanager
@@ -142,14 +179,15 @@ def _malformed(trace: HostTrace) -> Iterator[None]:
             "--debug shows where", trace.path) from exc
 
 
-def stream(trace: HostTrace) -> tuple[pb.GlobalMetadata, Iterator[pb.Node], ConvertStats]:
+def stream(trace: HostTrace, *, astrasim_safe: bool = False
+           ) -> tuple[pb.GlobalMetadata, Iterator[pb.Node], ConvertStats]:
     """Like :func:`build`, but the nodes come from a generator, built while they are written.
 
     All checks (references, cycles) run before the first node is yielded.  The
     statistics' per-type counts are complete once the generator is exhausted.
     """
     with gc_paused(), _malformed(trace):
-        conv = _Converter(trace)
+        conv = _Converter(trace, astrasim_safe=astrasim_safe)
         order = conv.plan()
         meta = conv._metadata()
 
@@ -163,8 +201,9 @@ def stream(trace: HostTrace) -> tuple[pb.GlobalMetadata, Iterator[pb.Node], Conv
 class _Converter:
     """One conversion; the attributes are the per-op lists the passes fill."""
 
-    def __init__(self, trace: HostTrace) -> None:
+    def __init__(self, trace: HostTrace, *, astrasim_safe: bool = False) -> None:
         self.trace = trace
+        self.astrasim_safe = astrasim_safe
         self.ops: list[HostOp] = trace.ops
         self.stats = ConvertStats()
         n = len(self.ops)
@@ -414,8 +453,10 @@ class _Converter:
                 continue
             self._set_comm(i, f)
             self.cpu_comm.add(i)
-        self.stats.comm_nodes = len(self.comm)
-        self.stats.cpu_comm_nodes = len(self.cpu_comm)
+        ntype = self.ntype
+        self.stats.comm_nodes = sum(1 for i in self.comm if ntype[i] != pb.COMP_NODE)
+        self.stats.cpu_comm_nodes = sum(1 for i in self.cpu_comm if ntype[i] != pb.COMP_NODE)
+        self._warn_world_fallback()
 
     def _set_comm(self, i: int, f: CommFields) -> None:
         self.comm[i] = f
@@ -423,8 +464,25 @@ class _Converter:
             self.ntype[i] = pb.COMM_SEND_NODE
         elif f.collective == "recv":
             self.ntype[i] = pb.COMM_RECV_NODE
+        elif self.astrasim_safe and f.comm_type in UNSIMULATED_COMM_TYPES:
+            self.ntype[i] = pb.COMP_NODE   # replayed by its recorded duration (module doc)
+            self.stats.comm_as_comp += 1
         else:
             self.ntype[i] = pb.COMM_COLL_NODE
+
+    def _warn_world_fallback(self) -> None:
+        """One warning when comm nodes fall back to the whole world ("") although the process-group
+        table holds groups of different ranks: the trace does not say which one was meant."""
+        groups = [g for g in self.trace.process_groups if g.ranks]
+        if len({frozenset(g.ranks) for g in groups}) < 2:
+            return
+        fallback = sum(1 for f in self.comm.values() if not f.pg_name)
+        if not fallback:
+            return
+        listed = ", ".join(f"{self.pgn.numeric(g.pg_name) or g.pg_name} {list(g.ranks)}" for g in groups)
+        _warn(self.stats, f"{self.trace.path}: {fallback} comm node(s) name no process group (gloo records "
+                          "do not say which group they used) and get pg_name \"\" (the whole world), "
+                          f"though the process groups differ; any of these could have been meant: {listed}")
 
     def _fields(self, chain: list[int], own: HostOp, c10d_pair: int | None, *, kernel: bool
                 ) -> CommFields | None:
@@ -473,16 +531,18 @@ class _Converter:
                 collective = "all_to_all"   # SendRecv kernel with no host op naming it: DLRM-style all_to_all
         if not collective:
             return None
-        # size: the tensors of the backend record, else ET+'s figure, else the record_param_comms/c10d sizes
+        # size: max(input bytes, output bytes) of the collective (module doc, "comm_size"), over every
+        # record of it: the backend record has only the input tensor, record_param_comms and the c10d
+        # call have both sides, ET+'s comm_size is the linker's max(in, out) of whatever it found.
         size = op_tensor_bytes(ops[backend]) if backend is not None else 0
-        if not size and _num(oa.get("comm_size")):
-            size = int(oa["comm_size"])
-        if not size and rpc is not None:
-            size = comm_size_bytes(infos[rpc])
-        if not size and c10d is not None and c10d in infos:
-            size = comm_size_bytes(infos[c10d])
+        if _num(oa.get("comm_size")):
+            size = max(size, int(oa["comm_size"]))
+        if rpc is not None:
+            size = max(size, comm_size_bytes(infos[rpc]))
+        if c10d is not None and c10d in infos:
+            size = max(size, comm_size_bytes(infos[c10d]))
         if not size and kernel:
-            size = op_tensor_bytes(own)
+            size = op_tensor_bytes(own)   # the launcher's tensors, copied onto the GPU node by ET+
         pg = ""
         if rpc is not None:
             pg = infos[rpc].pg_name
@@ -805,6 +865,13 @@ class _Converter:
 
 def _comm_attrs(f: CommFields, t: int) -> list[pb.AttributeProto]:
     A = pb.AttributeProto
+    if t == pb.COMP_NODE:   # a collective the simulator does not run (astrasim_safe): kept for information
+        out = [A(name="orig_collective", string_val=f.collective)]
+        if f.comm_type is not None:
+            out.append(A(name="orig_comm_type", int64_val=f.comm_type))
+        out.append(A(name="orig_comm_size", int64_val=f.size))
+        out.append(A(name="orig_pg_name", string_val=f.pg_name))
+        return out
     out = []
     if t == pb.COMM_COLL_NODE and f.comm_type is not None:
         out.append(A(name="comm_type", int64_val=f.comm_type))

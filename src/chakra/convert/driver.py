@@ -44,7 +44,8 @@ class ConvertReport:
         return {
             "input": self.input_path, "output": self.output_path, "nodes": s.nodes, "by_type": s.by_type,
             "cpu_ops": s.cpu_ops, "gpu_ops": s.gpu_ops, "comm_nodes": s.comm_nodes,
-            "cpu_comm_nodes": s.cpu_comm_nodes, "ctrl_edges": s.ctrl_edges, "data_edges": s.data_edges,
+            "cpu_comm_nodes": s.cpu_comm_nodes, "comm_as_comp": s.comm_as_comp, "ctrl_edges": s.ctrl_edges,
+            "data_edges": s.data_edges,
             "sync_edges": s.sync_edges, "inter_thread_edges": s.inter_thread_edges, "timed": s.timed,
             "rank": s.rank, "bytes": self.bytes_written, "load_s": round(self.load_s, 3),
             "convert_s": round(self.convert_s, 3), "write_s": round(self.write_s, 3),
@@ -53,23 +54,28 @@ class ConvertReport:
 
 
 def convert_file(input_path: str | os.PathLike[str], output_path: str | os.PathLike[str], *,
-                 simulate: bool = False, log_path: str | os.PathLike[str] | None = None) -> ConvertReport:
+                 simulate: bool = False, log_path: str | os.PathLike[str] | None = None,
+                 astrasim_safe: bool = False) -> ConvertReport:
     """Convert one ET+ JSON (or bare host ET; ``.json`` or gzip) into a Chakra protobuf ET.
 
     The output appears complete or not at all.  With ``simulate`` the nodes are
     replayed by ``chakra.replay`` (when that package is available) and the
     per-node completion lines (``Node ID <id> completed at <T>us``) are appended to ``log_path``.
+    With ``astrasim_safe`` the collectives the simulator does not run (REDUCE, GATHER, SCATTER,
+    BARRIER, REDUCE_SCATTER_BLOCK) are written as COMP nodes of their recorded duration
+    (``chakra.convert.core`` module doc).
     """
     from chakra.io import gc_paused
 
     # The cyclic GC stays off from load to write (see chakra.io.gcpause); re-enabled between the
     # stages it would walk the whole loaded trace again each time.
     with gc_paused():
-        return _convert_file(input_path, output_path, simulate, log_path)
+        return _convert_file(input_path, output_path, simulate, log_path, astrasim_safe)
 
 
 def _convert_file(input_path: str | os.PathLike[str], output_path: str | os.PathLike[str],
-                  simulate: bool, log_path: str | os.PathLike[str] | None) -> ConvertReport:
+                  simulate: bool, log_path: str | os.PathLike[str] | None,
+                  astrasim_safe: bool = False) -> ConvertReport:
     from chakra.host.loader import load_host_et
 
     t0 = time.perf_counter()
@@ -77,12 +83,12 @@ def _convert_file(input_path: str | os.PathLike[str], output_path: str | os.Path
     t1 = time.perf_counter()
     nodes: list[Any] | None = None
     if simulate:
-        meta, nodes, stats = build(trace)
+        meta, nodes, stats = build(trace, astrasim_safe=astrasim_safe)
         t2 = time.perf_counter()
         write_messages(output_path, _stream(meta, nodes))
     else:
         # nodes are built while they are serialised: never a million messages alive at once
-        meta, gen, stats = stream(trace)
+        meta, gen, stats = stream(trace, astrasim_safe=astrasim_safe)
         t2 = time.perf_counter()
         write_messages(output_path, _stream(meta, gen))
     t3 = time.perf_counter()
