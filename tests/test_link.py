@@ -193,10 +193,14 @@ def test_gpu_ops_attach_to_the_innermost_host_op(tmp_path: Path) -> None:
     stats = doc["link_stats"]
     assert stats["strategy"] == "alignment" and stats["matched"] == 5 and stats["host_ops"] == 5
     assert (stats["gpu_ops"], stats["gpu_attached"], stats["gpu_orphans_no_launch"]) == (4, 3, 1)
-    assert stats["gpu_attach_rate"] == 1.0
-    # host timing from the matched events, exclusive = minus the child events on the thread
+    assert stats["gpu_attach_rate"] == 1.0  # of those with a launch call in the trace
+    # of all GPU ops of the window: the one launched before the trace began counts against it
+    assert (stats["gpu_ops_in_window"], stats["gpu_attach_rate_in_window"]) == (4, 0.75)
+    # host timing from the matched events, exclusive = minus the child operators and synchronizing calls
+    # on the thread: the cudaStreamSynchronize (131) is a wait the sync dep models; the cudaMemcpyAsync
+    # call (4) is the op's own CPU work
     assert (nodes[12]["ts"], nodes[12]["dur"], nodes[12]["exclusive_dur"]) == (60, 140, 2)
-    assert nodes[13]["exclusive_dur"] == 138 - 4 - 131
+    assert nodes[13]["exclusive_dur"] == 138 - 131
     assert nodes[10]["kineto_tid"] == 100
     assert "ts" not in nodes[2]  # the thread root has no Kineto partner
 
@@ -555,6 +559,9 @@ def test_link_files_writes_gz_and_keeps_the_host_layout(tmp_path: Path) -> None:
     assert out.read_bytes()[:2] == b"\x1f\x8b"
     doc = load_json(out)
     assert (report.matched, report.host_ops, report.gpu_attached, report.sync_deps) == (5, 5, 3, 3)
+    assert (report.gpu_ops_in_window, report.gpu_attach_rate_in_window, report.gpu_launched_before_trace) == (
+        4, 0.75, 1)
+    assert "3/4 GPU ops attached (75.0%, 1 launched before the trace)" in report.summary()
     assert report.rank == 0 and doc["rank"] == 0
     assert [k for k in doc if k not in ("nodes",)] == [
         "schema",
@@ -631,3 +638,101 @@ def test_missing_event_is_not_replaced_by_a_distant_namesake(tmp_path: Path) -> 
     assert "ts" not in nodes[12]
     assert [nodes[i]["ts"] for i in (10, 11, 13, 14, 15)] == [0, 2, 4, 6, 8]
     assert doc["link_stats"]["matched"] == 5
+
+
+def test_leftover_ops_take_events_of_threads_paired_with_other_host_threads(tmp_path: Path) -> None:
+    # as in cpu_gloo/tp_like_2r: the host ET files both gloo:broadcast under the main thread (tid 1) and the
+    # inner op of the first one under tid 2; Kineto ran the first on worker 300 (which tid 2 pairs with),
+    # the second on worker 301.  A thread-at-a-time leftover round offered only worker 301 and gave its
+    # event (ts 30) to the first broadcast, leaving the second unmatched.
+    host = host_doc(
+        [
+            op(10, "main_a", 2, 1),
+            op(11, "gloo:broadcast", 2, 2),
+            op(12, "aten::copy_", 11, 3, tid=2),
+            op(13, "main_b", 2, 5),
+            op(14, "gloo:broadcast", 2, 6),
+        ],
+        threads=(1, 2),
+    )
+    events = [
+        cpu("main_a", 0, 5, 1),
+        cpu("main_b", 20, 5, 2),
+        cpu("gloo:broadcast", 10, 5, 513, tid=300, cat="user_annotation"),
+        cpu("aten::copy_", 11, 2, 514, tid=300),
+        cpu("gloo:broadcast", 30, 5, 1025, tid=301, cat="user_annotation"),
+    ]
+    doc = link(tmp_path, host, kineto_doc(events))
+    nodes = by_id(doc)
+    assert [(nodes[i]["ts"], nodes[i]["kineto_tid"]) for i in (10, 11, 12, 13, 14)] == [
+        (0, 100),
+        (10, 300),
+        (11, 300),
+        (20, 100),
+        (30, 301),
+    ]
+    s = doc["link_stats"]
+    assert [(t["host_tid"], t["kineto_tid"]) for t in s["threads"]] == [(1, 100), (2, 300)]
+    assert (s["matched"], s["matched_second_round"], s["second_round_order_dropped"]) == (5, 2, 0)
+
+
+@pytest.mark.parametrize(("gloo_ts", "matched"), [(10, False), (60, True)])
+def test_leftover_event_that_starts_before_an_earlier_op_is_refused(
+    tmp_path: Path, gloo_ts: float, matched: bool
+) -> None:
+    # gloo:all_reduce (rf 3) was recorded after "b" (rf 2), which started at ts 50: the event at ts 10 is
+    # not its event
+    host = host_doc([op(10, "a", 2, 1), op(11, "b", 2, 2), op(12, "gloo:all_reduce", 2, 3)])
+    events = [
+        cpu("a", 0, 5, 1),
+        cpu("b", 50, 5, 2),
+        cpu("gloo:all_reduce", gloo_ts, 5, 513, tid=300, cat="user_annotation"),
+    ]
+    doc = link(tmp_path, host, kineto_doc(events))
+    s = doc["link_stats"]
+    assert by_id(doc)[12].get("ts") == (gloo_ts if matched else None)
+    assert (s["matched"], s["matched_second_round"], s["second_round_order_dropped"]) == (
+        (3, 1, 0) if matched else (2, 0, 1)
+    )
+
+
+# ---- the rank written --------------------------------------------------------------------------------
+
+
+def rank_warnings(report: Any) -> list[str]:
+    # sync_case also has a GPU event launched before the trace: that warning is not the subject here
+    return [w for w in report.warnings if "rank" in w]
+
+
+def test_explicit_rank_that_contradicts_distributed_info_is_reported_and_not_used(tmp_path: Path) -> None:
+    host, kin = sync_case()  # distributedInfo.rank 0
+    hp, kp = write(tmp_path, host, kin)
+    out = tmp_path / "et_plus.json"
+    report = link_files(hp, kp, out, rank=3)
+    assert load_json(out)["rank"] == 0 and report.rank == 0
+    assert rank_warnings(report) == [
+        "--rank 3 disagrees with Kineto distributedInfo.rank 0 (wrote rank 0; --strict refuses)"
+    ]
+    # a rank guessed from a file name never wins over the trace's either, and is not worth a warning
+    report = link_files(hp, kp, out, fallback_rank=3)
+    assert load_json(out)["rank"] == 0 and rank_warnings(report) == []
+    # an agreeing --rank is fine
+    assert rank_warnings(link_files(hp, kp, out, rank=0, strict=True)) == []
+    out.unlink()
+    with pytest.raises(TraceFormatError, match=r"--rank 3 disagrees with .*rank 0 \(refused: --strict\)"):
+        link_files(hp, kp, out, rank=3, strict=True)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("rank", "fallback", "expected"), [(3, None, 3), (None, 4, 4), (3, 4, 3), (None, None, None)]
+)
+def test_rank_without_distributed_info(
+    tmp_path: Path, rank: int | None, fallback: int | None, expected: int | None
+) -> None:
+    host, kin = sync_case()
+    del kin["distributedInfo"]
+    hp, kp = write(tmp_path, host, kin)
+    report = link_files(hp, kp, tmp_path / "et_plus.json", rank=rank, fallback_rank=fallback, strict=True)
+    assert load_json(tmp_path / "et_plus.json")["rank"] == expected and report.rank == expected
+    assert rank_warnings(report) == []

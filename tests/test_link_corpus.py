@@ -6,6 +6,7 @@ cross-checked with the 2023 PARAM linker's output in ``dlrm_8r_v100/et_plus_2023
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -213,3 +214,43 @@ def test_link_folder_dlrm_layout(corpus: Path, tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"et_plus_{r}.json.gz" for r in range(8)]
     doc = load_json(tmp_path / "et_plus_3.json.gz")
     assert doc["rank"] == 3 and doc["link_stats"]["gpu_attached"] == 273
+
+
+# ---- cpu_gloo without Record function id: name alignment must find the same events ----------------------
+
+# host ops matched by the leftover round: the gloo collectives, which the host ET files under the main thread
+# but which ran on gloo worker threads
+STRIPPED = [("cpu_gloo/tp_like_2r", 0, 12), ("cpu_gloo/tp_like_2r", 1, 12), ("cpu_gloo/ddp_mlp_4r", 0, 4),
+            ("cpu_gloo/fsdp_2r", 0, 18)]
+
+
+@pytest.mark.parametrize(("folder", "rank", "second_round"), STRIPPED)
+def test_gloo_without_record_function_ids_matches_the_same_events(
+    corpus: Path, tmp_path: Path, folder: str, rank: int, second_round: int
+) -> None:
+    raw = load_json(corpus / folder / f"kineto_{rank}.json.gz")
+    stripped = 0
+    for ev in raw["traceEvents"]:
+        if "Record function id" in ev.get("args", {}):
+            del ev["args"]["Record function id"]
+            stripped += 1
+    assert stripped > 200
+    kp = tmp_path / "kineto.json"
+    kp.write_text(json.dumps(raw))
+    doc = link_traces(load_host_et(corpus / folder / f"host_et_{rank}.json.gz"), load_kineto(kp))
+    s = doc["link_stats"]
+    assert s["strategy"] == "alignment"
+    assert (s["matched"], s["matched_second_round"], s["second_round_order_dropped"]) == (
+        s["host_ops"],
+        second_round,
+        0,
+    )
+    ref = linked(corpus, folder, rank)
+    assert ref["link_stats"]["strategy"] == "rf_id"
+    timing = ("ts", "dur", "kineto_tid")
+    ours = {n["id"]: tuple(n.get(k) for k in timing) for n in doc["nodes"] if "cat" not in n}
+    theirs = {n["id"]: tuple(n.get(k) for k in timing) for n in ref["nodes"] if "cat" not in n}
+    assert ours == theirs
+    # before the fix, tp_like_2r rank 0's gloo:broadcast rf 8 (node 12) took rf 208's event, 12.9 ms later
+    if folder.endswith("tp_like_2r") and rank == 0:
+        assert by_id(doc)[12]["ts"] == 5168095495134.764

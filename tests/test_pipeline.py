@@ -8,6 +8,7 @@ CPU-only trace has one node per host ET node.
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import logging
 import shutil
@@ -15,12 +16,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from chakra.cli import pipeline as pipeline_cli
 from chakra.errors import ChakraError, TraceFormatError, UsageError
 from chakra.io import load_json, read_messages
 from chakra.link import find_rank_pairs
-from chakra.pipeline import RankFiles, find_ranks, run_pipeline
+from chakra.pipeline import RankFiles, find_ranks, pipeline_table, run_pipeline
 from chakra.schema import METADATA_NODE, GlobalMetadata, Node
 
 REPO = Path(__file__).resolve().parent.parent
@@ -259,6 +261,22 @@ def test_pipeline_dlrm_8_ranks(corpus: Path, tmp_path: Path) -> None:
     # ranks 1 and 3 have 64 GPU events launched before profiling began (see test_link_corpus)
     assert [row["gpu_ops"] - row["gpu_ops_attached"] for row in s["ranks"]] == [0, 64, 0, 64, 0, 0, 0, 0]
     assert [row["gpu_ops_attached"] for row in s["ranks"]] == [261, 262, 262, 273, 273, 261, 262, 262]
+    assert [row["gpu_launched_before_trace"] for row in s["ranks"]] == [0, 64, 0, 64, 0, 0, 0, 0]
+    assert [row["gpu_ops_in_window"] for row in s["ranks"]] == [261, 326, 262, 337, 273, 261, 262, 262]
+    # the rate of the table is against every GPU op of the window; the old rate (launchable ones only) stays
+    assert [row["gpu_attach_rate_in_window"] for row in s["ranks"]] == [
+        1.0, round(262 / 326, 6), 1.0, round(273 / 337, 6), 1.0, 1.0, 1.0, 1.0]
+    assert all(row["gpu_attach_rate"] == 1.0 for row in s["ranks"])
+    md = (tmp_path / "summary.md").read_text()
+    assert "| 262/326 (80.4%), 64 launched before the trace |" in md
+    assert "| 273/337 (81.0%), 64 launched before the trace |" in md
+    assert "| 261/261 (100.0%) |" in md and "262 of 326" not in md
+    # the terminal table: the same ratio, shorter
+    console = Console(file=io.StringIO(), width=120)
+    console.print(pipeline_table(res))
+    text = console.file.getvalue()
+    assert "262/326 (80.4%), 64 pre-trace" in text and "273/337 (81.0%), 64 pre-trace" in text
+    assert "pre-trace: GPU ops launched before the trace began" in text
 
 
 def test_auto_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -270,3 +288,29 @@ def test_auto_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
     assert pl.auto_jobs(files) == 1
     monkeypatch.setattr(pl, "AUTO_POOL_MIN_BYTES", 0)
     assert pl.auto_jobs(files) == min(os.cpu_count() or 1, 2)
+
+
+# ---- the rank written: the trace's own, the file name's only when the trace has none -------------------
+
+
+def test_pipeline_rank_of_the_trace_wins_over_the_file_name(tmp_path: Path,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    src = tmp_path / "in"
+    src.mkdir()
+    # rank 1's files named as rank 3 (its distributedInfo says 1)
+    shutil.copy(DATA / "gloo_mlp_2r" / "host_et_1.json.gz", src / "host_et_3.json.gz")
+    shutil.copy(DATA / "gloo_mlp_2r" / "kineto_1.json.gz", src / "kineto_3.json.gz")
+    # rank 0's files without distributedInfo, named as rank 4: the file name is all there is
+    shutil.copy(DATA / "gloo_mlp_2r" / "host_et_0.json.gz", src / "host_et_4.json.gz")
+    kin = load_json(DATA / "gloo_mlp_2r" / "kineto_0.json.gz")
+    del kin["distributedInfo"]
+    (src / "kineto_4.json").write_text(json.dumps(kin))
+    with caplog.at_level(logging.WARNING):
+        res = run_pipeline(src, tmp_path / "out", jobs=1)
+    assert [r["rank"] for r in res.summary["ranks"]] == [3, 4]      # outputs are named by the files
+    assert load_json(tmp_path / "out" / "et_plus_3.json")["rank"] == 1
+    assert load_json(tmp_path / "out" / "et_plus_4.json")["rank"] == 4
+    meta, _ = read_messages(tmp_path / "out" / "in.3.et", GlobalMetadata, Node)
+    assert {a.name: a for a in meta.attr}["rank"].int64_val == 1
+    warned = [r.getMessage() for r in caplog.records if "say rank" in r.getMessage()]
+    assert len(warned) == 1 and "the files of rank 3 say rank 1" in warned[0]

@@ -159,7 +159,13 @@ def process_rank(task: RankTask) -> RankResult:
     from chakra.link.api import link_files
 
     t0 = time.perf_counter()
-    report = link_files(task.host, task.kineto, task.et_plus, rank=task.rank, annotation=task.annotation)
+    # the rank of the file names only stands in for a trace without one: the trace's own rank is what its
+    # collectives were recorded with
+    report = link_files(task.host, task.kineto, task.et_plus, fallback_rank=task.rank,
+                        annotation=task.annotation)
+    if report.rank != task.rank:
+        log.warning("%s: the files of rank %d say rank %s; the ET+ (and Chakra ET) record rank %s",
+                    task.kineto, task.rank, report.rank, report.rank)
     res = RankResult(rank=task.rank, link=report, et_plus=task.et_plus, link_s=time.perf_counter() - t0)
     if task.et is None:
         return res
@@ -413,6 +419,9 @@ def _summary(name: str, folder: Path, files: list[RankFiles], results: list[Rank
             "gpu_ops": link.gpu_ops,
             "gpu_ops_attached": link.gpu_attached,
             "gpu_attach_rate": link.gpu_attach_rate,
+            "gpu_ops_in_window": link.gpu_ops_in_window,
+            "gpu_attach_rate_in_window": link.gpu_attach_rate_in_window,
+            "gpu_launched_before_trace": link.gpu_launched_before_trace,
             "sync_deps": link.sync_deps,
             "inter_thread_deps": link.inter_thread_deps,
         })
@@ -442,11 +451,18 @@ def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v:+.2f}%"
 
 
-def _attached(r: dict[str, Any]) -> str:
+def _attached(r: dict[str, Any], short: bool = False) -> str:
     if not r["gpu_ops"]:
         return "- (no GPU ops)"
-    # the rate counts the GPU ops that could be attached (not those launched before profiling began)
-    return f"{r['gpu_ops_attached']:,} of {r['gpu_ops']:,} ({100 * r['gpu_attach_rate']:.1f}%)"
+    total = r["gpu_ops_in_window"]
+    if not total:
+        return "- (no GPU ops in the window)"
+    # against every GPU op of the window, those launched before the trace began (no launch call) included
+    before = r["gpu_launched_before_trace"]
+    text = f"{r['gpu_ops_attached']:,}/{total:,} ({100 * r['gpu_attach_rate_in_window']:.1f}%)"
+    if not before:
+        return text
+    return text + (f", {before:,} pre-trace" if short else f", {before:,} launched before the trace")
 
 
 def summary_markdown(summary: dict[str, Any]) -> str:
@@ -646,7 +662,10 @@ def pipeline_table(result: PipelineResult, title: str | None = None) -> Any:
         err = r["error_pct"]
         style = None if err is None or abs(err) <= 5.0 else "yellow"
         table.add_row(str(r["rank"]), f"{r['nodes']:,}", _fmt(r["measured_us"]), _fmt(r["replayed_us"]),
-                      _pct(err), f"{r['host_ops_matched']:,}/{r['host_ops']:,}", _attached(r), style=style)
+                      _pct(err), f"{r['host_ops_matched']:,}/{r['host_ops']:,}", _attached(r, short=True),
+                      style=style)
+    if any(r.get("gpu_launched_before_trace") for r in result.summary["ranks"]):
+        table.caption = "pre-trace: GPU ops launched before the trace began (no launch call, no host op)"
     return table
 
 

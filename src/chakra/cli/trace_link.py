@@ -46,7 +46,8 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
         "--rank",
         type=int,
         default=None,
-        help="rank written into ET+ (default: the Kineto trace's distributedInfo)",
+        help="rank to write when the traces do not say it (Kineto distributedInfo, host ET rank); "
+        "a --rank that contradicts the trace is overridden by it, with a warning (refused with --strict)",
     )
     p.add_argument(
         "--annotation",
@@ -74,8 +75,8 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
     p.add_argument(
         "--strict",
         action="store_true",
-        help="refuse (exit 1) a host ET and Kineto trace that look like different runs (pid or wall-clock "
-        "mismatch) instead of warning",
+        help="refuse (exit 1) instead of warning: a host ET and Kineto trace that look like different runs "
+        "(pid or wall-clock mismatch), or a --rank that contradicts the trace's own rank",
     )
     add_common_args(p)
     return p

@@ -55,13 +55,22 @@ class LinkReport:
     inter_thread_deps: int
     seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
+    # GPU ops in the window: all but those launched in iterations the host ET did not record.  The
+    # ``gpu_attach_rate`` above leaves out those launched before the trace began too (no launch call);
+    # ``gpu_attach_rate_in_window`` does not: 262/326 on DLRM rank 1, where 64 were.
+    gpu_ops_in_window: int = 0
+    gpu_attach_rate_in_window: float = 1.0
+    gpu_launched_before_trace: int = 0
 
     def summary(self) -> str:
+        before = self.gpu_launched_before_trace
         return (
             f"rank {self.rank}: {self.matched}/{self.host_ops} host ops matched "
             f"({100 * self.match_rate:.1f}%, {self.strategy}, window {self.window}); "
-            f"{self.gpu_attached}/{self.gpu_ops} GPU ops attached ({100 * self.gpu_attach_rate:.1f}%); "
-            f"{self.sync_deps} sync deps, {self.inter_thread_deps} inter-thread deps"
+            f"{self.gpu_attached}/{self.gpu_ops_in_window} GPU ops attached "
+            f"({100 * self.gpu_attach_rate_in_window:.1f}%"
+            + (f", {before} launched before the trace" if before else "")
+            + f"); {self.sync_deps} sync deps, {self.inter_thread_deps} inter-thread deps"
         )
 
 
@@ -72,20 +81,54 @@ def link_traces(
     rank: int | None = None,
     annotation: str | None = None,
     inter_thread_gap_us: float = DEFAULT_GAP_US,
+    fallback_rank: int | None = None,
 ) -> dict[str, Any]:
     """Link a loaded host ET with its Kineto trace; return the ET+ document.
 
-    ``rank`` overrides the Kineto ``distributedInfo`` rank; ``annotation`` selects the windows of
+    The rank written is the trace's own (Kineto ``distributedInfo.rank``, else the host file's ``rank``):
+    it is what the collectives' peers and groups were recorded with.  ``rank`` (the user's ``--rank``)
+    is used when the trace has none; one that disagrees with the trace's is logged as a warning and
+    ignored (:func:`link_files` refuses it with ``strict``).  ``fallback_rank`` is used when the trace
+    has none, silently (a rank guessed from a file name).  ``annotation`` selects the windows of
     that annotation instead of ``ProfilerStep#N``; ``inter_thread_gap_us`` is the idle gap that
     starts a new group of ops on a thread (see ``chakra.link.deps``).
     """
+    mismatch = rank_mismatch(rank, host, kineto)
+    if mismatch:
+        log.warning("%s: %s: writing rank %s, the rank its collectives were recorded with",
+                    kineto.path or host.path, mismatch, trace_rank(host, kineto))
     # Millions of new acyclic dicts: the cyclic GC would rescan all of them again and again.
     with gc_paused():
-        return _link(host, kineto, rank, annotation, inter_thread_gap_us)
+        return _link(host, kineto, resolve_rank(rank, host, kineto, fallback_rank), annotation,
+                     inter_thread_gap_us)
+
+
+def trace_rank(host: HostTrace, kineto: KinetoTrace) -> int | None:
+    """The rank the traces record: Kineto ``distributedInfo.rank``, else the host file's ``rank``."""
+    return kineto.rank if kineto.rank is not None else host.rank
+
+
+def rank_mismatch(rank: int | None, host: HostTrace, kineto: KinetoTrace) -> str | None:
+    """Why an explicit ``rank`` cannot be used (it contradicts the trace's own rank), or None."""
+    own = trace_rank(host, kineto)
+    if rank is None or own is None or rank == own:
+        return None
+    where = "Kineto distributedInfo.rank" if kineto.rank is not None else "the host ET's rank"
+    return f"--rank {rank} disagrees with {where} {own}"
+
+
+def resolve_rank(rank: int | None, host: HostTrace, kineto: KinetoTrace,
+                 fallback_rank: int | None = None) -> int | None:
+    """The rank written into ET+: the trace's own, else ``rank``, else ``fallback_rank``."""
+    own = trace_rank(host, kineto)
+    if own is not None:
+        return own
+    return rank if rank is not None else fallback_rank
 
 
 def _link(
-    host: HostTrace, kineto: KinetoTrace, rank: int | None, annotation: str | None, inter_thread_gap_us: float
+    host: HostTrace, kineto: KinetoTrace, rank_out: int | None, annotation: str | None,
+    inter_thread_gap_us: float
 ) -> dict[str, Any]:
     window = select_window(host, kineto, annotation)
     match = match_ops(host, kineto, window)
@@ -104,7 +147,6 @@ def _link(
     for host_id, deps in s_deps.items():
         host_nodes[host_id]["sync_dep"] = deps
 
-    rank_out = rank if rank is not None else (kineto.rank if kineto.rank is not None else host.rank)
     world = kineto.world_size if kineto.world_size is not None else host.world_size
     pgs = process_groups(host, kineto.distributed_info, world)
     if world is None:
@@ -217,10 +259,13 @@ def _stats(
     s_deps: dict[int, list[int]],
     s_stats: SyncStats,
 ) -> dict[str, Any]:
-    """ET+ ``link_stats``.  The GPU attach rate counts the GPU ops that could be attached: not those
-    launched before the trace began (no launching call) nor those of iterations the host ET did not record."""
+    """ET+ ``link_stats``.  ``gpu_attach_rate`` counts the GPU ops that could be attached: not those
+    launched before the trace began (no launching call) nor those of iterations the host ET did not record;
+    ``gpu_attach_rate_in_window`` counts all GPU ops in the window (all but the latter), so it shows the
+    ops of the window that have no launcher (``gpu_orphans_no_launch`` of them were launched before)."""
     events = kineto.events
     attachable = gpu.total - gpu.no_launch - gpu.outside_window
+    in_window_gpu = gpu.total - gpu.outside_window
     in_window = sum(1 for p in match.event_to_host if window.contains(events[p].ts))
     return {
         "strategy": match.strategy,
@@ -230,6 +275,7 @@ def _stats(
         "matched": match.matched,
         "match_rate": round(match.matched / match.host_ops, 6) if match.host_ops else 1.0,
         "matched_second_round": match.second_round,
+        "second_round_order_dropped": match.order_dropped,
         "rf_name_mismatch": match.rf_name_mismatch,
         "kineto_host_events": match.kineto_candidates,
         "kineto_unmatched": match.kineto_candidates - in_window,
@@ -246,6 +292,8 @@ def _stats(
         "gpu_ops": gpu.total,
         "gpu_attached": gpu.attached,
         "gpu_attach_rate": round(gpu.attached / attachable, 6) if attachable else 1.0,
+        "gpu_ops_in_window": in_window_gpu,
+        "gpu_attach_rate_in_window": round(gpu.attached / in_window_gpu, 6) if in_window_gpu else 1.0,
         "gpu_orphans_no_launch": gpu.no_launch,
         "gpu_orphans_outside_window": gpu.outside_window,
         "gpu_orphans_no_host_op": gpu.no_host_op,
@@ -276,11 +324,11 @@ def _log_summary(name: str, s: dict[str, Any]) -> None:
         s["window"],
     )
     log.info(
-        "%s: %d/%d GPU ops attached (%d launched before the trace, %d outside the window, "
-        "%d without an enclosing host op); %d sync deps on %d ops, %d inter-thread deps",
+        "%s: %d/%d GPU ops of the window attached (%d launched before the trace; %d more launched outside "
+        "the window, %d without an enclosing host op); %d sync deps on %d ops, %d inter-thread deps",
         name,
         s["gpu_attached"],
-        s["gpu_ops"],
+        s["gpu_ops_in_window"],
         s["gpu_orphans_no_launch"],
         s["gpu_orphans_outside_window"],
         s["gpu_orphans_no_host_op"],
@@ -307,11 +355,14 @@ def link_files(
     rank: int | None = None,
     annotation: str | None = None,
     strict: bool = False,
+    fallback_rank: int | None = None,
 ) -> LinkReport:
     """Load, link and write ET+ atomically (``.gz`` output when the name ends in ``.gz``).
 
     Files that look like different runs (pid or wall-clock mismatch, see :mod:`chakra.link.provenance`)
-    are linked with a warning, or refused with ``strict``.
+    and a ``rank`` that contradicts the trace's own rank (see :func:`link_traces`: the trace's wins)
+    are linked with a warning, or refused with ``strict``.  ``fallback_rank`` is the rank to write
+    when the traces have none (the pipeline passes the rank of the file names).
     """
     t0 = time.perf_counter()
     for p in (host_path, kineto_path):
@@ -333,7 +384,12 @@ def link_files(
             if strict:
                 raise TraceFormatError(what + " (refused: --strict)", os.fspath(kineto_path))
             log.warning("%s: %s (linked anyway; --strict refuses)", os.fspath(kineto_path), what)
-        doc = link_traces(host, kineto, rank=rank, annotation=annotation)
+        bad_rank = rank_mismatch(rank, host, kineto)
+        if bad_rank:
+            if strict:
+                raise TraceFormatError(bad_rank + " (refused: --strict)", os.fspath(kineto_path))
+            mismatches.append(f"{bad_rank} (wrote rank {trace_rank(host, kineto)}; --strict refuses)")
+        doc = link_traces(host, kineto, rank=rank, annotation=annotation, fallback_rank=fallback_rank)
         warnings = list(host.warnings) + list(kineto.warnings) + mismatches
         del host, kineto  # the models are not needed to write the document: free them first
         dump_json(out, doc)
@@ -362,6 +418,9 @@ def _report(doc: dict[str, Any], host_path: str, kineto_path: str, out: str | No
         gpu_attach_rate=s["gpu_attach_rate"],
         sync_deps=s["sync_deps"],
         inter_thread_deps=s["inter_thread_deps"],
+        gpu_ops_in_window=s["gpu_ops_in_window"],
+        gpu_attach_rate_in_window=s["gpu_attach_rate_in_window"],
+        gpu_launched_before_trace=s["gpu_orphans_no_launch"],
     )
 
 

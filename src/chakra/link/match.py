@@ -18,11 +18,20 @@ Two strategies, chosen per trace and reported in ``link_stats``:
     first on ties).  Host threads are paired with Kineto threads by the overlap
     of their operator-name multisets.  See ``align.py`` for the alignment.
 
-With alignment, host ops left over are then aligned in a second round against
-the Kineto threads that no host thread was paired with: a host thread records
-ops for work that ran on other OS threads (``gloo:*`` on gloo worker threads).
-Leftover events of the paired threads are not offered again: an op whose event
-is missing would otherwise grab a same-named extra event far away in time.
+With alignment, host ops left over are then aligned in a second round: a host
+thread records ops for work that ran on other OS threads (``gloo:*`` on gloo
+worker threads; the host ET files them under the main thread while their inner
+ops get worker tids of their own).  Each host thread's leftovers, in execution
+order, are aligned ONCE against the unmatched events of every other Kineto
+thread merged in start-time order.  (A thread at a time, and only the threads
+no host thread was paired with, gave cpu_gloo/tp_like_2r without Record
+function ids the wrong events: node 12 ``gloo:broadcast``, rf 8, took the event
+of rf 208, 12.9 ms later, and 8 collectives stayed unmatched; their events were
+on worker threads paired with the host tids of their inner ops.)  The events of
+the host thread's own paired Kineto thread are not offered again: an op whose
+event is missing would otherwise grab a same-named extra event far away in
+time; and a pair whose event starts before the event of an op that ran earlier
+on the host thread is dropped (``link_stats["second_round_order_dropped"]``).
 """
 
 from __future__ import annotations
@@ -62,6 +71,7 @@ class MatchResult:
     host_ops: int = 0  # host operator nodes considered (kind OP)
     kineto_candidates: int = 0  # Kineto cpu_op + user_annotation events in the window
     second_round: int = 0  # matches found by the leftover round
+    order_dropped: int = 0  # leftover-round pairs dropped: the event starts before an earlier op's
     rf_name_mismatch: int = 0  # rf_id hits rejected because the names differ
     threads: list[ThreadPair] = field(default_factory=list)
 
@@ -135,9 +145,7 @@ def match_ops(host: HostTrace, kineto: KinetoTrace, window: Window) -> MatchResu
     if result is None:
         result = MatchResult(ALIGNMENT)
         paired = _align_threads(ops, kineto, candidates, result)
-        _leftover_round(
-            ops, kineto, [p for p in candidates if (events[p].pid, events[p].tid) not in paired], result
-        )
+        _leftover_round(ops, kineto, candidates, paired, result)
     result.host_ops = len(ops)
     result.kineto_candidates = len(candidates)
     return result
@@ -196,12 +204,12 @@ def _pair_threads(
 
 def _align_threads(
     ops: list[HostOp], kineto: KinetoTrace, candidates: list[int], result: MatchResult
-) -> set[Any]:
-    """Align each host thread with its paired Kineto thread; return the paired Kineto thread keys."""
+) -> dict[int, Any]:
+    """Align each host thread with its paired Kineto thread; return host tid -> paired Kineto thread key."""
     events = kineto.events
     host_groups = _group_host(ops)
     kin_groups = _group_kineto(kineto, candidates)
-    paired: set[Any] = set()
+    paired: dict[int, Any] = {}
     for htid, key in _pair_threads(host_groups, kin_groups, kineto):
         h = host_groups[htid]
         k = kin_groups[key]
@@ -209,40 +217,54 @@ def _align_threads(
         for i, j in pairs:
             result.add(h[i].id, k[j])
         result.threads.append(ThreadPair(htid, key[1], len(h), len(k), len(pairs)))
-        paired.add(key)
+        paired[htid] = key
     return paired
 
 
 def _leftover_round(
-    ops: list[HostOp], kineto: KinetoTrace, candidates: list[int], result: MatchResult
+    ops: list[HostOp],
+    kineto: KinetoTrace,
+    candidates: list[int],
+    paired: dict[int, Any],
+    result: MatchResult,
 ) -> None:
-    """Align unmatched host ops against the unmatched ``candidates``, best-overlapping thread first."""
+    """Align each host thread's unmatched ops once against the unmatched events of all other threads.
+
+    The events (of every Kineto thread but the one this host thread was paired with) are merged in
+    start-time order, since External ids are numbered per thread and cannot order events of different
+    threads; the host ops go in execution (``rf_id``) order.  The alignment keeps both orders, and a
+    pair is dropped when its event starts before the event of an op that ran earlier on the host thread
+    (matched in the first round): a record function cannot start before its predecessor on the thread.
+    """
     left_ops = [op for op in ops if op.id not in result.host_to_event]
     if not left_ops:
         return
-    left_ev = [p for p in candidates if p not in result.event_to_host]
+    events = kineto.events
+    left_ev = sorted(
+        (p for p in candidates if p not in result.event_to_host),
+        key=lambda p: (events[p].ts, -events[p].dur, p),
+    )
     if not left_ev:
         return
-    events = kineto.events
-    host_groups = _group_host(left_ops)
-    kin_groups = _group_kineto(kineto, left_ev)
-    h_names = {tid: Counter(op.name for op in g) for tid, g in host_groups.items()}
-    for htid, h in host_groups.items():
-        hn = h_names[htid]
-        order = sorted(
-            kin_groups, key=lambda key: -_overlap(hn, Counter(events[p].name for p in kin_groups[key]))
-        )
-        remaining = h
-        for key in order:
-            if not remaining:
-                break
-            k = [p for p in kin_groups[key] if p not in result.event_to_host]
-            if not k:
+    all_groups = _group_host(ops)
+    for htid, h in sorted(_group_host(left_ops).items()):
+        own = paired.get(htid)
+        k = [p for p in left_ev if p not in result.event_to_host and (events[p].pid, events[p].tid) != own]
+        if not k:
+            continue
+        # earliest start allowed for each leftover op: the start of the last first-round match before it
+        floor: dict[int, float] = {}
+        last = float("-inf")
+        for op in all_groups[htid]:
+            pos = result.host_to_event.get(op.id)
+            if pos is not None:
+                last = max(last, events[pos].ts)
+            else:
+                floor[op.id] = last
+        pairs = align_sequences([op.name for op in h], [events[p].name for p in k])
+        for i, j in pairs:
+            if events[k[j]].ts < floor[h[i].id]:
+                result.order_dropped += 1
                 continue
-            pairs = align_sequences([op.name for op in remaining], [events[p].name for p in k])
-            if not pairs:
-                continue
-            for i, j in pairs:
-                result.add(remaining[i].id, k[j])
-            result.second_round += len(pairs)
-            remaining = [op for op in remaining if op.id not in result.host_to_event]
+            result.add(h[i].id, k[j])
+            result.second_round += 1
