@@ -67,12 +67,7 @@ def host_node(op: HostOp, layout: str) -> dict[str, Any]:
             "tid": op.tid,
             "fw_tid": op.fw_tid,
             "op_schema": op.op_schema,
-            "inputs": op.inputs.values,
-            "input_shapes": op.inputs.shapes,
-            "input_types": op.inputs.types,
-            "outputs": op.outputs.values,
-            "output_shapes": op.outputs.shapes,
-            "output_types": op.outputs.types,
+            **io_fields(op, FLAT),
         }
         if op.inputs.strides is not None:
             node["input_strides"] = op.inputs.strides
@@ -93,8 +88,7 @@ def host_node(op: HostOp, layout: str) -> dict[str, Any]:
         "id": op.id,
         "name": op.name,
         "ctrl_deps": op.parent,
-        "inputs": _io_chakra(op.inputs),
-        "outputs": _io_chakra(op.outputs),
+        **io_fields(op, layout),
         "attrs": attrs,
     }
     for k, v in op.attrs.items():
