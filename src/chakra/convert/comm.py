@@ -23,16 +23,20 @@ send/recv peer and tag.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from chakra.host.comm import canonical_collective, comm_info, comm_size_bytes, comm_type_of, iter_tensors
+from chakra.host.comm import (
+    canonical_collective,
+    comm_info,
+    comm_size_bytes,
+    comm_type_of,
+    is_nccl_kernel,
+    iter_tensors,
+    kernel_collective,
+)
 from chakra.host.model import CommInfo, HostOp, HostTrace, ProcessGroup
-
-NCCL_KERNEL_PREFIXES = ("ncclKernel", "ncclDevKernel", "rcclKernel", "rcclDevKernel")
-_KERNEL_COLL_RE = re.compile(r"^(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)")
 
 P2P = ("send", "recv")
 
@@ -48,21 +52,6 @@ class CommFields:
     src: int = -1
     dst: int = -1
     tag: int = 0
-
-
-def is_nccl_kernel(name: str) -> bool:
-    return name.startswith(NCCL_KERNEL_PREFIXES)
-
-
-def kernel_collective(name: str) -> str:
-    """Canonical collective from an NCCL kernel name (``ncclKernel_AllReduce_RING_LL_Sum_float``)."""
-    m = _KERNEL_COLL_RE.match(name)
-    if not m:
-        return ""
-    token = m.group(1)
-    if token == "SendRecv":
-        return "sendrecv"
-    return canonical_collective(token)
 
 
 def tensor_bytes(values: Any) -> int:

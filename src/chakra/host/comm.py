@@ -106,6 +106,26 @@ def canonical_collective(name: str) -> str:
     return base.strip("_ ").lower()
 
 
+COMM_KERNEL_PREFIXES = ("ncclKernel", "ncclDevKernel", "rcclKernel", "rcclDevKernel")
+_KERNEL_COLL_RE = re.compile(r"^(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)")
+
+
+def is_nccl_kernel(name: str) -> bool:
+    """An NCCL (or RCCL) communication kernel, by its name."""
+    return name.startswith(COMM_KERNEL_PREFIXES)
+
+
+def kernel_collective(name: str) -> str:
+    """Canonical collective from an NCCL kernel name (``ncclKernel_AllReduce_RING_LL_Sum_float``)."""
+    m = _KERNEL_COLL_RE.match(name)
+    if not m:
+        return ""
+    token = m.group(1)
+    if token == "SendRecv":
+        return "sendrecv"
+    return canonical_collective(token)
+
+
 def comm_type_of(canonical: str) -> int | None:
     """The Chakra ``CollectiveCommType`` enum value of a canonical collective, None if it has none."""
     from chakra import schema

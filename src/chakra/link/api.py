@@ -21,7 +21,7 @@ from chakra.errors import TraceFormatError, UsageError
 from chakra.host.loader import load_host_et
 from chakra.host.model import HostTrace
 from chakra.io import dump_json, gc_paused
-from chakra.link.comm import CommResolver, gloo_fields, is_nccl_kernel, process_groups
+from chakra.link.comm import CommResolver, gloo_fields, is_comm_kernel, process_groups
 from chakra.link.deps import DEFAULT_GAP_US, SyncStats, inter_thread_deps, order_keys, sync_deps
 from chakra.link.etplus import FLAT, host_node, io_fields
 from chakra.link.gpu import GpuAttachment, attach_gpu_ops
@@ -218,7 +218,7 @@ def _gpu_nodes(
     for g in gpu.ops:
         ev = events[g.pos]
         pg_name, coll, size = resolver.gpu_fields(ev, g.launcher)
-        nccl += is_nccl_kernel(ev)
+        nccl += is_comm_kernel(ev)
         io = io_cache.get(g.launcher)
         if io is None:
             io = io_cache[g.launcher] = io_fields(host.by_id[g.launcher], layout)

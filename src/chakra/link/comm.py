@@ -23,11 +23,16 @@ record does it (often on a gloo worker thread).  The linker recognises the
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from chakra.device.model import KinetoEvent
-from chakra.host.comm import canonical_collective, comm_info, comm_size_bytes
+from chakra.host.comm import (
+    canonical_collective,
+    comm_info,
+    comm_size_bytes,
+    is_nccl_kernel,
+    kernel_collective,
+)
 from chakra.host.model import CommInfo, HostOp, HostTrace, ProcessGroup
 from chakra.host.process_groups import (
     group_to_record,
@@ -36,8 +41,6 @@ from chakra.host.process_groups import (
     resolve_ranks,
 )
 
-_NCCL_PREFIXES = ("ncclKernel", "ncclDevKernel")
-_KERNEL_COLL_RE = re.compile(r"^nccl(?:Dev)?Kernel_([A-Za-z]+?)(?:_|\(|$)")
 _MAX_UP = 4  # host ancestors searched for comm info
 
 # bytes per element of the dtype names Kineto and the host ET write
@@ -69,8 +72,9 @@ _DTYPE_BYTES = {
 }
 
 
-def is_nccl_kernel(ev: KinetoEvent) -> bool:
-    return ev.name.startswith(_NCCL_PREFIXES) or "Collective name" in ev.args
+def is_comm_kernel(ev: KinetoEvent) -> bool:
+    """A communication kernel: NCCL/RCCL by name, or any kernel Kineto labels with a collective."""
+    return is_nccl_kernel(ev.name) or "Collective name" in ev.args
 
 
 def dtype_bytes(dtype: Any) -> int:
@@ -133,7 +137,7 @@ class CommResolver:
 
     def gpu_fields(self, ev: KinetoEvent, launcher: int) -> tuple[str, str, int]:
         """(pg_name, collective_name, comm_size bytes) of a GPU op; ("", "", 0) when not a collective."""
-        if not is_nccl_kernel(ev):
+        if not is_comm_kernel(ev):
             return "", "", 0
         args = ev.args
         pg = args.get("Process Group Name")
@@ -152,9 +156,7 @@ class CommResolver:
             if not size:
                 size = comm_size_bytes(info)
         if not coll_name:
-            m = _KERNEL_COLL_RE.match(ev.name)
-            if m:
-                coll_name = canonical_collective(m.group(1))
+            coll_name = kernel_collective(ev.name)
         return pg_name, coll_name, size
 
 
