@@ -18,12 +18,12 @@ import ast
 import json
 import logging
 import os
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from chakra.errors import TraceFormatError
+from chakra.io.naming import rank_from_filename
 from chakra.schema import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, METADATA_NODE, attr_value
 
 log = logging.getLogger(__name__)
@@ -326,17 +326,6 @@ def graph_from_specs(specs: Iterable[NodeSpec], *, rank: int | None = None, worl
         g.is_cpu.append(bool(s.is_cpu))
         g.lanes.append(lane)
     return g
-
-
-_RANK_SUFFIX = re.compile(r"\.(\d+)\.et(?:\.gz)?$|_(\d+)\.et(?:\.gz)?$")
-
-
-def rank_from_filename(path: str | os.PathLike[str]) -> int | None:
-    """``<prefix>.<rank>.et`` (the Chakra convention) or ``<prefix>_<rank>.et`` -> rank."""
-    m = _RANK_SUFFIX.search(os.path.basename(os.fspath(path)))
-    if not m:
-        return None
-    return int(m.group(1) if m.group(1) is not None else m.group(2))
 
 
 def _scalar(v: Any) -> Any:

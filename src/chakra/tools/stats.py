@@ -34,6 +34,7 @@ from typing import IO, Any
 
 from chakra.errors import TraceFormatError
 from chakra.io import load_json, read_messages
+from chakra.io.naming import rank_from_filename
 from chakra.schema import (
     COMM_COLL_NODE,
     COMM_RECV_NODE,
@@ -47,7 +48,6 @@ from chakra.schema.et_def_pb2 import COLLECTIVE_TYPES, NODE_TYPES
 
 COMM_TYPES = (COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE)
 _INDEX_SUFFIX = re.compile(r"\(\d+\)$")
-_RANK_IN_NAME = re.compile(r"(?:^|[._-]|rank)(\d+)\.(?:et|json)(?:\.gz)?$")
 _GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "gpu_memcpy", "gpu_memset": "gpu_memset"}
 _HOST_COMM_PREFIXES = ("c10d::", "nccl:", "gloo:")
 
@@ -83,10 +83,7 @@ class EtGraph:
 
 
 # ------------------------------------------------------------------------------------------------ loading
-def rank_from_name(path: str | os.PathLike[str]) -> int | None:
-    """``trace.3.et`` / ``trace_3.et.gz`` / ``et_plus_3.json`` -> 3."""
-    m = _RANK_IN_NAME.search(Path(path).name)
-    return int(m.group(1)) if m else None
+rank_from_name = rank_from_filename  # the name this module has always exported
 
 
 def base_name(name: str) -> str:
