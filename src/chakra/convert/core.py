@@ -67,7 +67,7 @@ from typing import Any
 import orjson
 
 from chakra import schema as pb
-from chakra.convert.attrs import AttrCache, make_attr
+from chakra.convert.attrs import AttrCache, frame_attr, make_attr, varint
 from chakra.convert.comm import (
     CommFields,
     PgNames,
@@ -194,6 +194,21 @@ def stream(trace: HostTrace, *, astrasim_safe: bool = False
     def gen() -> Iterator[pb.Node]:
         with gc_paused(), _malformed(trace):
             yield from conv.iter_nodes(order)
+
+    return meta, gen(), conv.stats
+
+
+def stream_serialized(trace: HostTrace, *, astrasim_safe: bool = False
+                      ) -> tuple[pb.GlobalMetadata, Iterator[bytes], ConvertStats]:
+    """Like :func:`stream`, but the nodes come already serialised (what a file writer needs)."""
+    with gc_paused(), _malformed(trace):
+        conv = _Converter(trace, astrasim_safe=astrasim_safe)
+        order = conv.plan()
+        meta = conv._metadata()
+
+    def gen() -> Iterator[bytes]:
+        with gc_paused(), _malformed(trace):
+            yield from conv.iter_serialized(order)
 
     return meta, gen(), conv.stats
 
@@ -722,14 +737,32 @@ class _Converter:
     # -- messages -------------------------------------------------------------------------------------
     def iter_nodes(self, order: list[int]) -> Iterator[pb.Node]:
         """The Node messages in ``order``, built one at a time (a writer can stream them)."""
+        parse = pb.Node.FromString
+        for body in self.iter_serialized(order):
+            yield parse(body)
+
+    def iter_serialized(self, order: list[int]) -> Iterator[bytes]:
+        """The serialised Node messages in ``order``, one at a time.
+
+        Assembled from pieces, because building a Node with its IOInfo and attribute
+        sub-messages costs several times its serialisation: the scalar and dependency
+        fields (1-7) come from a small Node serialised by protobuf (which checks their
+        ranges), followed by ``inputs`` (8), ``outputs`` (9) and the ``attr`` entries
+        (10), each encoded as protobuf would (fields in number order, so the bytes are
+        those of the whole message serialised at once).  Repeated attributes are
+        serialised once (``AttrCache.framed``).
+        """
         ops, ctrl, data, start, dur, ntype = self.ops, self.ctrl, self.data, self.start, self.dur, self.ntype
         is_gpu, comm, cpu_comm = self.is_gpu, self.comm, self.cpu_comm
-        Node, IOInfo = pb.Node, pb.IOInfo
-        cached = self.attr_cache.get
+        Node = pb.Node
+        framed = self.attr_cache.framed
         dumps = orjson.dumps
+        join = b"".join
         by_type: dict[str, int] = {}
         stats = self.stats
         ctrl_edges = data_edges = 0
+        meta_t = pb.METADATA_NODE
+        pg_values: bytes | None = None
         for i in order:
             op = ops[i]
             t = ntype[i]
@@ -743,37 +776,35 @@ class _Converter:
             f = comm.get(i)
             if is_gpu[i]:
                 attrs = self._gpu_attrs(op)
-            elif t == pb.METADATA_NODE:
-                attrs = [cached("is_cpu_op", True)]
+            elif t == meta_t:
+                attrs = [framed("is_cpu_op", True)]
             else:
                 attrs = self._cpu_attrs(op, i, cpu=i not in cpu_comm, skip=f is not None)
             if f is not None:
-                attrs.extend(_comm_attrs(f, t))
+                attrs.extend(frame_attr(a) for a in _comm_attrs(f, t))
+            head = Node(id=op.id, name=op.name, type=t, ctrl_deps=cd, data_deps=dd,
+                        start_time_micros=start[i], duration_micros=dur[i]).SerializeToString()
             io = op.inputs
+            oo = op.outputs
             try:
-                if t == pb.METADATA_NODE:
-                    inputs = IOInfo(values=str([self._pg_json()]), shapes=dumps(io.shapes).decode(),
-                                    types=dumps(io.types).decode())
+                if t == meta_t:
+                    if pg_values is None:
+                        pg_values = str([self._pg_json()]).encode()
+                    iv = pg_values
                 else:
-                    inputs = IOInfo(values=dumps(io.values).decode(), shapes=dumps(io.shapes).decode(),
-                                    types=dumps(io.types).decode())
-                io = op.outputs
-                outputs = IOInfo(values=dumps(io.values).decode(), shapes=dumps(io.shapes).decode(),
-                                 types=dumps(io.types).decode())
+                    iv = dumps(io.values)
+                i_s, i_t = dumps(io.shapes), dumps(io.types)
+                ov, o_s, o_t = dumps(oo.values), dumps(oo.shapes), dumps(oo.types)
             except TypeError:   # something orjson will not encode (e.g. a huge int): the slow path
-                io = op.inputs
-                inputs = IOInfo(values=_dumps(io.values), shapes=_dumps(io.shapes), types=_dumps(io.types))
-                io = op.outputs
-                outputs = IOInfo(values=_dumps(io.values), shapes=_dumps(io.shapes), types=_dumps(io.types))
-            yield Node(id=op.id, name=op.name, type=t, ctrl_deps=cd, data_deps=dd,
-                       start_time_micros=start[i], duration_micros=dur[i], inputs=inputs, outputs=outputs,
-                       attr=attrs)
+                iv, i_s, i_t = (_dumps(x).encode() for x in (io.values, io.shapes, io.types))
+                ov, o_s, o_t = (_dumps(x).encode() for x in (oo.values, oo.shapes, oo.types))
+            yield join((head, _io_info(b"\x42", iv, i_s, i_t), _io_info(b"\x4a", ov, o_s, o_t), *attrs))
         stats.by_type = by_type
         stats.ctrl_edges = ctrl_edges
         stats.data_edges = data_edges
 
-    def _cpu_attrs(self, op: HostOp, i: int, cpu: bool, skip: bool) -> list[pb.AttributeProto]:
-        cached = self.attr_cache.get
+    def _cpu_attrs(self, op: HostOp, i: int, cpu: bool, skip: bool) -> list[bytes]:
+        cached = self.attr_cache.framed
         a = op.attrs
         kt = a.get("kineto_tid")
         tid = kt if type(kt) is int else op.tid
@@ -781,7 +812,7 @@ class _Converter:
         if type(kt) is int and kt != op.tid:
             out.append(cached("host_tid", op.tid))
         if op.rf_id is not None:
-            out.append(make_attr("rf_id", op.rf_id))
+            out.append(frame_attr(make_attr("rf_id", op.rf_id)))
         out.append(cached("fw_parent", op.fw_parent))
         out.append(cached("seq_id", op.seq_id))
         out.append(cached("scope", op.scope))
@@ -795,8 +826,8 @@ class _Converter:
                 out.append(cached(k, v, types.get(k)))
         return out
 
-    def _gpu_attrs(self, op: HostOp) -> list[pb.AttributeProto]:
-        cached = self.attr_cache.get
+    def _gpu_attrs(self, op: HostOp) -> list[bytes]:
+        cached = self.attr_cache.framed
         a = op.attrs
         args = a.get("args") if isinstance(a.get("args"), dict) else {}
         stream = a.get("stream", args.get("stream", a.get("tid", op.tid)))
@@ -810,7 +841,7 @@ class _Converter:
         for key, name in (("correlation", "correlation"), ("External id", "external_id")):
             v = args.get(key)
             if type(v) is int:
-                out.append(make_attr(name, v))
+                out.append(frame_attr(make_attr(name, v)))
         for k, v in a.items():
             if k not in _GPU_SKIP and k not in _COMM_KEYS:
                 out.append(cached(k, v, op.attr_types.get(k)))
@@ -883,6 +914,16 @@ def _comm_attrs(f: CommFields, t: int) -> list[pb.AttributeProto]:
         out.append(A(name="comm_dst", int32_val=f.dst))
         out.append(A(name="comm_tag", int32_val=f.tag))
     return out
+
+
+def _io_info(tag: bytes, values: bytes, shapes: bytes, types: bytes) -> bytes:
+    """One serialised IOInfo field of a Node (``tag``: inputs 8 / outputs 9) from its three UTF-8 strings.
+
+    The strings are JSON texts, never empty, so all three fields are present.
+    """
+    body = b"".join((b"\x0a", varint(len(values)), values, b"\x12", varint(len(shapes)), shapes,
+                     b"\x1a", varint(len(types)), types))
+    return b"".join((tag, varint(len(body)), body))
 
 
 def _exclusive(items: list[tuple[float, float, int, int]]) -> dict[int, float]:
