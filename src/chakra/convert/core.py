@@ -240,6 +240,9 @@ class _Converter:
         self.rank: int | None = None
         self.attr_cache = AttrCache()
         self.soft: set[tuple[int, int]] = set()   # derived edges a cycle may break (see _order)
+        # attribute key tuple (+ skip flag) -> the keys copied as attributes, in order
+        self._cpu_keys: dict[tuple[tuple[str, ...], bool], tuple[str, ...]] = {}
+        self._gpu_keys: dict[tuple[str, ...], tuple[str, ...]] = {}
 
     # -- driver -------------------------------------------------------------------------------------
     def plan(self) -> list[int]:
@@ -763,6 +766,7 @@ class _Converter:
         ctrl_edges = data_edges = 0
         meta_t = pb.METADATA_NODE
         pg_values: bytes | None = None
+        tails: dict[tuple[bytes, bytes], bytes] = {}
         for i in order:
             op = ops[i]
             t = ntype[i]
@@ -798,7 +802,21 @@ class _Converter:
             except TypeError:   # something orjson will not encode (e.g. a huge int): the slow path
                 iv, i_s, i_t = (_dumps(x).encode() for x in (io.values, io.shapes, io.types))
                 ov, o_s, o_t = (_dumps(x).encode() for x in (oo.values, oo.shapes, oo.types))
-            yield join((head, _io_info(b"\x42", iv, i_s, i_t), _io_info(b"\x4a", ov, o_s, o_t), *attrs))
+            # inputs (field 8) and outputs (field 9): IOInfo {values=1, shapes=2, types=3}, all three
+            # present (JSON texts are never empty); the shapes+types tail repeats, so it is cached
+            tail = tails.get((i_s, i_t))
+            if tail is None:
+                tail = tails[(i_s, i_t)] = _io_tail(i_s, i_t)
+            vn = varint(len(iv))
+            ib = (b"\x42", varint(1 + len(vn) + len(iv) + len(tail)), b"\x0a", vn, iv, tail)
+            tail = tails.get((o_s, o_t))
+            if tail is None:
+                tail = tails[(o_s, o_t)] = _io_tail(o_s, o_t)
+            vn = varint(len(ov))
+            yield join((head, *ib, b"\x4a", varint(1 + len(vn) + len(ov) + len(tail)), b"\x0a", vn, ov, tail,
+                        *attrs))
+            if len(tails) > 100_000:
+                tails.clear()
         stats.by_type = by_type
         stats.ctrl_edges = ctrl_edges
         stats.data_edges = data_edges
@@ -811,19 +829,25 @@ class _Converter:
         out = [cached("is_cpu_op", cpu), cached("tid", tid)]
         if type(kt) is int and kt != op.tid:
             out.append(cached("host_tid", op.tid))
-        if op.rf_id is not None:
-            out.append(frame_attr(make_attr("rf_id", op.rf_id)))
+        rf = op.rf_id
+        if rf is not None:
+            out.append(_int_attr(b"\x0a\x05rf_id", "rf_id", rf) if type(rf) is int else
+                       frame_attr(make_attr("rf_id", rf)))
         out.append(cached("fw_parent", op.fw_parent))
         out.append(cached("seq_id", op.seq_id))
         out.append(cached("scope", op.scope))
         out.append(cached("fw_tid", op.fw_tid))
         out.append(cached("op_schema", op.op_schema))
         if a:
-            types = op.attr_types
-            for k, v in a.items():
-                if k in _CPU_SKIP or k == "is_cpu_op" or (skip and k in _COMM_KEYS):
-                    continue
-                out.append(cached(k, v, types.get(k)))
+            keys = tuple(a)
+            kept = self._cpu_keys.get((keys, skip))
+            if kept is None:
+                kept = self._cpu_keys[(keys, skip)] = tuple(
+                    k for k in keys if not (k in _CPU_SKIP or k == "is_cpu_op" or (skip and k in _COMM_KEYS)))
+            if kept:
+                types = op.attr_types
+                for k in kept:
+                    out.append(cached(k, a[k], types.get(k)))
         return out
 
     def _gpu_attrs(self, op: HostOp) -> list[bytes]:
@@ -838,13 +862,20 @@ class _Converter:
         cat = a.get("cat")
         if isinstance(cat, str):
             out.append(cached("cat", cat))
-        for key, name in (("correlation", "correlation"), ("External id", "external_id")):
-            v = args.get(key)
-            if type(v) is int:
-                out.append(frame_attr(make_attr(name, v)))
-        for k, v in a.items():
-            if k not in _GPU_SKIP and k not in _COMM_KEYS:
-                out.append(cached(k, v, op.attr_types.get(k)))
+        v = args.get("correlation")
+        if type(v) is int:
+            out.append(_int_attr(b"\x0a\x0bcorrelation", "correlation", v))
+        v = args.get("External id")
+        if type(v) is int:
+            out.append(_int_attr(b"\x0a\x0bexternal_id", "external_id", v))
+        keys = tuple(a)
+        kept = self._gpu_keys.get(keys)
+        if kept is None:
+            kept = self._gpu_keys[keys] = tuple(k for k in keys if k not in _GPU_SKIP and k not in _COMM_KEYS)
+        if kept:
+            types = op.attr_types
+            for k in kept:
+                out.append(cached(k, a[k], types.get(k)))
         return out
 
     # -- metadata -------------------------------------------------------------------------------------
@@ -916,14 +947,27 @@ def _comm_attrs(f: CommFields, t: int) -> list[pb.AttributeProto]:
     return out
 
 
-def _io_info(tag: bytes, values: bytes, shapes: bytes, types: bytes) -> bytes:
-    """One serialised IOInfo field of a Node (``tag``: inputs 8 / outputs 9) from its three UTF-8 strings.
+def _int_attr(name_field: bytes, name: str, v: int) -> bytes:
+    """``make_attr(name, v)`` as a Node.attr entry for an int ``v`` (``name_field``: the serialised name).
 
-    The strings are JSON texts, never empty, so all three fields are present.
+    In the int64 range this is ``int64_val`` (field 9), which both the fixed field of ``rf_id`` and the
+    value-typed fields of the others choose; anything else takes the general path.
     """
-    body = b"".join((b"\x0a", varint(len(values)), values, b"\x12", varint(len(shapes)), shapes,
-                     b"\x1a", varint(len(types)), types))
-    return b"".join((tag, varint(len(body)), body))
+    if 0 <= v <= _I64_MAX:
+        vb = varint(v)
+    elif _I64_MIN <= v < 0:
+        vb = varint(v + (1 << 64))
+    else:
+        return frame_attr(make_attr(name, v))
+    return b"".join((b"\x52", varint(len(name_field) + 1 + len(vb)), name_field, b"\x48", vb))
+
+
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _io_tail(shapes: bytes, types: bytes) -> bytes:
+    """Fields 2 (shapes) and 3 (types) of a serialised IOInfo."""
+    return b"".join((b"\x12", varint(len(shapes)), shapes, b"\x1a", varint(len(types)), types))
 
 
 def _exclusive(items: list[tuple[float, float, int, int]]) -> dict[int, float]:
