@@ -243,6 +243,8 @@ class _Converter:
         # attribute key tuple (+ skip flag) -> the keys copied as attributes, in order
         self._cpu_keys: dict[tuple[tuple[str, ...], bool], tuple[str, ...]] = {}
         self._gpu_keys: dict[tuple[str, ...], tuple[str, ...]] = {}
+        # runs of fixed attributes (values) -> their serialised Node.attr entries
+        self._blocks: dict[tuple[Any, ...], bytes] = {}
 
     # -- driver -------------------------------------------------------------------------------------
     def plan(self) -> list[int]:
@@ -823,21 +825,38 @@ class _Converter:
 
     def _cpu_attrs(self, op: HostOp, i: int, cpu: bool, skip: bool) -> list[bytes]:
         cached = self.attr_cache.framed
+        blocks = self._blocks
         a = op.attrs
         kt = a.get("kineto_tid")
-        tid = kt if type(kt) is int else op.tid
-        out = [cached("is_cpu_op", cpu), cached("tid", tid)]
-        if type(kt) is int and kt != op.tid:
-            out.append(cached("host_tid", op.tid))
+        htid = op.tid
+        if type(kt) is not int:
+            kt = None
+        # is_cpu_op, tid, [host_tid]: one cached block when the values are plain ints
+        key: tuple[Any, ...] | None = (cpu, kt, htid) if type(htid) is int else None
+        b = blocks.get(key) if key is not None else None
+        if b is None:
+            tid = kt if kt is not None else htid
+            b = cached("is_cpu_op", cpu) + cached("tid", tid)
+            if kt is not None and kt != htid:
+                b += cached("host_tid", htid)
+            if key is not None and len(blocks) < _BLOCK_LIMIT:
+                blocks[key] = b
+        out = [b]
         rf = op.rf_id
         if rf is not None:
             out.append(_int_attr(b"\x0a\x05rf_id", "rf_id", rf) if type(rf) is int else
                        frame_attr(make_attr("rf_id", rf)))
-        out.append(cached("fw_parent", op.fw_parent))
-        out.append(cached("seq_id", op.seq_id))
-        out.append(cached("scope", op.scope))
-        out.append(cached("fw_tid", op.fw_tid))
-        out.append(cached("op_schema", op.op_schema))
+        # fw_parent, seq_id, scope, fw_tid, op_schema: likewise
+        fp, sq, sc, ft, osc = op.fw_parent, op.seq_id, op.scope, op.fw_tid, op.op_schema
+        key = ((fp, sq, sc, ft, osc) if type(fp) is int and type(sq) is int and type(sc) is int
+               and type(ft) is int and type(osc) is str else None)
+        b = blocks.get(key) if key is not None else None
+        if b is None:
+            b = (cached("fw_parent", fp) + cached("seq_id", sq) + cached("scope", sc) + cached("fw_tid", ft)
+                 + cached("op_schema", osc))
+            if key is not None and len(blocks) < _BLOCK_LIMIT:
+                blocks[key] = b
+        out.append(b)
         if a:
             keys = tuple(a)
             kept = self._cpu_keys.get((keys, skip))
@@ -856,12 +875,24 @@ class _Converter:
         args = a.get("args") if isinstance(a.get("args"), dict) else {}
         stream = a.get("stream", args.get("stream", a.get("tid", op.tid)))
         device = a.get("device", args.get("device"))
-        out = [cached("is_cpu_op", False), cached("stream", stream if type(stream) is int else 0)]
-        if type(device) is int:
-            out.append(cached("device", device))
+        stream = stream if type(stream) is int else 0
+        if type(device) is not int:
+            device = None
         cat = a.get("cat")
-        if isinstance(cat, str):
-            out.append(cached("cat", cat))
+        if type(cat) is not str:
+            cat = cat if isinstance(cat, str) else None
+        # is_cpu_op, stream, [device], [cat]: one cached block
+        key = ("gpu", stream, device, cat)
+        b = self._blocks.get(key)
+        if b is None:
+            b = cached("is_cpu_op", False) + cached("stream", stream)
+            if device is not None:
+                b += cached("device", device)
+            if cat is not None:
+                b += cached("cat", cat)
+            if len(self._blocks) < _BLOCK_LIMIT:
+                self._blocks[key] = b
+        out = [b]
         v = args.get("correlation")
         if type(v) is int:
             out.append(_int_attr(b"\x0a\x0bcorrelation", "correlation", v))
@@ -963,6 +994,7 @@ def _int_attr(name_field: bytes, name: str, v: int) -> bytes:
 
 
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+_BLOCK_LIMIT = 100_000
 
 
 def _io_tail(shapes: bytes, types: bytes) -> bytes:
