@@ -179,12 +179,17 @@ def frame_attr(a: AttributeProto) -> bytes:
 
 
 _SMALL = [bytes((i,)) for i in range(128)]
+_TWO = [bytes(((i & 0x7F) | 0x80, i >> 7)) for i in range(1 << 14)]
 
 
 def varint(n: int) -> bytes:
-    """Base-128 varint of a non-negative int (table lookup below 128)."""
+    """Base-128 varint of a non-negative int (table lookups below 2**14)."""
     if n < 128:
         return _SMALL[n]
+    if n < 16384:
+        return _TWO[n]
+    if n < 2097152:
+        return bytes(((n & 0x7F) | 0x80, ((n >> 7) & 0x7F) | 0x80, n >> 14))
     out = bytearray()
     while n > 127:
         out.append((n & 0x7F) | 0x80)

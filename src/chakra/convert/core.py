@@ -83,7 +83,7 @@ from chakra.convert.comm import (
 )
 from chakra.convert.graph import CycleError, topological_order
 from chakra.errors import TraceFormatError
-from chakra.host.model import METADATA, OP, PROCESS_ROOT, HostOp, HostTrace, is_comm_name
+from chakra.host.model import METADATA, OP, PROCESS_ROOT, HostOp, HostTrace, IOInfo, is_comm_name
 from chakra.io import gc_paused
 
 log = logging.getLogger(__name__)
@@ -767,8 +767,26 @@ class _Converter:
         stats = self.stats
         ctrl_edges = data_edges = 0
         meta_t = pb.METADATA_NODE
-        pg_values: bytes | None = None
         tails: dict[tuple[bytes, bytes], bytes] = {}
+
+        def io_field(tag: bytes, io: IOInfo) -> bytes:
+            """inputs (field 8) / outputs (field 9): IOInfo {values=1, shapes=2, types=3} of JSON texts
+            (never empty, so all three are present); the shapes+types tail repeats, so it is cached."""
+            v, sh, ty = io.values, io.shapes, io.types
+            if not (v or sh or ty) and type(v) is list and type(sh) is list and type(ty) is list:
+                return _EMPTY_IO[tag]
+            try:
+                vb, sb, tb = dumps(v), dumps(sh), dumps(ty)
+            except TypeError:   # something orjson will not encode (e.g. a huge int): the slow path
+                vb, sb, tb = _dumps(v).encode(), _dumps(sh).encode(), _dumps(ty).encode()
+            tail = tails.get((sb, tb))
+            if tail is None:
+                if len(tails) > 100_000:
+                    tails.clear()
+                tail = tails[(sb, tb)] = _io_tail(sb, tb)
+            vn = varint(len(vb))
+            return join((tag, varint(1 + len(vn) + len(vb) + len(tail)), b"\x0a", vn, vb, tail))
+
         for i in order:
             op = ops[i]
             t = ntype[i]
@@ -790,38 +808,30 @@ class _Converter:
                 attrs.extend(frame_attr(a) for a in _comm_attrs(f, t))
             head = Node(id=op.id, name=op.name, type=t, ctrl_deps=cd, data_deps=dd,
                         start_time_micros=start[i], duration_micros=dur[i]).SerializeToString()
-            io = op.inputs
-            oo = op.outputs
-            try:
-                if t == meta_t:
-                    if pg_values is None:
-                        pg_values = str([self._pg_json()]).encode()
-                    iv = pg_values
-                else:
-                    iv = dumps(io.values)
-                i_s, i_t = dumps(io.shapes), dumps(io.types)
-                ov, o_s, o_t = dumps(oo.values), dumps(oo.shapes), dumps(oo.types)
-            except TypeError:   # something orjson will not encode (e.g. a huge int): the slow path
-                iv, i_s, i_t = (_dumps(x).encode() for x in (io.values, io.shapes, io.types))
-                ov, o_s, o_t = (_dumps(x).encode() for x in (oo.values, oo.shapes, oo.types))
-            # inputs (field 8) and outputs (field 9): IOInfo {values=1, shapes=2, types=3}, all three
-            # present (JSON texts are never empty); the shapes+types tail repeats, so it is cached
-            tail = tails.get((i_s, i_t))
-            if tail is None:
-                tail = tails[(i_s, i_t)] = _io_tail(i_s, i_t)
-            vn = varint(len(iv))
-            ib = (b"\x42", varint(1 + len(vn) + len(iv) + len(tail)), b"\x0a", vn, iv, tail)
-            tail = tails.get((o_s, o_t))
-            if tail is None:
-                tail = tails[(o_s, o_t)] = _io_tail(o_s, o_t)
-            vn = varint(len(ov))
-            yield join((head, *ib, b"\x4a", varint(1 + len(vn) + len(ov) + len(tail)), b"\x0a", vn, ov, tail,
-                        *attrs))
-            if len(tails) > 100_000:
-                tails.clear()
+            if t == meta_t:
+                yield join((head, self._meta_io(op), *attrs))
+            else:
+                yield join((head, io_field(b"\x42", op.inputs), io_field(b"\x4a", op.outputs), *attrs))
         stats.by_type = by_type
         stats.ctrl_edges = ctrl_edges
         stats.data_edges = data_edges
+
+    def _meta_io(self, op: HostOp) -> bytes:
+        """inputs + outputs of the METADATA node: the inputs' values are the process-group table."""
+        io = op.inputs
+        try:
+            inputs = pb.IOInfo(values=str([self._pg_json()]), shapes=orjson.dumps(io.shapes).decode(),
+                               types=orjson.dumps(io.types).decode())
+            io = op.outputs
+            dumps = orjson.dumps
+            outputs = pb.IOInfo(values=dumps(io.values).decode(), shapes=dumps(io.shapes).decode(),
+                                types=dumps(io.types).decode())
+        except TypeError:   # something orjson will not encode (e.g. a huge int): the slow path
+            io = op.inputs
+            inputs = pb.IOInfo(values=_dumps(io.values), shapes=_dumps(io.shapes), types=_dumps(io.types))
+            io = op.outputs
+            outputs = pb.IOInfo(values=_dumps(io.values), shapes=_dumps(io.shapes), types=_dumps(io.types))
+        return pb.Node(inputs=inputs, outputs=outputs).SerializeToString()
 
     def _cpu_attrs(self, op: HostOp, i: int, cpu: bool, skip: bool) -> list[bytes]:
         cached = self.attr_cache.framed
@@ -995,6 +1005,8 @@ def _int_attr(name_field: bytes, name: str, v: int) -> bytes:
 
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 _BLOCK_LIMIT = 100_000
+#: an IOInfo of three empty lists as the inputs (8) / outputs (9) field of a Node
+_EMPTY_IO = {tag: tag + b"\x0c\x0a\x02[]\x12\x02[]\x1a\x02[]" for tag in (b"\x42", b"\x4a")}
 
 
 def _io_tail(shapes: bytes, types: bytes) -> bytes:
