@@ -347,12 +347,16 @@ class _Converter:
         ops, ts, par, is_gpu = self.ops, self.ts, self.par, self.is_gpu
         lo = hi = None
         bad: list[int] = []  # ids of nodes whose ts/dur is NaN, infinite, negative or out of range
+        L = _NUM_LIMIT
         for i, op in enumerate(ops):
-            t = op.attrs.get("ts")
-            if _num(t):
+            a = op.attrs
+            t = a.get("ts")
+            tt = type(t)
+            if (tt is float or tt is int) and -L < t < L:   # _num(t), inlined: a million calls
                 ts[i] = t
-                d = op.attrs.get("dur")
-                if _num(d):
+                d = a.get("dur")
+                tt = type(d)
+                if (tt is float or tt is int) and -L < d < L:
                     end = t + d
                     if d < 0:
                         bad.append(op.id)
@@ -366,7 +370,7 @@ class _Converter:
                     hi = end
             elif t is not None:
                 bad.append(op.id)
-            e = op.attrs.get("exclusive_dur")
+            e = a.get("exclusive_dur")
             if e is not None and not (_num(e) and e >= 0):
                 bad.append(op.id)
         if bad:
@@ -396,22 +400,28 @@ class _Converter:
         dur = self.dur
         need: dict[Any, list[tuple[float, float, int, int]]] = {}
         missing_threads: set[Any] = set()
+        pos = self.pos
         for i, op in enumerate(ops):
             a = op.attrs
+            d = a.get("dur")
+            tt = type(d)
+            d_ok = (tt is float or tt is int) and -L < d < L   # _num(d)
             if is_gpu[i]:
-                d = a.get("dur")
-                dur[i] = int(d + 0.5) if _num(d) and d > 0 else 0
+                dur[i] = int(d + 0.5) if d_ok and d > 0 else 0
                 continue
             if op.kind != OP:
                 continue
             e = a.get("exclusive_dur")
-            if _num(e):
+            tt = type(e)
+            e_ok = (tt is float or tt is int) and -L < e < L
+            if e_ok:
                 dur[i] = int(e + 0.5) if e > 0 else 0
-            t, d = ts[i], a.get("dur")
-            if t is not None and _num(d):
-                th = self._thread(i)
-                need.setdefault(th, []).append((t, d, self.pos[i], i))
-                if not _num(e):
+            t = ts[i]
+            if t is not None and d_ok:
+                kt = a.get("kineto_tid")
+                th = kt if kt is not None else op.tid   # self._thread(i)
+                need.setdefault(th, []).append((t, d, pos[i], i))
+                if not e_ok:
                     missing_threads.add(th)
         for th in missing_threads:
             for i, x in _exclusive(need[th]).items():
@@ -602,7 +612,9 @@ class _Converter:
     def _time_key(self, i: int) -> tuple[float, float, int]:
         """Start order of timed ops: earlier first, then the longer (enclosing) one, then the ET parent."""
         d = self.ops[i].attrs.get("dur")
-        return (self.ts[i], -d if _num(d) else 0.0, self.pos[i])  # type: ignore[return-value]
+        tt = type(d)
+        return (self.ts[i], -d if (tt is float or tt is int) and -_NUM_LIMIT < d < _NUM_LIMIT else 0.0,
+                self.pos[i])  # type: ignore[return-value]
 
     def _before(self, p: int, i: int) -> bool:
         """Whether ``p`` starts before ``i`` by the same keys the call-order chains use."""
