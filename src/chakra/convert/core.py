@@ -710,6 +710,11 @@ class _Converter:
         for i in range(self.n):
             ds = data[i]
             if ds:
+                if len(ds) == 1:   # the common case, without building a set
+                    j = ds[0]
+                    if j == i or j == ctrl[i] or j in meta:
+                        data[i] = []
+                    continue
                 seen = {i, ctrl[i]}
                 out = []
                 for j in ds:
