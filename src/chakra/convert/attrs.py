@@ -135,10 +135,11 @@ class AttrCache:
     would only waste memory).
     """
 
-    __slots__ = ("_d", "limit")
+    __slots__ = ("_d", "_f", "limit")
 
     def __init__(self, limit: int = 100_000) -> None:
         self._d: dict[tuple[str, Any, Any, str | None], AttributeProto] = {}
+        self._f: dict[tuple[str, Any, Any, str | None], bytes] = {}
         self.limit = limit
 
     def get(self, name: str, value: Any, et_type: str | None = None) -> AttributeProto:
@@ -152,3 +153,46 @@ class AttrCache:
             if len(self._d) < self.limit:
                 self._d[key] = a
         return a
+
+    def framed(self, name: str, value: Any, et_type: str | None = None) -> bytes:
+        """``get`` serialised as one ``Node.attr`` entry (tag, length, message): see :func:`frame_attr`."""
+        t = type(value)
+        if t is not int and t is not str and t is not bool and t is not float:
+            return frame_attr(make_attr(name, value, et_type))
+        key = (name, t, value, et_type)
+        b = self._f.get(key)
+        if b is None:
+            b = frame_attr(make_attr(name, value, et_type))
+            if len(self._f) < self.limit:
+                self._f[key] = b
+        return b
+
+
+#: ``Node.attr`` is field 10, length-delimited: tag byte (10 << 3) | 2
+_ATTR_TAG = b"\x52"
+
+
+def frame_attr(a: AttributeProto) -> bytes:
+    """The bytes ``a`` contributes to a serialised Node as one ``attr`` element."""
+    body = a.SerializeToString()
+    return _ATTR_TAG + varint(len(body)) + body
+
+
+_SMALL = [bytes((i,)) for i in range(128)]
+_TWO = [bytes(((i & 0x7F) | 0x80, i >> 7)) for i in range(1 << 14)]
+
+
+def varint(n: int) -> bytes:
+    """Base-128 varint of a non-negative int (table lookups below 2**14)."""
+    if n < 128:
+        return _SMALL[n]
+    if n < 16384:
+        return _TWO[n]
+    if n < 2097152:
+        return bytes(((n & 0x7F) | 0x80, ((n >> 7) & 0x7F) | 0x80, n >> 14))
+    out = bytearray()
+    while n > 127:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)

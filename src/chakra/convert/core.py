@@ -67,7 +67,7 @@ from typing import Any
 import orjson
 
 from chakra import schema as pb
-from chakra.convert.attrs import AttrCache, make_attr
+from chakra.convert.attrs import AttrCache, frame_attr, make_attr, varint
 from chakra.convert.comm import (
     CommFields,
     PgNames,
@@ -83,7 +83,7 @@ from chakra.convert.comm import (
 )
 from chakra.convert.graph import CycleError, topological_order
 from chakra.errors import TraceFormatError
-from chakra.host.model import METADATA, OP, PROCESS_ROOT, HostOp, HostTrace, is_comm_name
+from chakra.host.model import METADATA, OP, PROCESS_ROOT, HostOp, HostTrace, IOInfo, is_comm_name
 from chakra.io import gc_paused
 
 log = logging.getLogger(__name__)
@@ -198,6 +198,21 @@ def stream(trace: HostTrace, *, astrasim_safe: bool = False
     return meta, gen(), conv.stats
 
 
+def stream_serialized(trace: HostTrace, *, astrasim_safe: bool = False
+                      ) -> tuple[pb.GlobalMetadata, Iterator[bytes], ConvertStats]:
+    """Like :func:`stream`, but the nodes come already serialised (what a file writer needs)."""
+    with gc_paused(), _malformed(trace):
+        conv = _Converter(trace, astrasim_safe=astrasim_safe)
+        order = conv.plan()
+        meta = conv._metadata()
+
+    def gen() -> Iterator[bytes]:
+        with gc_paused(), _malformed(trace):
+            yield from conv.iter_serialized(order)
+
+    return meta, gen(), conv.stats
+
+
 class _Converter:
     """One conversion; the attributes are the per-op lists the passes fill."""
 
@@ -225,6 +240,11 @@ class _Converter:
         self.rank: int | None = None
         self.attr_cache = AttrCache()
         self.soft: set[tuple[int, int]] = set()   # derived edges a cycle may break (see _order)
+        # attribute key tuple (+ skip flag) -> the keys copied as attributes, in order
+        self._cpu_keys: dict[tuple[tuple[str, ...], bool], tuple[str, ...]] = {}
+        self._gpu_keys: dict[tuple[str, ...], tuple[str, ...]] = {}
+        # runs of fixed attributes (values) -> their serialised Node.attr entries
+        self._blocks: dict[tuple[Any, ...], bytes] = {}
 
     # -- driver -------------------------------------------------------------------------------------
     def plan(self) -> list[int]:
@@ -327,12 +347,16 @@ class _Converter:
         ops, ts, par, is_gpu = self.ops, self.ts, self.par, self.is_gpu
         lo = hi = None
         bad: list[int] = []  # ids of nodes whose ts/dur is NaN, infinite, negative or out of range
+        L = _NUM_LIMIT
         for i, op in enumerate(ops):
-            t = op.attrs.get("ts")
-            if _num(t):
+            a = op.attrs
+            t = a.get("ts")
+            tt = type(t)
+            if (tt is float or tt is int) and -L < t < L:   # _num(t), inlined: a million calls
                 ts[i] = t
-                d = op.attrs.get("dur")
-                if _num(d):
+                d = a.get("dur")
+                tt = type(d)
+                if (tt is float or tt is int) and -L < d < L:
                     end = t + d
                     if d < 0:
                         bad.append(op.id)
@@ -346,7 +370,7 @@ class _Converter:
                     hi = end
             elif t is not None:
                 bad.append(op.id)
-            e = op.attrs.get("exclusive_dur")
+            e = a.get("exclusive_dur")
             if e is not None and not (_num(e) and e >= 0):
                 bad.append(op.id)
         if bad:
@@ -376,22 +400,28 @@ class _Converter:
         dur = self.dur
         need: dict[Any, list[tuple[float, float, int, int]]] = {}
         missing_threads: set[Any] = set()
+        pos = self.pos
         for i, op in enumerate(ops):
             a = op.attrs
+            d = a.get("dur")
+            tt = type(d)
+            d_ok = (tt is float or tt is int) and -L < d < L   # _num(d)
             if is_gpu[i]:
-                d = a.get("dur")
-                dur[i] = int(d + 0.5) if _num(d) and d > 0 else 0
+                dur[i] = int(d + 0.5) if d_ok and d > 0 else 0
                 continue
             if op.kind != OP:
                 continue
             e = a.get("exclusive_dur")
-            if _num(e):
+            tt = type(e)
+            e_ok = (tt is float or tt is int) and -L < e < L
+            if e_ok:
                 dur[i] = int(e + 0.5) if e > 0 else 0
-            t, d = ts[i], a.get("dur")
-            if t is not None and _num(d):
-                th = self._thread(i)
-                need.setdefault(th, []).append((t, d, self.pos[i], i))
-                if not _num(e):
+            t = ts[i]
+            if t is not None and d_ok:
+                kt = a.get("kineto_tid")
+                th = kt if kt is not None else op.tid   # self._thread(i)
+                need.setdefault(th, []).append((t, d, pos[i], i))
+                if not e_ok:
                     missing_threads.add(th)
         for th in missing_threads:
             for i, x in _exclusive(need[th]).items():
@@ -582,7 +612,9 @@ class _Converter:
     def _time_key(self, i: int) -> tuple[float, float, int]:
         """Start order of timed ops: earlier first, then the longer (enclosing) one, then the ET parent."""
         d = self.ops[i].attrs.get("dur")
-        return (self.ts[i], -d if _num(d) else 0.0, self.pos[i])  # type: ignore[return-value]
+        tt = type(d)
+        return (self.ts[i], -d if (tt is float or tt is int) and -_NUM_LIMIT < d < _NUM_LIMIT else 0.0,
+                self.pos[i])  # type: ignore[return-value]
 
     def _before(self, p: int, i: int) -> bool:
         """Whether ``p`` starts before ``i`` by the same keys the call-order chains use."""
@@ -678,6 +710,11 @@ class _Converter:
         for i in range(self.n):
             ds = data[i]
             if ds:
+                if len(ds) == 1:   # the common case, without building a set
+                    j = ds[0]
+                    if j == i or j == ctrl[i] or j in meta:
+                        data[i] = []
+                    continue
                 seen = {i, ctrl[i]}
                 out = []
                 for j in ds:
@@ -722,14 +759,51 @@ class _Converter:
     # -- messages -------------------------------------------------------------------------------------
     def iter_nodes(self, order: list[int]) -> Iterator[pb.Node]:
         """The Node messages in ``order``, built one at a time (a writer can stream them)."""
+        parse = pb.Node.FromString
+        for body in self.iter_serialized(order):
+            yield parse(body)
+
+    def iter_serialized(self, order: list[int]) -> Iterator[bytes]:
+        """The serialised Node messages in ``order``, one at a time.
+
+        Assembled from pieces, because building a Node with its IOInfo and attribute
+        sub-messages costs several times its serialisation: the scalar and dependency
+        fields (1-7) come from a small Node serialised by protobuf (which checks their
+        ranges), followed by ``inputs`` (8), ``outputs`` (9) and the ``attr`` entries
+        (10), each encoded as protobuf would (fields in number order, so the bytes are
+        those of the whole message serialised at once).  Repeated attributes are
+        serialised once (``AttrCache.framed``).
+        """
         ops, ctrl, data, start, dur, ntype = self.ops, self.ctrl, self.data, self.start, self.dur, self.ntype
         is_gpu, comm, cpu_comm = self.is_gpu, self.comm, self.cpu_comm
-        Node, IOInfo = pb.Node, pb.IOInfo
-        cached = self.attr_cache.get
+        Node = pb.Node
+        framed = self.attr_cache.framed
         dumps = orjson.dumps
+        join = b"".join
         by_type: dict[str, int] = {}
         stats = self.stats
         ctrl_edges = data_edges = 0
+        meta_t = pb.METADATA_NODE
+        tails: dict[tuple[bytes, bytes], bytes] = {}
+
+        def io_field(tag: bytes, io: IOInfo) -> bytes:
+            """inputs (field 8) / outputs (field 9): IOInfo {values=1, shapes=2, types=3} of JSON texts
+            (never empty, so all three are present); the shapes+types tail repeats, so it is cached."""
+            v, sh, ty = io.values, io.shapes, io.types
+            if not (v or sh or ty) and type(v) is list and type(sh) is list and type(ty) is list:
+                return _EMPTY_IO[tag]
+            try:
+                vb, sb, tb = dumps(v), dumps(sh), dumps(ty)
+            except TypeError:   # something orjson will not encode (e.g. a huge int): the slow path
+                vb, sb, tb = _dumps(v).encode(), _dumps(sh).encode(), _dumps(ty).encode()
+            tail = tails.get((sb, tb))
+            if tail is None:
+                if len(tails) > 100_000:
+                    tails.clear()
+                tail = tails[(sb, tb)] = _io_tail(sb, tb)
+            vn = varint(len(vb))
+            return join((tag, varint(1 + len(vn) + len(vb) + len(tail)), b"\x0a", vn, vb, tail))
+
         for i in order:
             op = ops[i]
             t = ntype[i]
@@ -743,77 +817,123 @@ class _Converter:
             f = comm.get(i)
             if is_gpu[i]:
                 attrs = self._gpu_attrs(op)
-            elif t == pb.METADATA_NODE:
-                attrs = [cached("is_cpu_op", True)]
+            elif t == meta_t:
+                attrs = [framed("is_cpu_op", True)]
             else:
                 attrs = self._cpu_attrs(op, i, cpu=i not in cpu_comm, skip=f is not None)
             if f is not None:
-                attrs.extend(_comm_attrs(f, t))
-            io = op.inputs
-            try:
-                if t == pb.METADATA_NODE:
-                    inputs = IOInfo(values=str([self._pg_json()]), shapes=dumps(io.shapes).decode(),
-                                    types=dumps(io.types).decode())
-                else:
-                    inputs = IOInfo(values=dumps(io.values).decode(), shapes=dumps(io.shapes).decode(),
-                                    types=dumps(io.types).decode())
-                io = op.outputs
-                outputs = IOInfo(values=dumps(io.values).decode(), shapes=dumps(io.shapes).decode(),
-                                 types=dumps(io.types).decode())
-            except TypeError:   # something orjson will not encode (e.g. a huge int): the slow path
-                io = op.inputs
-                inputs = IOInfo(values=_dumps(io.values), shapes=_dumps(io.shapes), types=_dumps(io.types))
-                io = op.outputs
-                outputs = IOInfo(values=_dumps(io.values), shapes=_dumps(io.shapes), types=_dumps(io.types))
-            yield Node(id=op.id, name=op.name, type=t, ctrl_deps=cd, data_deps=dd,
-                       start_time_micros=start[i], duration_micros=dur[i], inputs=inputs, outputs=outputs,
-                       attr=attrs)
+                attrs.extend(frame_attr(a) for a in _comm_attrs(f, t))
+            head = Node(id=op.id, name=op.name, type=t, ctrl_deps=cd, data_deps=dd,
+                        start_time_micros=start[i], duration_micros=dur[i]).SerializeToString()
+            if t == meta_t:
+                yield join((head, self._meta_io(op), *attrs))
+            else:
+                yield join((head, io_field(b"\x42", op.inputs), io_field(b"\x4a", op.outputs), *attrs))
         stats.by_type = by_type
         stats.ctrl_edges = ctrl_edges
         stats.data_edges = data_edges
 
-    def _cpu_attrs(self, op: HostOp, i: int, cpu: bool, skip: bool) -> list[pb.AttributeProto]:
-        cached = self.attr_cache.get
+    def _meta_io(self, op: HostOp) -> bytes:
+        """inputs + outputs of the METADATA node: the inputs' values are the process-group table."""
+        io = op.inputs
+        try:
+            inputs = pb.IOInfo(values=str([self._pg_json()]), shapes=orjson.dumps(io.shapes).decode(),
+                               types=orjson.dumps(io.types).decode())
+            io = op.outputs
+            dumps = orjson.dumps
+            outputs = pb.IOInfo(values=dumps(io.values).decode(), shapes=dumps(io.shapes).decode(),
+                                types=dumps(io.types).decode())
+        except TypeError:   # something orjson will not encode (e.g. a huge int): the slow path
+            io = op.inputs
+            inputs = pb.IOInfo(values=_dumps(io.values), shapes=_dumps(io.shapes), types=_dumps(io.types))
+            io = op.outputs
+            outputs = pb.IOInfo(values=_dumps(io.values), shapes=_dumps(io.shapes), types=_dumps(io.types))
+        return pb.Node(inputs=inputs, outputs=outputs).SerializeToString()
+
+    def _cpu_attrs(self, op: HostOp, i: int, cpu: bool, skip: bool) -> list[bytes]:
+        cached = self.attr_cache.framed
+        blocks = self._blocks
         a = op.attrs
         kt = a.get("kineto_tid")
-        tid = kt if type(kt) is int else op.tid
-        out = [cached("is_cpu_op", cpu), cached("tid", tid)]
-        if type(kt) is int and kt != op.tid:
-            out.append(cached("host_tid", op.tid))
-        if op.rf_id is not None:
-            out.append(make_attr("rf_id", op.rf_id))
-        out.append(cached("fw_parent", op.fw_parent))
-        out.append(cached("seq_id", op.seq_id))
-        out.append(cached("scope", op.scope))
-        out.append(cached("fw_tid", op.fw_tid))
-        out.append(cached("op_schema", op.op_schema))
+        htid = op.tid
+        if type(kt) is not int:
+            kt = None
+        # is_cpu_op, tid, [host_tid]: one cached block when the values are plain ints
+        key: tuple[Any, ...] | None = (cpu, kt, htid) if type(htid) is int else None
+        b = blocks.get(key) if key is not None else None
+        if b is None:
+            tid = kt if kt is not None else htid
+            b = cached("is_cpu_op", cpu) + cached("tid", tid)
+            if kt is not None and kt != htid:
+                b += cached("host_tid", htid)
+            if key is not None and len(blocks) < _BLOCK_LIMIT:
+                blocks[key] = b
+        out = [b]
+        rf = op.rf_id
+        if rf is not None:
+            out.append(_int_attr(b"\x0a\x05rf_id", "rf_id", rf) if type(rf) is int else
+                       frame_attr(make_attr("rf_id", rf)))
+        # fw_parent, seq_id, scope, fw_tid, op_schema: likewise
+        fp, sq, sc, ft, osc = op.fw_parent, op.seq_id, op.scope, op.fw_tid, op.op_schema
+        key = ((fp, sq, sc, ft, osc) if type(fp) is int and type(sq) is int and type(sc) is int
+               and type(ft) is int and type(osc) is str else None)
+        b = blocks.get(key) if key is not None else None
+        if b is None:
+            b = (cached("fw_parent", fp) + cached("seq_id", sq) + cached("scope", sc) + cached("fw_tid", ft)
+                 + cached("op_schema", osc))
+            if key is not None and len(blocks) < _BLOCK_LIMIT:
+                blocks[key] = b
+        out.append(b)
         if a:
-            types = op.attr_types
-            for k, v in a.items():
-                if k in _CPU_SKIP or k == "is_cpu_op" or (skip and k in _COMM_KEYS):
-                    continue
-                out.append(cached(k, v, types.get(k)))
+            keys = tuple(a)
+            kept = self._cpu_keys.get((keys, skip))
+            if kept is None:
+                kept = self._cpu_keys[(keys, skip)] = tuple(
+                    k for k in keys if not (k in _CPU_SKIP or k == "is_cpu_op" or (skip and k in _COMM_KEYS)))
+            if kept:
+                types = op.attr_types
+                for k in kept:
+                    out.append(cached(k, a[k], types.get(k)))
         return out
 
-    def _gpu_attrs(self, op: HostOp) -> list[pb.AttributeProto]:
-        cached = self.attr_cache.get
+    def _gpu_attrs(self, op: HostOp) -> list[bytes]:
+        cached = self.attr_cache.framed
         a = op.attrs
         args = a.get("args") if isinstance(a.get("args"), dict) else {}
         stream = a.get("stream", args.get("stream", a.get("tid", op.tid)))
         device = a.get("device", args.get("device"))
-        out = [cached("is_cpu_op", False), cached("stream", stream if type(stream) is int else 0)]
-        if type(device) is int:
-            out.append(cached("device", device))
+        stream = stream if type(stream) is int else 0
+        if type(device) is not int:
+            device = None
         cat = a.get("cat")
-        if isinstance(cat, str):
-            out.append(cached("cat", cat))
-        for key, name in (("correlation", "correlation"), ("External id", "external_id")):
-            v = args.get(key)
-            if type(v) is int:
-                out.append(make_attr(name, v))
-        for k, v in a.items():
-            if k not in _GPU_SKIP and k not in _COMM_KEYS:
-                out.append(cached(k, v, op.attr_types.get(k)))
+        if type(cat) is not str:
+            cat = cat if isinstance(cat, str) else None
+        # is_cpu_op, stream, [device], [cat]: one cached block
+        key = ("gpu", stream, device, cat)
+        b = self._blocks.get(key)
+        if b is None:
+            b = cached("is_cpu_op", False) + cached("stream", stream)
+            if device is not None:
+                b += cached("device", device)
+            if cat is not None:
+                b += cached("cat", cat)
+            if len(self._blocks) < _BLOCK_LIMIT:
+                self._blocks[key] = b
+        out = [b]
+        v = args.get("correlation")
+        if type(v) is int:
+            out.append(_int_attr(b"\x0a\x0bcorrelation", "correlation", v))
+        v = args.get("External id")
+        if type(v) is int:
+            out.append(_int_attr(b"\x0a\x0bexternal_id", "external_id", v))
+        keys = tuple(a)
+        kept = self._gpu_keys.get(keys)
+        if kept is None:
+            kept = self._gpu_keys[keys] = tuple(k for k in keys if k not in _GPU_SKIP and k not in _COMM_KEYS)
+        if kept:
+            types = op.attr_types
+            for k in kept:
+                out.append(cached(k, a[k], types.get(k)))
         return out
 
     # -- metadata -------------------------------------------------------------------------------------
@@ -883,6 +1003,32 @@ def _comm_attrs(f: CommFields, t: int) -> list[pb.AttributeProto]:
         out.append(A(name="comm_dst", int32_val=f.dst))
         out.append(A(name="comm_tag", int32_val=f.tag))
     return out
+
+
+def _int_attr(name_field: bytes, name: str, v: int) -> bytes:
+    """``make_attr(name, v)`` as a Node.attr entry for an int ``v`` (``name_field``: the serialised name).
+
+    In the int64 range this is ``int64_val`` (field 9), which both the fixed field of ``rf_id`` and the
+    value-typed fields of the others choose; anything else takes the general path.
+    """
+    if 0 <= v <= _I64_MAX:
+        vb = varint(v)
+    elif _I64_MIN <= v < 0:
+        vb = varint(v + (1 << 64))
+    else:
+        return frame_attr(make_attr(name, v))
+    return b"".join((b"\x52", varint(len(name_field) + 1 + len(vb)), name_field, b"\x48", vb))
+
+
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+_BLOCK_LIMIT = 100_000
+#: an IOInfo of three empty lists as the inputs (8) / outputs (9) field of a Node
+_EMPTY_IO = {tag: tag + b"\x0c\x0a\x02[]\x12\x02[]\x1a\x02[]" for tag in (b"\x42", b"\x4a")}
+
+
+def _io_tail(shapes: bytes, types: bytes) -> bytes:
+    """Fields 2 (shapes) and 3 (types) of a serialised IOInfo."""
+    return b"".join((b"\x12", varint(len(shapes)), shapes, b"\x1a", varint(len(types)), types))
 
 
 def _exclusive(items: list[tuple[float, float, int, int]]) -> dict[int, float]:

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from chakra.convert.core import ConvertStats, build, stream
+from chakra.convert.core import ConvertStats, build, stream_serialized
 from chakra.io import write_messages
 
 log = logging.getLogger(__name__)
@@ -88,7 +88,7 @@ def _convert_file(input_path: str | os.PathLike[str], output_path: str | os.Path
         write_messages(output_path, _stream(meta, nodes))
     else:
         # nodes are built while they are serialised: never a million messages alive at once
-        meta, gen, stats = stream(trace, astrasim_safe=astrasim_safe)
+        meta, gen, stats = stream_serialized(trace, astrasim_safe=astrasim_safe)
         t2 = time.perf_counter()
         write_messages(output_path, _stream(meta, gen))
     t3 = time.perf_counter()

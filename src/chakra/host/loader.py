@@ -160,6 +160,8 @@ def _parse_flat(nodes: list[Any], ops: list[HostOp], by_id: dict[int, HostOp]) -
             raise TypeError
         if type(inputs) is not list:
             raise TypeError
+        # every other key is an attribute, in file order (ET+ adds a dozen to each GPU node)
+        attrs = {k: v for k, v in n.items() if k not in keys} if len(n) > 16 or not n.keys() <= keys else {}
         op = HostOp(
             nid, name, parent,
             OP if (nid != 1 and name[:1] != "[" and name[:1] != "#") else kind(nid, name, parent),
@@ -169,14 +171,8 @@ def _parse_flat(nodes: list[Any], ops: list[HostOp], by_id: dict[int, HostOp]) -
                    get("input_strides")),
             IOInfo(get("outputs") or [], get("output_shapes") or [], get("output_types") or [],
                    get("output_strides")),
-            {}, {}, index,
+            attrs, {}, index,
         )
-        if len(n) > 16 or not n.keys() <= keys:  # the subset test allocates nothing
-            extra = n.keys() - keys
-            attrs = op.attrs
-            for k in n:  # file order
-                if k in extra:
-                    attrs[k] = n[k]
         append(op)
         by_id[nid] = op
 

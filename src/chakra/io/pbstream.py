@@ -121,7 +121,10 @@ def iter_messages(path: str | os.PathLike[str], first_cls: Any, rest_cls: Any) -
 
 
 def write_messages(path: str | os.PathLike[str], messages: Iterable[Any]) -> int:
-    """Serialize messages into a length-delimited stream, atomically; return the count."""
+    """Serialize messages into a length-delimited stream, atomically; return the count.
+
+    An item may also be a message already serialised (``bytes``): it is framed as is.
+    """
     # Streamed: the frames go to the temporary file in ~1 MB batches as the messages are produced, so a
     # million-node trace never exists twice in memory (the list of frames and their join); the file still
     # appears only complete (atomic_output renames on success and removes the part file on any error).
@@ -132,7 +135,7 @@ def write_messages(path: str | os.PathLike[str], messages: Iterable[Any]) -> int
     with atomic_output(path) as fh:
         write = fh.write
         for msg in messages:
-            body = msg.SerializeToString()
+            body = msg if type(msg) is bytes else msg.SerializeToString()
             n = len(body)
             if not n:
                 raise ValueError(f"refusing to write an empty message (index {count}) to {path}")
