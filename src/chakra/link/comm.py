@@ -153,8 +153,7 @@ class CommResolver:
                 coll_name = canonical_collective(info.collective_name)
             if not pg_name and info.pg_name:
                 pg_name = info.pg_name
-            if not size:
-                size = comm_size_bytes(info)
+            size = max(size, comm_size_bytes(info))  # an nccl:* record holds only its input tensor
         if not coll_name:
             coll_name = kernel_collective(ev.name)
         return pg_name, coll_name, size
@@ -177,7 +176,7 @@ def gloo_fields(resolver: CommResolver, op: HostOp) -> dict[str, Any] | None:
         pinfo = resolver.info(parent)
         if pinfo is not None:
             pg_name = pg_name or pinfo.pg_name
-            size = size or comm_size_bytes(pinfo)
+            size = max(size, comm_size_bytes(pinfo))  # the gloo record holds only its input tensor
     return {"pg_name": pg_name, "collective_name": coll, "comm_size": size, "comm_backend": "gloo"}
 
 
