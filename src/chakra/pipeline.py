@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, TextIO
 
 from chakra.errors import ChakraError, TraceFormatError, UsageError
+from chakra.replay.output import fmt_pct, fmt_us
 
 log = logging.getLogger(__name__)
 
@@ -443,12 +444,8 @@ def _summary(name: str, folder: Path, files: list[RankFiles], results: list[Rank
     }
 
 
-def _fmt(v: float | None, spec: str = ",.1f") -> str:
-    return "-" if v is None else format(v, spec)
-
-
-def _pct(v: float | None) -> str:
-    return "-" if v is None else f"{v:+.2f}%"
+def _fmt2(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
 
 
 def _attached(r: dict[str, Any], short: bool = False) -> str:
@@ -478,13 +475,13 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     ]
     for r in summary["ranks"]:
         lines.append(
-            f"| {r['rank']} | {r['nodes']:,} | {_fmt(r['measured_us'])} | {_fmt(r['replayed_us'])} | "
-            f"{_pct(r['error_pct'])} | {r['host_ops_matched']:,}/{r['host_ops']:,} "
+            f"| {r['rank']} | {r['nodes']:,} | {fmt_us(r['measured_us'])} | {fmt_us(r['replayed_us'])} | "
+            f"{fmt_pct(r['error_pct'])} | {r['host_ops_matched']:,}/{r['host_ops']:,} "
             f"({100 * r['host_match_rate']:.1f}%) | {_attached(r)} |")
     lines += [
         "",
-        f"Largest |error|: {_fmt(summary['abs_error_pct_max'], '.2f')}%; mean |error|: "
-        f"{_fmt(summary['abs_error_pct_mean'], '.2f')}%.",
+        f"Largest |error|: {_fmt2(summary['abs_error_pct_max'])}%; mean |error|: "
+        f"{_fmt2(summary['abs_error_pct_mean'])}%.",
         "",
         "Files (per rank N): " + ", ".join(f"`{v}`" for v in summary["files"].values()) + ".",
         "",
@@ -661,8 +658,8 @@ def pipeline_table(result: PipelineResult, title: str | None = None) -> Any:
     for r in result.summary["ranks"]:
         err = r["error_pct"]
         style = None if err is None or abs(err) <= 5.0 else "yellow"
-        table.add_row(str(r["rank"]), f"{r['nodes']:,}", _fmt(r["measured_us"]), _fmt(r["replayed_us"]),
-                      _pct(err), f"{r['host_ops_matched']:,}/{r['host_ops']:,}", _attached(r, short=True),
+        table.add_row(str(r["rank"]), f"{r['nodes']:,}", fmt_us(r["measured_us"]), fmt_us(r["replayed_us"]),
+                      fmt_pct(err), f"{r['host_ops_matched']:,}/{r['host_ops']:,}", _attached(r, short=True),
                       style=style)
     if any(r.get("gpu_launched_before_trace") for r in result.summary["ranks"]):
         table.caption = "pre-trace: GPU ops launched before the trace began (no launch call, no host op)"

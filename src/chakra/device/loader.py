@@ -57,7 +57,7 @@ from chakra.device.model import (
 )
 from chakra.errors import TraceFormatError
 from chakra.io import gc_paused, load_json
-from chakra.io.jsonio import iter_json_array
+from chakra.io.jsonio import iter_json_array, top_level_array
 
 log = logging.getLogger(__name__)
 
@@ -165,15 +165,8 @@ def build_kineto_trace(data: Any, path: str | os.PathLike[str] = "<memory>",
                        annotation: str | None = None) -> KinetoTrace:
     """Build the model from an already parsed Kineto document (``path`` only names it in errors)."""
     spath = str(path)
-    if not isinstance(data, dict):
-        raise TraceFormatError(f"top level is a JSON {type(data).__name__}, expected a JSON object", spath)
-    if "traceEvents" not in data:
-        raise TraceFormatError("no 'traceEvents' key: not a Kineto/Chrome trace", spath)
-    raw_events = data["traceEvents"]
-    if not isinstance(raw_events, list):
-        raise TraceFormatError(
-            f"'traceEvents' is a JSON {type(raw_events).__name__}, expected a list", spath
-        )
+    raw_events = top_level_array(data, "traceEvents", "no 'traceEvents' key: not a Kineto/Chrome trace",
+                                 spath)
 
     trace = KinetoTrace(path=spath)
     _read_top_level(trace, data)

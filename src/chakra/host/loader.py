@@ -40,7 +40,7 @@ from chakra.host.model import (
 )
 from chakra.host.process_groups import PayloadError, infer_world_size, parse_pg_init
 from chakra.io import gc_paused, load_json
-from chakra.io.jsonio import iter_json_array
+from chakra.io.jsonio import iter_json_array, top_level_array
 
 log = logging.getLogger(__name__)
 
@@ -307,13 +307,7 @@ def _opt_int(v: Any) -> int | None:
 
 def build_host_trace(data: Any, path: str = "<memory>") -> HostTrace:
     """Build a HostTrace from already parsed JSON (the loader's work minus the file read)."""
-    if not isinstance(data, dict):
-        raise TraceFormatError(f"top level is a JSON {type(data).__name__}, expected an object", path)
-    if "nodes" not in data:
-        raise TraceFormatError("no 'nodes' list: not a PyTorch host execution trace", path)
-    nodes = data["nodes"]
-    if not isinstance(nodes, list):
-        raise TraceFormatError(f"'nodes' is a JSON {type(nodes).__name__}, expected a list", path)
+    nodes = top_level_array(data, "nodes", "no 'nodes' list: not a PyTorch host execution trace", path)
     schema = data.get("schema")
     warnings: list[str] = []
     layout = _detect_layout(schema, nodes, path, warnings)

@@ -67,6 +67,23 @@ def load_json(path: str | os.PathLike[str], expect: type | None = dict) -> Any:
     return data
 
 
+def top_level_array(data: Any, key: str, missing: str, path: str | os.PathLike[str]) -> list[Any]:
+    """``data[key]`` of a parsed trace document, which must be an object holding a list there.
+
+    ``missing`` is the message when the key is absent (it says what kind of file was expected).
+    """
+    if not isinstance(data, dict):
+        raise TraceFormatError(
+            f"top level is a JSON {type(data).__name__}, expected a JSON {_json_name(dict)}", path
+        )
+    if key not in data:
+        raise TraceFormatError(missing, path)
+    value = data[key]
+    if not isinstance(value, list):
+        raise TraceFormatError(f"'{key}' is a JSON {type(value).__name__}, expected a list", path)
+    return value
+
+
 def _json_name(t: type) -> str:
     return {dict: "object", list: "array"}.get(t, t.__name__)
 
