@@ -35,6 +35,7 @@ import os
 import re
 from collections.abc import Iterable
 from itertools import chain
+from operator import itemgetter
 from typing import Any
 
 from chakra.device.kinds import CATEGORY_KIND, runtime_kind
@@ -83,6 +84,8 @@ _INF = math.inf
 # 1e300 µs kernel would otherwise overflow every integer field downstream.
 _MAX_DUR = 1e12
 _REL_EPS = 5e-16  # ~2 ulp of a float64 timestamp, relative
+# the args of events whose args are not kept (see _read_events); shared, never written to
+_NO_ARGS: dict[str, Any] = {}
 
 
 def _as_int(value: Any) -> int | None:
@@ -230,92 +233,108 @@ def _read_events(trace: KinetoTrace, raw_events: Iterable[Any]) -> None:
     intern = strings.setdefault
     i = -1
 
+    # the usual event (ph X, float ts/dur, str cat/name, int pid/tid, args object) is read with one C call;
+    # anything else goes through the checked path below, which decides what is wrong with it
+    fields = itemgetter("ph", "ts", "dur", "cat", "name", "pid", "tid", "args")
+    rt_cache: dict[tuple[int, str], tuple[int, bool]] = {}
+    no_args = _NO_ARGS
+    runtime, driver = RUNTIME, DRIVER
     for i, e in enumerate(raw_events):
-        if type(e) is not dict:
-            raise TraceFormatError(
-                f"traceEvents[{i}] is a JSON {type(e).__name__}, expected an object", path
-            )
-        ph = e.get("ph")
-        if ph != "X":
-            key = ph if isinstance(ph, str) else "?"
-            non_x[key] = non_x.get(key, 0) + 1
-            if ph == "s" or ph == "f":
-                flows += 1
-                if e.get("cat") == "ac2g" and ph == "s":
-                    ac2g_ids.add(_as_int(e.get("id")))
-            continue
-
-        ts = e.get("ts")
-        if type(ts) is int:
-            ts = float(ts)
-        elif type(ts) is not float or not (-_INF < ts < _INF):
-            ts = _as_float(ts)
-            if ts is None:
+        try:
+            ph, ts, dur, cat, name, pid, tid, args = fields(e)
+            fast = (ph == "X" and type(ts) is float and type(dur) is float and type(cat) is str
+                    and type(name) is str and type(pid) is int and type(tid) is int and type(args) is dict
+                    and -_INF < ts < _INF and 0.0 <= dur <= _MAX_DUR)
+        except (KeyError, TypeError):
+            fast = False
+        if fast:
+            cat = intern(cat, cat)
+            name = intern(name, name)
+        else:
+            if type(e) is not dict:
                 raise TraceFormatError(
-                    f"traceEvents[{i}] ({e.get('name')!r}): 'ts' is missing or not a finite number "
-                    f"({e.get('ts')!r})",
-                    path,
+                    f"traceEvents[{i}] is a JSON {type(e).__name__}, expected an object", path
                 )
-        dur = e.get("dur")
-        if type(dur) is int:
-            dur = float(dur)
-            if not (0.0 <= dur <= _MAX_DUR):
-                bad_dur.append(i)
-                dur = 0.0
-        elif type(dur) is not float or not (0.0 <= dur <= _MAX_DUR):
-            dur = _as_float(dur)
-            if dur is None or not (0.0 <= dur <= _MAX_DUR):
-                bad_dur.append(i)
-                dur = 0.0
+            ph = e.get("ph")
+            if ph != "X":
+                key = ph if isinstance(ph, str) else "?"
+                non_x[key] = non_x.get(key, 0) + 1
+                if ph == "s" or ph == "f":
+                    flows += 1
+                    if e.get("cat") == "ac2g" and ph == "s":
+                        ac2g_ids.add(_as_int(e.get("id")))
+                continue
 
-        cat = e.get("cat")
-        cat = intern(cat, cat) if type(cat) is str else ("" if cat is None else str(cat))
-        name = e.get("name")
-        name = intern(name, name) if type(name) is str else ("" if name is None else str(name))
-        args = e.get("args")
-        if type(args) is not dict:
-            args = {}
+            ts = e.get("ts")
+            if type(ts) is int:
+                ts = float(ts)
+            elif type(ts) is not float or not (-_INF < ts < _INF):
+                ts = _as_float(ts)
+                if ts is None:
+                    raise TraceFormatError(
+                        f"traceEvents[{i}] ({e.get('name')!r}): 'ts' is missing or not a finite number "
+                        f"({e.get('ts')!r})",
+                        path,
+                    )
+            dur = e.get("dur")
+            if type(dur) is int:
+                dur = float(dur)
+                if not (0.0 <= dur <= _MAX_DUR):
+                    bad_dur.append(i)
+                    dur = 0.0
+            elif type(dur) is not float or not (0.0 <= dur <= _MAX_DUR):
+                dur = _as_float(dur)
+                if dur is None or not (0.0 <= dur <= _MAX_DUR):
+                    bad_dur.append(i)
+                    dur = 0.0
+
+            cat = e.get("cat")
+            cat = intern(cat, cat) if type(cat) is str else ("" if cat is None else str(cat))
+            name = e.get("name")
+            name = intern(name, name) if type(name) is str else ("" if name is None else str(name))
+            args = e.get("args")
+            if type(args) is not dict:
+                args = no_args
+            pid = e.get("pid")
+            if type(pid) is not int:
+                pid = _key(pid)
+            tid = e.get("tid")
+            if type(tid) is not int:
+                tid = _key(tid)
 
         kind = category_kind.get(cat)
         if kind is None:
             kind = category_kind.get(cat.lower(), OTHER)
         is_sync = False
-        if kind == RUNTIME or kind == DRIVER:
-            kind, is_sync = runtime_kind(kind, name)
+        if kind == runtime or kind == driver:
+            rk = rt_cache.get((kind, name))
+            if rk is None:
+                rk = rt_cache[(kind, name)] = runtime_kind(kind, name)
+            kind, is_sync = rk
 
-        pid = e.get("pid")
-        if type(pid) is not int:
-            pid = _key(pid)
-        tid = e.get("tid")
-        if type(tid) is not int:
-            tid = _key(tid)
-
-        corr = args.get("correlation")
-        if corr is not None:
+        get = args.get
+        corr = get("correlation")
+        if corr is not None and type(corr) is not int:
             corr = _as_int(corr)
-        ext = args.get("External id")
+        ext = get("External id")
         if ext is None:
-            ext = args.get("external id")
-        rf = args.get("Record function id")
+            ext = get("external id")
+        if ext is not None and type(ext) is not int:
+            ext = _as_int(ext)
+        rf = get("Record function id")
+        if rf is not None and type(rf) is not int:
+            rf = _as_int(rf)
+        stream = get("stream")
+        device = get("device")
 
-        # positional (fastest): index, kind, name, cat, ph, pid, tid, ts, dur, external_id, rf_id,
-        # correlation, stream, device, args -- the field order of chakra.device.model.KinetoEvent
-        ev = KinetoEvent(
-            i, kind, name, cat, "X", pid, tid, ts, dur,
-            _as_int(ext) if ext is not None else None,
-            _as_int(rf) if rf is not None else None,
-            corr,
-            None,
-            None,
-            args,
-        )
-        ev.is_sync = is_sync
         if kind in gpu_kinds:
-            ev.excl_dur = dur
-            stream = args.get("stream")
-            ev.stream = _as_int(stream if stream is not None else ev.tid)
-            device = args.get("device")
-            ev.device = _as_int(device if device is not None else ev.pid)
+            # positional, in the field order of chakra.device.model.KinetoEvent
+            ev = KinetoEvent(
+                i, kind, name, cat, "X", pid, tid, ts, dur, ext, rf, corr,
+                _as_int(stream if stream is not None else tid),
+                _as_int(device if device is not None else pid),
+                args, dur, None, is_sync,
+            )
             if corr is not None:
                 lst = gpu_by_corr.get(corr)
                 if lst is None:
@@ -323,14 +342,15 @@ def _read_events(trace: KinetoTrace, raw_events: Iterable[Any]) -> None:
                 else:
                     lst.append(len(events))
         else:
-            stream = args.get("stream")
-            if stream is not None:
-                ev.stream = _as_int(stream)
-            device = args.get("device")
-            if device is not None:
-                ev.device = _as_int(device)
-            if kind == OTHER:
-                ev.excl_dur = dur
+            # a CPU event's fields are extracted here; only GPU events (written into ET+) and
+            # synchronizing calls (which stream they wait on) are read for their args later.  Two million
+            # CPU events' args dicts are about 0.5 GB.
+            ev = KinetoEvent(
+                i, kind, name, cat, "X", pid, tid, ts, dur, ext, rf, corr,
+                None if stream is None else (stream if type(stream) is int else _as_int(stream)),
+                None if device is None else (device if type(device) is int else _as_int(device)),
+                args if is_sync else no_args, dur if kind == OTHER else 0.0, None, is_sync,
+            )
         append(ev)
 
     trace.flow_count = flows
@@ -433,25 +453,25 @@ def _sweep_threads(trace: KinetoTrace) -> None:
     rounding is not an overrun, and an event starting where the previous one ends is its sibling.
     """
     events = trace.events
-    threads: dict[tuple[Any, Any], list[int]] = {}
+    # per thread, (ts, -dur, position): sorted as is, that is start order, longer first, then file order
+    threads: dict[tuple[Any, Any], list[tuple[float, float, int]]] = {}
     cpu_kinds = CPU_KINDS
     for pos, ev in enumerate(events):
         if ev.kind in cpu_kinds:
             key = (ev.pid, ev.tid)
             lst = threads.get(key)
             if lst is None:
-                threads[key] = [pos]
+                threads[key] = [(ev.ts, -ev.dur, pos)]
             else:
-                lst.append(pos)
+                lst.append((ev.ts, -ev.dur, pos))
 
     overrun = 0
     op_kinds = (HOST_OP, ANNOTATION, SYNC)
-    for positions in threads.values():
-        positions.sort(key=lambda p: (events[p].ts, -events[p].dur, p))
+    for items in threads.values():
+        items.sort()
         stack: list[list[Any]] = []
-        for pos in positions:
+        for ts, _, pos in items:
             ev = events[pos]
-            ts = ev.ts
             tol = (ts if ts >= 0.0 else -ts) * _REL_EPS
             while stack and stack[-1][1] <= ts + tol:
                 top = stack.pop()

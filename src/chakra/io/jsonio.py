@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import gzip
 import os
+import queue
+import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -111,12 +114,8 @@ _SENTINEL = "\x00chakra-stream-split\x00"
 def _stream_dump(path: str | os.PathLike[str], data: dict[str, Any], opts: int) -> bool:
     """Write a document with one huge top-level list (ET+ ``nodes``) in batches of items.
 
-    Byte-identical to ``orjson.dumps(data)`` (+ ``gzip.compress(..., 6, mtime=0)``): the document is
-    encoded once with the list replaced by a sentinel string, split there, and the list is written as
-    ``[`` + the items joined by ``,`` + ``]`` (orjson's compact form); gzip output goes through a zlib
-    stream with the same parameters as ``zlib.compress(level=6, wbits=31)``.  The full text never exists
-    in memory (about 1 GB for a million-op ET+).  Returns False when not applicable (small documents,
-    indented output, or a sentinel clash), then the caller writes the document in one piece.
+    Returns False when not applicable (small documents, indented output, or a sentinel clash), then the
+    caller writes the document in one piece.  See :func:`dump_json_items` for the method.
     """
     key = next((k for k in _STREAM_KEYS if isinstance(data.get(k), list)), None)
     if key is None or opts & orjson.OPT_INDENT_2:
@@ -124,6 +123,28 @@ def _stream_dump(path: str | os.PathLike[str], data: dict[str, Any], opts: int) 
     items = data[key]
     if len(items) < _STREAM_MIN_ITEMS:
         return False
+    return _write_items(path, data, key, items, opts)
+
+
+def dump_json_items(path: str | os.PathLike[str], data: dict[str, Any], key: str,
+                    items: Iterable[Any]) -> None:
+    """Write ``data`` with ``data[key]`` replaced by the list of ``items`` (any iterable, consumed once,
+    a batch at a time): the bytes :func:`dump_json` writes for the document holding that list, without
+    the list (or the text) ever being whole in memory.  Atomic; gzip when the name ends in ``.gz``."""
+    opts = orjson.OPT_SERIALIZE_NUMPY if hasattr(orjson, "OPT_SERIALIZE_NUMPY") else 0
+    if not _write_items(path, data, key, items, opts):
+        whole = dict(data)
+        whole[key] = list(items)
+        dump_json(path, whole)
+
+
+def _write_items(path: str | os.PathLike[str], data: dict[str, Any], key: str, items: Iterable[Any],
+                 opts: int) -> bool:
+    """Byte-identical to ``orjson.dumps(data)`` (+ ``gzip.compress(..., 6, mtime=0)``): the document is
+    encoded once with the list replaced by a sentinel string, split there, and the list is written as
+    ``[`` + the items joined by ``,`` + ``]`` (orjson's compact form); gzip output goes through a zlib
+    stream with the same parameters as ``zlib.compress(level=6, wbits=31)``.  The full text never exists
+    in memory (about 1 GB for a million-op ET+).  False (nothing consumed) on a sentinel clash."""
     shell = dict(data)
     shell[key] = _SENTINEL
     enc = orjson.dumps(shell, option=opts)
@@ -133,15 +154,46 @@ def _stream_dump(path: str | os.PathLike[str], data: dict[str, Any], opts: int) 
     head, tail = enc.split(marker)
     gz = str(path).endswith(".gz")
     comp = zlib.compressobj(6, zlib.DEFLATED, 31) if gz else None
+    it = iter(items)
     with atomic_output(path) as fh:
         write = (lambda b: fh.write(comp.compress(b))) if comp is not None else fh.write
-        write(head + b"[")
-        dumps = orjson.dumps
-        for start in range(0, len(items), _STREAM_BATCH):
-            # a batch as a JSON list, brackets cut off: orjson's separators are the plain ","
-            part = dumps(items[start:start + _STREAM_BATCH], option=opts)
-            write((b"," if start else b"") + part[1:-1])
-        write(b"]" + tail)
+        # the file writes (and zlib) release the GIL: a writer thread overlaps them with making the next
+        # batch; at most a few batches wait in the queue
+        pending: queue.Queue[bytes | None] = queue.Queue(maxsize=4)
+        failed: list[BaseException] = []
+
+        def writer() -> None:
+            while True:
+                part = pending.get()
+                if part is None:
+                    return
+                if not failed:
+                    try:
+                        write(part)
+                    except BaseException as exc:  # noqa: BLE001 (re-raised by the producer)
+                        failed.append(exc)
+
+        thread = threading.Thread(target=writer, name="chakra-json-writer", daemon=True)
+        thread.start()
+        try:
+            pending.put(head + b"[")
+            dumps = orjson.dumps
+            first = True
+            while not failed:
+                batch = list(islice(it, _STREAM_BATCH))
+                if not batch:
+                    break
+                # a batch as a JSON list, brackets cut off: orjson's separators are the plain ","
+                part = dumps(batch, option=opts)
+                del batch
+                pending.put(part[1:-1] if first else b"," + part[1:-1])
+                first = False
+            pending.put(b"]" + tail)
+        finally:
+            pending.put(None)
+            thread.join()
+        if failed:
+            raise failed[0]
         if comp is not None:
             fh.write(comp.flush())
     return True

@@ -11,16 +11,20 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
 from chakra.device.loader import load_kineto
 from chakra.device.model import KERNEL, MEMCPY, MEMSET, KinetoTrace
 from chakra.errors import TraceFormatError, UsageError
+from chakra.host.comm import COMM_KERNEL_PREFIXES
 from chakra.host.loader import load_host_et
 from chakra.host.model import HostTrace
-from chakra.io import dump_json, gc_paused
+from chakra.io import gc_paused
+from chakra.io.jsonio import dump_json_items
 from chakra.link.comm import CommResolver, gloo_fields, is_comm_kernel, process_groups
 from chakra.link.deps import DEFAULT_GAP_US, SyncStats, inter_thread_deps, order_keys, sync_deps
 from chakra.link.etplus import FLAT, host_node, io_fields
@@ -130,22 +134,34 @@ def _link(
     host: HostTrace, kineto: KinetoTrace, rank_out: int | None, annotation: str | None,
     inter_thread_gap_us: float
 ) -> dict[str, Any]:
+    doc, nodes = _prepare(host, kineto, rank_out, annotation, inter_thread_gap_us)
+    doc["nodes"] = list(nodes)
+    return doc
+
+
+def _prepare(
+    host: HostTrace, kineto: KinetoTrace, rank_out: int | None, annotation: str | None,
+    inter_thread_gap_us: float
+) -> tuple[dict[str, Any], Iterator[dict[str, Any]]]:
+    """The ET+ document with ``"nodes"`` holding None (in its place among the keys), and an iterator
+    over the nodes: host nodes in file order, then GPU nodes.
+
+    Everything the document says about the nodes (deps, counts) is worked out before the first node
+    is made, so a writer can stream the nodes and never hold a million node dicts at once."""
     window = select_window(host, kineto, annotation)
     match = match_ops(host, kineto, window)
     gpu = attach_gpu_ops(kineto, match.event_to_host, window)
     resolver = CommResolver(host)
-    nodes, host_nodes, gloo = _host_nodes(host, kineto, match, resolver)
-    gpu_nodes, nccl = _gpu_nodes(host, kineto, gpu, resolver)
-    nodes.extend(gpu_nodes)
+    events = kineto.events
+    gloo = sum(1 for op in host.ops if op.name.startswith("gloo:"))
+    nccl = sum(1 for g in gpu.ops if is_comm_kernel(events[g.pos]))
+    first_gpu_id = max(host.by_id, default=0) + 1
 
     keys = order_keys(host, kineto, match.host_to_event)
     it_deps, it_skipped = inter_thread_deps(kineto, match.host_to_event, inter_thread_gap_us, keys)
-    for host_id, dep in it_deps.items():
-        host_nodes[host_id]["inter_thread_dep"] = dep
-    gpu_ids = [n["id"] for n in gpu_nodes]
+    gpu_ids = range(first_gpu_id, first_gpu_id + len(gpu.ops))
     s_deps, s_stats = sync_deps(kineto, match.host_to_event, match.event_to_host, gpu, gpu_ids, keys)
-    for host_id, deps in s_deps.items():
-        host_nodes[host_id]["sync_dep"] = deps
+    del keys
 
     world = kineto.world_size if kineto.world_size is not None else host.world_size
     pgs = process_groups(host, kineto.distributed_info, world)
@@ -163,31 +179,32 @@ def _link(
     for key, value in host.extra.items():
         if key not in _OUR_TOP_KEYS:
             doc[key] = value
-    doc["nodes"] = nodes
+    doc["nodes"] = None
     doc["rank"] = rank_out
     doc["world_size"] = world
     doc["process_groups"] = pgs
     doc["measured"] = measured(kineto, window)
     doc["link_stats"] = stats
     _log_summary(f"rank {rank_out}" if rank_out is not None else os.path.basename(host.path), stats)
-    return doc
+    nodes = chain(_host_nodes(host, kineto, match.host_to_event, resolver, it_deps, s_deps),
+                  _gpu_nodes(host, kineto, gpu, resolver, first_gpu_id))
+    return doc, nodes
 
 
 _OUR_TOP_KEYS = frozenset(("rank", "world_size", "process_groups", "measured", "link_stats"))
 
 
 def _host_nodes(
-    host: HostTrace, kineto: KinetoTrace, match: MatchResult, resolver: CommResolver
-) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]], int]:
-    """Host nodes in file order and layout, with the timing of their matched event."""
+    host: HostTrace, kineto: KinetoTrace, host_to_event: dict[int, int], resolver: CommResolver,
+    it_deps: dict[int, int], s_deps: dict[int, list[int]]
+) -> Iterator[dict[str, Any]]:
+    """Host nodes in file order and layout, with the timing of their matched event and their deps."""
     events = kineto.events
     layout = host.layout
-    nodes: list[dict[str, Any]] = []
-    by_id: dict[int, dict[str, Any]] = {}
-    gloo = 0
     for op in host.ops:
         node = host_node(op, layout)
-        pos = match.host_to_event.get(op.id)
+        oid = op.id
+        pos = host_to_event.get(oid)
         if pos is not None:
             ev = events[pos]
             node["ts"] = ev.ts
@@ -195,37 +212,67 @@ def _host_nodes(
             node["inclusive_dur"] = ev.dur
             node["exclusive_dur"] = ev.excl_dur
             node["kineto_tid"] = ev.tid
-        fields = gloo_fields(resolver, op)
-        if fields is not None:
-            node.update(fields)
-            gloo += 1
-        nodes.append(node)
-        by_id[op.id] = node
-    return nodes, by_id, gloo
+        if op.name.startswith("gloo:"):
+            node.update(gloo_fields(resolver, op))  # type: ignore[arg-type]
+        dep = it_deps.get(oid)
+        if dep is not None:
+            node["inter_thread_dep"] = dep
+        deps = s_deps.get(oid)
+        if deps is not None:
+            node["sync_dep"] = deps
+        yield node
 
 
 def _gpu_nodes(
-    host: HostTrace, kineto: KinetoTrace, gpu: GpuAttachment, resolver: CommResolver
-) -> tuple[list[dict[str, Any]], int]:
-    """One node per attached GPU op (GPU start order), ids after the largest host node id."""
+    host: HostTrace, kineto: KinetoTrace, gpu: GpuAttachment, resolver: CommResolver, next_id: int
+) -> Iterator[dict[str, Any]]:
+    """One node per attached GPU op (GPU start order), ids from ``next_id`` (after the largest host id)."""
     events = kineto.events
     layout = host.layout
-    parent_key = "parent" if layout == FLAT else "ctrl_deps"
-    next_id = max(host.by_id, default=0) + 1
-    out: list[dict[str, Any]] = []
-    nccl = 0
-    io_cache: dict[int, dict[str, Any]] = {}
+    by_id = host.by_id
+    gpu_cat = _GPU_CAT
+    flat = layout == FLAT
+    comm_prefixes = COMM_KERNEL_PREFIXES
     for g in gpu.ops:
         ev = events[g.pos]
-        pg_name, coll, size = resolver.gpu_fields(ev, g.launcher)
-        nccl += is_comm_kernel(ev)
-        io = io_cache.get(g.launcher)
-        if io is None:
-            io = io_cache[g.launcher] = io_fields(host.by_id[g.launcher], layout)
+        launcher = g.launcher
+        if ev.name.startswith(comm_prefixes) or "Collective name" in ev.args:  # is_comm_kernel(ev)
+            pg_name, coll, size = resolver.gpu_fields(ev, launcher)
+        else:
+            pg_name, coll, size = "", "", 0
+        if flat:
+            i = by_id[launcher].inputs
+            o = by_id[launcher].outputs
+            yield {
+                "id": next_id,
+                "name": ev.name,
+                "cat": gpu_cat[ev.kind],
+                "ph": "X",
+                "ts": ev.ts,
+                "dur": ev.dur,
+                "inclusive_dur": ev.dur,
+                "exclusive_dur": ev.dur,
+                "stream": ev.stream,
+                "device": ev.device,
+                "tid": ev.stream,
+                "args": ev.args,
+                "pg_name": pg_name,
+                "collective_name": coll,
+                "comm_size": size,
+                "parent": launcher,
+                "inputs": i.values,
+                "input_shapes": i.shapes,
+                "input_types": i.types,
+                "outputs": o.values,
+                "output_shapes": o.shapes,
+                "output_types": o.types,
+            }
+            next_id += 1
+            continue
         node = {
             "id": next_id,
             "name": ev.name,
-            "cat": _GPU_CAT[ev.kind],
+            "cat": gpu_cat[ev.kind],
             "ph": "X",
             "ts": ev.ts,
             "dur": ev.dur,
@@ -238,12 +285,11 @@ def _gpu_nodes(
             "pg_name": pg_name,
             "collective_name": coll,
             "comm_size": size,
-            parent_key: g.launcher,
+            "ctrl_deps": launcher,
         }
-        node.update(io)
-        out.append(node)
+        node.update(io_fields(by_id[launcher], layout))
+        yield node
         next_id += 1
-    return out, nccl
 
 
 def _stats(
@@ -389,10 +435,15 @@ def link_files(
             if strict:
                 raise TraceFormatError(bad_rank + " (refused: --strict)", os.fspath(kineto_path))
             mismatches.append(f"{bad_rank} (wrote rank {trace_rank(host, kineto)}; --strict refuses)")
-        doc = link_traces(host, kineto, rank=rank, annotation=annotation, fallback_rank=fallback_rank)
+        if bad_rank:  # as link_traces says it
+            log.warning("%s: %s: writing rank %s, the rank its collectives were recorded with",
+                        kineto.path or host.path, bad_rank, trace_rank(host, kineto))
+        doc, nodes = _prepare(host, kineto, resolve_rank(rank, host, kineto, fallback_rank), annotation,
+                              DEFAULT_GAP_US)
         warnings = list(host.warnings) + list(kineto.warnings) + mismatches
-        del host, kineto  # the models are not needed to write the document: free them first
-        dump_json(out, doc)
+        # the nodes are made while they are written: never a million node dicts at once
+        dump_json_items(out, doc, "nodes", nodes)
+        del host, kineto, nodes
         report = _report(doc, os.fspath(host_path), os.fspath(kineto_path), out)
         del doc
     report.warnings = warnings

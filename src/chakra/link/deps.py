@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,13 +135,14 @@ def inter_thread_deps(
         threads.setdefault((ev.pid, ev.tid), []).append((ev.ts, ev.ts + ev.dur, host_id))
     by_end: dict[Any, tuple[list[float], list[int]]] = {}
     for key, items in threads.items():
-        s = sorted(items, key=lambda t: (t[1], t[0], t[2]))
-        by_end[key] = ([t[1] for t in s], [t[2] for t in s])
+        s = sorted([(end, ts, host_id) for ts, end, host_id in items])
+        by_end[key] = ([t[0] for t in s], [t[2] for t in s])
     deps: dict[int, int] = {}
     for key, items in threads.items():
-        items.sort(key=lambda t: (t[0], -t[1], t[2]))
+        starts = sorted([(ts, -end, host_id) for ts, end, host_id in items])
         top_end = -math.inf
-        for ts, end, host_id in items:
+        for ts, neg_end, host_id in starts:
+            end = -neg_end
             if ts < top_end:
                 continue  # nested in (or overlapping) the current top-level op
             group_start = top_end == -math.inf or ts - top_end > gap_us
@@ -168,7 +170,7 @@ def sync_deps(
     host_to_event: dict[int, int],
     event_to_host: dict[int, int],
     gpu: GpuAttachment,
-    gpu_ids: list[int],
+    gpu_ids: Sequence[int],
     keys: dict[int, tuple[float, int]] | None = None,
 ) -> tuple[dict[int, list[int]], SyncStats]:
     """``{host op id: [GPU node ids]}`` for the synchronising calls (see module doc).
@@ -179,9 +181,10 @@ def sync_deps(
     stats = SyncStats()
     # per stream: attached GPU ops in launch order
     streams: dict[Any, tuple[list[float], list[int]]] = {}
-    order = sorted(range(len(gpu.ops)), key=lambda i: (events[gpu.ops[i].launch_pos].ts, i))
-    for i in order:
-        g = gpu.ops[i]
+    ops = gpu.ops
+    order = sorted((events[g.launch_pos].ts, i) for i, g in enumerate(ops))
+    for _, i in order:
+        g = ops[i]
         s = events[g.pos].stream
         lst = streams.get(s)
         if lst is None:
@@ -191,7 +194,11 @@ def sync_deps(
     # per thread: every launch with GPU work, for "which stream did this thread use last"
     thread_launches: dict[Any, tuple[list[float], list[Any]]] = {}
     gpu_by_corr = kineto.gpu_by_correlation
-    for corr, lpos in sorted(kineto.launch_by_correlation.items(), key=lambda kv: events[kv[1]].ts):
+    # launches with GPU work in start order (ties: correlation-table order, as a stable sort keeps it)
+    launches = [(events[lpos].ts, k, corr, lpos)
+                for k, (corr, lpos) in enumerate(kineto.launch_by_correlation.items())]
+    launches.sort()
+    for _, _, corr, lpos in launches:
         gl = gpu_by_corr.get(corr)
         if not gl:
             continue

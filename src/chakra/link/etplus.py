@@ -56,6 +56,8 @@ def _io_chakra(io: IOInfo) -> dict[str, Any]:
 def host_node(op: HostOp, layout: str) -> dict[str, Any]:
     """The node dict of a host op in ``layout`` (without link fields)."""
     if layout == FLAT:
+        i = op.inputs
+        o = op.outputs
         node: dict[str, Any] = {
             "name": op.name,
             "id": op.id,
@@ -67,15 +69,21 @@ def host_node(op: HostOp, layout: str) -> dict[str, Any]:
             "tid": op.tid,
             "fw_tid": op.fw_tid,
             "op_schema": op.op_schema,
-            **io_fields(op, FLAT),
+            "inputs": i.values,
+            "input_shapes": i.shapes,
+            "input_types": i.types,
+            "outputs": o.values,
+            "output_shapes": o.shapes,
+            "output_types": o.types,
         }
-        if op.inputs.strides is not None:
-            node["input_strides"] = op.inputs.strides
-        if op.outputs.strides is not None:
-            node["output_strides"] = op.outputs.strides
-        for k, v in op.attrs.items():
-            if k not in LINK_KEYS:
-                node[k] = v
+        if i.strides is not None:
+            node["input_strides"] = i.strides
+        if o.strides is not None:
+            node["output_strides"] = o.strides
+        if op.attrs:
+            for k, v in op.attrs.items():
+                if k not in LINK_KEYS:
+                    node[k] = v
         return node
     attrs: list[dict[str, Any]] = []
     types = op.attr_types

@@ -75,21 +75,26 @@ def attach_gpu_ops(kineto: KinetoTrace, event_to_host: dict[int, int], window: W
     launch_by_corr = kineto.launch_by_correlation
     out = GpuAttachment()
     cache: dict[int, int] = {}
+    gpu_kinds = GPU_KINDS
+    found: list[tuple[float, int, int, int]] = []  # (GPU start, position, host id, launch position)
     for pos, ev in enumerate(events):
-        if ev.kind not in GPU_KINDS:
+        if ev.kind not in gpu_kinds:
             continue
         out.total += 1
         launch = launch_by_corr.get(ev.correlation) if ev.correlation is not None else None
         if launch is None:
             out.no_launch += 1
             continue
-        host_id = innermost_matched(kineto, events[launch].parent, event_to_host, cache)
+        host_id = cache.get(events[launch].parent)  # type: ignore[arg-type]
+        if host_id is None:
+            host_id = innermost_matched(kineto, events[launch].parent, event_to_host, cache)
         if host_id < 0:
             if not window.contains(events[launch].ts):
                 out.outside_window += 1
             else:
                 out.no_host_op += 1
             continue
-        out.ops.append(GpuOp(pos, host_id, launch))
-    out.ops.sort(key=lambda g: (events[g.pos].ts, g.pos))
+        found.append((ev.ts, pos, host_id, launch))
+    found.sort()  # GPU start order, file order among equal starts (positions are unique)
+    out.ops = [GpuOp(pos, host_id, launch) for _, pos, host_id, launch in found]
     return out

@@ -39,6 +39,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from chakra.device.model import ANNOTATION, HOST_OP, KinetoTrace
@@ -91,30 +92,39 @@ def host_operators(host: HostTrace) -> list[HostOp]:
 
 def _execution_order(ops: list[HostOp]) -> list[HostOp]:
     if all(op.rf_id is not None for op in ops):
-        return sorted(ops, key=lambda op: (op.rf_id, op.id))
-    return sorted(ops, key=lambda op: op.id)
+        return sorted(ops, key=_RF_ID_ORDER)
+    return sorted(ops, key=_ID_ORDER)
+
+
+_RF_ID_ORDER = attrgetter("rf_id", "id")
+_ID_ORDER = attrgetter("id")
 
 
 def _kineto_order(kineto: KinetoTrace, positions: list[int]) -> list[int]:
     events = kineto.events
-    if all(events[p].external_id is not None for p in positions):
-        return sorted(positions, key=lambda p: (events[p].external_id, events[p].ts, p))
-    return sorted(positions, key=lambda p: (events[p].ts, -events[p].dur, p))
+    evs = [events[p] for p in positions]
+    if all(ev.external_id is not None for ev in evs):
+        keyed = [(ev.external_id, ev.ts, p) for ev, p in zip(evs, positions)]
+    else:
+        keyed = [(ev.ts, -ev.dur, p) for ev, p in zip(evs, positions)]
+    keyed.sort()
+    return [t[2] for t in keyed]
 
 
 def match_ops(host: HostTrace, kineto: KinetoTrace, window: Window) -> MatchResult:
     """Match host operators to Kineto host events (strategy chosen here, see module doc)."""
     ops = host_operators(host)
     events = kineto.events
-    candidates = [
-        p
-        for p, ev in enumerate(events)
-        if (ev.kind == HOST_OP or ev.kind == ANNOTATION) and window.contains(ev.ts)
-    ]
+    candidates: list[int] = []
     by_rf: dict[int, int] = {}
+    lo, hi = window.lo, window.hi
     for p, ev in enumerate(events):
-        if (ev.kind == HOST_OP or ev.kind == ANNOTATION) and ev.rf_id is not None:
-            by_rf.setdefault(ev.rf_id, p)
+        kind = ev.kind
+        if kind == HOST_OP or kind == ANNOTATION:
+            if lo <= ev.ts < hi:  # window.contains
+                candidates.append(p)
+            if ev.rf_id is not None:
+                by_rf.setdefault(ev.rf_id, p)
 
     result: MatchResult | None = None
     if by_rf:
@@ -144,8 +154,9 @@ def match_ops(host: HostTrace, kineto: KinetoTrace, window: Window) -> MatchResu
             )
     if result is None:
         result = MatchResult(ALIGNMENT)
-        paired = _align_threads(ops, kineto, candidates, result)
-        _leftover_round(ops, kineto, candidates, paired, result)
+        host_groups = _group_host(ops)
+        paired = _align_threads(host_groups, kineto, candidates, result)
+        _leftover_round(ops, host_groups, kineto, candidates, paired, result)
     result.host_ops = len(ops)
     result.kineto_candidates = len(candidates)
     return result
@@ -203,11 +214,11 @@ def _pair_threads(
 
 
 def _align_threads(
-    ops: list[HostOp], kineto: KinetoTrace, candidates: list[int], result: MatchResult
+    host_groups: dict[int, list[HostOp]], kineto: KinetoTrace, candidates: list[int], result: MatchResult
 ) -> dict[int, Any]:
-    """Align each host thread with its paired Kineto thread; return host tid -> paired Kineto thread key."""
+    """Align each host thread (its ops in execution order) with its paired Kineto thread; return host
+    tid -> paired Kineto thread key."""
     events = kineto.events
-    host_groups = _group_host(ops)
     kin_groups = _group_kineto(kineto, candidates)
     paired: dict[int, Any] = {}
     for htid, key in _pair_threads(host_groups, kin_groups, kineto):
@@ -223,6 +234,7 @@ def _align_threads(
 
 def _leftover_round(
     ops: list[HostOp],
+    all_groups: dict[int, list[HostOp]],
     kineto: KinetoTrace,
     candidates: list[int],
     paired: dict[int, Any],
@@ -246,7 +258,6 @@ def _leftover_round(
     )
     if not left_ev:
         return
-    all_groups = _group_host(ops)
     for htid, h in sorted(_group_host(left_ops).items()):
         own = paired.get(htid)
         k = [p for p in left_ev if p not in result.event_to_host and (events[p].pid, events[p].tid) != own]
