@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -65,3 +66,36 @@ def test_chunk_boundary_inside_strings_and_escapes(tmp_path: Path) -> None:
     p.write_bytes(gzip.compress(json.dumps(doc).encode()))
     streamed, whole = _both(p, False)
     assert streamed == whole and whole.by_id[5].name.startswith('op "5" ]}')
+
+
+def _link_both(tmp_path: Path, host: Path, kineto: Path,
+               monkeypatch: pytest.MonkeyPatch) -> tuple[bytes, bytes]:
+    """ET+ bytes from the one-piece load and from the linker's chunked load with inputs/outputs as text
+    (chakra.link.hostio; forced with a 0-byte threshold and 4 KB blocks)."""
+    from chakra.link import hostio, link_files
+
+    link_files(host, kineto, tmp_path / "whole.json")
+    monkeypatch.setattr(hostio, "iter_json_array", partial(jsonio.iter_json_array, min_bytes=0, block=4096))
+    trace, texts = hostio.load_host_for_link(host)
+    assert texts is not None and len(texts) == len(trace.ops), "the chunked path was not taken"
+    assert [op.index for op in trace.ops] == list(range(len(trace.ops)))
+    link_files(host, kineto, tmp_path / "lean.json")
+    return (tmp_path / "whole.json").read_bytes(), (tmp_path / "lean.json").read_bytes()
+
+
+def test_linker_lean_host_load_writes_the_same_et_plus(data_dir: Path, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # chakra layout (1.1.1-chakra), gloo collectives (their records keep their inputs as lists)
+    d = data_dir / "gloo_collectives_2r"
+    whole, lean = _link_both(tmp_path, d / "host_et_1.json.gz", d / "kineto_1.json.gz", monkeypatch)
+    assert whole == lean
+    assert b'"comm_backend":"gloo"' in lean
+
+
+def test_linker_lean_host_load_on_dlrm(corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # flat 1.0.1 layout, NCCL kernels whose nodes copy their launcher's inputs/outputs
+    d = corpus / "dlrm_8r_v100"
+    whole, lean = _link_both(tmp_path, d / "host" / "host_et_2.json.gz", d / "device" / "kineto_2.json.gz",
+                             monkeypatch)
+    assert whole == lean
+    assert lean.count(b'"cat":"kernel"') > 200

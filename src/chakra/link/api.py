@@ -17,11 +17,12 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from chakra.device.loader import load_kineto
 from chakra.device.model import KERNEL, MEMCPY, MEMSET, KinetoTrace
 from chakra.errors import TraceFormatError, UsageError
 from chakra.host.comm import COMM_KERNEL_PREFIXES
-from chakra.host.loader import load_host_et
 from chakra.host.model import HostTrace
 from chakra.io import gc_paused
 from chakra.io.jsonio import dump_json_items
@@ -29,6 +30,7 @@ from chakra.link.comm import CommResolver, gloo_fields, is_comm_kernel, process_
 from chakra.link.deps import DEFAULT_GAP_US, SyncStats, inter_thread_deps, order_keys, sync_deps
 from chakra.link.etplus import FLAT, host_node, io_fields
 from chakra.link.gpu import GpuAttachment, attach_gpu_ops
+from chakra.link.hostio import load_host_for_link
 from chakra.link.match import MatchResult, match_ops
 from chakra.link.provenance import run_mismatches
 from chakra.link.window import Window, measured, select_window
@@ -141,13 +143,16 @@ def _link(
 
 def _prepare(
     host: HostTrace, kineto: KinetoTrace, rank_out: int | None, annotation: str | None,
-    inter_thread_gap_us: float
-) -> tuple[dict[str, Any], Iterator[dict[str, Any]]]:
+    inter_thread_gap_us: float, io_texts: list[bytes] | None = None
+) -> tuple[dict[str, Any], Iterator[Any]]:
     """The ET+ document with ``"nodes"`` holding None (in its place among the keys), and an iterator
     over the nodes: host nodes in file order, then GPU nodes.
 
     Everything the document says about the nodes (deps, counts) is worked out before the first node
-    is made, so a writer can stream the nodes and never hold a million node dicts at once."""
+    is made, so a writer can stream the nodes and never hold a million node dicts at once.  With
+    ``io_texts`` (the inputs/outputs JSON text of each host op, see :mod:`chakra.link.hostio`) the
+    nodes hold them as ``orjson.Fragment`` s (:func:`chakra.link.etplus.host_node`), which encode to the same
+bytes as the lists."""
     window = select_window(host, kineto, annotation)
     match = match_ops(host, kineto, window)
     gpu = attach_gpu_ops(kineto, match.event_to_host, window)
@@ -186,8 +191,8 @@ def _prepare(
     doc["measured"] = measured(kineto, window)
     doc["link_stats"] = stats
     _log_summary(f"rank {rank_out}" if rank_out is not None else os.path.basename(host.path), stats)
-    nodes = chain(_host_nodes(host, kineto, match.host_to_event, resolver, it_deps, s_deps),
-                  _gpu_nodes(host, kineto, gpu, resolver, first_gpu_id))
+    nodes = chain(_host_nodes(host, kineto, match.host_to_event, resolver, it_deps, s_deps, io_texts),
+                  _gpu_nodes(host, kineto, gpu, resolver, first_gpu_id, io_texts))
     return doc, nodes
 
 
@@ -196,13 +201,17 @@ _OUR_TOP_KEYS = frozenset(("rank", "world_size", "process_groups", "measured", "
 
 def _host_nodes(
     host: HostTrace, kineto: KinetoTrace, host_to_event: dict[int, int], resolver: CommResolver,
-    it_deps: dict[int, int], s_deps: dict[int, list[int]]
-) -> Iterator[dict[str, Any]]:
+    it_deps: dict[int, int], s_deps: dict[int, list[int]], io_texts: list[bytes] | None
+) -> Iterator[Any]:
     """Host nodes in file order and layout, with the timing of their matched event and their deps."""
     events = kineto.events
     layout = host.layout
+    fragment = orjson.Fragment
     for op in host.ops:
-        node = host_node(op, layout)
+        if io_texts is None:
+            node = host_node(op, layout)
+        else:
+            node = host_node(op, layout, fragment(io_texts[op.index]))
         oid = op.id
         pos = host_to_event.get(oid)
         if pos is not None:
@@ -224,15 +233,19 @@ def _host_nodes(
 
 
 def _gpu_nodes(
-    host: HostTrace, kineto: KinetoTrace, gpu: GpuAttachment, resolver: CommResolver, next_id: int
-) -> Iterator[dict[str, Any]]:
-    """One node per attached GPU op (GPU start order), ids from ``next_id`` (after the largest host id)."""
+    host: HostTrace, kineto: KinetoTrace, gpu: GpuAttachment, resolver: CommResolver, next_id: int,
+    io_texts: list[bytes] | None
+) -> Iterator[Any]:
+    """One node per attached GPU op (GPU start order), ids from ``next_id`` (after the largest host id).
+    Each copies its launcher's inputs/outputs."""
     events = kineto.events
     layout = host.layout
     by_id = host.by_id
     gpu_cat = _GPU_CAT
     flat = layout == FLAT
+    parent_key = "parent" if flat else "ctrl_deps"
     comm_prefixes = COMM_KERNEL_PREFIXES
+    fragment = orjson.Fragment
     for g in gpu.ops:
         ev = events[g.pos]
         launcher = g.launcher
@@ -240,6 +253,28 @@ def _gpu_nodes(
             pg_name, coll, size = resolver.gpu_fields(ev, launcher)
         else:
             pg_name, coll, size = "", "", 0
+        if io_texts is not None:
+            yield {
+                "id": next_id,
+                "name": ev.name,
+                "cat": gpu_cat[ev.kind],
+                "ph": "X",
+                "ts": ev.ts,
+                "dur": ev.dur,
+                "inclusive_dur": ev.dur,
+                "exclusive_dur": ev.dur,
+                "stream": ev.stream,
+                "device": ev.device,
+                "tid": ev.stream,
+                "args": ev.args,
+                "pg_name": pg_name,
+                "collective_name": coll,
+                "comm_size": size,
+                parent_key: launcher,
+                "inputs": fragment(io_texts[by_id[launcher].index]),  # and the other IO keys
+            }
+            next_id += 1
+            continue
         if flat:
             i = by_id[launcher].inputs
             o = by_id[launcher].outputs
@@ -422,7 +457,7 @@ def link_files(
     # the tens of millions of (acyclic) objects of the loaded traces several times (15 s of 58 s at 1M ops).
     # Everything big is released before it is switched back on.
     with gc_paused():
-        host = load_host_et(host_path)
+        host, io_texts = load_host_for_link(host_path)
         kineto = load_kineto(kineto_path)
         mismatches = run_mismatches(host, kineto)
         if mismatches:
@@ -439,11 +474,11 @@ def link_files(
             log.warning("%s: %s: writing rank %s, the rank its collectives were recorded with",
                         kineto.path or host.path, bad_rank, trace_rank(host, kineto))
         doc, nodes = _prepare(host, kineto, resolve_rank(rank, host, kineto, fallback_rank), annotation,
-                              DEFAULT_GAP_US)
+                              DEFAULT_GAP_US, io_texts)
         warnings = list(host.warnings) + list(kineto.warnings) + mismatches
         # the nodes are made while they are written: never a million node dicts at once
         dump_json_items(out, doc, "nodes", nodes)
-        del host, kineto, nodes
+        del host, kineto, nodes, io_texts
         report = _report(doc, os.fspath(host_path), os.fspath(kineto_path), out)
         del doc
     report.warnings = warnings

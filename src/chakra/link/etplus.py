@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from chakra.host.model import HostOp, IOInfo
 
 FLAT = "flat"
@@ -53,29 +55,47 @@ def _io_chakra(io: IOInfo) -> dict[str, Any]:
     return d
 
 
-def host_node(op: HostOp, layout: str) -> dict[str, Any]:
-    """The node dict of a host op in ``layout`` (without link fields)."""
+def host_node(op: HostOp, layout: str, io: Any = None) -> dict[str, Any]:
+    """The node dict of a host op in ``layout`` (without link fields).
+
+    ``io``: an ``orjson.Fragment`` holding the op's inputs/outputs as JSON text (see
+    :func:`io_fragment_text`), written in place of its lists: the node then encodes to the same bytes."""
     if layout == FLAT:
         i = op.inputs
         o = op.outputs
-        node: dict[str, Any] = {
-            "name": op.name,
-            "id": op.id,
-            "rf_id": op.rf_id,
-            "parent": op.parent,
-            "fw_parent": op.fw_parent,
-            "seq_id": op.seq_id,
-            "scope": op.scope,
-            "tid": op.tid,
-            "fw_tid": op.fw_tid,
-            "op_schema": op.op_schema,
-            "inputs": i.values,
-            "input_shapes": i.shapes,
-            "input_types": i.types,
-            "outputs": o.values,
-            "output_shapes": o.shapes,
-            "output_types": o.types,
-        }
+        if io is None:
+            node: dict[str, Any] = {
+                "name": op.name,
+                "id": op.id,
+                "rf_id": op.rf_id,
+                "parent": op.parent,
+                "fw_parent": op.fw_parent,
+                "seq_id": op.seq_id,
+                "scope": op.scope,
+                "tid": op.tid,
+                "fw_tid": op.fw_tid,
+                "op_schema": op.op_schema,
+                "inputs": i.values,
+                "input_shapes": i.shapes,
+                "input_types": i.types,
+                "outputs": o.values,
+                "output_shapes": o.shapes,
+                "output_types": o.types,
+            }
+        else:
+            node = {
+                "name": op.name,
+                "id": op.id,
+                "rf_id": op.rf_id,
+                "parent": op.parent,
+                "fw_parent": op.fw_parent,
+                "seq_id": op.seq_id,
+                "scope": op.scope,
+                "tid": op.tid,
+                "fw_tid": op.fw_tid,
+                "op_schema": op.op_schema,
+                "inputs": io,
+            }
         if i.strides is not None:
             node["input_strides"] = i.strides
         if o.strides is not None:
@@ -92,13 +112,10 @@ def host_node(op: HostOp, layout: str) -> dict[str, Any]:
         if name == "rf_id" and value is None:
             continue
         attrs.append({"name": name, "type": types.get(name, default_type), "value": value})
-    node = {
-        "id": op.id,
-        "name": op.name,
-        "ctrl_deps": op.parent,
-        **io_fields(op, layout),
-        "attrs": attrs,
-    }
+    if io is None:
+        node = {"id": op.id, "name": op.name, "ctrl_deps": op.parent, **io_fields(op, layout), "attrs": attrs}
+    else:
+        node = {"id": op.id, "name": op.name, "ctrl_deps": op.parent, "inputs": io, "attrs": attrs}
     for k, v in op.attrs.items():
         t = types.get(k)
         if t is not None:
@@ -106,6 +123,17 @@ def host_node(op: HostOp, layout: str) -> dict[str, Any]:
         elif k not in LINK_KEYS:
             node[k] = v
     return node
+
+
+def io_fragment_text(op: HostOp, layout: str) -> bytes:
+    """The op's inputs/outputs as the JSON text that follows ``"inputs":`` in its node: the value of
+    ``inputs`` and then the other input/output keys with their values (:func:`io_fields` order).  Held in
+    an ``orjson.Fragment`` as the value of ``"inputs"``, it makes the node encode exactly as with the
+    lists themselves."""
+    return orjson.dumps(io_fields(op, layout))[_INPUTS_KEY_LEN:-1]
+
+
+_INPUTS_KEY_LEN = len(b'{"inputs":')
 
 
 def io_fields(op: HostOp, layout: str) -> dict[str, Any]:

@@ -1,0 +1,81 @@
+"""The host ET as the linker of a large trace holds it: inputs/outputs as JSON text.
+
+A host op's inputs and outputs (values, shapes, types: lists of lists of numbers and strings) are most of
+the memory of a loaded host ET, about 1 KB per op as Python objects.  The linker reads them for nothing but
+a few ops (communication records, ``## process_group:init ##``); everything else it only writes back, into
+the op's ET+ node and into the nodes of the GPU ops it launched.  So for a large file, each chunk of
+parsed nodes is turned into ops as :func:`chakra.host.loader.load_host_et` makes them, and then every op's
+inputs/outputs are encoded once as the JSON text the ET+ writer needs
+(:func:`chakra.link.etplus.io_fragment_text`) and, except where the linker reads them, replaced by one
+shared empty ``IOInfo``.  The text is a fraction of the objects' size, and the writer copies it instead of
+encoding the lists again.
+
+Small files (read in one piece by the host loader) are loaded as usual, with no texts.
+"""
+
+from __future__ import annotations
+
+import os
+from itertools import chain
+from typing import Any
+
+from chakra.host import loader as host_loader
+from chakra.host.model import METADATA, HostOp, HostTrace, IOInfo, is_comm_name
+from chakra.io import gc_paused
+from chakra.io.jsonio import iter_json_array
+from chakra.link.etplus import FLAT, io_fragment_text
+
+# shared by every op whose inputs/outputs are held as text; nothing in the linker writes to them
+_NO_IO = IOInfo([], [], [], None)
+_NO_ATTRS: dict[str, Any] = {}
+
+
+def load_host_for_link(path: str | os.PathLike[str]) -> tuple[HostTrace, list[bytes] | None]:
+    """The host ET, and the inputs/outputs JSON text of each op (by ``op.index``), or None when the
+    file is small enough to be loaded as usual (then every op keeps its lists).
+
+    Results, warnings and errors are those of ``load_host_et``: anything unexpected on the chunked path
+    falls back to it."""
+    spath = os.fspath(path)
+    with gc_paused():
+        streamed = iter_json_array(spath, "nodes")
+        if streamed is not None:
+            try:
+                return _load_streamed(streamed[0], streamed[1], spath)
+            except Exception:  # noqa: BLE001 (load_host_et decides what is wrong, and says it)
+                pass
+        return host_loader.load_host_et(spath), None
+
+
+def _load_streamed(top: dict[str, Any], chunks: Any, path: str) -> tuple[HostTrace, list[bytes]]:
+    first = next(chunks, [])
+    schema = top.get("schema")
+    warnings: list[str] = []
+    layout = host_loader._detect_layout(schema, first, path, warnings)
+    parse = host_loader._parse_flat if layout == FLAT else host_loader._parse_chakra
+    ops: list[HostOp] = []
+    by_id: dict[int, HostOp] = {}
+    texts: list[bytes] = []
+    flat = layout == FLAT
+    for chunk in chain((first,), chunks):
+        start = len(ops)
+        parse(chunk, ops, by_id)
+        del chunk
+        for k in range(start, len(ops)):
+            op = ops[k]
+            op.index = k  # the parser numbers the nodes of each call from 0
+            texts.append(io_fragment_text(op, layout))
+            if op.kind == METADATA or is_comm_name(op.name):
+                continue  # read by the process-group table and the collectives' fields
+            if flat and (op.inputs.strides is not None or op.outputs.strides is not None):
+                continue  # flat strides are separate keys, written from the op itself
+            op.inputs = _NO_IO
+            op.outputs = _NO_IO
+            if not op.attrs:
+                op.attrs = _NO_ATTRS
+            if not op.attr_types:
+                op.attr_types = _NO_ATTRS
+        first = []
+    if len(by_id) != len(ops):
+        raise ValueError("duplicate ids")  # load_host_et names them
+    return host_loader._make_trace(top, schema, layout, ops, by_id, warnings, path), texts
