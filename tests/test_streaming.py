@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from functools import partial
 from pathlib import Path
 
@@ -99,3 +100,45 @@ def test_linker_lean_host_load_on_dlrm(corpus: Path, tmp_path: Path, monkeypatch
                              monkeypatch)
     assert whole == lean
     assert lean.count(b'"cat":"kernel"') > 200
+
+
+@pytest.mark.parametrize("name", ["gloo_collectives_2r", "gloo_mlp_2r"])
+def test_host_loaded_in_a_child_process_is_the_same(data_dir: Path, name: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The linker's parallel host load (a forked child sends columns back) rebuilds exactly the ops and
+    texts of the in-process chunked load."""
+    from chakra.link import hostio
+
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    monkeypatch.setattr(hostio, "iter_json_array", partial(jsonio.iter_json_array, min_bytes=0, block=4096))
+    path = data_dir / name / "host_et_0.json.gz"
+    here, here_texts = hostio.load_host_for_link(path)
+    pending = hostio.HostLoad(path, parallel=True)
+    assert pending._pid is not None, "no child was started"
+    child, child_texts = pending.result()
+    assert here_texts is not None and child_texts == here_texts
+    assert child.ops == here.ops and len(child.ops) > 100
+    assert child.by_id.keys() == here.by_id.keys()
+    assert child.process_groups == here.process_groups and child.process_groups
+    assert (child.schema, child.layout, child.pid, child.rank, child.world_size) == \
+        (here.schema, here.layout, here.pid, here.rank, here.world_size)
+    comm = [op for op in child.ops if op.is_comm]
+    assert comm and all(op.inputs.values for op in comm if op.name == "record_param_comms")
+
+
+def test_host_load_child_failure_falls_back_to_the_in_process_error(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from chakra.errors import TraceFormatError
+    from chakra.link import hostio
+
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    monkeypatch.setattr(hostio, "iter_json_array", partial(jsonio.iter_json_array, min_bytes=0, block=4096))
+    bad = tmp_path / "host.json"
+    nodes = [{"id": i, "name": "aten::add", "parent": 1, "inputs": [], "input_shapes": [], "input_types": [],
+              "outputs": [], "output_shapes": [], "output_types": []} for i in range(2, 300)]
+    nodes.append(dict(nodes[5]))  # a duplicate id
+    bad.write_text(json.dumps({"schema": "1.0.1", "nodes": nodes}))
+    with pytest.raises(TraceFormatError, match="duplicate node id 7"):
+        hostio.HostLoad(bad, parallel=True).result()

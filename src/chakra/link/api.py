@@ -30,7 +30,7 @@ from chakra.link.comm import CommResolver, gloo_fields, is_comm_kernel, process_
 from chakra.link.deps import DEFAULT_GAP_US, SyncStats, inter_thread_deps, order_keys, sync_deps
 from chakra.link.etplus import FLAT, host_node, io_fields
 from chakra.link.gpu import GpuAttachment, attach_gpu_ops
-from chakra.link.hostio import load_host_for_link
+from chakra.link.hostio import HostLoad
 from chakra.link.match import MatchResult, match_ops
 from chakra.link.provenance import run_mismatches
 from chakra.link.window import Window, measured, select_window
@@ -457,8 +457,21 @@ def link_files(
     # the tens of millions of (acyclic) objects of the loaded traces several times (15 s of 58 s at 1M ops).
     # Everything big is released before it is switched back on.
     with gc_paused():
-        host, io_texts = load_host_for_link(host_path)
-        kineto = load_kineto(kineto_path)
+        # the host ET is read in a second process while this one reads the Kineto trace (large files);
+        # errors come in the same order as when loading one after the other: the host ET's first
+        pending = HostLoad(host_path)
+        try:
+            kineto = load_kineto(kineto_path)
+        except Exception:
+            try:
+                pending.result()
+            finally:
+                pending.cancel()
+            raise
+        except BaseException:  # interrupted: no more work
+            pending.cancel()
+            raise
+        host, io_texts = pending.result()
         mismatches = run_mismatches(host, kineto)
         if mismatches:
             what = f"not the same run as {os.fspath(host_path)}? " + "; ".join(mismatches)

@@ -79,3 +79,139 @@ def _load_streamed(top: dict[str, Any], chunks: Any, path: str) -> tuple[HostTra
     if len(by_id) != len(ops):
         raise ValueError("duplicate ids")  # load_host_et names them
     return host_loader._make_trace(top, schema, layout, ops, by_id, warnings, path), texts
+
+
+# ---- the host ET loaded beside the Kineto trace -------------------------------------------------------
+#
+# Loading a large host ET and loading its Kineto trace are independent and each takes seconds of one core.
+# On a machine with a second core (and fork), a child process loads the host ET as above while this process
+# loads the Kineto trace.  The child hands back columns, not objects: one list per HostOp field (plain
+# ints and strings pickle an order of magnitude faster than a million objects), the inputs/outputs texts,
+# and whole the few ops that keep lists or attributes.  This process rebuilds the ops from the columns,
+# all sharing the one empty IOInfo and attribute dict, exactly as the in-process load leaves them.
+
+_FIELDS = ("id", "name", "parent", "kind", "rf_id", "tid", "fw_parent", "seq_id", "scope", "fw_tid",
+           "op_schema")
+
+
+def _large(path: str) -> bool:
+    """Whether ``iter_json_array`` will read this file in chunks (the size test it makes first)."""
+    from chakra.io import jsonio
+
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as fh:
+            if fh.read(2) == b"\x1f\x8b":
+                size *= 4
+    except OSError:
+        return False
+    return size >= jsonio.STREAM_MIN_BYTES
+
+
+class HostLoad:
+    """The host ET for the linker, loaded in a child process when that can save time (see above).
+
+    ``result()`` returns what :func:`load_host_for_link` returns, and raises what it raises: whenever the
+    child cannot deliver (an error in the file, no fork, a crash), the load is done again here."""
+
+    def __init__(self, path: str | os.PathLike[str], parallel: bool | None = None) -> None:
+        self.path = os.fspath(path)
+        self._pid: int | None = None
+        self._tmp: str | None = None
+        if parallel is None:
+            parallel = hasattr(os, "fork") and (os.cpu_count() or 1) > 1 and _large(self.path)
+        if parallel:
+            self._start()
+
+    def _start(self) -> None:
+        import tempfile
+
+        fd, self._tmp = tempfile.mkstemp(prefix="chakra-host-", suffix=".pickle")
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(fd)
+            self._cleanup()
+            return
+        if pid == 0:  # the child: never returns
+            code = 1
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    _write_columns(self.path, fh)
+                code = 0
+            except BaseException:  # noqa: BLE001 (the parent loads the file again and reports it)
+                code = 1
+            finally:
+                os._exit(code)
+        os.close(fd)
+        self._pid = pid
+
+    def result(self) -> tuple[HostTrace, list[bytes] | None]:
+        if self._pid is None:
+            return load_host_for_link(self.path)
+        try:
+            _, status = os.waitpid(self._pid, 0)
+            self._pid = None
+            if os.waitstatus_to_exitcode(status) == 0 and self._tmp is not None:
+                with gc_paused(), open(self._tmp, "rb") as fh:
+                    return _read_columns(fh)
+        except Exception:  # noqa: BLE001 (whatever went wrong, the in-process load decides)
+            pass
+        finally:
+            self._cleanup()
+        return load_host_for_link(self.path)
+
+    def cancel(self) -> None:
+        """Stop the child (the link failed before it was needed)."""
+        if self._pid is not None:
+            import signal
+
+            try:
+                os.kill(self._pid, signal.SIGKILL)
+                os.waitpid(self._pid, 0)
+            except OSError:
+                pass
+            self._pid = None
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        if self._tmp is not None:
+            try:
+                os.unlink(self._tmp)
+            except OSError:
+                pass
+            self._tmp = None
+
+
+def _write_columns(path: str, fh: Any) -> None:
+    import pickle
+
+    with gc_paused():
+        streamed = iter_json_array(path, "nodes")
+        if streamed is None:
+            raise ValueError("not read in chunks")
+        trace, texts = _load_streamed(streamed[0], streamed[1], path)
+        ops = trace.ops
+        columns = [[getattr(op, f) for op in ops] for f in _FIELDS]
+        special = {op.index: op for op in ops
+                   if op.inputs is not _NO_IO or op.attrs is not _NO_ATTRS or op.attr_types is not _NO_ATTRS}
+        trace.ops = []
+        trace.by_id = {}
+        pickle.dump((trace, columns, special, texts), fh, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _read_columns(fh: Any) -> tuple[HostTrace, list[bytes]]:
+    import pickle
+
+    trace, columns, special, texts = pickle.load(fh)
+    no_io, no_attrs = _NO_IO, _NO_ATTRS
+    ops = [HostOp(nid, name, parent, kind, rf_id, tid, fw_parent, seq_id, scope, fw_tid, op_schema,
+                  no_io, no_io, no_attrs, no_attrs, index)
+           for index, (nid, name, parent, kind, rf_id, tid, fw_parent, seq_id, scope, fw_tid, op_schema)
+           in enumerate(zip(*columns))]
+    del columns
+    for index, op in special.items():
+        ops[index] = op
+    trace.ops = ops
+    trace.by_id = {op.id: op for op in ops}
+    return trace, texts
