@@ -385,18 +385,22 @@ def _classify_launches(trace: KinetoTrace) -> None:
     launch_by_corr = trace.launch_by_correlation
     duplicates: list[int] = []
     promoted = 0
+    by_kind = [0] * (max(KIND_NAMES) + 1)
     for pos, ev in enumerate(events):
         kind = ev.kind
         if kind == RUNTIME or kind == DRIVER or kind == SYNC:
             if ev.correlation is None or ev.correlation not in gpu_by_corr:
+                by_kind[kind] += 1
                 continue
             # an unusually named call (or a sync call) that demonstrably started GPU work
             if kind == SYNC:
                 ev.is_sync = True
-            ev.kind = LAUNCH
+            ev.kind = kind = LAUNCH
             promoted += 1
         elif kind != LAUNCH:
+            by_kind[kind] += 1
             continue
+        by_kind[kind] += 1
         corr = ev.correlation
         if corr is None:
             continue
@@ -410,10 +414,7 @@ def _classify_launches(trace: KinetoTrace) -> None:
     stats["gpu_without_launch"] = sum(len(v) for c, v in gpu_by_corr.items() if c not in launch_by_corr)
     stats["launch_without_gpu"] = sum(1 for c in launch_by_corr if c not in gpu_by_corr)
     stats["duplicate_launch_correlations"] = len(duplicates)
-    counts = dict.fromkeys(KIND_NAMES.values(), 0)
-    for ev in events:
-        counts[KIND_NAMES[ev.kind]] += 1
-    stats.update(counts)
+    stats.update({name: by_kind[kind] for kind, name in KIND_NAMES.items()})
     if duplicates:
         listed = ", ".join(str(c) for c in duplicates[:_MAX_LISTED])
         more = " ..." if len(duplicates) > _MAX_LISTED else ""
@@ -453,50 +454,52 @@ def _sweep_threads(trace: KinetoTrace) -> None:
     rounding is not an overrun, and an event starting where the previous one ends is its sibling.
     """
     events = trace.events
-    # per thread, (ts, -dur, position): sorted as is, that is start order, longer first, then file order
-    threads: dict[tuple[Any, Any], list[tuple[float, float, int]]] = {}
+    # per thread, (ts, -dur, position, event): sorted as is, that is start order, longer first, then file
+    # order (positions are unique: the event itself is never compared)
+    threads: dict[tuple[Any, Any], list[tuple[float, float, int, KinetoEvent]]] = {}
     cpu_kinds = CPU_KINDS
     for pos, ev in enumerate(events):
         if ev.kind in cpu_kinds:
             key = (ev.pid, ev.tid)
             lst = threads.get(key)
             if lst is None:
-                threads[key] = [(ev.ts, -ev.dur, pos)]
+                threads[key] = [(ev.ts, -ev.dur, pos, ev)]
             else:
-                lst.append((ev.ts, -ev.dur, pos))
+                lst.append((ev.ts, -ev.dur, pos, ev))
 
     overrun = 0
     op_kinds = (HOST_OP, ANNOTATION, SYNC)
     for items in threads.values():
         items.sort()
+        # entries [event, position, effective end, covered by children]
         stack: list[list[Any]] = []
-        for ts, _, pos in items:
-            ev = events[pos]
+        for ts, _, pos, ev in items:
             tol = (ts if ts >= 0.0 else -ts) * _REL_EPS
-            while stack and stack[-1][1] <= ts + tol:
-                top = stack.pop()
-                top_ev = events[top[0]]
-                excl = top_ev.dur - top[2]
-                top_ev.excl_dur = excl if excl > 0.0 else 0.0
+            while stack and stack[-1][2] <= ts + tol:
+                top_ev, _, _, covered = stack.pop()
+                if covered:
+                    excl = top_ev.dur - covered
+                    top_ev.excl_dur = excl if excl > 0.0 else 0.0
+                else:
+                    top_ev.excl_dur = top_ev.dur
             end = ts + ev.dur
             if stack:
                 parent = stack[-1]
-                ev.parent = parent[0]
+                ev.parent = parent[1]
                 is_op = ev.kind in op_kinds or ev.is_sync
-                if end > parent[1] + tol:
-                    end = parent[1]
+                if end > parent[2] + tol:
+                    end = parent[2]
                     overrun += 1
                     if is_op:
-                        parent[2] += end - ts
+                        parent[3] += end - ts
                 else:
-                    if end > parent[1]:
-                        end = parent[1]  # rounding noise only: keep the ends nested
+                    if end > parent[2]:
+                        end = parent[2]  # rounding noise only: keep the ends nested
                     if is_op:
-                        parent[2] += ev.dur  # exact: no float round trip through absolute times
-            stack.append([pos, end, 0.0])
-        for top in stack:
-            top_ev = events[top[0]]
-            excl = top_ev.dur - top[2]
+                        parent[3] += ev.dur  # exact: no float round trip through absolute times
+            stack.append([ev, pos, end, 0.0])
+        for top_ev, _, _, covered in stack:
+            excl = top_ev.dur - covered
             top_ev.excl_dur = excl if excl > 0.0 else 0.0
     trace.stats["overrun_children"] = overrun
     trace.stats["cpu_threads"] = len(threads)
