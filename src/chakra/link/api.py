@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from itertools import chain
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -159,7 +160,7 @@ bytes as the lists."""
     resolver = CommResolver(host)
     events = kineto.events
     gloo = sum(1 for op in host.ops if op.name.startswith("gloo:"))
-    nccl = sum(1 for g in gpu.ops if is_comm_kernel(events[g.pos]))
+    nccl = sum(map(is_comm_kernel, map(events.__getitem__, map(_POS, gpu.ops))))
     first_gpu_id = max(host.by_id, default=0) + 1
 
     keys = order_keys(host, kineto, match.host_to_event)
@@ -196,6 +197,7 @@ bytes as the lists."""
     return doc, nodes
 
 
+_POS = attrgetter("pos")
 _OUR_TOP_KEYS = frozenset(("rank", "world_size", "process_groups", "measured", "link_stats"))
 
 
@@ -347,7 +349,8 @@ def _stats(
     events = kineto.events
     attachable = gpu.total - gpu.no_launch - gpu.outside_window
     in_window_gpu = gpu.total - gpu.outside_window
-    in_window = sum(1 for p in match.event_to_host if window.contains(events[p].ts))
+    lo, hi = window.lo, window.hi
+    in_window = sum(1 for p in match.event_to_host if lo <= events[p].ts < hi)  # window.contains
     return {
         "strategy": match.strategy,
         "window": window.name,

@@ -97,6 +97,7 @@ def _execution_order(ops: list[HostOp]) -> list[HostOp]:
 
 
 _RF_ID_ORDER = attrgetter("rf_id", "id")
+_NAME = attrgetter("name")
 _ID_ORDER = attrgetter("id")
 
 
@@ -189,8 +190,9 @@ def _pair_threads(
 ) -> list[tuple[int, Any]]:
     """Greedy one-to-one pairing of host tids and Kineto threads by name-multiset overlap."""
     events = kineto.events
-    h_names = {tid: Counter(op.name for op in g) for tid, g in host_groups.items()}
-    k_names = {key: Counter(events[p].name for p in g) for key, g in kin_groups.items()}
+    name = _NAME
+    h_names = {tid: Counter(map(name, g)) for tid, g in host_groups.items()}
+    k_names = {key: Counter(map(name, map(events.__getitem__, g))) for key, g in kin_groups.items()}
     scored = sorted(
         (
             (_overlap(hn, kn), str(htid), str(key), htid, key)
