@@ -24,6 +24,7 @@ send/recv peer and tag.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,18 +70,19 @@ def op_tensor_bytes(op: HostOp) -> int:
     return max(tensor_bytes(op.inputs.values), tensor_bytes(op.outputs.values))
 
 
-def pair_gloo_with_c10d(ops: list[HostOp]) -> dict[int, int]:
-    """``{gloo op index: c10d op index}`` by record function id order (see module doc)."""
+def pair_gloo_with_c10d(names: Sequence[str], rf_ids: Sequence[Any], ids: Sequence[int]) -> dict[int, int]:
+    """``{gloo op index: c10d op index}`` by record function id order (see module doc).
+
+    The ops are given as columns (``names[i]``, ``rf_ids[i]``, ``ids[i]`` of op index ``i``)."""
     seq: list[tuple[int, int, int]] = []  # (rf_id, kind 0=c10d 1=gloo, index)
-    for i, op in enumerate(ops):
-        name = op.name
-        if name.startswith("c10d::"):
-            kind = 0
-        elif name.startswith("gloo:"):
-            kind = 1
-        else:
+    kinds: dict[str, int] = {}   # name -> 0 (c10d), 1 (gloo), 2 (other)
+    for i, name in enumerate(names):
+        kind = kinds.get(name)
+        if kind is None:
+            kind = kinds[name] = 0 if name.startswith("c10d::") else 1 if name.startswith("gloo:") else 2
+        if kind == 2:
             continue
-        rf = op.rf_id if op.rf_id is not None else op.id
+        rf = rf_ids[i] if rf_ids[i] is not None else ids[i]
         seq.append((rf, kind, i))
     seq.sort()
     pending: list[int] = []

@@ -1,8 +1,11 @@
 """ET+ (or a bare host ET) -> Chakra protobuf ``GlobalMetadata`` + ``Node`` list.
 
 The conversion is a handful of passes over flat per-op lists (index = position
-in ``HostTrace.ops``), then one loop that builds the protobuf messages (one at a
-time when streamed to a file, see :func:`stream`):
+of the op in the file), then one loop that builds the protobuf messages (one at a
+time when streamed to a file, see :func:`stream`).  The passes read the ops through
+``convert.columns.Columns``: built from ``HostTrace.ops``, or, by ``convert_file``,
+straight from the parsed JSON (``load_columns``: no HostOp for most ops, their
+inputs/outputs/attributes already serialised, see ``convert.serial``):
 
 1. tree:     parent index, pre-order position, and a call-order key per op
              (the record function id, which PyTorch hands out when a call
@@ -67,7 +70,8 @@ from typing import Any
 import orjson
 
 from chakra import schema as pb
-from chakra.convert.attrs import AttrCache, frame_attr, make_attr, varint
+from chakra.convert.attrs import frame_attr, make_attr
+from chakra.convert.columns import Columns, columns_from_trace, raw
 from chakra.convert.comm import (
     CommFields,
     PgNames,
@@ -81,23 +85,16 @@ from chakra.convert.comm import (
     op_tensor_bytes,
     pair_gloo_with_c10d,
 )
-from chakra.convert.graph import CycleError, topological_order
+from chakra.convert.graph import CycleError, kahn_order, topological_order
+from chakra.convert.serial import GPU_CATS, IN_TAG, OUT_TAG, Serializer, dumps_any
 from chakra.errors import TraceFormatError
-from chakra.host.model import METADATA, OP, PROCESS_ROOT, HostOp, HostTrace, IOInfo, is_comm_name
+from chakra.host.model import METADATA, OP, PROCESS_ROOT, HostOp, HostTrace, is_comm_name
 from chakra.io import gc_paused
 
 log = logging.getLogger(__name__)
 
 ET_VERSION = "0.0.4"
-GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
-
-# ET+ keys that are turned into node fields or dependencies, not copied as attributes.
-_CPU_SKIP = frozenset({"ts", "dur", "inclusive_dur", "exclusive_dur", "kineto_tid", "inter_thread_dep",
-                       "sync_dep"})
-_GPU_SKIP = _CPU_SKIP | frozenset({"cat", "ph", "args", "pid", "tid", "stream", "device", "parent",
-                                   "ctrl_deps", "pg_name", "collective_name", "comm_size"})
-_COMM_KEYS = frozenset({"comm_type", "comm_size", "pg_name", "comm_priority", "comm_src", "comm_dst",
-                        "comm_tag", "is_cpu_op"})
+__all__ = ["GPU_CATS"]  # re-exported (defined in convert.serial)
 _KNOWN_COLLECTIVES = frozenset({"allreduce", "allgather", "reduce_scatter", "broadcast", "all_to_all",
                                 "reduce", "gather", "scatter", "barrier", "send", "recv"})
 _MAX_COMM_CHAIN = 8
@@ -143,11 +140,7 @@ def _warn(stats: ConvertStats, msg: str) -> None:
     stats.warnings.append(msg)
 
 
-def _dumps(v: Any) -> str:
-    try:
-        return orjson.dumps(v).decode()
-    except TypeError:
-        return json.dumps(v, default=str)
+_dumps = dumps_any
 
 
 def convert_trace(trace: HostTrace, *, astrasim_safe: bool = False
@@ -198,11 +191,16 @@ def stream(trace: HostTrace, *, astrasim_safe: bool = False
     return meta, gen(), conv.stats
 
 
-def stream_serialized(trace: HostTrace, *, astrasim_safe: bool = False
+def stream_serialized(trace: HostTrace, *, astrasim_safe: bool = False, columns: Columns | None = None,
+                      serializer: Serializer | None = None
                       ) -> tuple[pb.GlobalMetadata, Iterator[bytes], ConvertStats]:
-    """Like :func:`stream`, but the nodes come already serialised (what a file writer needs)."""
+    """Like :func:`stream`, but the nodes come already serialised (what a file writer needs).
+
+    ``columns`` / ``serializer``: what ``convert.columns.load_columns`` returned with ``trace``
+    (default: built from ``trace.ops``).
+    """
     with gc_paused(), _malformed(trace):
-        conv = _Converter(trace, astrasim_safe=astrasim_safe)
+        conv = _Converter(trace, astrasim_safe=astrasim_safe, columns=columns, serializer=serializer)
         order = conv.plan()
         meta = conv._metadata()
 
@@ -216,15 +214,21 @@ def stream_serialized(trace: HostTrace, *, astrasim_safe: bool = False
 class _Converter:
     """One conversion; the attributes are the per-op lists the passes fill."""
 
-    def __init__(self, trace: HostTrace, *, astrasim_safe: bool = False) -> None:
+    def __init__(self, trace: HostTrace, *, astrasim_safe: bool = False, columns: Columns | None = None,
+                 serializer: Serializer | None = None) -> None:
         self.trace = trace
         self.astrasim_safe = astrasim_safe
-        self.ops: list[HostOp] = trace.ops
+        cols = columns if columns is not None else columns_from_trace(trace)
+        self.cols = cols
+        self.ids = cols.ids
+        self.names = cols.names
+        self.kinds = cols.kinds
+        self.full = cols.full   # the HostOp where needed (all of them unless the lean loader made cols)
         self.stats = ConvertStats()
-        n = len(self.ops)
+        n = len(cols.ids)
         self.n = n
-        self.index: dict[int, int] = {}
-        self.is_gpu = [False] * n
+        self.index: dict[int, int] = cols.index
+        self.is_gpu = cols.is_gpu
         self.par = [-1] * n
         self.pos = [0] * n
         self.ts: list[float | None] = [None] * n
@@ -238,13 +242,8 @@ class _Converter:
         self.span_end = 0.0
         self.pgn = PgNames(trace.process_groups)
         self.rank: int | None = None
-        self.attr_cache = AttrCache()
+        self.ser = serializer if serializer is not None else Serializer()
         self.soft: set[tuple[int, int]] = set()   # derived edges a cycle may break (see _order)
-        # attribute key tuple (+ skip flag) -> the keys copied as attributes, in order
-        self._cpu_keys: dict[tuple[tuple[str, ...], bool], tuple[str, ...]] = {}
-        self._gpu_keys: dict[tuple[str, ...], tuple[str, ...]] = {}
-        # runs of fixed attributes (values) -> their serialised Node.attr entries
-        self._blocks: dict[tuple[Any, ...], bytes] = {}
 
     # -- driver -------------------------------------------------------------------------------------
     def plan(self) -> list[int]:
@@ -254,6 +253,7 @@ class _Converter:
         self._timing()
         self._comm()
         self._deps()
+        self.index.clear()   # id -> position is not needed any more (iter_serialized reads ids)
         order = self._order()
         self.stats.nodes = len(order)
         self.stats.rank = self.rank
@@ -267,36 +267,41 @@ class _Converter:
     # -- 1. index and tree ----------------------------------------------------------------------------
     def _index(self) -> None:
         index = self.index
-        is_gpu = self.is_gpu
-        for i, op in enumerate(self.ops):
-            if op.id in index:
+        if len(index) == self.n:   # filled by the lean loader, which checked for duplicates
+            return
+        index.clear()
+        for i, nid in enumerate(self.ids):
+            if nid in index:
                 raise TraceFormatError(
-                    f"duplicate node id {op.id} (positions {index[op.id]} and {i})", self.trace.path)
-            index[op.id] = i
-            if op.attrs.get("cat") in GPU_CATS:
-                is_gpu[i] = True
+                    f"duplicate node id {nid} (positions {index[nid]} and {i})", self.trace.path)
+            index[nid] = i
 
     def _tree(self) -> None:
-        ops, index, par = self.ops, self.index, self.par
+        ids, index, par, kinds = self.ids, self.index, self.par, self.kinds
+        rf_ids = self.cols.rf_ids
         kids: dict[int, list[int]] = {}
         orphans = 0
         first = ""
-        for i, op in enumerate(ops):
-            p = index.get(op.parent)
+        parents = self.cols.parents
+        for i, p in enumerate(map(index.get, parents)):   # the parent's position, looked up in C
             if p is not None and p != i:
                 par[i] = p
-                kids.setdefault(p, []).append(i)
-            elif p is None and op.kind != PROCESS_ROOT and op.parent not in (0, op.id):
+                ch = kids.get(p)
+                if ch is None:
+                    kids[p] = [i]
+                else:
+                    ch.append(i)
+            elif p is None and kinds[i] != PROCESS_ROOT and parents[i] not in (0, ids[i]):
                 orphans += 1
                 if not first:
-                    first = f"node {op.id} -> missing parent {op.parent}"
+                    first = f"node {ids[i]} -> missing parent {parents[i]}"
         if orphans:
             _warn(self.stats, f"{self.trace.path}: {orphans} node(s) name a parent that is not in the trace "
                               f"(e.g. {first}); they keep no control dependency")
 
         def key(i: int) -> tuple[bool, int, int]:
-            op = ops[i]
-            return (op.rf_id is None, op.rf_id or 0, op.id)
+            rf = rf_ids[i]
+            return (rf is None, rf or 0, ids[i])
 
         pos = self.pos
         seen = [False] * self.n
@@ -311,12 +316,13 @@ class _Converter:
             counter += 1
             ch = kids.get(i)
             if ch:
-                ch.sort(key=key, reverse=True)
+                if len(ch) > 1:
+                    ch.sort(key=key, reverse=True)
                 stack.extend(ch)
         if counter < self.n:  # parent cycles: no root reaches them
             loops = [i for i in range(self.n) if not seen[i]]
             _warn(self.stats, f"{self.trace.path}: {len(loops)} node(s) are in a parent cycle "
-                              f"(e.g. id {ops[loops[0]].id}); "
+                              f"(e.g. id {ids[loops[0]]}); "
                               "their control dependencies are dropped")
             for i in loops:
                 par[i] = -1
@@ -331,48 +337,70 @@ class _Converter:
         # some roots) takes its parent's; pre-order breaks ties.
         rfk = self.rfk = [0] * self.n
         for i in self.preorder:
-            rf = ops[i].rf_id
+            rf = rf_ids[i]
             if type(rf) is int:
                 rfk[i] = rf
             elif par[i] >= 0:
                 rfk[i] = rfk[par[i]]
 
     def _thread(self, i: int) -> Any:
-        op = self.ops[i]
-        kt = op.attrs.get("kineto_tid")
-        return kt if kt is not None else op.tid
+        return self.cols.threads[i]
 
     # -- 2. timing ------------------------------------------------------------------------------------
     def _timing(self) -> None:
-        ops, ts, par, is_gpu = self.ops, self.ts, self.par, self.is_gpu
+        ts, par, is_gpu, ids, kinds = self.ts, self.par, self.is_gpu, self.ids, self.kinds
+        c = self.cols
+        raw_ts, raw_dur, raw_excl, threads = c.ts, c.dur, c.excl, c.threads
+        ts_x, dur_x, excl_x = c.ts_x, c.dur_x, c.excl_x
         lo = hi = None
         bad: list[int] = []  # ids of nodes whose ts/dur is NaN, infinite, negative or out of range
         L = _NUM_LIMIT
-        for i, op in enumerate(ops):
-            a = op.attrs
-            t = a.get("ts")
+        dur = self.dur
+        missing_threads: set[Any] = set()   # threads with a timed op that has no exclusive_dur
+        # One pass: validity (for the warning), the span, and the durations (_num inlined throughout: a
+        # million calls).  Durations: a GPU op its dur, a CPU op (OP kind) its exclusive_dur, else below.
+        for i, t in enumerate(raw_ts):
+            if t != t:   # not a float: the raw value (columns.raw)
+                t = ts_x.get(i)
+            d = raw_dur[i]
+            if d != d:
+                d = dur_x.get(i)
+            tt = type(d)
+            d_ok = (tt is float or tt is int) and -L < d < L
             tt = type(t)
-            if (tt is float or tt is int) and -L < t < L:   # _num(t), inlined: a million calls
+            t_ok = (tt is float or tt is int) and -L < t < L
+            if t_ok:
                 ts[i] = t
-                d = a.get("dur")
-                tt = type(d)
-                if (tt is float or tt is int) and -L < d < L:
+                if d_ok:
                     end = t + d
                     if d < 0:
-                        bad.append(op.id)
+                        bad.append(ids[i])
                 else:
                     end = t
                     if d is not None:
-                        bad.append(op.id)
+                        bad.append(ids[i])
                 if lo is None or t < lo:
                     lo = t
                 if hi is None or end > hi:
                     hi = end
             elif t is not None:
-                bad.append(op.id)
-            e = a.get("exclusive_dur")
-            if e is not None and not (_num(e) and e >= 0):
-                bad.append(op.id)
+                bad.append(ids[i])
+            e = raw_excl[i]
+            if e != e:
+                e = excl_x.get(i)
+            tt = type(e)
+            e_ok = (tt is float or tt is int) and -L < e < L
+            if e is not None and not (e_ok and e >= 0):
+                bad.append(ids[i])
+            if is_gpu[i]:
+                if d_ok and d > 0:
+                    dur[i] = int(d + 0.5)
+            elif kinds[i] == OP:
+                if e_ok:
+                    if e > 0:
+                        dur[i] = int(e + 0.5)
+                elif t_ok and d_ok:
+                    missing_threads.add(threads[i])
         if bad:
             ids = sorted(set(bad))
             _warn(self.stats, f"{self.trace.path}: {len(ids)} node(s) have a NaN, infinite, negative or "
@@ -382,6 +410,8 @@ class _Converter:
         if lo is None:
             _warn(self.stats, f"{self.trace.path}: no timing fields (a bare host ET, not ET+): "
                               "every duration is 0")
+            for i in range(self.n):
+                dur[i] = 0
             return
         measured = self.trace.extra.get("measured")
         origin = lo
@@ -397,66 +427,60 @@ class _Converter:
                 start[i] = int(v + 0.5) if v > 0 else 0
             elif par[i] >= 0:
                 start[i] = start[par[i]]
-        dur = self.dur
-        need: dict[Any, list[tuple[float, float, int, int]]] = {}
-        missing_threads: set[Any] = set()
+        if not missing_threads:
+            return
+        # Exclusive time by a stack sweep over the timed ops of each thread that lacks some.
+        need: dict[Any, list[tuple[float, float, int, int]]] = {th: [] for th in missing_threads}
         pos = self.pos
-        for i, op in enumerate(ops):
-            a = op.attrs
-            d = a.get("dur")
-            tt = type(d)
-            d_ok = (tt is float or tt is int) and -L < d < L   # _num(d)
-            if is_gpu[i]:
-                dur[i] = int(d + 0.5) if d_ok and d > 0 else 0
+        for i, t in enumerate(ts):
+            if t is None or is_gpu[i] or kinds[i] != OP:
                 continue
-            if op.kind != OP:
+            items = need.get(threads[i])
+            if items is None:
                 continue
-            e = a.get("exclusive_dur")
-            tt = type(e)
-            e_ok = (tt is float or tt is int) and -L < e < L
-            if e_ok:
-                dur[i] = int(e + 0.5) if e > 0 else 0
-            t = ts[i]
-            if t is not None and d_ok:
-                kt = a.get("kineto_tid")
-                th = kt if kt is not None else op.tid   # self._thread(i)
-                need.setdefault(th, []).append((t, d, pos[i], i))
-                if not e_ok:
-                    missing_threads.add(th)
-        for th in missing_threads:
-            for i, x in _exclusive(need[th]).items():
-                if not _num(ops[i].attrs.get("exclusive_dur")):
+            d = raw(raw_dur, dur_x, i)
+            if _num(d):
+                items.append((t, d, pos[i], i))
+        for items in need.values():
+            for i, x in _exclusive(items).items():
+                if not _num(raw(raw_excl, excl_x, i)):
                     dur[i] = int(x + 0.5) if x > 0 else 0
 
     # -- 3. communication -----------------------------------------------------------------------------
     def _comm_chain(self, j: int) -> list[int]:
         """``j`` and its ancestors while they are host comm ops (record_param_comms, nccl:*, c10d::*...)."""
-        ops, par, is_gpu = self.ops, self.par, self.is_gpu
+        names, par, is_gpu = self.names, self.par, self.is_gpu
         chain: list[int] = []
-        while j >= 0 and len(chain) < _MAX_COMM_CHAIN and not is_gpu[j] and is_comm_name(ops[j].name):
+        while j >= 0 and len(chain) < _MAX_COMM_CHAIN and not is_gpu[j] and is_comm_name(names[j]):
             chain.append(j)
             j = par[j]
         return chain
 
     def _comm(self) -> None:
-        ops, trace = self.ops, self.trace
+        full, names, ids, trace = self.full, self.names, self.ids, self.trace
+        is_gpu, par = self.is_gpu, self.par
         groups = trace.process_groups
         infos = {}
-        for i, op in enumerate(ops):
-            if not self.is_gpu[i] and is_comm_name(op.name):
+        for i, op in enumerate(full):
+            # a host comm op is kept whole by the lean loader (a comm candidate, columns.is_comm_candidate)
+            if op is not None and not is_gpu[i] and is_comm_name(names[i]):
                 info = comm_info(op, groups)
                 if info is not None:
                     infos[i] = info
         self.infos = infos
-        self.rank = infer_rank(trace, {ops[i].id: v for i, v in infos.items()})
+        self.rank = infer_rank(trace, {ids[i]: v for i, v in infos.items()})
         covered: set[int] = set()
         gpu_children: set[int] = set()
         unknown = 0
-        for i, op in enumerate(ops):
-            if not self.is_gpu[i]:
+        for i, g in enumerate(is_gpu):
+            if not g:
                 continue
-            if self.par[i] >= 0:
-                gpu_children.add(self.par[i])
+            p = par[i]
+            if p >= 0 and p in infos:   # only asked of comm ops below
+                gpu_children.add(p)
+            op = full[i]
+            if op is None:   # the lean loader keeps every GPU op that passes the test below
+                continue
             coll_attr = op.attrs.get("collective_name")
             if not (is_nccl_kernel(op.name) or (isinstance(coll_attr, str) and coll_attr)):
                 continue
@@ -469,10 +493,15 @@ class _Converter:
             self._set_comm(i, f)
         if unknown:
             _warn(self.stats, f"{unknown} NCCL kernel(s) with no recognisable collective stay COMP nodes")
-        pairs = pair_gloo_with_c10d(ops)
+        distinct = set(names)
+        if any(nm.startswith("gloo:") for nm in distinct) and any(nm.startswith("c10d::") for nm in distinct):
+            pairs = pair_gloo_with_c10d(names, self.cols.rf_ids, ids)
+        else:
+            pairs = {}   # nothing to pair
+        del distinct
         self.gloo_pairs = pairs
         for i in infos:
-            op = ops[i]
+            op = full[i]
             if not op.name.startswith(("gloo:", "nccl:")) or i in gpu_children:
                 continue
             chain = self._comm_chain(i)
@@ -522,10 +551,10 @@ class _Converter:
         (``collective_name``/``comm_size``/``pg_name`` on the node), record_param_comms, the backend
         record's name and tensors, the c10d op, the kernel name.
         """
-        ops, infos = self.ops, self.infos
+        names, full, infos = self.names, self.full, self.infos
         backend = rpc = c10d = None
         for j in chain:
-            name = ops[j].name
+            name = names[j]
             if backend is None and name.startswith(("nccl:", "gloo:")):
                 backend = j
             elif rpc is None and name == "record_param_comms":
@@ -536,23 +565,23 @@ class _Converter:
                 c10d = j
         if c10d_pair is not None:
             c10d = c10d_pair
-        names: list[str] = []
-        if backend is not None and ops[backend].name.startswith("gloo:") and c10d is not None:
-            names.append(ops[c10d].name)   # gloo: the c10d call says what the collective really is
+        found: list[str] = []
+        if backend is not None and names[backend].startswith("gloo:") and c10d is not None:
+            found.append(names[c10d])   # gloo: the c10d call says what the collective really is
         oa = own.attrs
         ca = oa.get("collective_name")
         if isinstance(ca, str) and ca:
-            names.append(ca)
+            found.append(ca)
         if rpc is not None:
-            names.append(infos[rpc].collective_name)
+            found.append(infos[rpc].collective_name)
         if backend is not None:
-            names.append(ops[backend].name)
+            found.append(names[backend])
         if c10d is not None:
-            names.append(ops[c10d].name)
+            found.append(names[c10d])
         if kernel:
-            names.append(kernel_collective(own.name))
+            found.append(kernel_collective(own.name))
         collective = ""
-        for nm in names:
+        for nm in found:
             c = canonical_collective(nm)
             if c in _KNOWN_COLLECTIVES:
                 collective = c
@@ -564,7 +593,7 @@ class _Converter:
         # size: max(input bytes, output bytes) of the collective (module doc, "comm_size"), over every
         # record of it: the backend record has only the input tensor, record_param_comms and the c10d
         # call have both sides, ET+'s comm_size is the linker's max(in, out) of whatever it found.
-        size = op_tensor_bytes(ops[backend]) if backend is not None else 0
+        size = op_tensor_bytes(full[backend]) if backend is not None else 0
         if _num(oa.get("comm_size")):
             size = max(size, int(oa["comm_size"]))
         if rpc is not None:
@@ -600,8 +629,23 @@ class _Converter:
     def _chain(self, members: list[int]) -> None:
         """Order ``members`` by start (call order when some are untimed); each depends on the previous."""
         ts, pos, rfk, data = self.ts, self.pos, self.rfk, self.data
-        if all(ts[i] is not None for i in members):
-            members.sort(key=self._time_key)
+        starts = list(map(ts.__getitem__, members))
+        if None not in starts and len(set(starts)) == len(starts):
+            # distinct starts: the first key decides alone (C-level key, no Python call per member)
+            members.sort(key=ts.__getitem__)
+        elif None not in starts:
+            durs, dur_x = self.cols.dur, self.cols.dur_x
+            L = _NUM_LIMIT
+
+            def key(i: int) -> tuple[float, float, int]:   # _time_key, with its lookups hoisted
+                d = durs[i]
+                if d != d:
+                    d = dur_x.get(i)
+                tt = type(d)
+                return (ts[i], -d if (tt is float or tt is int) and -L < d < L else 0.0,  # type: ignore[return-value]
+                        pos[i])
+
+            members.sort(key=key)
         else:
             members.sort(key=lambda i: (rfk[i], pos[i]))
         prev = members[0]
@@ -611,7 +655,9 @@ class _Converter:
 
     def _time_key(self, i: int) -> tuple[float, float, int]:
         """Start order of timed ops: earlier first, then the longer (enclosing) one, then the ET parent."""
-        d = self.ops[i].attrs.get("dur")
+        d = self.cols.dur[i]
+        if d != d:
+            d = self.cols.dur_x.get(i)
         tt = type(d)
         return (self.ts[i], -d if (tt is float or tt is int) and -_NUM_LIMIT < d < _NUM_LIMIT else 0.0,
                 self.pos[i])  # type: ignore[return-value]
@@ -623,26 +669,34 @@ class _Converter:
         return (self.rfk[p], self.pos[p]) < (self.rfk[i], self.pos[i])
 
     def _deps(self) -> None:
-        ops, index, par, is_gpu = self.ops, self.index, self.par, self.is_gpu
+        ids, index, par, is_gpu, kinds = self.ids, self.index, self.par, self.is_gpu, self.kinds
         data, stats = self.data, self.stats
+        skeys, thread_of = self.cols.skeys, self.cols.threads
         threads: dict[Any, list[int]] = {}
         streams: dict[tuple[Any, Any], list[int]] = {}
-        no_launcher = 0
-        for i, op in enumerate(ops):
-            if is_gpu[i]:
-                stats.gpu_ops += 1
-                if par[i] >= 0:
-                    data[i].append(par[i])
+        no_launcher = gpu_ops = cpu_ops = 0
+        for i, g in enumerate(is_gpu):
+            if g:
+                gpu_ops += 1
+                p = par[i]
+                if p >= 0:
+                    data[i].append(p)
                 else:
                     no_launcher += 1
-                a = op.attrs
-                args = a.get("args") if isinstance(a.get("args"), dict) else {}
-                stream = a.get("stream", args.get("stream", a.get("tid", op.tid)))
-                device = a.get("device", args.get("device"))
-                streams.setdefault((device, stream), []).append(i)
-            elif op.kind == OP:
-                stats.cpu_ops += 1
-                threads.setdefault(self._thread(i), []).append(i)
+                members = streams.get(skeys[i])
+                if members is None:
+                    streams[skeys[i]] = [i]
+                else:
+                    members.append(i)
+            elif kinds[i] == OP:
+                cpu_ops += 1
+                members = threads.get(thread_of[i])
+                if members is None:
+                    threads[thread_of[i]] = [i]
+                else:
+                    members.append(i)
+        stats.gpu_ops += gpu_ops
+        stats.cpu_ops += cpu_ops
         if no_launcher:
             _warn(stats, f"{self.trace.path}: {no_launcher} GPU node(s) have no launcher in the trace")
         for members in threads.values():
@@ -661,10 +715,8 @@ class _Converter:
                 soft.add((i, j))
         bad = 0
         first_bad = ""
-        for i, op in enumerate(ops):
-            a = op.attrs
-            for key in ("inter_thread_dep", "sync_dep"):
-                dv = a.get(key)
+        for i, pair in self.cols.xdeps.items():
+            for key, dv in zip(("inter_thread_dep", "sync_dep"), pair):
                 if dv is None:
                     continue
                 for d in dv if isinstance(dv, list) else [dv]:
@@ -672,7 +724,7 @@ class _Converter:
                     if j is None:
                         bad += 1
                         if not first_bad:
-                            first_bad = f"node {op.id} {key} {d!r}"
+                            first_bad = f"node {ids[i]} {key} {d!r}"
                     elif j != i:
                         if j not in data[i]:   # already a call-order/stream/launcher edge: stays hard
                             data[i].append(j)
@@ -690,31 +742,43 @@ class _Converter:
         # a caller, and such a link would point backwards in time (a cycle waiting to happen).
         ctrl = [-1] * self.n
         backwards = 0
-        for i, op in enumerate(ops):
-            p = par[i]
-            if p >= 0 and not is_gpu[i] and op.kind != METADATA and ops[p].kind != METADATA:
-                if not self._before(p, i):
+        ts, before = self.ts, self._before
+        for i, p in enumerate(par):
+            if p >= 0 and not is_gpu[i] and kinds[i] != METADATA and kinds[p] != METADATA:
+                tp = ts[p]
+                ti = ts[i]
+                # _before(p, i); its first key decides unless both are timed and start together
+                if tp is not None and ti is not None and tp != ti:
+                    ok = tp < ti
+                else:
+                    ok = before(p, i)
+                if not ok:
                     backwards += 1
                     continue
                 ctrl[i] = p
         if backwards:
             _warn(stats, f"{backwards} ET parent link(s) point to a record that started later than its child "
                          "(records of other threads); those control dependencies are dropped")
-        for i, op in enumerate(ops):
-            if op.kind == METADATA:
-                self.ntype[i] = pb.METADATA_NODE
-                data[i] = []
-                ctrl[i] = -1
+        meta = {i for i, k in enumerate(kinds) if k == METADATA}
+        for i in sorted(meta):
+            self.ntype[i] = pb.METADATA_NODE
+            data[i] = []
+            ctrl[i] = -1
         # nothing may depend on a METADATA node
-        meta = {i for i, op in enumerate(ops) if op.kind == METADATA}
-        for i in range(self.n):
-            ds = data[i]
+        for i, ds in enumerate(data):
             if ds:
-                if len(ds) == 1:   # the common case, without building a set
+                k = len(ds)
+                if k == 1:   # the common cases, without building a set
                     j = ds[0]
                     if j == i or j == ctrl[i] or j in meta:
                         data[i] = []
                     continue
+                if k == 2:
+                    a, b = ds
+                    c = ctrl[i]
+                    keep_a = a != i and a != c and a not in meta
+                    if keep_a and b != i and b != c and b != a and b not in meta:
+                        continue   # both stay
                 seen = {i, ctrl[i]}
                 out = []
                 for j in ds:
@@ -735,15 +799,18 @@ class _Converter:
         its nodes.
         """
         n = self.n
-        ctrl, data, ops = self.ctrl, self.data, self.ops
+        ctrl, data, ids, names = self.ctrl, self.data, self.ids, self.names
         prio = self.start if self.stats.timed else self.rfk
-        for _ in range(1000):
+        order = kahn_order(data, ctrl, prio)
+        if order is not None:
+            return order
+        for _ in range(1000):   # a cycle: found, repaired or reported by the general code
             deps = [(data[i] + [ctrl[i]]) if ctrl[i] >= 0 else data[i] for i in range(n)]
             try:
                 return topological_order(range(n), deps, prio)
             except CycleError as exc:
                 cyc = exc.cycle
-                desc = " -> ".join(f"{ops[i].id} ({ops[i].name[:40]})" for i in cyc[:12])
+                desc = " -> ".join(f"{ids[i]} ({names[i][:40]})" for i in cyc[:12])
                 more = "" if len(cyc) <= 12 else f" ... ({len(cyc)} nodes)"
                 edge = next(((a, b) for a, b in zip(cyc, cyc[1:] + cyc[:1]) if (a, b) in self.soft), None)
                 if edge is None:
@@ -752,7 +819,7 @@ class _Converter:
                 data[a].remove(b)
                 self.soft.discard(edge)
                 _warn(self.stats, f"{self.trace.path}: dependency cycle {desc}{more}: dropped the derived "
-                                  f"dependency of node {ops[a].id} on node {ops[b].id}")
+                                  f"dependency of node {ids[a]} on node {ids[b]}")
         raise TraceFormatError("too many dependency cycles (1000 derived dependencies dropped)",
                                self.trace.path)
 
@@ -771,65 +838,76 @@ class _Converter:
         fields (1-7) come from a small Node serialised by protobuf (which checks their
         ranges), followed by ``inputs`` (8), ``outputs`` (9) and the ``attr`` entries
         (10), each encoded as protobuf would (fields in number order, so the bytes are
-        those of the whole message serialised at once).  Repeated attributes are
-        serialised once (``AttrCache.framed``).
+        those of the whole message serialised at once; ``convert.serial``).  An op the
+        lean loader did not keep whole has its fields 8-10 ready (``Columns.tails``; a
+        GPU comm node adds its comm attributes after them).
         """
-        ops, ctrl, data, start, dur, ntype = self.ops, self.ctrl, self.data, self.start, self.dur, self.ntype
+        ids, names, full = self.ids, self.names, self.full
+        tails = self.cols.tails
+        ctrl, data, start, dur, ntype = self.ctrl, self.data, self.start, self.dur, self.ntype
         is_gpu, comm, cpu_comm = self.is_gpu, self.comm, self.cpu_comm
+        ser = self.ser
         Node = pb.Node
-        framed = self.attr_cache.framed
-        dumps = orjson.dumps
+        framed = ser.attr_cache.framed
+        op_io = ser.op_io
         join = b"".join
-        by_type: dict[str, int] = {}
+        counts: dict[int, int] = {}   # node type -> count, in first-seen order
         stats = self.stats
         ctrl_edges = data_edges = 0
         meta_t = pb.METADATA_NODE
-        tails: dict[tuple[bytes, bytes], bytes] = {}
-
-        def io_field(tag: bytes, io: IOInfo) -> bytes:
-            """inputs (field 8) / outputs (field 9): IOInfo {values=1, shapes=2, types=3} of JSON texts
-            (never empty, so all three are present); the shapes+types tail repeats, so it is cached."""
-            v, sh, ty = io.values, io.shapes, io.types
-            if not (v or sh or ty) and type(v) is list and type(sh) is list and type(ty) is list:
-                return _EMPTY_IO[tag]
-            try:
-                vb, sb, tb = dumps(v), dumps(sh), dumps(ty)
-            except TypeError:   # something orjson will not encode (e.g. a huge int): the slow path
-                vb, sb, tb = _dumps(v).encode(), _dumps(sh).encode(), _dumps(ty).encode()
-            tail = tails.get((sb, tb))
-            if tail is None:
-                if len(tails) > 100_000:
-                    tails.clear()
-                tail = tails[(sb, tb)] = _io_tail(sb, tb)
-            vn = varint(len(vb))
-            return join((tag, varint(1 + len(vn) + len(vb) + len(tail)), b"\x0a", vn, vb, tail))
 
         for i in order:
-            op = ops[i]
             t = ntype[i]
-            tn = _TYPE_NAMES[t]
-            by_type[tn] = by_type.get(tn, 0) + 1
+            counts[t] = counts.get(t, 0) + 1
+            # fields set one by one, defaults left out: the bytes (and the range checks) of
+            # Node(id=, name=, type=, ctrl_deps=, data_deps=, start_time_micros=, duration_micros=)
+            m = Node()
+            m.id = ids[i]
+            v = names[i]
+            if v:
+                m.name = v
+            if t:
+                m.type = t
             c = ctrl[i]
-            cd = [ops[c].id] if c >= 0 else []
-            dd = [ops[j].id for j in data[i]]
-            ctrl_edges += len(cd)
-            data_edges += len(dd)
+            if c >= 0:
+                m.ctrl_deps.append(ids[c])
+                ctrl_edges += 1
+            ds = data[i]
+            k = len(ds)
+            if k == 1:
+                m.data_deps.append(ids[ds[0]])
+            elif k:
+                m.data_deps.extend([ids[j] for j in ds])
+            data_edges += k
+            v = start[i]
+            if v:
+                m.start_time_micros = v
+            v = dur[i]
+            if v:
+                m.duration_micros = v
+            head = m.SerializeToString()
             f = comm.get(i)
+            tail = tails[i] if tails is not None else None
+            if tail is not None:   # neither METADATA nor a host comm node (those are kept whole)
+                if f is None:
+                    yield head + tail
+                else:
+                    yield join((head, tail, *[frame_attr(a) for a in _comm_attrs(f, t)]))
+                continue
+            op = full[i]
             if is_gpu[i]:
-                attrs = self._gpu_attrs(op)
+                attrs = ser.gpu_attrs(op)
             elif t == meta_t:
                 attrs = [framed("is_cpu_op", True)]
             else:
-                attrs = self._cpu_attrs(op, i, cpu=i not in cpu_comm, skip=f is not None)
+                attrs = ser.cpu_attrs(op, cpu=i not in cpu_comm, skip=f is not None)
             if f is not None:
                 attrs.extend(frame_attr(a) for a in _comm_attrs(f, t))
-            head = Node(id=op.id, name=op.name, type=t, ctrl_deps=cd, data_deps=dd,
-                        start_time_micros=start[i], duration_micros=dur[i]).SerializeToString()
             if t == meta_t:
                 yield join((head, self._meta_io(op), *attrs))
             else:
-                yield join((head, io_field(b"\x42", op.inputs), io_field(b"\x4a", op.outputs), *attrs))
-        stats.by_type = by_type
+                yield join((head, op_io(op.inputs, IN_TAG), op_io(op.outputs, OUT_TAG), *attrs))
+        stats.by_type = {_TYPE_NAMES[t]: k for t, k in counts.items()}
         stats.ctrl_edges = ctrl_edges
         stats.data_edges = data_edges
 
@@ -849,92 +927,6 @@ class _Converter:
             io = op.outputs
             outputs = pb.IOInfo(values=_dumps(io.values), shapes=_dumps(io.shapes), types=_dumps(io.types))
         return pb.Node(inputs=inputs, outputs=outputs).SerializeToString()
-
-    def _cpu_attrs(self, op: HostOp, i: int, cpu: bool, skip: bool) -> list[bytes]:
-        cached = self.attr_cache.framed
-        blocks = self._blocks
-        a = op.attrs
-        kt = a.get("kineto_tid")
-        htid = op.tid
-        if type(kt) is not int:
-            kt = None
-        # is_cpu_op, tid, [host_tid]: one cached block when the values are plain ints
-        key: tuple[Any, ...] | None = (cpu, kt, htid) if type(htid) is int else None
-        b = blocks.get(key) if key is not None else None
-        if b is None:
-            tid = kt if kt is not None else htid
-            b = cached("is_cpu_op", cpu) + cached("tid", tid)
-            if kt is not None and kt != htid:
-                b += cached("host_tid", htid)
-            if key is not None and len(blocks) < _BLOCK_LIMIT:
-                blocks[key] = b
-        out = [b]
-        rf = op.rf_id
-        if rf is not None:
-            out.append(_int_attr(b"\x0a\x05rf_id", "rf_id", rf) if type(rf) is int else
-                       frame_attr(make_attr("rf_id", rf)))
-        # fw_parent, seq_id, scope, fw_tid, op_schema: likewise
-        fp, sq, sc, ft, osc = op.fw_parent, op.seq_id, op.scope, op.fw_tid, op.op_schema
-        key = ((fp, sq, sc, ft, osc) if type(fp) is int and type(sq) is int and type(sc) is int
-               and type(ft) is int and type(osc) is str else None)
-        b = blocks.get(key) if key is not None else None
-        if b is None:
-            b = (cached("fw_parent", fp) + cached("seq_id", sq) + cached("scope", sc) + cached("fw_tid", ft)
-                 + cached("op_schema", osc))
-            if key is not None and len(blocks) < _BLOCK_LIMIT:
-                blocks[key] = b
-        out.append(b)
-        if a:
-            keys = tuple(a)
-            kept = self._cpu_keys.get((keys, skip))
-            if kept is None:
-                kept = self._cpu_keys[(keys, skip)] = tuple(
-                    k for k in keys if not (k in _CPU_SKIP or k == "is_cpu_op" or (skip and k in _COMM_KEYS)))
-            if kept:
-                types = op.attr_types
-                for k in kept:
-                    out.append(cached(k, a[k], types.get(k)))
-        return out
-
-    def _gpu_attrs(self, op: HostOp) -> list[bytes]:
-        cached = self.attr_cache.framed
-        a = op.attrs
-        args = a.get("args") if isinstance(a.get("args"), dict) else {}
-        stream = a.get("stream", args.get("stream", a.get("tid", op.tid)))
-        device = a.get("device", args.get("device"))
-        stream = stream if type(stream) is int else 0
-        if type(device) is not int:
-            device = None
-        cat = a.get("cat")
-        if type(cat) is not str:
-            cat = cat if isinstance(cat, str) else None
-        # is_cpu_op, stream, [device], [cat]: one cached block
-        key = ("gpu", stream, device, cat)
-        b = self._blocks.get(key)
-        if b is None:
-            b = cached("is_cpu_op", False) + cached("stream", stream)
-            if device is not None:
-                b += cached("device", device)
-            if cat is not None:
-                b += cached("cat", cat)
-            if len(self._blocks) < _BLOCK_LIMIT:
-                self._blocks[key] = b
-        out = [b]
-        v = args.get("correlation")
-        if type(v) is int:
-            out.append(_int_attr(b"\x0a\x0bcorrelation", "correlation", v))
-        v = args.get("External id")
-        if type(v) is int:
-            out.append(_int_attr(b"\x0a\x0bexternal_id", "external_id", v))
-        keys = tuple(a)
-        kept = self._gpu_keys.get(keys)
-        if kept is None:
-            kept = self._gpu_keys[keys] = tuple(k for k in keys if k not in _GPU_SKIP and k not in _COMM_KEYS)
-        if kept:
-            types = op.attr_types
-            for k in kept:
-                out.append(cached(k, a[k], types.get(k)))
-        return out
 
     # -- metadata -------------------------------------------------------------------------------------
     def _pg_records(self) -> list[dict[str, Any]]:
@@ -1003,32 +995,6 @@ def _comm_attrs(f: CommFields, t: int) -> list[pb.AttributeProto]:
         out.append(A(name="comm_dst", int32_val=f.dst))
         out.append(A(name="comm_tag", int32_val=f.tag))
     return out
-
-
-def _int_attr(name_field: bytes, name: str, v: int) -> bytes:
-    """``make_attr(name, v)`` as a Node.attr entry for an int ``v`` (``name_field``: the serialised name).
-
-    In the int64 range this is ``int64_val`` (field 9), which both the fixed field of ``rf_id`` and the
-    value-typed fields of the others choose; anything else takes the general path.
-    """
-    if 0 <= v <= _I64_MAX:
-        vb = varint(v)
-    elif _I64_MIN <= v < 0:
-        vb = varint(v + (1 << 64))
-    else:
-        return frame_attr(make_attr(name, v))
-    return b"".join((b"\x52", varint(len(name_field) + 1 + len(vb)), name_field, b"\x48", vb))
-
-
-_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
-_BLOCK_LIMIT = 100_000
-#: an IOInfo of three empty lists as the inputs (8) / outputs (9) field of a Node
-_EMPTY_IO = {tag: tag + b"\x0c\x0a\x02[]\x12\x02[]\x1a\x02[]" for tag in (b"\x42", b"\x4a")}
-
-
-def _io_tail(shapes: bytes, types: bytes) -> bytes:
-    """Fields 2 (shapes) and 3 (types) of a serialised IOInfo."""
-    return b"".join((b"\x12", varint(len(shapes)), shapes, b"\x1a", varint(len(types)), types))
 
 
 def _exclusive(items: list[tuple[float, float, int, int]]) -> dict[int, float]:

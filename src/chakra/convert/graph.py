@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
+from typing import Any
 
 
 class CycleError(ValueError):
@@ -49,6 +50,64 @@ def topological_order(ids: Sequence[int], deps: Sequence[Sequence[int]],
     if len(order) != n:
         raise CycleError(find_cycle(ids, deps, [i for i in range(n) if indeg[i] > 0]))
     return order
+
+
+def kahn_order(data: Sequence[Sequence[int]], ctrl: Sequence[int], priority: Sequence[int]
+               ) -> list[int] | None:
+    """``topological_order`` for the converter's own graph, or None when it has a cycle.
+
+    Node ``i`` depends on the indices ``data[i]`` and on ``ctrl[i]`` when that is >= 0; ``priority``
+    holds ints.  Same order as ``topological_order(range(n), deps, priority)`` (the smallest
+    ``(priority, index)`` among the ready nodes first, here as the one int ``priority * n + index``),
+    without building the merged dependency lists or an id index: users are kept as one int, or a list
+    when there are several.
+    """
+    n = len(data)
+    indeg = [0] * n
+    users: list[Any] = [None] * n
+    for i, ds in enumerate(data):
+        c = ctrl[i]
+        k = len(ds)
+        if c >= 0:
+            k += 1
+            u = users[c]
+            if u is None:
+                users[c] = i
+            elif type(u) is int:
+                users[c] = [u, i]
+            else:
+                u.append(i)
+        indeg[i] = k
+        for j in ds:
+            u = users[j]
+            if u is None:
+                users[j] = i
+            elif type(u) is int:
+                users[j] = [u, i]
+            else:
+                u.append(i)
+    prio = priority
+    heap = [prio[i] * n + i for i in range(n) if not indeg[i]]
+    heapq.heapify(heap)
+    order: list[int] = []
+    append = order.append
+    push, pop = heapq.heappush, heapq.heappop
+    while heap:
+        i = pop(heap) % n
+        append(i)
+        u = users[i]
+        if u is None:
+            continue
+        if type(u) is int:
+            indeg[u] -= 1
+            if not indeg[u]:
+                push(heap, prio[u] * n + u)
+            continue
+        for v in u:
+            indeg[v] -= 1
+            if not indeg[v]:
+                push(heap, prio[v] * n + v)
+    return order if len(order) == n else None
 
 
 def find_cycle(ids: Sequence[int], deps: Sequence[Sequence[int]], candidates: Sequence[int]) -> list[int]:

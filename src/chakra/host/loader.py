@@ -120,7 +120,11 @@ def node_layout(node: Any) -> str | None:
     return None
 
 
-def _detect_layout(schema: Any, nodes: list[Any], path: str, warnings: list[str]) -> str:
+def _detect_layout(schema: Any, nodes: list[Any], path: str, warnings: list[str], *,
+                   emit: bool = True) -> str:
+    """The node layout of a file (see the module doc); warnings are appended to ``warnings`` and, with
+    ``emit``, logged (the converter's lean loader logs them itself once it has kept the result)."""
+    warn = _warn if emit else _append
     by_schema = schema_layout(schema)
     first = next((n for n in nodes if isinstance(n, dict)), None)
     by_shape = node_layout(first) if first is not None else None
@@ -132,17 +136,21 @@ def _detect_layout(schema: Any, nodes: list[Any], path: str, warnings: list[str]
     if layout is None:
         raise TraceFormatError(f"unknown schema {schema!r} and no nodes to recognise the layout by", path)
     if schema is None:
-        _warn(warnings, f"{path}: no schema string; nodes have the {layout} layout")
+        warn(warnings, f"{path}: no schema string; nodes have the {layout} layout")
     elif schema not in KNOWN_SCHEMAS:
-        _warn(warnings, f"{path}: unknown schema {schema!r}; loading it with the {layout} layout")
+        warn(warnings, f"{path}: unknown schema {schema!r}; loading it with the {layout} layout")
     elif by_schema != layout:
-        _warn(warnings, f"{path}: schema {schema!r} implies the {by_schema} layout "
-                        f"but the nodes have the {layout} layout; following the nodes")
+        warn(warnings, f"{path}: schema {schema!r} implies the {by_schema} layout "
+                       f"but the nodes have the {layout} layout; following the nodes")
     return layout
 
 
 def _warn(warnings: list[str], msg: str) -> None:
     log.warning("%s", msg)
+    warnings.append(msg)
+
+
+def _append(warnings: list[str], msg: str) -> None:
     warnings.append(msg)
 
 

@@ -1,0 +1,273 @@
+"""Serialised pieces of a ``Node``: its ``inputs`` / ``outputs`` IOInfo and its ``attr`` entries.
+
+A Node message is written as the concatenation of a small protobuf-serialised head
+(fields 1-7) and these pieces (fields 8, 9, 10, in number order, so the bytes are those
+of the whole message serialised at once; see ``core._Converter.iter_serialized``).  The
+pieces of an op depend on the op alone (plus, for a CPU op, whether it became a comm
+node), so the lean loader (``convert.columns``) builds them while the parsed JSON of
+the op is alive and keeps only the bytes.  Two inputs, one result:
+
+* :meth:`Serializer.cpu_attrs` / :meth:`Serializer.gpu_attrs` / :meth:`Serializer.io_field`
+  read a ``HostOp``;
+* :meth:`Serializer.flat_tail` reads the raw node dict of a flat (1.0.1) file and gives the
+  bytes the three would give for the ``HostOp`` the host loader builds from it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+
+from chakra.convert.attrs import AttrCache, frame_attr, make_attr, varint
+from chakra.host.model import HostOp, IOInfo
+
+GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+
+# ET+ keys that are turned into node fields or dependencies, not copied as attributes.
+CPU_SKIP = frozenset({"ts", "dur", "inclusive_dur", "exclusive_dur", "kineto_tid", "inter_thread_dep",
+                      "sync_dep"})
+GPU_SKIP = CPU_SKIP | frozenset({"cat", "ph", "args", "pid", "tid", "stream", "device", "parent",
+                                 "ctrl_deps", "pg_name", "collective_name", "comm_size"})
+COMM_KEYS = frozenset({"comm_type", "comm_size", "pg_name", "comm_priority", "comm_src", "comm_dst",
+                       "comm_tag", "is_cpu_op"})
+
+#: the keys of a flat (1.0.1) node that the host loader turns into HostOp fields (loader._FLAT_KEYS)
+FLAT_KEYS = frozenset({
+    "name", "id", "rf_id", "parent", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schema",
+    "inputs", "input_shapes", "input_types", "input_strides",
+    "outputs", "output_shapes", "output_types", "output_strides",
+})
+
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+BLOCK_LIMIT = 100_000
+#: an IOInfo of three empty lists as the inputs (8) / outputs (9) field of a Node
+EMPTY_IO = {tag: tag + b"\x0c\x0a\x02[]\x12\x02[]\x1a\x02[]" for tag in (b"\x42", b"\x4a")}
+IN_TAG, OUT_TAG = b"\x42", b"\x4a"
+
+
+def dumps_any(v: Any) -> str:
+    try:
+        return orjson.dumps(v).decode()
+    except TypeError:
+        return json.dumps(v, default=str)
+
+
+def int_attr(name_field: bytes, name: str, v: int) -> bytes:
+    """``make_attr(name, v)`` as a Node.attr entry for an int ``v`` (``name_field``: the serialised name).
+
+    In the int64 range this is ``int64_val`` (field 9), which both the fixed field of ``rf_id`` and the
+    value-typed fields of the others choose; anything else takes the general path.
+    """
+    if 0 <= v <= _I64_MAX:
+        vb = varint(v)
+    elif _I64_MIN <= v < 0:
+        vb = varint(v + (1 << 64))
+    else:
+        return frame_attr(make_attr(name, v))
+    return b"".join((b"\x52", varint(len(name_field) + 1 + len(vb)), name_field, b"\x48", vb))
+
+
+def io_tail(shapes: bytes, types: bytes) -> bytes:
+    """Fields 2 (shapes) and 3 (types) of a serialised IOInfo."""
+    return b"".join((b"\x12", varint(len(shapes)), shapes, b"\x1a", varint(len(types)), types))
+
+
+_RF_NAME = b"\x0a\x05rf_id"
+_CORR_NAME = b"\x0a\x0bcorrelation"
+_EXT_NAME = b"\x0a\x0bexternal_id"
+
+
+def int_prefixes(name_field: bytes) -> list[bytes]:
+    """``int_attr(name_field, ...)`` minus the value's varint, by the varint's length (1..10)."""
+    return [b"\x52" + varint(len(name_field) + 1 + k) + name_field + b"\x48" for k in range(11)]
+
+
+RF_PRE, CORR_PRE, EXT_PRE = int_prefixes(_RF_NAME), int_prefixes(_CORR_NAME), int_prefixes(_EXT_NAME)
+
+
+class Serializer:
+    """The per-conversion caches (values are pure functions of their keys) and the piece builders."""
+
+    __slots__ = ("attr_cache", "blocks", "cpu_keys", "gpu_keys", "tails", "flat_cpu_keys", "flat_gpu_keys")
+
+    def __init__(self) -> None:
+        self.attr_cache = AttrCache()
+        # runs of fixed attributes (values) -> their serialised Node.attr entries
+        self.blocks: dict[tuple[Any, ...], bytes] = {}
+        # attribute key tuple (+ skip flag) -> the keys copied as attributes, in order
+        self.cpu_keys: dict[tuple[tuple[str, ...], bool], tuple[str, ...]] = {}
+        self.gpu_keys: dict[tuple[str, ...], tuple[str, ...]] = {}
+        # raw flat node key tuple -> the attribute keys copied, in order
+        self.flat_cpu_keys: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self.flat_gpu_keys: dict[tuple[str, ...], tuple[str, ...]] = {}
+        # serialised (shapes, types) -> IOInfo fields 2 and 3
+        self.tails: dict[tuple[bytes, bytes], bytes] = {}
+
+    # -- inputs / outputs ------------------------------------------------------------------------------
+    def io_field(self, tag: bytes, v: Any, sh: Any, ty: Any) -> bytes:
+        """inputs (field 8) / outputs (field 9): IOInfo {values=1, shapes=2, types=3} of JSON texts
+        (never empty, so all three are present); the shapes+types tail repeats, so it is cached."""
+        if not (v or sh or ty) and type(v) is list and type(sh) is list and type(ty) is list:
+            return EMPTY_IO[tag]
+        dumps = orjson.dumps
+        try:
+            vb, sb, tb = dumps(v), dumps(sh), dumps(ty)
+        except TypeError:   # something orjson will not encode (e.g. a huge int): the slow path
+            vb, sb, tb = dumps_any(v).encode(), dumps_any(sh).encode(), dumps_any(ty).encode()
+        tails = self.tails
+        tail = tails.get((sb, tb))
+        if tail is None:
+            if len(tails) > 100_000:
+                tails.clear()
+            tail = tails[(sb, tb)] = io_tail(sb, tb)
+        vn = varint(len(vb))
+        return b"".join((tag, varint(1 + len(vn) + len(vb) + len(tail)), b"\x0a", vn, vb, tail))
+
+    def op_io(self, io: IOInfo, tag: bytes) -> bytes:
+        return self.io_field(tag, io.values, io.shapes, io.types)
+
+    # -- attributes of a HostOp ------------------------------------------------------------------------
+    def cpu_attrs(self, op: HostOp, cpu: bool, skip: bool) -> list[bytes]:
+        cached = self.attr_cache.framed
+        a = op.attrs
+        out = [self.cpu_block(cpu, a.get("kineto_tid"), op.tid)]
+        rf = op.rf_id
+        if rf is not None:
+            out.append(int_attr(_RF_NAME, "rf_id", rf) if type(rf) is int else
+                       frame_attr(make_attr("rf_id", rf)))
+        out.append(self.fixed_block(op.fw_parent, op.seq_id, op.scope, op.fw_tid, op.op_schema))
+        if a:
+            keys = tuple(a)
+            kept = self.cpu_keys.get((keys, skip))
+            if kept is None:
+                kept = self.cpu_keys[(keys, skip)] = tuple(
+                    k for k in keys if not (k in CPU_SKIP or k == "is_cpu_op" or (skip and k in COMM_KEYS)))
+            if kept:
+                types = op.attr_types
+                for k in kept:
+                    out.append(cached(k, a[k], types.get(k)))
+        return out
+
+    def cpu_block(self, cpu: bool, kt: Any, htid: Any) -> bytes:
+        """is_cpu_op, tid (the Kineto tid when an int, else the host tid), [host_tid]: one cached block
+        when the values are plain ints."""
+        blocks = self.blocks
+        if type(kt) is not int:
+            kt = None
+        key: tuple[Any, ...] | None = (cpu, kt, htid) if type(htid) is int else None
+        b = blocks.get(key) if key is not None else None
+        if b is None:
+            cached = self.attr_cache.framed
+            tid = kt if kt is not None else htid
+            b = cached("is_cpu_op", cpu) + cached("tid", tid)
+            if kt is not None and kt != htid:
+                b += cached("host_tid", htid)
+            if key is not None and len(blocks) < BLOCK_LIMIT:
+                blocks[key] = b
+        return b
+
+    def fixed_block(self, fp: Any, sq: Any, sc: Any, ft: Any, osc: Any) -> bytes:
+        """fw_parent, seq_id, scope, fw_tid, op_schema: one cached block when the values are plain."""
+        blocks = self.blocks
+        key = ((fp, sq, sc, ft, osc) if type(fp) is int and type(sq) is int and type(sc) is int
+               and type(ft) is int and type(osc) is str else None)
+        b = blocks.get(key) if key is not None else None
+        if b is None:
+            cached = self.attr_cache.framed
+            b = (cached("fw_parent", fp) + cached("seq_id", sq) + cached("scope", sc) + cached("fw_tid", ft)
+                 + cached("op_schema", osc))
+            if key is not None and len(blocks) < BLOCK_LIMIT:
+                blocks[key] = b
+        return b
+
+    def gpu_block(self, stream: Any, device: Any, cat: Any) -> bytes:
+        stream = stream if type(stream) is int else 0
+        if type(device) is not int:
+            device = None
+        if type(cat) is not str:
+            cat = cat if isinstance(cat, str) else None
+        # is_cpu_op, stream, [device], [cat]: one cached block
+        key = ("gpu", stream, device, cat)
+        blocks = self.blocks
+        b = blocks.get(key)
+        if b is None:
+            cached = self.attr_cache.framed
+            b = cached("is_cpu_op", False) + cached("stream", stream)
+            if device is not None:
+                b += cached("device", device)
+            if cat is not None:
+                b += cached("cat", cat)
+            if len(blocks) < BLOCK_LIMIT:
+                blocks[key] = b
+        return b
+
+    def gpu_attrs(self, op: HostOp) -> list[bytes]:
+        cached = self.attr_cache.framed
+        a = op.attrs
+        args = a.get("args") if isinstance(a.get("args"), dict) else {}
+        stream = a.get("stream", args.get("stream", a.get("tid", op.tid)))
+        device = a.get("device", args.get("device"))
+        out = [self.gpu_block(stream, device, a.get("cat"))]
+        v = args.get("correlation")
+        if type(v) is int:
+            out.append(int_attr(_CORR_NAME, "correlation", v))
+        v = args.get("External id")
+        if type(v) is int:
+            out.append(int_attr(_EXT_NAME, "external_id", v))
+        keys = tuple(a)
+        kept = self.gpu_keys.get(keys)
+        if kept is None:
+            kept = self.gpu_keys[keys] = tuple(k for k in keys if k not in GPU_SKIP and k not in COMM_KEYS)
+        if kept:
+            types = op.attr_types
+            for k in kept:
+                out.append(cached(k, a[k], types.get(k)))
+        return out
+
+    # -- a raw flat (1.0.1) node -----------------------------------------------------------------------
+    def flat_tail(self, n: dict[str, Any], gpu: bool, tid: Any) -> bytes:
+        """inputs + outputs + attributes of the raw flat node ``n`` (not a comm node, not METADATA):
+        the bytes of ``op_io`` + ``cpu_attrs(op, True, False)`` / ``gpu_attrs(op)`` for the HostOp
+        ``loader._parse_flat`` makes of ``n`` (its attrs: the keys outside FLAT_KEYS, in file order;
+        no attr types).  ``tid`` is ``n.get("tid", 0)``."""
+        get = n.get
+        io = self.io_field
+        out = [io(IN_TAG, get("inputs") or [], get("input_shapes") or [], get("input_types") or []),
+               io(OUT_TAG, get("outputs") or [], get("output_shapes") or [], get("output_types") or [])]
+        cached = self.attr_cache.framed
+        keys = tuple(n)
+        if gpu:
+            args = get("args")
+            if not isinstance(args, dict):
+                args = {}
+            # "tid" is a HostOp field for flat nodes, never an attribute
+            stream = n["stream"] if "stream" in n else args.get("stream", tid)
+            device = n["device"] if "device" in n else args.get("device")
+            out.append(self.gpu_block(stream, device, get("cat")))
+            v = args.get("correlation")
+            if type(v) is int:
+                out.append(int_attr(_CORR_NAME, "correlation", v))
+            v = args.get("External id")
+            if type(v) is int:
+                out.append(int_attr(_EXT_NAME, "external_id", v))
+            kept = self.flat_gpu_keys.get(keys)
+            if kept is None:
+                kept = self.flat_gpu_keys[keys] = tuple(
+                    k for k in keys if k not in FLAT_KEYS and k not in GPU_SKIP and k not in COMM_KEYS)
+        else:
+            out.append(self.cpu_block(True, get("kineto_tid"), tid))
+            rf = get("rf_id")
+            if rf is not None:
+                out.append(int_attr(_RF_NAME, "rf_id", rf) if type(rf) is int else
+                           frame_attr(make_attr("rf_id", rf)))
+            out.append(self.fixed_block(get("fw_parent", 0), get("seq_id", -1), get("scope", 0),
+                                         get("fw_tid", 0), get("op_schema", "")))
+            kept = self.flat_cpu_keys.get(keys)
+            if kept is None:
+                kept = self.flat_cpu_keys[keys] = tuple(
+                    k for k in keys if k not in FLAT_KEYS and not (k in CPU_SKIP or k == "is_cpu_op"))
+        for k in kept:
+            out.append(cached(k, n[k], None))
+        return b"".join(out)
