@@ -386,19 +386,29 @@ def _classify_launches(trace: KinetoTrace) -> None:
     duplicates: list[int] = []
     promoted = 0
     by_kind = [0] * (max(KIND_NAMES) + 1)
+    op_positions = trace.op_positions
+    gpu_positions = trace.gpu_positions
+    sync_positions = trace.sync_positions
     for pos, ev in enumerate(events):
         kind = ev.kind
+        if ev.is_sync:
+            sync_positions.append(pos)
         if kind == RUNTIME or kind == DRIVER or kind == SYNC:
             if ev.correlation is None or ev.correlation not in gpu_by_corr:
                 by_kind[kind] += 1
                 continue
             # an unusually named call (or a sync call) that demonstrably started GPU work
-            if kind == SYNC:
+            if kind == SYNC and not ev.is_sync:
                 ev.is_sync = True
+                sync_positions.append(pos)
             ev.kind = kind = LAUNCH
             promoted += 1
         elif kind != LAUNCH:
             by_kind[kind] += 1
+            if kind == HOST_OP or kind == ANNOTATION:
+                op_positions.append(pos)
+            elif kind == KERNEL or kind == MEMCPY or kind == MEMSET:
+                gpu_positions.append(pos)
             continue
         by_kind[kind] += 1
         corr = ev.correlation
@@ -511,9 +521,9 @@ def _sweep_threads(trace: KinetoTrace) -> None:
 
 def _find_steps(trace: KinetoTrace, annotation: str | None) -> list[StepWindow]:
     steps: list[StepWindow] = []
-    for ev in trace.events:
-        if ev.kind != ANNOTATION and ev.kind != HOST_OP:
-            continue
+    events = trace.events
+    for pos in trace.op_positions:
+        ev = events[pos]
         if annotation is None:
             if ev.name.startswith("ProfilerStep#") and PROFILER_STEP_RE.match(ev.name):
                 steps.append(StepWindow(ev.name, ev.ts, ev.dur))

@@ -83,6 +83,12 @@ class KinetoTrace:
     warnings: list[str] = field(default_factory=list)
     distributed_info: dict[str, Any] = field(default_factory=dict)  # the raw distributedInfo object
     flow_count: int = 0                                        # ph s/f events (not kept in events)
+    # positions in ``events`` by role, in file order (filled by the loader once the kinds are final, so
+    # that the linker's passes need not walk every event): host ops and annotations, GPU ops (kernels,
+    # copies, sets), synchronizing calls (``is_sync``)
+    op_positions: list[int] = field(default_factory=list)
+    gpu_positions: list[int] = field(default_factory=list)
+    sync_positions: list[int] = field(default_factory=list)
     # counters: events_total, x_events, per-kind counts ("kernel", "launch", ...), flows,
     # ac2g_confirmed, gpu_without_launch, launch_without_gpu, overrun_children, clamped_durations
     stats: dict[str, int] = field(default_factory=dict)

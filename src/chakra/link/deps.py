@@ -211,9 +211,8 @@ def sync_deps(
 
     out: dict[int, set[int]] = {}
     cache: dict[int, int] = {}
-    for pos, ev in enumerate(events):
-        if not ev.is_sync:
-            continue
+    for pos in kineto.sync_positions:
+        ev = events[pos]
         stats.calls += 1
         stats.by_call[ev.name] = stats.by_call.get(ev.name, 0) + 1
         holder = innermost_matched(kineto, ev.parent, event_to_host, cache)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from chakra.device.model import GPU_KINDS, KinetoTrace
+from chakra.device.model import KinetoTrace
 from chakra.link.window import Window
 
 
@@ -75,12 +75,10 @@ def attach_gpu_ops(kineto: KinetoTrace, event_to_host: dict[int, int], window: W
     launch_by_corr = kineto.launch_by_correlation
     out = GpuAttachment()
     cache: dict[int, int] = {}
-    gpu_kinds = GPU_KINDS
     found: list[tuple[float, int, int, int]] = []  # (GPU start, position, host id, launch position)
-    for pos, ev in enumerate(events):
-        if ev.kind not in gpu_kinds:
-            continue
-        out.total += 1
+    out.total = len(kineto.gpu_positions)
+    for pos in kineto.gpu_positions:
+        ev = events[pos]
         launch = launch_by_corr.get(ev.correlation) if ev.correlation is not None else None
         if launch is None:
             out.no_launch += 1

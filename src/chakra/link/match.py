@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
-from chakra.device.model import ANNOTATION, HOST_OP, KinetoTrace
+from chakra.device.model import KinetoTrace
 from chakra.host.model import OP, HostOp, HostTrace
 from chakra.link.align import align_sequences
 from chakra.link.window import Window
@@ -119,13 +119,12 @@ def match_ops(host: HostTrace, kineto: KinetoTrace, window: Window) -> MatchResu
     candidates: list[int] = []
     by_rf: dict[int, int] = {}
     lo, hi = window.lo, window.hi
-    for p, ev in enumerate(events):
-        kind = ev.kind
-        if kind == HOST_OP or kind == ANNOTATION:
-            if lo <= ev.ts < hi:  # window.contains
-                candidates.append(p)
-            if ev.rf_id is not None:
-                by_rf.setdefault(ev.rf_id, p)
+    for p in kineto.op_positions:  # the host ops and annotations
+        ev = events[p]
+        if lo <= ev.ts < hi:  # window.contains
+            candidates.append(p)
+        if ev.rf_id is not None:
+            by_rf.setdefault(ev.rf_id, p)
 
     result: MatchResult | None = None
     if by_rf:
@@ -227,8 +226,10 @@ def _align_threads(
         h = host_groups[htid]
         k = kin_groups[key]
         pairs = align_sequences([op.name for op in h], [events[p].name for p in k])
-        for i, j in pairs:
-            result.add(h[i].id, k[j])
+        h2e, e2h = result.host_to_event, result.event_to_host
+        for i, j in pairs:  # result.add, inline
+            h2e[h[i].id] = k[j]
+            e2h[k[j]] = h[i].id
         result.threads.append(ThreadPair(htid, key[1], len(h), len(k), len(pairs)))
         paired[htid] = key
     return paired
