@@ -287,9 +287,9 @@ def _read_head(fh: Any, key: str, block: int) -> tuple[dict[str, Any], bytes] | 
     return None
 
 
-def _boundary(buf: bytes) -> tuple[int, int] | None:
-    """Last ``}`` ws ``,`` ws ``{`` in ``buf``: (end of the item before, start of the next), or None."""
-    k = buf.rfind(b"{")
+def _boundary(buf: bytes | bytearray, lim: int | None = None) -> tuple[int, int] | None:
+    """Last ``}`` ws ``,`` ws ``{`` in ``buf[:lim]``: (end of the item before, start of the next), or None."""
+    k = buf.rfind(b"{", 0, len(buf) if lim is None else lim)
     tries = 0
     while k > 0 and tries < 10_000:
         j = k - 1
@@ -306,14 +306,20 @@ def _boundary(buf: bytes) -> tuple[int, int] | None:
     return None
 
 
-def _chunks(fh: Any, buf: bytes, block: int, top: dict[str, Any]) -> Iterator[list[Any]]:
+def _chunks(fh: Any, rest: bytes, block: int, top: dict[str, Any]) -> Iterator[list[Any]]:
     loads = orjson.loads
+    # ``buf`` always starts with "[" followed by the unparsed text: a chunk is parsed in place, with the
+    # byte after its last item (a "," or a blank) overwritten by "]", so no multi-MB copy is made per chunk
+    buf = bytearray(b"[")
+    buf += rest
+    del rest
     try:
         eof = False
         while not eof:
             more = fh.read(block)
             eof = not more
             buf += more
+            del more
             if eof:
                 break
             # The last boundary may lie past the end of the list (a list of objects after it, as in ET+
@@ -322,19 +328,24 @@ def _chunks(fh: Any, buf: bytes, block: int, top: dict[str, Any]) -> Iterator[li
             items = None
             lim = len(buf)
             for _ in range(20):
-                cut = _boundary(buf[:lim])
-                if cut is None:
+                cut = _boundary(buf, lim)
+                if cut is None or cut[0] < 1:
                     break
                 end, nxt = cut
+                saved = buf[end]
+                buf[end] = 0x5D  # "]"
                 try:
-                    items = loads(b"[" + buf[:end] + b"]")
+                    with memoryview(buf) as view, view[:end + 1] as part:
+                        items = loads(part)
                     break
                 except orjson.JSONDecodeError:
+                    buf[end] = saved
                     lim = end - 1
             if items is None:
                 continue
-            buf = buf[nxt:]
+            del buf[1:nxt]  # keep "[" and the text from the next item on
             yield items
+        buf = bytes(buf[1:])
         # the last items, the list's "]" and the rest of the top-level object
         tries = 0
         k = buf.rfind(b"]")
