@@ -222,7 +222,6 @@ def _read_events(trace: KinetoTrace, raw_events: Iterable[Any]) -> None:
     events = trace.events
     append = events.append
     gpu_by_corr = trace.gpu_by_correlation
-    category_kind = CATEGORY_KIND
     gpu_kinds = GPU_KINDS
     non_x: dict[str, int] = {}
     ac2g_ids: set[Any] = set()
@@ -237,8 +236,8 @@ def _read_events(trace: KinetoTrace, raw_events: Iterable[Any]) -> None:
     # anything else goes through the checked path below, which decides what is wrong with it
     fields = itemgetter("ph", "ts", "dur", "cat", "name", "pid", "tid", "args")
     rt_cache: dict[tuple[int, str], tuple[int, bool]] = {}
+    by_cat: dict[str, dict[str, tuple[str, str, int, bool]]] = {}
     no_args = _NO_ARGS
-    runtime, driver = RUNTIME, DRIVER
     for i, e in enumerate(raw_events):
         try:
             ph, ts, dur, cat, name, pid, tid, args = fields(e)
@@ -248,8 +247,15 @@ def _read_events(trace: KinetoTrace, raw_events: Iterable[Any]) -> None:
         except (KeyError, TypeError):
             fast = False
         if fast:
-            cat = intern(cat, cat)
-            name = intern(name, name)
+            # one lookup per event for what its (category, name) pair decides: the shared str objects
+            # and the kind
+            by_name = by_cat.get(cat)
+            if by_name is None:
+                by_name = by_cat[cat] = {}
+            hit = by_name.get(name)
+            if hit is None:
+                hit = by_name[name] = _classify(intern(cat, cat), intern(name, name), rt_cache)
+            cat, name, kind, is_sync = hit
         else:
             if type(e) is not dict:
                 raise TraceFormatError(
@@ -302,15 +308,7 @@ def _read_events(trace: KinetoTrace, raw_events: Iterable[Any]) -> None:
             if type(tid) is not int:
                 tid = _key(tid)
 
-        kind = category_kind.get(cat)
-        if kind is None:
-            kind = category_kind.get(cat.lower(), OTHER)
-        is_sync = False
-        if kind == runtime or kind == driver:
-            rk = rt_cache.get((kind, name))
-            if rk is None:
-                rk = rt_cache[(kind, name)] = runtime_kind(kind, name)
-            kind, is_sync = rk
+            cat, name, kind, is_sync = _classify(cat, name, rt_cache)
 
         get = args.get
         corr = get("correlation")
@@ -376,6 +374,21 @@ def _read_events(trace: KinetoTrace, raw_events: Iterable[Any]) -> None:
             "ignored events of unsupported phases: "
             + ", ".join(f"{n} ph={ph!r}" for ph, n in sorted(ignored.items()))
         )
+
+
+def _classify(cat: str, name: str, rt_cache: dict[tuple[int, str], tuple[int, bool]]
+              ) -> tuple[str, str, int, bool]:
+    """``(cat, name, kind, is_sync)`` of an event by its category and name."""
+    kind = CATEGORY_KIND.get(cat)
+    if kind is None:
+        kind = CATEGORY_KIND.get(cat.lower(), OTHER)
+    is_sync = False
+    if kind == RUNTIME or kind == DRIVER:
+        rk = rt_cache.get((kind, name))
+        if rk is None:
+            rk = rt_cache[(kind, name)] = runtime_kind(kind, name)
+        kind, is_sync = rk
+    return cat, name, kind, is_sync
 
 
 def _classify_launches(trace: KinetoTrace) -> None:
