@@ -117,7 +117,7 @@ class HostLoad:
     def __init__(self, path: str | os.PathLike[str], parallel: bool | None = None) -> None:
         self.path = os.fspath(path)
         self._pid: int | None = None
-        self._tmp: str | None = None
+        self._fd: int | None = None
         if parallel is None:
             parallel = hasattr(os, "fork") and (os.cpu_count() or 1) > 1 and _large(self.path)
         if parallel:
@@ -126,16 +126,18 @@ class HostLoad:
     def _start(self) -> None:
         import tempfile
 
-        fd, self._tmp = tempfile.mkstemp(prefix="chakra-host-", suffix=".pickle")
+        # an unnamed file: nothing is left behind however either process ends
+        fd, name = tempfile.mkstemp(prefix="chakra-host-", suffix=".pickle")
+        os.unlink(name)
         try:
             pid = os.fork()
         except OSError:
             os.close(fd)
-            self._cleanup()
             return
         if pid == 0:  # the child: never returns
             code = 1
             try:
+                _die_with_parent()
                 with os.fdopen(fd, "wb") as fh:
                     _write_columns(self.path, fh)
                 code = 0
@@ -143,8 +145,8 @@ class HostLoad:
                 code = 1
             finally:
                 os._exit(code)
-        os.close(fd)
         self._pid = pid
+        self._fd = fd
 
     def result(self) -> tuple[HostTrace, list[bytes] | None]:
         if self._pid is None:
@@ -152,8 +154,10 @@ class HostLoad:
         try:
             _, status = os.waitpid(self._pid, 0)
             self._pid = None
-            if os.waitstatus_to_exitcode(status) == 0 and self._tmp is not None:
-                with gc_paused(), open(self._tmp, "rb") as fh:
+            if os.waitstatus_to_exitcode(status) == 0 and self._fd is not None:
+                os.lseek(self._fd, 0, os.SEEK_SET)
+                with gc_paused(), os.fdopen(self._fd, "rb") as fh:
+                    self._fd = None  # closed with fh
                     return _read_columns(fh)
         except Exception:  # noqa: BLE001 (whatever went wrong, the in-process load decides)
             pass
@@ -175,12 +179,24 @@ class HostLoad:
         self._cleanup()
 
     def _cleanup(self) -> None:
-        if self._tmp is not None:
+        if self._fd is not None:
             try:
-                os.unlink(self._tmp)
+                os.close(self._fd)
             except OSError:
                 pass
-            self._tmp = None
+            self._fd = None
+
+
+def _die_with_parent() -> None:
+    """Linux: the child is killed when the linker is (no orphan keeps loading a file nobody waits for)."""
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _write_columns(path: str, fh: Any) -> None:
