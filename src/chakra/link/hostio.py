@@ -119,7 +119,7 @@ class HostLoad:
         self._pid: int | None = None
         self._fd: int | None = None
         if parallel is None:
-            parallel = hasattr(os, "fork") and (os.cpu_count() or 1) > 1 and _large(self.path)
+            parallel = _may_fork() and _large(self.path)
         if parallel:
             self._start()
 
@@ -185,6 +185,17 @@ class HostLoad:
             except OSError:
                 pass
             self._fd = None
+
+
+def _may_fork() -> bool:
+    """A second process helps: fork exists, there is a second core, and this process is neither a worker
+    of a pool of ranks (the pool already uses the cores) nor running other threads (a forked child
+    could inherit a lock one of them holds)."""
+    import multiprocessing
+    import threading
+
+    return (hasattr(os, "fork") and (os.cpu_count() or 1) > 1 and threading.active_count() == 1
+            and multiprocessing.parent_process() is None)
 
 
 def _die_with_parent() -> None:
