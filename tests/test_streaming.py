@@ -115,7 +115,7 @@ def test_host_loaded_in_a_child_process_is_the_same(data_dir: Path, name: str,
     path = data_dir / name / "host_et_0.json.gz"
     here, here_texts = hostio.load_host_for_link(path)
     pending = hostio.HostLoad(path, parallel=True)
-    assert pending._pid is not None, "no child was started"
+    assert pending.started, "no child was started"
     child, child_texts = pending.result()
     assert here_texts is not None and child_texts == here_texts
     assert child.ops == here.ops and len(child.ops) > 100

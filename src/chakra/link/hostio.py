@@ -22,6 +22,7 @@ from typing import Any
 from chakra.host import loader as host_loader
 from chakra.host.model import METADATA, HostOp, HostTrace, IOInfo, is_comm_name
 from chakra.io import gc_paused
+from chakra.io.forked import ForkedCall, may_fork
 from chakra.io.jsonio import iter_json_array
 from chakra.link.etplus import FLAT, io_fragment_text
 
@@ -116,103 +117,32 @@ class HostLoad:
 
     def __init__(self, path: str | os.PathLike[str], parallel: bool | None = None) -> None:
         self.path = os.fspath(path)
-        self._pid: int | None = None
-        self._fd: int | None = None
         if parallel is None:
-            parallel = _may_fork() and _large(self.path)
-        if parallel:
-            self._start()
+            parallel = may_fork() and _large(self.path)
+        self._child = ForkedCall(_columns, self.path) if parallel else None
 
-    def _start(self) -> None:
-        import tempfile
-
-        # an unnamed file: nothing is left behind however either process ends
-        fd, name = tempfile.mkstemp(prefix="chakra-host-", suffix=".pickle")
-        os.unlink(name)
-        try:
-            pid = os.fork()
-        except OSError:
-            os.close(fd)
-            return
-        if pid == 0:  # the child: never returns
-            code = 1
-            try:
-                _die_with_parent()
-                with os.fdopen(fd, "wb") as fh:
-                    _write_columns(self.path, fh)
-                code = 0
-            except BaseException:  # noqa: BLE001 (the parent loads the file again and reports it)
-                code = 1
-            finally:
-                os._exit(code)
-        self._pid = pid
-        self._fd = fd
+    @property
+    def started(self) -> bool:
+        return self._child is not None and self._child.started
 
     def result(self) -> tuple[HostTrace, list[bytes] | None]:
-        if self._pid is None:
-            return load_host_for_link(self.path)
-        try:
-            _, status = os.waitpid(self._pid, 0)
-            self._pid = None
-            if os.waitstatus_to_exitcode(status) == 0 and self._fd is not None:
-                os.lseek(self._fd, 0, os.SEEK_SET)
-                with gc_paused(), os.fdopen(self._fd, "rb") as fh:
-                    self._fd = None  # closed with fh
-                    return _read_columns(fh)
-        except Exception:  # noqa: BLE001 (whatever went wrong, the in-process load decides)
-            pass
-        finally:
-            self._cleanup()
+        if self._child is not None:
+            got = self._child.result()
+            self._child = None
+            if got is not None:
+                with gc_paused():
+                    return _from_columns(*got)
         return load_host_for_link(self.path)
 
     def cancel(self) -> None:
         """Stop the child (the link failed before it was needed)."""
-        if self._pid is not None:
-            import signal
-
-            try:
-                os.kill(self._pid, signal.SIGKILL)
-                os.waitpid(self._pid, 0)
-            except OSError:
-                pass
-            self._pid = None
-        self._cleanup()
-
-    def _cleanup(self) -> None:
-        if self._fd is not None:
-            try:
-                os.close(self._fd)
-            except OSError:
-                pass
-            self._fd = None
+        if self._child is not None:
+            self._child.cancel()
+            self._child = None
 
 
-def _may_fork() -> bool:
-    """A second process helps: fork exists, there is a second core, and this process is neither a worker
-    of a pool of ranks (the pool already uses the cores) nor running other threads (a forked child
-    could inherit a lock one of them holds)."""
-    import multiprocessing
-    import threading
-
-    return (hasattr(os, "fork") and (os.cpu_count() or 1) > 1 and threading.active_count() == 1
-            and multiprocessing.parent_process() is None)
-
-
-def _die_with_parent() -> None:
-    """Linux: the child is killed when the linker is (no orphan keeps loading a file nobody waits for)."""
-    try:
-        import ctypes
-        import signal
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-def _write_columns(path: str, fh: Any) -> None:
-    import pickle
-
+def _columns(path: str) -> tuple[HostTrace, list[list[Any]], dict[int, HostOp], list[bytes]]:
+    """In the child: the chunked load, taken apart into columns."""
     with gc_paused():
         streamed = iter_json_array(path, "nodes")
         if streamed is None:
@@ -224,13 +154,11 @@ def _write_columns(path: str, fh: Any) -> None:
                    if op.inputs is not _NO_IO or op.attrs is not _NO_ATTRS or op.attr_types is not _NO_ATTRS}
         trace.ops = []
         trace.by_id = {}
-        pickle.dump((trace, columns, special, texts), fh, protocol=pickle.HIGHEST_PROTOCOL)
+        return trace, columns, special, texts
 
 
-def _read_columns(fh: Any) -> tuple[HostTrace, list[bytes]]:
-    import pickle
-
-    trace, columns, special, texts = pickle.load(fh)
+def _from_columns(trace: HostTrace, columns: list[list[Any]], special: dict[int, HostOp],
+                  texts: list[bytes]) -> tuple[HostTrace, list[bytes]]:
     no_io, no_attrs = _NO_IO, _NO_ATTRS
     ops = [HostOp(nid, name, parent, kind, rf_id, tid, fw_parent, seq_id, scope, fw_tid, op_schema,
                   no_io, no_io, no_attrs, no_attrs, index)
