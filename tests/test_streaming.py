@@ -142,3 +142,38 @@ def test_host_load_child_failure_falls_back_to_the_in_process_error(tmp_path: Pa
     bad.write_text(json.dumps({"schema": "1.0.1", "nodes": nodes}))
     with pytest.raises(TraceFormatError, match="duplicate node id 7"):
         hostio.HostLoad(bad, parallel=True).result()
+
+
+@pytest.mark.parametrize("where", ["data", "dlrm"])
+def test_link_with_the_host_loaded_in_a_child_writes_the_same_et_plus(
+        where: str, data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        request: pytest.FixtureRequest) -> None:
+    """link_files with the host ET read by a forked child (columns, inputs/outputs texts and each host
+    node's text without link fields written by the child) gives the bytes of the one-process link."""
+    from chakra.link import hostio, link_files
+
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    if where == "data":
+        host, kineto = data_dir / "gloo_collectives_2r" / "host_et_0.json.gz", \
+            data_dir / "gloo_collectives_2r" / "kineto_0.json.gz"
+    else:
+        d = request.getfixturevalue("corpus") / "dlrm_8r_v100"
+        host, kineto = d / "host" / "host_et_5.json.gz", d / "device" / "kineto_5.json.gz"
+    link_files(host, kineto, tmp_path / "one.json")
+    monkeypatch.setattr(hostio, "iter_json_array", partial(jsonio.iter_json_array, min_bytes=0, block=4096))
+    monkeypatch.setattr(hostio, "_large", lambda path: True)
+    monkeypatch.setattr(hostio, "may_fork", lambda: True)
+    started: list[bool] = []
+    real = hostio.HostLoad.result
+
+    def result(self):  # type: ignore[no-untyped-def]
+        started.append(self.started)
+        got = real(self)
+        started.append(self.node_texts is not None)
+        return got
+
+    monkeypatch.setattr(hostio.HostLoad, "result", result)
+    link_files(host, kineto, tmp_path / "two.json")
+    assert started == [True, True], "the child path was not taken"
+    assert (tmp_path / "two.json").read_bytes() == (tmp_path / "one.json").read_bytes()

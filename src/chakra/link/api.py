@@ -144,7 +144,7 @@ def _link(
 
 def _prepare(
     host: HostTrace, kineto: KinetoTrace, rank_out: int | None, annotation: str | None,
-    inter_thread_gap_us: float, io_texts: list[bytes] | None = None
+    inter_thread_gap_us: float, io_texts: list[bytes] | None = None, node_texts: Any = None
 ) -> tuple[dict[str, Any], Iterator[Any]]:
     """The ET+ document with ``"nodes"`` holding None (in its place among the keys), and an iterator
     over the nodes: host nodes in file order, then GPU nodes.
@@ -153,7 +153,8 @@ def _prepare(
     is made, so a writer can stream the nodes and never hold a million node dicts at once.  With
     ``io_texts`` (the inputs/outputs JSON text of each host op, see :mod:`chakra.link.hostio`) the
     nodes hold them as ``orjson.Fragment`` s (:func:`chakra.link.etplus.host_node`), which encode to the same
-bytes as the lists."""
+bytes as the lists.  ``node_texts`` (iterable, op order): each host node's JSON text without link
+fields, made by the process that loaded the host ET; the link fields are appended to it."""
     window = select_window(host, kineto, annotation)
     match = match_ops(host, kineto, window)
     gpu = attach_gpu_ops(kineto, match.event_to_host, window)
@@ -192,7 +193,8 @@ bytes as the lists."""
     doc["measured"] = measured(kineto, window)
     doc["link_stats"] = stats
     _log_summary(f"rank {rank_out}" if rank_out is not None else os.path.basename(host.path), stats)
-    nodes = chain(_host_nodes(host, kineto, match.host_to_event, resolver, it_deps, s_deps, io_texts),
+    nodes = chain(_host_nodes(host, kineto, match.host_to_event, resolver, it_deps, s_deps, io_texts,
+                              node_texts),
                   _gpu_nodes(host, kineto, gpu, resolver, first_gpu_id, io_texts))
     return doc, nodes
 
@@ -203,14 +205,19 @@ _OUR_TOP_KEYS = frozenset(("rank", "world_size", "process_groups", "measured", "
 
 def _host_nodes(
     host: HostTrace, kineto: KinetoTrace, host_to_event: dict[int, int], resolver: CommResolver,
-    it_deps: dict[int, int], s_deps: dict[int, list[int]], io_texts: list[bytes] | None
+    it_deps: dict[int, int], s_deps: dict[int, list[int]], io_texts: list[bytes] | None,
+    node_texts: Any = None
 ) -> Iterator[Any]:
     """Host nodes in file order and layout, with the timing of their matched event and their deps."""
     events = kineto.events
     layout = host.layout
     fragment = orjson.Fragment
+    dumps = orjson.dumps
+    texts = iter(node_texts) if node_texts is not None else None
     for op in host.ops:
-        if io_texts is None:
+        if texts is not None:
+            node = {}  # the link fields only: the rest is the node's text
+        elif io_texts is None:
             node = host_node(op, layout)
         else:
             node = host_node(op, layout, fragment(io_texts[op.index]))
@@ -231,7 +238,12 @@ def _host_nodes(
         deps = s_deps.get(oid)
         if deps is not None:
             node["sync_dep"] = deps
-        yield node
+        if texts is None:
+            yield node
+        elif node:
+            yield fragment(next(texts)[:-1] + b"," + dumps(node)[1:])
+        else:
+            yield fragment(next(texts))
 
 
 def _gpu_nodes(
@@ -474,27 +486,31 @@ def link_files(
         except BaseException:  # interrupted: no more work
             pending.cancel()
             raise
-        host, io_texts = pending.result()
-        mismatches = run_mismatches(host, kineto)
-        if mismatches:
-            what = f"not the same run as {os.fspath(host_path)}? " + "; ".join(mismatches)
-            if strict:
-                raise TraceFormatError(what + " (refused: --strict)", os.fspath(kineto_path))
-            log.warning("%s: %s (linked anyway; --strict refuses)", os.fspath(kineto_path), what)
-        bad_rank = rank_mismatch(rank, host, kineto)
-        if bad_rank:
-            if strict:
-                raise TraceFormatError(bad_rank + " (refused: --strict)", os.fspath(kineto_path))
-            mismatches.append(f"{bad_rank} (wrote rank {trace_rank(host, kineto)}; --strict refuses)")
-        if bad_rank:  # as link_traces says it
-            log.warning("%s: %s: writing rank %s, the rank its collectives were recorded with",
-                        kineto.path or host.path, bad_rank, trace_rank(host, kineto))
-        doc, nodes = _prepare(host, kineto, resolve_rank(rank, host, kineto, fallback_rank), annotation,
-                              DEFAULT_GAP_US, io_texts)
-        warnings = list(host.warnings) + list(kineto.warnings) + mismatches
-        # the nodes are made while they are written: never a million node dicts at once
-        dump_json_items(out, doc, "nodes", nodes)
-        del host, kineto, nodes, io_texts
+        try:
+            host, io_texts = pending.result()
+            node_texts = pending.node_texts
+            mismatches = run_mismatches(host, kineto)
+            if mismatches:
+                what = f"not the same run as {os.fspath(host_path)}? " + "; ".join(mismatches)
+                if strict:
+                    raise TraceFormatError(what + " (refused: --strict)", os.fspath(kineto_path))
+                log.warning("%s: %s (linked anyway; --strict refuses)", os.fspath(kineto_path), what)
+            bad_rank = rank_mismatch(rank, host, kineto)
+            if bad_rank:
+                if strict:
+                    raise TraceFormatError(bad_rank + " (refused: --strict)", os.fspath(kineto_path))
+                mismatches.append(f"{bad_rank} (wrote rank {trace_rank(host, kineto)}; --strict refuses)")
+            if bad_rank:  # as link_traces says it
+                log.warning("%s: %s: writing rank %s, the rank its collectives were recorded with",
+                            kineto.path or host.path, bad_rank, trace_rank(host, kineto))
+            doc, nodes = _prepare(host, kineto, resolve_rank(rank, host, kineto, fallback_rank), annotation,
+                                  DEFAULT_GAP_US, io_texts, node_texts)
+            warnings = list(host.warnings) + list(kineto.warnings) + mismatches
+            # the nodes are made while they are written: never a million node dicts at once
+            dump_json_items(out, doc, "nodes", nodes)
+        finally:
+            pending.cancel()  # the child, if any, is done; this releases its node texts
+        del host, kineto, nodes, io_texts, node_texts
         report = _report(doc, os.fspath(host_path), os.fspath(kineto_path), out)
         del doc
     report.warnings = warnings

@@ -24,7 +24,7 @@ from chakra.host.model import METADATA, HostOp, HostTrace, IOInfo, is_comm_name
 from chakra.io import gc_paused
 from chakra.io.forked import ForkedCall, may_fork
 from chakra.io.jsonio import iter_json_array
-from chakra.link.etplus import FLAT, io_fragment_text
+from chakra.link.etplus import FLAT, host_node, io_fragment_text
 
 # shared by every op whose inputs/outputs are held as text; nothing in the linker writes to them
 _NO_IO = IOInfo([], [], [], None)
@@ -113,13 +113,28 @@ class HostLoad:
     """The host ET for the linker, loaded in a child process when that can save time (see above).
 
     ``result()`` returns what :func:`load_host_for_link` returns, and raises what it raises: whenever the
-    child cannot deliver (an error in the file, no fork, a crash), the load is done again here."""
+    child cannot deliver (an error in the file, no fork, a crash), the load is done again here.
+
+    The child also writes the JSON text of every host op's ET+ node without its link fields (what
+    ``host_node`` gives) to a second unnamed file: ``node_texts`` then iterates them in op order (None
+    when the child did not deliver), and the writer only appends each node's link fields."""
 
     def __init__(self, path: str | os.PathLike[str], parallel: bool | None = None) -> None:
         self.path = os.fspath(path)
+        self.node_texts: NodeTexts | None = None
+        self._fd: int | None = None
+        self._child: ForkedCall | None = None
         if parallel is None:
             parallel = may_fork() and _large(self.path)
-        self._child = ForkedCall(_columns, self.path) if parallel else None
+        if parallel:
+            import tempfile
+
+            fd, name = tempfile.mkstemp(prefix="chakra-nodes-", suffix=".json")
+            os.unlink(name)
+            self._fd = fd
+            self._child = ForkedCall(_columns, self.path, fd)
+            if not self._child.started:
+                self.cancel()
 
     @property
     def started(self) -> bool:
@@ -129,32 +144,90 @@ class HostLoad:
         if self._child is not None:
             got = self._child.result()
             self._child = None
-            if got is not None:
+            if got is not None and self._fd is not None:
+                trace, columns, special, texts, lengths = got
+                self.node_texts = NodeTexts(self._fd, lengths)
+                self._fd = None
                 with gc_paused():
-                    return _from_columns(*got)
+                    return _from_columns(trace, columns, special, texts)
+            self.cancel()
         return load_host_for_link(self.path)
 
     def cancel(self) -> None:
-        """Stop the child (the link failed before it was needed)."""
+        """Stop the child (the link failed before it was needed); release the files."""
         if self._child is not None:
             self._child.cancel()
             self._child = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        if self.node_texts is not None:
+            self.node_texts.close()
+            self.node_texts = None
 
 
-def _columns(path: str) -> tuple[HostTrace, list[list[Any]], dict[int, HostOp], list[bytes]]:
-    """In the child: the chunked load, taken apart into columns."""
+class NodeTexts:
+    """The host nodes' JSON texts the child wrote, read back in order a block at a time."""
+
+    def __init__(self, fd: int, lengths: Any) -> None:
+        self._fd: int | None = fd
+        self.lengths = lengths
+
+    def __iter__(self) -> Any:
+        fd = self._fd
+        if fd is None:
+            raise ValueError("node texts already closed")
+        os.lseek(fd, 0, os.SEEK_SET)
+        buf = b""
+        at = 0
+        for n in self.lengths:
+            if at + n > len(buf):
+                buf = buf[at:] + os.read(fd, max(_TEXT_BLOCK, n))
+                at = 0
+                while n > len(buf):
+                    more = os.read(fd, _TEXT_BLOCK)
+                    if not more:
+                        raise ValueError("node texts file is short")
+                    buf += more
+            yield buf[at:at + n]
+            at += n
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+_TEXT_BLOCK = 8 << 20
+
+
+def _columns(path: str, fd: int) -> tuple[HostTrace, list[list[Any]], dict[int, HostOp], list[bytes], Any]:
+    """In the child: the chunked load, taken apart into columns; the node texts written to ``fd``."""
+    from array import array
+
+    import orjson
+
     with gc_paused():
         streamed = iter_json_array(path, "nodes")
         if streamed is None:
             raise ValueError("not read in chunks")
         trace, texts = _load_streamed(streamed[0], streamed[1], path)
         ops = trace.ops
+        layout = trace.layout
+        lengths = array("Q")
+        dumps = orjson.dumps
+        fragment = orjson.Fragment
+        with os.fdopen(os.dup(fd), "wb", buffering=_TEXT_BLOCK) as out:
+            for op in ops:
+                text = dumps(host_node(op, layout, fragment(texts[op.index])))
+                out.write(text)
+                lengths.append(len(text))
         columns = [[getattr(op, f) for op in ops] for f in _FIELDS]
         special = {op.index: op for op in ops
                    if op.inputs is not _NO_IO or op.attrs is not _NO_ATTRS or op.attr_types is not _NO_ATTRS}
         trace.ops = []
         trace.by_id = {}
-        return trace, columns, special, texts
+        return trace, columns, special, texts, lengths
 
 
 def _from_columns(trace: HostTrace, columns: list[list[Any]], special: dict[int, HostOp],
