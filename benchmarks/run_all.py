@@ -71,43 +71,27 @@ def _rss_kb(pid: str) -> int:
     return 0
 
 
-class _TreeSampler:
-    """The largest sum of RSS over this process and its child processes, sampled every 20 ms.
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as fh:
+                out += [int(c) for c in fh.read().split()]
+    except OSError:
+        pass
+    return out
 
-    A stage may fork a helper (the linker loads a large host ET in a child while it reads the Kineto
-    trace); its memory counts as the stage's as long as both are alive.  ``VmHWM`` of this process alone
-    would not show it."""
 
-    def __init__(self) -> None:
-        import threading
-
-        self.peak_kb = 0
-        self.children_seen = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _children(self) -> list[str]:
-        out: list[str] = []
-        try:
-            for task in os.listdir("/proc/self/task"):
-                with open(f"/proc/self/task/{task}/children") as fh:
-                    out += fh.read().split()
-        except OSError:
-            pass
-        return out
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.02):
-            kids = self._children()
-            if kids:
-                self.children_seen = max(self.children_seen, len(kids))
-            total = _rss_kb("self") + sum(_rss_kb(k) for k in kids)
-            self.peak_kb = max(self.peak_kb, total)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
+def _tree_rss_kb(pid: int) -> tuple[int, int]:
+    """(RSS of ``pid`` plus all its descendants in kB, number of descendants)."""
+    total, n = _rss_kb(str(pid)), 0
+    todo = _children(pid)
+    while todo:
+        c = todo.pop()
+        n += 1
+        total += _rss_kb(str(c))
+        todo += _children(c)
+    return total, n
 
 
 def child(stage: str, host: str, kineto: str, etplus: str, et: str) -> None:
@@ -117,7 +101,6 @@ def child(stage: str, host: str, kineto: str, etplus: str, et: str) -> None:
     logging.disable(logging.WARNING)
     sys.path.insert(0, str(REPO / "src"))
     info: dict[str, Any] = {}
-    sampler = _TreeSampler() if os.path.isdir("/proc/self/task") else None
     if stage == "read":
         from chakra.io import read_bytes
 
@@ -162,15 +145,11 @@ def child(stage: str, host: str, kineto: str, etplus: str, et: str) -> None:
         raise SystemExit(f"unknown stage {stage}")
     info["seconds"] = time.perf_counter() - t
     info["peak_mb"] = _peak_mb()
-    if sampler is not None:
-        sampler.stop()
-        if sampler.children_seen:
-            # the stage ran helper processes: its peak is the largest sum over the process tree
-            import resource
+    import resource
 
-            info["process_peak_mb"] = info["peak_mb"]
-            info["child_peak_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
-            info["peak_mb"] = max(info["peak_mb"], sampler.peak_kb / 1024.0)
+    child_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    if child_kb:
+        info["child_peak_mb"] = child_kb / 1024.0
     print(json.dumps(info), flush=True)
     os._exit(0)  # no teardown of millions of objects: it is not part of any stage
 
@@ -180,11 +159,39 @@ def child(stage: str, host: str, kineto: str, etplus: str, et: str) -> None:
 def measure(stage: str, host: Path, kineto: Path, etplus: Path, et: Path) -> dict[str, Any]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", stage, str(host), str(kineto),
            str(etplus), str(et)]
-    res = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if res.returncode != 0:
-        tail = "\n".join(res.stderr.strip().splitlines()[-5:])
-        return {"error": f"exit {res.returncode}: {tail}"}
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    # The stage may fork helpers (the linker reads a large host ET in a child while it reads the Kineto
+    # trace): sampled from here every 20 ms, the largest RSS sum over the stage's process tree is its peak
+    # when it exceeds the stage process's own high-water mark.
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        import threading
+
+        tree_peak_kb, helpers = 0, 0
+        done = threading.Event()
+
+        def sample() -> None:
+            nonlocal tree_peak_kb, helpers
+            while not done.wait(0.02):
+                kb, n = _tree_rss_kb(proc.pid)
+                if n:
+                    helpers = max(helpers, n)
+                    tree_peak_kb = max(tree_peak_kb, kb)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        if os.path.isdir(f"/proc/{proc.pid}"):
+            sampler.start()
+        out, err = proc.communicate()
+        done.set()
+        if sampler.is_alive():
+            sampler.join()
+    if proc.returncode != 0:
+        tail = "\n".join(err.strip().splitlines()[-5:])
+        return {"error": f"exit {proc.returncode}: {tail}"}
+    info = json.loads(out.strip().splitlines()[-1])
+    if helpers:
+        info["process_peak_mb"] = info["peak_mb"]
+        info["tree_peak_mb"] = tree_peak_kb / 1024.0
+        info["peak_mb"] = max(info["peak_mb"], tree_peak_kb / 1024.0)
+    return info
 
 
 def real_cases(quick: bool) -> list[tuple[str, str, Path, Path]]:

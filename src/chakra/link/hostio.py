@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from itertools import chain
+from operator import attrgetter
 from typing import Any
 
 from chakra.host import loader as host_loader
@@ -66,16 +67,7 @@ def _load_streamed(top: dict[str, Any], chunks: Any, path: str) -> tuple[HostTra
             op = ops[k]
             op.index = k  # the parser numbers the nodes of each call from 0
             texts.append(io_fragment_text(op, layout))
-            if op.kind == METADATA or is_comm_name(op.name):
-                continue  # read by the process-group table and the collectives' fields
-            if flat and (op.inputs.strides is not None or op.outputs.strides is not None):
-                continue  # flat strides are separate keys, written from the op itself
-            op.inputs = _NO_IO
-            op.outputs = _NO_IO
-            if not op.attrs:
-                op.attrs = _NO_ATTRS
-            if not op.attr_types:
-                op.attr_types = _NO_ATTRS
+            _make_lean(op, flat)
         first = []
     if len(by_id) != len(ops):
         raise ValueError("duplicate ids")  # load_host_et names them
@@ -93,6 +85,26 @@ def _load_streamed(top: dict[str, Any], chunks: Any, path: str) -> tuple[HostTra
 
 _FIELDS = ("id", "name", "parent", "kind", "rf_id", "tid", "fw_parent", "seq_id", "scope", "fw_tid",
            "op_schema")
+
+
+def _make_lean(op: HostOp, flat: bool) -> bool:
+    """Replace the op's lists (and empty attribute dicts) by the shared empty ones where the linker does
+    not read them; True when the op keeps anything of its own (then it travels whole from a child)."""
+    if op.kind == METADATA or is_comm_name(op.name):
+        return True  # read by the process-group table and the collectives' fields
+    if flat and (op.inputs.strides is not None or op.outputs.strides is not None):
+        return True  # flat strides are separate keys, written from the op itself
+    op.inputs = _NO_IO
+    op.outputs = _NO_IO
+    if op.attrs:
+        kept = True
+    else:
+        op.attrs = _NO_ATTRS
+        kept = False
+    if op.attr_types:
+        return True
+    op.attr_types = _NO_ATTRS
+    return kept
 
 
 def _large(path: str) -> bool:
@@ -202,7 +214,9 @@ _TEXT_BLOCK = 8 << 20
 
 
 def _columns(path: str, fd: int) -> tuple[HostTrace, list[list[Any]], dict[int, HostOp], list[bytes], Any]:
-    """In the child: the chunked load, taken apart into columns; the node texts written to ``fd``."""
+    """In the child: the host ET read a chunk at a time into columns, the inputs/outputs texts and the
+    ops that keep their lists (as :func:`_load_streamed` leaves them); each op's node text goes to ``fd``.
+    No chunk's ops outlive it: the child stays small while the parent reads the Kineto trace."""
     from array import array
 
     import orjson
@@ -211,20 +225,52 @@ def _columns(path: str, fd: int) -> tuple[HostTrace, list[list[Any]], dict[int, 
         streamed = iter_json_array(path, "nodes")
         if streamed is None:
             raise ValueError("not read in chunks")
-        trace, texts = _load_streamed(streamed[0], streamed[1], path)
-        ops = trace.ops
-        layout = trace.layout
+        top, chunks = streamed
+        first = next(chunks, [])
+        schema = top.get("schema")
+        warnings: list[str] = []
+        layout = host_loader._detect_layout(schema, first, path, warnings)
+        parse = host_loader._parse_flat if layout == FLAT else host_loader._parse_chakra
+        flat = layout == FLAT
+        columns: list[list[Any]] = [[] for _ in _FIELDS]
+        appends = [c.append for c in columns]
+        names = columns[_FIELDS.index("name")]
+        intern = {}.setdefault
+        fields = [attrgetter(f) for f in _FIELDS]
+        texts: list[bytes] = []
         lengths = array("Q")
+        special: dict[int, HostOp] = {}
+        seen: set[int] = set()
         dumps = orjson.dumps
         fragment = orjson.Fragment
+        index = 0
         with os.fdopen(os.dup(fd), "wb", buffering=_TEXT_BLOCK) as out:
-            for op in ops:
-                text = dumps(host_node(op, layout, fragment(texts[op.index])))
-                out.write(text)
-                lengths.append(len(text))
-        columns = [[getattr(op, f) for op in ops] for f in _FIELDS]
-        special = {op.index: op for op in ops
-                   if op.inputs is not _NO_IO or op.attrs is not _NO_ATTRS or op.attr_types is not _NO_ATTRS}
+            for chunk in chain((first,), chunks):
+                ops: list[HostOp] = []
+                by_id: dict[int, HostOp] = {}
+                parse(chunk, ops, by_id)
+                del chunk
+                first = []
+                for op in ops:
+                    if op.id in seen:
+                        raise ValueError("duplicate ids")  # load_host_et names them
+                    seen.add(op.id)
+                    op.index = index
+                    index += 1
+                    io = io_fragment_text(op, layout)
+                    texts.append(io)
+                    text = dumps(host_node(op, layout, fragment(io)))
+                    out.write(text)
+                    lengths.append(len(text))
+                    for add, get in zip(appends, fields):
+                        add(get(op))
+                    # one str per distinct name: smaller here, in the pickle (memoised) and in the parent
+                    names[-1] = intern(op.name, op.name)
+                    if _make_lean(op, flat):
+                        special[op.index] = op
+        del seen
+        kept = list(special.values())
+        trace = host_loader._make_trace(top, schema, layout, kept, {op.id: op for op in kept}, warnings, path)
         trace.ops = []
         trace.by_id = {}
         return trace, columns, special, texts, lengths
