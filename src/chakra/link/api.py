@@ -9,12 +9,12 @@ links every rank of a folder in parallel processes.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from itertools import chain
-from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from chakra.host.comm import COMM_KERNEL_PREFIXES
 from chakra.host.model import HostTrace
 from chakra.io import gc_paused
 from chakra.io.jsonio import dump_json_items
-from chakra.link.comm import CommResolver, gloo_fields, is_comm_kernel, process_groups
+from chakra.link.comm import CommResolver, gloo_fields, process_groups
 from chakra.link.deps import DEFAULT_GAP_US, SyncStats, inter_thread_deps, order_keys, sync_deps
 from chakra.link.etplus import FLAT, host_node, io_fields
 from chakra.link.gpu import GpuAttachment, attach_gpu_ops
@@ -161,7 +161,12 @@ fields, made by the process that loaded the host ET; the link fields are appende
     resolver = CommResolver(host)
     events = kineto.events
     gloo = sum(1 for op in host.ops if op.name.startswith("gloo:"))
-    nccl = sum(map(is_comm_kernel, map(events.__getitem__, map(_POS, gpu.ops))))
+    comm_prefixes = COMM_KERNEL_PREFIXES
+    nccl = 0
+    for g in gpu.ops:
+        ev = events[g.pos]
+        if ev.name.startswith(comm_prefixes) or "Collective name" in ev.args:  # is_comm_kernel(ev)
+            nccl += 1
     first_gpu_id = max(host.by_id, default=0) + 1
 
     keys = order_keys(host, kineto, match.host_to_event)
@@ -199,7 +204,6 @@ fields, made by the process that loaded the host ET; the link fields are appende
     return doc, nodes
 
 
-_POS = attrgetter("pos")
 _OUR_TOP_KEYS = frozenset(("rank", "world_size", "process_groups", "measured", "link_stats"))
 
 
@@ -362,7 +366,10 @@ def _stats(
     attachable = gpu.total - gpu.no_launch - gpu.outside_window
     in_window_gpu = gpu.total - gpu.outside_window
     lo, hi = window.lo, window.hi
-    in_window = sum(1 for p in match.event_to_host if lo <= events[p].ts < hi)  # window.contains
+    if lo == -math.inf and hi == math.inf:
+        in_window = len(match.event_to_host)
+    else:
+        in_window = sum(1 for p in match.event_to_host if lo <= events[p].ts < hi)  # window.contains
     return {
         "strategy": match.strategy,
         "window": window.name,

@@ -99,7 +99,17 @@ def order_keys(
     keys: dict[int, tuple[float, int]] = {}
     neg_inf = -math.inf
     for op in host.ops:
-        if op.id in keys:
+        oid = op.id
+        if oid in keys:
+            continue
+        pk = keys.get(op.parent)
+        if pk is not None and op.parent != oid:
+            # the usual case (parents come first): one step, no chain
+            m, depth = pk
+            pos = host_to_event.get(oid)
+            if pos is not None and events[pos].ts > m:
+                m = events[pos].ts
+            keys[oid] = (m, depth + 1)
             continue
         chain: list[HostOp] = []
         cur: HostOp | None = op
