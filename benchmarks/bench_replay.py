@@ -122,6 +122,17 @@ def bench_nodes(label: str, nodes: list[Node], repeat: int) -> None:
         end = max(out.ends)  # type: ignore[attr-defined]
         print(f"  replay mode={mode:<9}               {t_sim:8.3f} s  {n / t_sim:12,.0f} nodes/s  "
               f"ratio {t_sim / t_base:6.1f}x baseline  (replayed {end:,.0f} us)")
+    # one rank in lanes mode takes the one-pass path; the event loop (what a whole job uses) for comparison
+    from chakra.replay import engine
+
+    exact = engine._exact
+    engine._exact = lambda g: False
+    try:
+        t_ev, out_ev = _best(lambda: simulate([g], mode="lanes"), repeat)
+    finally:
+        engine._exact = exact
+    print(f"  replay mode=lanes, event loop        {t_ev:8.3f} s  {n / t_ev:12,.0f} nodes/s  "
+          f"(same ends: {out_ev.ends == simulate([g], mode='lanes').ends})")  # type: ignore[attr-defined]
 
 
 def bench_files(label: str, paths: list[Path], repeat: int) -> None:
@@ -131,6 +142,9 @@ def bench_files(label: str, paths: list[Path], repeat: int) -> None:
     n = sum(len(g) for g in graphs)  # type: ignore[union-attr]
     print(f"{label}: {len(paths)} file(s), {n:,} nodes; read + columns {t_read:.3f} s "
           f"({n / t_read:,.0f} nodes/s)")
+    t_pb, _ = _best(lambda: [_via_messages(p) for p in paths], 1)
+    print(f"  read via protobuf Node messages (graph_from_protobuf) {t_pb:.3f} s: "
+          f"the batched reader takes {t_read / t_pb:.2f}x that")
     for couple in (False, True):
         try:
             t, job = _best(lambda couple=couple: replay_job(graphs, couple=couple), repeat)
@@ -140,6 +154,17 @@ def bench_files(label: str, paths: list[Path], repeat: int) -> None:
         worst = max((abs(r.error_pct) for r in job if r.error_pct is not None), default=float("nan"))
         print(f"  {'whole job' if couple else 'per rank '}: {t:.3f} s  {n / t:12,.0f} nodes/s  "
               f"max |error| vs measured {worst:.2f}%")
+
+
+def _via_messages(path: Path):
+    """The plain way to the same RankGraph: every Node message decoded, then its fields read."""
+    import os
+
+    from chakra.io import read_messages
+    from chakra.io.naming import rank_from_filename
+
+    meta, nodes = read_messages(path, GlobalMetadata, Node)
+    return graph_from_protobuf(nodes, meta, path=os.fspath(path), rank=rank_from_filename(path))
 
 
 def dlrm_ets(corpus: Path, out: Path) -> list[Path]:

@@ -154,3 +154,189 @@ def write_messages(path: str | os.PathLike[str], messages: Iterable[Any]) -> int
 
 _BATCH = 1 << 20
 _VARINT_1 = [bytes((i,)) for i in range(128)]
+
+
+# ---- batched reading (the replay's loader) -------------------------------------------------------------
+#
+# Decoding a million messages one ``FromString`` call at a time costs more in Python calls than in
+# parsing.  A length-delimited stream becomes a valid ``repeated <message> = 1`` field once every
+# ``varint(len) + body`` frame gets the tag byte 0x0A in front, so a run of frames decodes with ONE call
+# of a container message (``message Batch { repeated Node nodes = 1; }``).  The file is read in chunks:
+# it never sits in memory whole.
+
+_CHUNK = 1 << 23          # bytes read at a time
+_BATCH_BYTES = 1 << 22    # frames handed over at a time
+
+
+def iter_frame_batches(path: str | os.PathLike[str], first_cls: Any,
+                       batch_bytes: int = _BATCH_BYTES) -> tuple[Any, Iterator[tuple[int, list[bytes]]]]:
+    """Like :func:`iter_messages`, but the messages after the first come as batches of raw frames.
+
+    Returns ``(first message, iterator of (index of the batch's first message, frames))``; a frame is
+    ``varint(len) + message bytes``; :func:`batch_container` makes a decodable container of them (see
+    above), :func:`parse_batch` decodes it.  The errors are those of ``iter_messages``, raised at the same
+    point of the stream: a damaged frame is reported after the batch of the messages before it.
+    """
+    from chakra.io.jsonio import GZIP_MAGIC
+
+    try:
+        fh = open(path, "rb")  # noqa: SIM115 - closed by the generator (or below)
+    except FileNotFoundError:
+        raise TraceFormatError("file not found", path) from None
+    except IsADirectoryError:
+        raise TraceFormatError("is a directory, expected a file", path) from None
+    except PermissionError:
+        raise TraceFormatError("permission denied", path) from None
+    try:
+        buf = fh.read(_CHUNK)
+    except IsADirectoryError:
+        fh.close()
+        raise TraceFormatError("is a directory, expected a file", path) from None
+    except BaseException:
+        fh.close()
+        raise
+    if buf[:2] == GZIP_MAGIC:
+        fh.close()
+        buf = read_bytes(path)   # the whole stream: exactly read_bytes' errors on a damaged gzip
+        fh = None
+    elif len(buf) < _CHUNK:
+        fh.close()
+        fh = None
+    if not buf:
+        raise TraceFormatError("file is empty", path)
+    try:
+        head_frame, pos, buf = _first_frame(buf, fh, path)
+    except BaseException:
+        if fh is not None:
+            fh.close()
+        raise
+    from google.protobuf.message import DecodeError
+
+    try:
+        head = first_cls.FromString(head_frame)
+    except (DecodeError, RuntimeError, ValueError) as exc:
+        if fh is not None:
+            fh.close()
+        raise TraceFormatError(f"message 0 is not a valid protobuf ({exc})", path) from None
+    return head, _batches(buf, pos, fh, path, batch_bytes)
+
+
+def _first_frame(buf: bytes, fh: Any, path: Any) -> tuple[bytes, int, bytes]:
+    """(body of message 0, position after it, buffer): reads on until message 0 is complete."""
+    eof = fh is None
+    while True:
+        try:
+            length, start = decode_varint(buf, 0)
+        except ValueError as exc:
+            if eof or str(exc) != "truncated varint":
+                raise TraceFormatError(f"message 0: {exc}", path) from None
+            more = fh.read(_CHUNK)
+            eof = len(more) < _CHUNK
+            buf += more
+            continue
+        end = start + length
+        if end > len(buf):
+            if eof:
+                raise TraceFormatError(
+                    f"message 0 is truncated: needs {length} bytes, {len(buf) - start} left", path)
+            more = fh.read(max(_CHUNK, end - len(buf)))
+            eof = len(more) < max(_CHUNK, end - len(buf))
+            buf += more
+            if eof:
+                fh.close()
+            continue
+        return buf[start:end], end, buf
+
+
+def _batches(buf: bytes, pos: int, fh: Any, path: Any, batch_bytes: int) -> Iterator[tuple[int, list[bytes]]]:
+    index = 1          # of the next message
+    eof = fh is None or fh.closed
+    try:
+        while True:
+            n = len(buf)
+            frames: list[bytes] = []
+            append = frames.append
+            limit = pos + batch_bytes
+            error = None
+            while pos < n:
+                b = buf[pos]
+                if b < 0x80:
+                    start = pos + 1
+                    end = start + b
+                elif pos + 1 < n and buf[pos + 1] < 0x80:
+                    start = pos + 2
+                    end = start + ((b & 0x7F) | (buf[pos + 1] << 7))
+                else:
+                    try:
+                        length, start = decode_varint(buf, pos)
+                    except ValueError as exc:
+                        if eof or str(exc) != "truncated varint":
+                            error = TraceFormatError(f"message {index + len(frames)}: {exc}", path)
+                        break
+                    end = start + length
+                if end > n:
+                    if eof:
+                        error = TraceFormatError(f"message {index + len(frames)} is truncated: needs "
+                                                 f"{end - start} bytes, {n - start} left", path)
+                    break
+                append(buf[pos:end])
+                pos = end
+                if pos >= limit:
+                    break
+            if frames:
+                yield index, frames
+                index += len(frames)
+            if error is not None:
+                raise error
+            if pos < n and pos >= limit:
+                continue
+            if eof:
+                if pos >= n:
+                    return
+                continue  # pragma: no cover - (an error was raised above)
+            # the rest of the buffer is an incomplete frame: read on
+            more = fh.read(_CHUNK)
+            if len(more) < _CHUNK:
+                eof = True
+                fh.close()
+            buf = buf[pos:] + more
+            pos = 0
+    finally:
+        if fh is not None and not fh.closed:
+            fh.close()
+
+
+def batch_container(frames: list[bytes]) -> bytes:
+    """The frames of :func:`iter_frame_batches` as one ``repeated <message> = 1`` field."""
+    return b"\x0a" + b"\x0a".join(frames)
+
+
+def batch_frames(container: bytes) -> Iterator[bytes]:
+    """The message bodies of a batch made by :func:`iter_frame_batches`."""
+    view = memoryview(container)
+    pos = 0
+    n = len(container)
+    while pos < n:
+        length, start = decode_varint(view, pos + 1)
+        yield bytes(view[start:start + length])
+        pos = start + length
+
+
+def parse_batch(container: bytes, first_index: int, batch_cls: Any, msg_cls: Any,
+                path: str | os.PathLike[str] | None = None) -> Any:
+    """``batch_cls.FromString(container)``; when that fails, the error ``iter_messages`` gives for the first
+    message that ``msg_cls`` rejects.  Returns None if every message decodes on its own (the batch did not:
+    e.g. an over-long length varint); the caller then decodes them one by one."""
+    from google.protobuf.message import DecodeError
+
+    try:
+        return batch_cls.FromString(container)
+    except (DecodeError, RuntimeError, ValueError):
+        pass
+    parse = msg_cls.FromString
+    for i, frame in enumerate(batch_frames(container), first_index):
+        try:
+            parse(frame)
+        except (DecodeError, RuntimeError, ValueError) as exc:
+            raise TraceFormatError(f"message {i} is not a valid protobuf ({exc})", path) from None
+    return None

@@ -145,7 +145,10 @@ def _results(graphs: Sequence[RankGraph], out: SimOutput, mode: str, gaps: bool,
     for ri, g in enumerate(graphs):
         lo, hi = out.offsets[ri], out.offsets[ri + 1]
         waits = {g.ids[gi - lo]: cs - out.starts[gi] for gi, cs in out.comm_start.items() if lo <= gi < hi}
-        starts, ends = out.starts[lo:hi], out.ends[lo:hi]
+        if lo == 0 and hi == len(out.starts):
+            starts, ends = out.starts, out.ends   # one rank: no copy
+        else:
+            starts, ends = out.starts[lo:hi], out.ends[lo:hi]
         b = out.base[ri] if out.base else 0.0
         if b:
             starts = [x - b for x in starts]

@@ -88,14 +88,20 @@ Clock alignment (whole job, lanes mode)
 
 Ties: events at equal times are processed in (rank, node id) order; the result does
 not depend on that order in lanes mode and is fixed by "lowest id first" in astrasim.
+
+One rank on its own in lanes mode (``replay_file``, ``replay_rank``) with whole-µs times (what a
+protobuf ET holds) takes :func:`_simulate_one`: every constraint then points to a node earlier in
+the lane order, so one pass in that order gives the event loop's times bit for bit, without it.
 """
 
 from __future__ import annotations
 
 import heapq
 import logging
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import chain, compress, count, islice, repeat
 
 from chakra.errors import ChakraError
 from chakra.replay.graph import WORLD_PG_NAMES, RankGraph
@@ -493,6 +499,9 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
         ranks = list(range(len(graphs)))
     lanes_mode = mode == "lanes"
     use_gaps = gaps and lanes_mode
+    if lanes_mode and not couple and len(graphs) == 1 and not (base is not None and any(base)) \
+            and _exact(graphs[0]):
+        return _simulate_one(graphs[0], use_gaps, missing)
     # (segments apply with or without gaps: they are how nested CPU ops occupy a thread)
 
     offsets = [0]
@@ -732,6 +741,215 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
     bases = [float(b) for b in base] if base is not None and lanes_mode else [0.0] * len(graphs)
     return SimOutput(starts=start, ends=end, offsets=offsets, comm_start=comm_start, lane_order=orders,
                      base=bases, groups=n_groups)
+
+
+def _exact(g: RankGraph) -> bool:
+    """Whether every time of a one-rank replay is an exact integer: recorded starts and durations are
+    whole µs (what a protobuf ET holds) small enough that no sum of them ever rounds.  Then the result
+    does not depend on the order in which the constraints are applied (see :func:`_simulate_one`)."""
+    starts, durs = g.starts, g.durations
+    if not starts:
+        return True
+    is_int = float.is_integer
+    try:
+        if not (all(map(is_int, starts)) and all(map(is_int, durs))):
+            return False
+    except TypeError:       # not floats (a hand-made graph): take the general path
+        return False
+    if METADATA_NODE in g.types and any(compress(g.lanes, map(operator.eq, g.types, repeat(METADATA_NODE)))):
+        return False        # a METADATA node given a lane (by hand): the general path
+    lo = min(min(starts), min(durs))
+    s_max, d_max = max(starts), max(durs)
+    # a node's start or end exceeds a predecessor's end by at most 3 recorded starts + 2 durations
+    return lo >= 0 and (len(starts) + 1) * (3 * s_max + 2 * d_max) + s_max < 2.0 ** 52
+
+
+def _simulate_one(g: RankGraph, use_gaps: bool, missing: str) -> SimOutput:
+    """Lanes mode, one rank on its own, exact integer times (:func:`_exact`): the same result as the
+    event loop of :func:`simulate` in one pass over the lane order.
+
+    Without coupling every constraint of a node points to a node earlier in the lane order (its
+    dependencies, its lane predecessor, its finish-wait dependencies), and each is a ``max`` of sums of
+    exact integers, so computing each node's start and end once, in that order, from its predecessors'
+    gives the event loop's values, bit for bit: no heap, no successor lists.  The finish waits of
+    :func:`_finish_waits` are recognised on the way.  The lane order is first taken to be the plain
+    (recorded start, id) order; if a dependency turns out to come later in it, the general
+    :func:`_priority_topo_order` decides (and reports a cycle) and the pass is made again.
+    """
+    n = len(g.ids)
+    nodes = list(range(n))        # one int object per index, shared by every list below
+    index = dict(zip(g.ids, nodes))
+    get = index.get
+    deps = list(map(tuple, map(map, repeat(get), g.deps)))
+    del index, get
+    if None in chain.from_iterable(deps):
+        deps = _resolve_deps(g, missing)   # the message (or the warning and the pruned lists)
+    order = _topo_order(g, deps, nodes)
+    del nodes
+    out = _one_pass(g, deps, order, use_gaps)
+    assert out is not None
+    start, end = out
+    return SimOutput(starts=start, ends=end, offsets=[0, n], comm_start={}, lane_order=[order],
+                     base=[0.0], groups=0)
+
+
+def _topo_order(g: RankGraph, deps: list[tuple[int, ...]], nodes: list[int]) -> list[int]:
+    """:func:`_priority_topo_order`'s order (always the ready node of smallest (recorded start, id)),
+    found by walking the nodes in (start, id) order: a node whose dependencies are all placed is
+    placed; one that is not ready when its turn comes waits, and is placed as soon as its last
+    dependency is (before any later node of the walk: it sorts before them; waiting nodes that get
+    ready together go in (start, id) order).  Usually only a few nodes ever wait."""
+    n = len(nodes)
+    starts = g.starts
+    by_key = sorted(nodes, key=starts.__getitem__)
+    done = bytearray(n)
+    is_done = done.__getitem__
+    waiting: list[list[int] | None] = [None] * n
+    rem: dict[int, int] = {}
+    heap: list[tuple[float, int]] = []
+    order: list[int] = []
+    append = order.append
+    push, pop = heapq.heappush, heapq.heappop
+    for c in by_key:
+        d = deps[c]
+        if not all(map(is_done, d)):
+            k = 0
+            for j in d:
+                if not done[j]:
+                    k += 1
+                    w = waiting[j]
+                    if w is None:
+                        waiting[j] = [c]
+                    else:
+                        w.append(c)
+            rem[c] = k
+            continue
+        x = c
+        while True:
+            done[x] = 1
+            append(x)
+            w = waiting[x]
+            if w is not None:
+                waiting[x] = None
+                for v in w:
+                    r = rem[v] - 1
+                    rem[v] = r
+                    if not r:
+                        push(heap, (starts[v], v))
+            if not heap:
+                break
+            x = pop(heap)[1]
+    if len(order) != n:
+        return _priority_topo_order(g, deps)    # raises the cycle error
+    return order
+
+
+def _one_pass(g: RankGraph, deps: list[tuple[int, ...]], order: list[int], use_gaps: bool
+              ) -> tuple[list[float], list[float]] | None:
+    """Start and end of every node, computed in ``order``; None if a dependency comes later in it."""
+    n = len(order)
+    lanes, starts, is_cpu, durs, ids = g.lanes, g.starts, g.is_cpu, g.durations, g.ids
+    parents = g.parents
+    rd = list(durs)
+    timed = g.timed
+    # each lane's nodes in lane order: seqs[lanes[i]].append(i) for i in order, in C
+    by_order = list(map(lanes.__getitem__, order))
+    seqs: dict = {lane: [] for lane in dict.fromkeys(by_order)}
+    any(map(list.append, map(seqs.__getitem__, by_order), order))
+    del by_order
+    seqs.pop(None, None)
+    lane_prev = [-1] * n
+    gap = [0.0] * n
+    ready = [0.0] * n
+    release: dict[int, float] = {}
+    for lane, seq in seqs.items():
+        if lane[0] != "cpu" or not (timed or use_gaps):
+            any(map(lane_prev.__setitem__, islice(seq, 1, None), seq))   # lane_prev[b] = a, in C
+            continue
+        # _lane_plan: segments (a parent runs up to its first child) and gaps, in one walk
+        cur = 0.0
+        a = -1
+        sa = 0.0
+        for b in seq:
+            sb = starts[b]
+            if a >= 0:
+                lane_prev[b] = a
+                adv = rd[a]
+                if timed and sb >= sa and sb - sa < adv:
+                    if is_cpu[a]:
+                        if use_gaps:
+                            rd[a] = adv = sb - sa
+                    else:
+                        release[a] = adv = sb - sa
+                if use_gaps:
+                    cur += adv
+                    if sb > cur:
+                        gap[b] = sb - cur
+                        cur = sb
+            elif use_gaps and sb > cur:
+                ready[b] += sb - cur
+                cur = sb
+            a, sa = b, sb
+    start = [0.0] * n
+    end = [-1.0] * n
+    if METADATA_NODE in g.types:          # a METADATA node ends when it starts
+        for i in compress(count(), map(operator.eq, g.types, repeat(METADATA_NODE))):
+            rd[i] = 0.0
+    timed_waits = timed
+    rget = release.get if release else {}.get
+    for i in order:
+        t = ready[i]
+        d = deps[i]
+        lane = lanes[i]
+        m = None
+        if d:
+            if lane is None or not timed_waits:
+                for j in d:
+                    e = end[j]
+                    if e > t:
+                        t = e
+                    elif e < 0.0:
+                        return None
+            else:
+                # _finish_waits: a dependency on another lane that the recording shows this node
+                # already running while it finished bounds this node's end, not its start
+                s = starts[i]
+                e_rec = s + rd[i]
+                cand = -1.0
+                for j in d:
+                    e = end[j]
+                    if e < 0.0:
+                        return None
+                    sj = starts[j]
+                    f = sj + durs[j]
+                    if s < f and (lj := lanes[j]) is not None \
+                            and not (is_cpu[j] and (lj == lane or ids[j] in parents)):
+                        c = start[j] + (s - sj if s > sj else 0.0)
+                        if c > t:
+                            t = c
+                        if f <= e_rec + 1.0:
+                            tail = e_rec - f if e_rec > f else 0.0
+                            c = e + tail
+                            if cand < c:
+                                cand = c
+                            if m is None or tail < m:
+                                m = tail
+                        continue
+                    if e > t:
+                        t = e
+        p = lane_prev[i]
+        if p >= 0:
+            rel = rget(p)
+            c = end[p] + gap[i] if rel is None else start[p] + rel + gap[i]
+            if c > t:
+                t = c
+        start[i] = t
+        if m is None:
+            end[i] = t + rd[i]
+        else:
+            e = t + m
+            end[i] = cand if cand > e else e
+    return start, end
 
 
 def _stall_message(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: Sequence[int],

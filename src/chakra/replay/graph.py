@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chakra.errors import TraceFormatError
-from chakra.io.naming import rank_from_filename
+from chakra.io.naming import rank_from_filename  # noqa: F401 - re-exported (tests, callers)
 from chakra.schema import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, METADATA_NODE, attr_value
 
 log = logging.getLogger(__name__)
@@ -334,22 +334,13 @@ def _scalar(v: Any) -> Any:
 
 
 def load_graph(path: str | os.PathLike[str], rank: int | None = None) -> RankGraph:
-    """Read one Chakra ET file (plain or gzipped) into a RankGraph."""
-    import itertools
+    """Read one Chakra ET file (plain or gzipped) into a RankGraph.
 
-    from chakra.io import gc_paused, iter_messages
-    from chakra.schema import GlobalMetadata, Node
+    The same graph (and the same errors) as ``graph_from_protobuf`` over the file's messages, read in
+    batches without a protobuf object per node (:mod:`chakra.replay.reader`).
+    """
+    from chakra.io import gc_paused
+    from chakra.replay.reader import read_graph
 
-    # Messages are decoded one at a time and dropped once their columns are read: a million protobuf
-    # Node objects alive at once would cost several GB.
-    metadata, nodes = iter_messages(path, GlobalMetadata, Node)
-    if metadata is None:
-        raise TraceFormatError("no GlobalMetadata message", path)
-    first = next(nodes, None)
-    if first is None:
-        raise TraceFormatError("no nodes after the GlobalMetadata (a trace cut short?)", path)
-    if rank is None:
-        rank = rank_from_filename(path)
     with gc_paused():
-        return graph_from_protobuf(itertools.chain((first,), nodes), metadata, path=os.fspath(path),
-                                   rank=rank)
+        return read_graph(path, rank)
