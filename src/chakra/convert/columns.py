@@ -14,12 +14,16 @@ expect (a malformed node, duplicate ids, a chunk that does not parse) sends it b
 the host loader (``load_host_et``) and :func:`columns_from_trace`, whose results and
 errors are the reference.  The flat (1.0.1) layout is read straight from the node
 dicts; the chakra layout goes through the host loader's own parser one chunk at a time.
+A large plain file is loaded by two processes (see "a large file loaded by two processes"
+below), with the same results and errors.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import struct
+import time
 from array import array
 from collections.abc import Iterable, Iterator, MutableSequence
 from dataclasses import dataclass, field
@@ -49,8 +53,14 @@ from chakra.convert.serial import (
 from chakra.host import loader as _hl
 from chakra.host.comm import is_nccl_kernel
 from chakra.host.model import METADATA, OP, HostOp, HostTrace, IOInfo, is_comm_name
-from chakra.io import gc_paused, load_json
-from chakra.io.jsonio import iter_json_array, top_level_array
+from chakra.io import forked, gc_paused, load_json
+from chakra.io.jsonio import (
+    guess_item_boundary,
+    iter_json_array,
+    iter_json_array_range,
+    json_array_start,
+    top_level_array,
+)
 
 log = logging.getLogger(__name__)
 
@@ -408,6 +418,14 @@ def load_columns(path: str | os.PathLike[str]) -> tuple[HostTrace, Columns, Seri
 
 
 def _load_columns(spath: str) -> tuple[HostTrace, Columns, Serializer]:
+    if _use_parallel(spath):
+        res = _load_parallel(spath)
+        if res is not None:
+            return res
+    return _load_sequential(spath)
+
+
+def _load_sequential(spath: str) -> tuple[HostTrace, Columns, Serializer]:
     ser = Serializer()
     streamed = iter_json_array(spath, "nodes")
     if streamed is not None:
@@ -465,3 +483,270 @@ def _lean(top: dict[str, Any], chunks: Iterator[list[Any]], path: str, ser: Seri
 def _chunks_from(held: list[list[Any]], chunks: Iterable[list[Any]]) -> Iterator[list[Any]]:
     yield held.pop()
     yield from chunks
+
+
+# ---- a large file loaded by two processes ----------------------------------------------------------------
+#
+# Loading is most of a conversion's time and uses one core.  For a large plain file, the ``nodes`` list is
+# cut into ``_SEGMENTS`` byte ranges at item boundaries guessed near equal offsets.  A forked child takes
+# segments from the end, this process from the start (a shared claim counter, so whichever runs faster does
+# more), until they meet.  The child fills separate columns per segment and pickles each to a temporary
+# file as soon as it is done (columns are plain lists of ints / strings / bytes and arrays: they pickle
+# fast); this process then appends them after its own, in file order, shifting what is positional
+# (``HostOp.index`` of the kept ops, the keys of ``*_x`` / ``xdeps``, ``index``).  Every segment but the
+# last is read up to its end with ``iter_json_array_range``, which fails unless the text parses as whole
+# items up to it: the first segment starts at the list, so all of them parsing proves every guessed
+# boundary right, one after the other.  The layout is detected here on the first piece, before the fork,
+# with the same warnings.  Whenever anything is not as expected (a boundary, the child failing or
+# crashing, a duplicate id between segments, any exception) the whole file is loaded again by
+# ``_load_sequential``, so results and errors are exactly the sequential ones.  Gzip and small files, and
+# machines without fork or with one core, take the sequential path.
+
+#: plain files at least this large are loaded by two processes
+PARALLEL_MIN_BYTES = 64 << 20
+#: the number of byte ranges the list is cut into (the imbalance at the end is at most about one)
+_SEGMENTS = 48
+#: the first read of this process's part: small, so that the fork copies little
+_FIRST_BLOCK = 1 << 20
+#: the later reads of both parts (as ``iter_json_array``)
+_BLOCK = 8 << 20
+_STATS: dict[str, Any] = {}   # what the last parallel load did (for the debug log and the tests)
+
+
+def _cpus() -> int:
+    return forked.usable_cpus()
+
+
+def _use_parallel(spath: str) -> bool:
+    if not hasattr(os, "fork") or _cpus() < 2 or not forked.safe_to_fork():
+        return False
+    try:
+        return os.path.getsize(spath) >= PARALLEL_MIN_BYTES
+    except OSError:
+        return False
+
+
+# the Columns fields the child sends as they are (positional keys shifted by the parent); ``full`` and
+# ``index`` are rebuilt by the parent from the kept ops and the ids
+_LISTS = ("ids", "names", "parents", "kinds", "rf_ids", "threads", "is_gpu", "ts", "dur", "excl", "skeys",
+          "tails")
+_SHIFTED = ("ts_x", "dur_x", "excl_x", "xdeps")
+
+
+def _segments(spath: str, start: int, size: int) -> list[tuple[int, int | None]]:
+    """``(start, stop)`` byte ranges of the list: guessed boundaries near equal offsets; stop None: to the
+    list's end."""
+    bounds: list[tuple[int, int]] = []
+    step = (size - start) / _SEGMENTS
+    for k in range(1, _SEGMENTS):
+        near = start + int(step * k)
+        if bounds and near <= bounds[-1][1]:
+            continue
+        window = min(1 << 20, max(1 << 16, int(step)))
+        cut = guess_item_boundary(spath, near, window=window, accept=_all_nodes)
+        if cut is not None and (not bounds or cut[0] > bounds[-1][1]):
+            bounds.append(cut)
+    out: list[tuple[int, int | None]] = []
+    begin = start
+    for end, nxt in bounds:
+        out.append((begin, end))
+        begin = nxt
+    out.append((begin, None))
+    return out
+
+
+def _load_parallel(spath: str) -> tuple[HostTrace, Columns, Serializer] | None:
+    """The parallel load (see above), or None when it cannot give the sequential result."""
+    head = json_array_start(spath, "nodes", min_bytes=PARALLEL_MIN_BYTES)
+    if head is None:
+        return None
+    top, start = head
+    try:
+        segs = _segments(spath, start, os.path.getsize(spath))
+    except OSError:
+        return None
+    if len(segs) < 2:
+        return None
+    _STATS.clear()
+    t0 = time.perf_counter()
+    parts = iter_json_array_range(spath, segs[0][0], segs[0][1], block=_BLOCK, first_block=_FIRST_BLOCK)
+    child: _Child | None = None
+    try:
+        first = next(parts, None)
+        if not first or not isinstance(first[0], dict):
+            return None   # the sequential path decides (it fails on a non-dict node)
+        warnings: list[str] = []
+        layout = _hl._detect_layout(top.get("schema"), first, spath, warnings, emit=False)
+        ser = Serializer()
+        child = _Child(spath, segs, layout, ser)
+        if not child.started:
+            return None
+        lean = _Lean(ser)
+        add = lean.flat_chunk if layout == _hl.FLAT else lean.chakra_chunk
+        add(first)
+        del first
+        for chunk in parts:
+            add(chunk)
+            del chunk
+        mine = 1
+        rest: dict[str, Any] = {}
+        while True:
+            k = child.claims.front()
+            if k is None:
+                break
+            a, b = segs[k]
+            for chunk in iter_json_array_range(spath, a, b, rest, block=_BLOCK):
+                add(chunk)
+                del chunk
+            mine += 1
+        t1 = time.perf_counter()
+        got = child.result()
+        t2 = time.perf_counter()
+        child = None
+        if got is None or [g[0] for g in got] != list(range(mine, len(segs))):
+            return None
+        got.reverse()
+        while got:   # each segment's lists die once appended
+            _, seg_rest, kept, cols = got.pop()
+            _append_part(lean, kept, cols)
+            del cols
+            rest.update(seg_rest)
+        top.update(rest)
+    except Exception as exc:  # noqa: BLE001 (the sequential load decides, see above)
+        log.debug("%s: parallel load left to the sequential one (%r)", spath, exc)
+        return None
+    finally:
+        parts.close()
+        if child is not None:
+            child.cancel()
+    _STATS.update(segments=len(segs), parent=mine, child=len(segs) - mine, wait_read_s=t2 - t1,
+                  own_s=t1 - t0, join_s=time.perf_counter() - t2)
+    log.debug("%s: parallel load: %s", spath, _STATS)
+    for w in warnings:
+        log.warning("%s", w)
+    trace = _hl._make_trace(top, top.get("schema"), layout, lean.kept, {}, warnings, spath)
+    return trace, lean.c, ser
+
+
+def _all_nodes(items: list[Any]) -> bool:
+    """Whether parsed items look like nodes (for ``guess_item_boundary``; attributes have no id)."""
+    return bool(items) and all(type(n) is dict and "id" in n for n in items)
+
+
+def _append_part(lean: _Lean, kept: list[HostOp], cols: dict[str, Any]) -> None:
+    """Append the columns of a segment the child loaded (``_Child._run``) after those so far."""
+    c = lean.c
+    base = len(c.ids)
+    ids = cols["ids"]
+    n = len(ids)
+    index = c.index
+    index.update(zip(ids, range(base, base + n)))
+    if len(index) != base + n:
+        raise _Fallback   # an id seen before: the host loader reports it
+    for name in _LISTS:
+        getattr(c, name).extend(cols[name])
+    for name in _SHIFTED:
+        getattr(c, name).update({i + base: v for i, v in cols[name].items()})
+    full = c.full
+    full.extend([None] * n)
+    for op in kept:
+        op.index += base
+        full[op.index] = op
+    lean.kept.extend(kept)
+    if any(len(getattr(c, name)) != base + n for name in _LISTS):
+        raise _Fallback
+
+
+class _Claims:
+    """The segments not taken yet, ``[front, back)``, shared by this process and the child."""
+
+    def __init__(self, n: int) -> None:
+        import mmap
+        import multiprocessing
+
+        self._lock = multiprocessing.get_context("fork").Lock()
+        self._mem = mmap.mmap(-1, 16)
+        self._mem[:16] = struct.pack("qq", 1, n)   # segment 0 is this process's
+
+    def _take(self, back: bool) -> int | None:
+        if not self._lock.acquire(timeout=10):
+            return None   # (a process died holding it: nothing is taken any more)
+        try:
+            f, b = struct.unpack("qq", self._mem[:16])
+            if f >= b:
+                return None
+            if back:
+                b -= 1
+                k = b
+            else:
+                k = f
+                f += 1
+            self._mem[:16] = struct.pack("qq", f, b)
+            return k
+        finally:
+            self._lock.release()
+
+    def front(self) -> int | None:
+        return self._take(False)
+
+    def back(self) -> int | None:
+        return self._take(True)
+
+
+class _Child:
+    """A forked child (:class:`chakra.io.forked.ForkedCall`) loading segments from the end (``_run``)."""
+
+    def __init__(self, path: str, segs: list[tuple[int, int | None]], layout: str, ser: Serializer) -> None:
+        self.call: forked.ForkedCall | None = None
+        try:
+            self.claims = _Claims(len(segs))
+        except (OSError, ImportError):
+            return
+        self.call = forked.ForkedCall(_Child._run, path, segs, layout, ser, self.claims, stream=True)
+
+    @staticmethod
+    def _run(path: str, segs: list[tuple[int, int | None]], layout: str, ser: Serializer,
+             claims: _Claims) -> Iterator[tuple[int, dict[str, Any], list[HostOp], dict[str, Any]]]:
+        """Take segments from the end while some are left; ``(k, rest, kept, columns)`` of each."""
+        shared = _Lean(ser)
+        while True:
+            k = claims.back()
+            if k is None:
+                break
+            lean = _Lean(ser)
+            lean.interned = shared.interned
+            lean.nccl_names = shared.nccl_names
+            lean.comm_names = shared.comm_names
+            add = lean.flat_chunk if layout == _hl.FLAT else lean.chakra_chunk
+            rest: dict[str, Any] = {}
+            a, b = segs[k]
+            for chunk in iter_json_array_range(path, a, b, rest, block=_BLOCK):
+                add(chunk)
+                del chunk
+            c = lean.c
+            yield k, rest, lean.kept, {name: getattr(c, name) for name in _LISTS + _SHIFTED}
+            del lean, c
+
+    @property
+    def started(self) -> bool:
+        return self.call is not None and self.call.started
+
+    def result(self) -> list[tuple[int, dict[str, Any], list[HostOp], dict[str, Any]]] | None:
+        """``(segment, rest, kept, columns)`` of the segments the child loaded, in file order; None if it
+        failed."""
+        call, self.call = self.call, None
+        if call is None:
+            return None
+        t = time.perf_counter()
+        got = call.result()
+        _STATS["wait_and_read_s"] = time.perf_counter() - t
+        if got is None:
+            return None
+        got.sort(key=itemgetter(0))
+        return got
+
+    def cancel(self) -> None:
+        """Stop the child (this process gave up)."""
+        call, self.call = self.call, None
+        if call is not None:
+            call.cancel()

@@ -26,17 +26,33 @@ from typing import Any
 
 def may_fork() -> bool:
     """Whether a forked helper process can save time here (see module doc)."""
+    return hasattr(os, "fork") and usable_cpus() > 1 and safe_to_fork()
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask where the OS tells it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def safe_to_fork() -> bool:
+    """Not a worker of a process pool, and no other thread running (see module doc)."""
     import multiprocessing
     import threading
 
-    return (hasattr(os, "fork") and (os.cpu_count() or 1) > 1 and threading.active_count() == 1
-            and multiprocessing.parent_process() is None)
+    return threading.active_count() == 1 and multiprocessing.parent_process() is None
 
 
 class ForkedCall:
-    """``func(*args)`` running in a forked child; :meth:`result` waits for it."""
+    """``func(*args)`` running in a forked child; :meth:`result` waits for it.
 
-    def __init__(self, func: Callable[..., Any], *args: Any) -> None:
+    With ``stream`` the function is a generator: the child pickles each item as soon as it is made
+    (the parent never holds more than the items), and :meth:`result` returns the list of items."""
+
+    def __init__(self, func: Callable[..., Any], *args: Any, stream: bool = False) -> None:
+        self._stream = stream
         import tempfile
 
         self._pid: int | None = None
@@ -52,9 +68,12 @@ class ForkedCall:
             code = 1
             try:
                 _die_with_parent()
-                value = func(*args)
                 with os.fdopen(fd, "wb") as fh:
-                    pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
+                    if stream:
+                        for item in func(*args):
+                            pickle.dump(item, fh, protocol=pickle.HIGHEST_PROTOCOL)
+                    else:
+                        pickle.dump(func(*args), fh, protocol=pickle.HIGHEST_PROTOCOL)
                 code = 0
             except BaseException:  # noqa: BLE001 (the caller does the work again and reports it)
                 code = 1
@@ -79,7 +98,14 @@ class ForkedCall:
             os.lseek(self._fd, 0, os.SEEK_SET)
             with os.fdopen(self._fd, "rb") as fh:
                 self._fd = None  # closed with fh
-                return pickle.load(fh)
+                if not self._stream:
+                    return pickle.load(fh)
+                items = []
+                while True:
+                    try:
+                        items.append(pickle.load(fh))
+                    except EOFError:
+                        return items
         except Exception:  # noqa: BLE001 (no result: the caller does the work itself)
             return None
         finally:
