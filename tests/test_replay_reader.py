@@ -261,3 +261,209 @@ def test_inexact_times_take_the_event_loop() -> None:
     assert not engine._exact(graph_from_specs([NodeSpec(id=1, duration=1.5)]))
     assert not engine._exact(graph_from_specs([NodeSpec(id=1, duration=2.0**60)]))
     assert engine._exact(graph_from_specs([NodeSpec(id=1, duration=2.0), NodeSpec(id=2, start=9)]))
+
+
+# ---- a large file read by two processes (reader._read_parallel) ----------------------------------------
+
+
+@pytest.fixture
+def parallel(monkeypatch):
+    """Every file read by two processes; records whether the two-process reading delivered."""
+    import chakra.io.forked as forked
+    import chakra.replay.reader as reader
+
+    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(reader, "PARALLEL_MAX_RSS", 1 << 60)
+    monkeypatch.setattr(forked, "may_fork", lambda: True)
+    delivered: list[bool] = []
+    real = reader._read_parallel
+
+    def spy(*args):
+        g = real(*args)
+        delivered.append(g is not None)
+        return g
+
+    monkeypatch.setattr(reader, "_read_parallel", spy)
+    return delivered
+
+
+def _graph_repr(path: Path):
+    """The graph's fields (a set in order: two processes add the same elements in another order)."""
+    g = _new_graph(path)
+    if isinstance(g, tuple):
+        return g
+    return [repr(sorted(v) if isinstance(v, set) else v) for v in (getattr(g, f) for f in FIELDS)]
+
+
+def test_parallel_reading_equals_one_reader(tmp_path: Path, monkeypatch, parallel) -> None:
+    """Random files (canonical or not, damaged, ids out of order or repeated), split at every kind of place:
+    the graph (or the error) of the reading alone."""
+    import chakra.replay.reader as reader
+
+    compared = 0
+    for seed in range(60):
+        rng = random.Random(1000 + seed)
+        path = tmp_path / f"p.{seed % 3}.et"
+        _write_random_et(rng, path, rng.choice([2, 40, 400, 1500]), canonical=rng.random() < 0.7)
+        for share in (0.5, rng.random()):
+            monkeypatch.setattr(reader, "_SHARE", share)
+            del parallel[:]
+            new = _graph_repr(path)
+            assert parallel, seed
+            with monkeypatch.context() as m:
+                m.setattr(reader, "PARALLEL_MIN_BYTES", 1 << 60)
+                alone = _graph_repr(path)
+            assert new == alone, (seed, share)
+            compared += parallel[0]
+    assert compared > 40      # most random files are read by two processes (the others: an error, ...)
+
+
+def test_parallel_reading_merges_interleaved_ids(tmp_path: Path, parallel, monkeypatch) -> None:
+    """CPU ops 1..n and their kernels 10^6.. interleaved (a converter's order): merged by slices (4 here),
+    and by one sort when the parts alternate too often; equal to the reading alone both ways."""
+    import chakra.replay.reader as reader
+
+    cpu = AttributeProto(name="is_cpu_op", bool_val=True)
+    gpu = AttributeProto(name="is_cpu_op", bool_val=False)
+    stream = AttributeProto(name="stream", int64_val=7)
+    frames = [GlobalMetadata(version="0.0.4")]
+    for k in range(1, 2001):
+        n = Node(id=k, name="op", type=4, start_time_micros=k, duration_micros=1,
+                 ctrl_deps=[k - 1] if k > 1 else [])
+        n.attr.append(cpu)
+        frames.append(n)
+        n = Node(id=10**6 + k, name="kernel", type=4, start_time_micros=k, duration_micros=2, data_deps=[k])
+        n.attr.extend([gpu, stream])
+        frames.append(n)
+    path = tmp_path / "i.0.et"
+    path.write_bytes(b"".join(V(len(m.SerializeToString())) + m.SerializeToString() for m in frames))
+    blocks = []
+    real = reader._merge_blocks
+    monkeypatch.setattr(reader, "_merge_blocks", lambda a, b: blocks.append(real(a, b)) or blocks[-1])
+    new = _graph_repr(path)
+    assert parallel == [True] and len(blocks[0]) == 4
+    monkeypatch.setattr(reader, "_INSERT_BLOCKS", 2)       # copied slice by slice
+    assert _graph_repr(path) == new and len(blocks[1]) == 4 and parallel == [True, True]
+    monkeypatch.setattr(reader, "_MAX_BLOCKS", 2)          # one sort
+    assert _graph_repr(path) == new and blocks[2] is None and parallel == [True, True, True]
+    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 1 << 60)
+    assert _graph_repr(path) == new
+    g = load_graph(path)
+    assert g.ids[1999:2001] == [2000, 10**6 + 1] and g.durations[1999:2001] == [1.0, 2.0]
+    assert g.lanes[1999:2001] == [("cpu", 0), ("gpu", 0, 7)]
+
+
+def test_parallel_reading_falls_back(tmp_path: Path, parallel, monkeypatch) -> None:
+    """A child that fails, a child part that does not start where this process stops, an id in both parts,
+    a damaged message in either part: the reading alone (same graph, same error)."""
+    import chakra.io.forked as forked
+    import chakra.replay.reader as reader
+
+    rng = random.Random(3)
+    path = tmp_path / "f.1.et"
+    frames = [GlobalMetadata(version="0.0.4").SerializeToString()]
+    frames += [_node(rng, nid, list(range(1, nid)), True, damage=False) for nid in range(1, 401)]
+    path.write_bytes(b"".join(V(len(f)) + f for f in frames))
+    with monkeypatch.context() as m:
+        m.setattr(reader, "PARALLEL_MIN_BYTES", 1 << 60)
+        alone = _graph_repr(path)
+    assert not isinstance(alone, tuple)
+    assert _graph_repr(path) == alone and parallel == [True]
+    # the child dies
+    with monkeypatch.context() as m:
+        m.setattr(reader, "_read_part", lambda *a: os._exit(3))
+        assert _graph_repr(path) == alone and parallel[-1] is False
+    # the child's part starts elsewhere
+    with monkeypatch.context() as m:
+        real = reader._read_part
+        m.setattr(reader, "_read_part", lambda *a: (lambda r: (r[0] + 1, r[1]))(real(*a)))
+        assert _graph_repr(path) == alone and parallel[-1] is False
+    # no fork
+    with monkeypatch.context() as m:
+        m.setattr(forked.ForkedCall, "started", property(lambda self: False))
+        assert _graph_repr(path) == alone and parallel[-1] is False
+    # damaged messages and repeated ids, early or late in the file
+    data = path.read_bytes()
+    head = pbstream.decode_varint(data, 0)
+    starts = [head[1] + head[0]]
+    while starts[-1] < len(data):
+        length, start = pbstream.decode_varint(data, starts[-1])
+        starts.append(start + length)
+    for k in (1, 100, 300, 399):
+        bad = data[:starts[k]] + V(3) + b"\x08\xff\xff" + data[starts[k]:]       # a truncated id varint
+        path.write_bytes(bad)
+        with monkeypatch.context() as m:
+            m.setattr(reader, "PARALLEL_MIN_BYTES", 1 << 60)
+            expected = _graph_repr(path)
+        assert isinstance(expected, tuple) and f"message {k + 1} " in expected[1]
+        assert _graph_repr(path) == expected and parallel[-1] is False
+        node = Node(id=rng.choice([1, 200, 400]), name="again")
+        body = node.SerializeToString()
+        dup = data[:starts[k]] + V(len(body)) + body + data[starts[k]:]
+        path.write_bytes(dup)
+        with monkeypatch.context() as m:
+            m.setattr(reader, "PARALLEL_MIN_BYTES", 1 << 60)
+            expected = _graph_repr(path)
+        assert isinstance(expected, tuple) and "appears twice" in expected[1]
+        assert _graph_repr(path) == expected and parallel[-1] is False
+
+
+def test_frame_batches_from_a_byte_position(tmp_path: Path, monkeypatch) -> None:
+    """iter_frame_batches_from(stop=...) starts at the first message that starts at stop or later, with its
+    number."""
+    from chakra.io.pbstream import iter_frame_batches_from
+
+    monkeypatch.setattr(pbstream, "_CHUNK", 50)
+    bodies = [b"\x08" + bytes([0xC0 + k]) * (k % 7 + 1) for k in range(1, 40)]
+    bodies += [b"\x08" + b"x" * 300, b"\x08\x01"]
+    data = b"".join(V(len(b)) + b for b in bodies)
+    path = tmp_path / "s.et"
+    path.write_bytes(data)
+    starts = [0]
+    for b in bodies:
+        starts.append(starts[-1] + len(V(len(b))) + len(b))
+    for stop in range(0, len(data) + 2):
+        k = next((i for i, s in enumerate(starts) if s >= stop), len(bodies))
+        index, at, batches = iter_frame_batches_from(path, 0, 0, stop)
+        got = [f for _, frames in batches for f in frames]
+        assert (index, at) == (k, starts[min(k, len(bodies))]), stop
+        assert got == [V(len(b)) + b for b in bodies[k:]], stop
+    # a frame cut short after the stop: the error of the whole reading, from the batches
+    path.write_bytes(data[:-1])
+    _, _, batches = iter_frame_batches_from(path, 0, 0, starts[5])
+    with pytest.raises(ChakraError, match="message 40 is truncated: needs 2 bytes, 1 left"):
+        list(batches)
+
+
+def test_parallel_plan_rules(tmp_path: Path, monkeypatch) -> None:
+    """Two processes only for a plain file of PARALLEL_MIN_BYTES or more, with fork, in a small process;
+    the stop divides the node bytes by _SHARE."""
+    import gzip
+
+    import chakra.io.forked as forked
+    import chakra.replay.reader as reader
+
+    monkeypatch.setattr(forked, "may_fork", lambda: True)
+    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 1000)
+    monkeypatch.setattr(reader, "PARALLEL_MAX_RSS", 1 << 60)
+    monkeypatch.setattr(reader, "_SHARE", 0.5)
+    head = GlobalMetadata(version="0.0.4").SerializeToString()            # 7 bytes
+    body = Node(id=1, name="x" * 1000).SerializeToString()
+    path = tmp_path / "p.0.et"
+    path.write_bytes(V(len(head)) + head + V(len(body)) + body)
+    size = path.stat().st_size
+    assert reader._parallel_plan(path) == (8, 8 + (size - 8) // 2)
+    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", size + 1)
+    assert reader._parallel_plan(path) is None
+    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 10)
+    monkeypatch.setattr(reader, "PARALLEL_MAX_RSS", 1 << 20)              # this process is larger
+    assert reader._parallel_plan(path) is None
+    monkeypatch.setattr(reader, "PARALLEL_MAX_RSS", 1 << 60)
+    monkeypatch.setattr(forked, "may_fork", lambda: False)
+    assert reader._parallel_plan(path) is None
+    monkeypatch.setattr(forked, "may_fork", lambda: True)
+    gz = tmp_path / "p.0.et.gz"
+    gz.write_bytes(gzip.compress(path.read_bytes()))
+    assert reader._parallel_plan(gz) is None
+    path.write_bytes(V(len(head)) + head)                                  # no nodes
+    assert reader._parallel_plan(path) is None

@@ -248,8 +248,9 @@ def _first_frame(buf: bytes, fh: Any, path: Any) -> tuple[bytes, int, bytes]:
         return buf[start:end], end, buf
 
 
-def _batches(buf: bytes, pos: int, fh: Any, path: Any, batch_bytes: int) -> Iterator[tuple[int, list[bytes]]]:
-    index = 1          # of the next message
+def _batches(buf: bytes, pos: int, fh: Any, path: Any, batch_bytes: int,
+             index: int = 1) -> Iterator[tuple[int, list[bytes]]]:
+    # index: of the next message
     eof = fh is None or fh.closed
     try:
         while True:
@@ -304,6 +305,75 @@ def _batches(buf: bytes, pos: int, fh: Any, path: Any, batch_bytes: int) -> Iter
     finally:
         if fh is not None and not fh.closed:
             fh.close()
+
+
+def iter_frame_batches_from(path: str | os.PathLike[str], offset: int, index: int, stop: int = 0,
+                            batch_bytes: int = _BATCH_BYTES
+                            ) -> tuple[int, int, Iterator[tuple[int, list[bytes]]]]:
+    """The batches of :func:`iter_frame_batches` from the message that starts at byte ``offset`` of a plain
+    (not gzipped) stream, message number ``index``, on to the end of the stream -- or rather from the first
+    message that starts at byte ``stop`` or later (the whole messages before it are only stepped over).
+
+    Returns ``(index, offset, batches)`` of that first message (``offset`` = the file's size when there is
+    none).  A damaged frame raises the error ``iter_frame_batches`` would give for it, from the batches.
+    Lets two processes read the two parts of one stream that a byte position divides.
+    """
+    fh = open(path, "rb")  # noqa: SIM115 - closed by the generator (or below)
+    try:
+        size = os.fstat(fh.fileno()).st_size
+        fh.seek(offset)
+        base = offset          # file offset of buf[0]
+        pos = 0
+        buf = b""
+        eof = False
+        while True:
+            # step over the whole frames of buf that start before stop
+            n = len(buf)
+            limit = min(n, stop - base)        # (frames that start before it)
+            last = n - 1
+            while pos < limit:
+                b = buf[pos]
+                if b < 0x80:
+                    end = pos + 1 + b
+                elif pos < last and buf[pos + 1] < 0x80:
+                    end = pos + 2 + ((b & 0x7F) | (buf[pos + 1] << 7))
+                else:
+                    try:
+                        length, start = decode_varint(buf, pos)
+                    except ValueError:
+                        break      # cut short by the buffer, or damaged: the batches say which
+                    end = start + length
+                if end > n and base + end > size:
+                    break          # a frame cut short: the batches report it
+                pos = end
+                index += 1
+            if base + pos >= stop or eof:
+                break
+            if pos < n and (n - pos >= 10 or base + n >= size):
+                break              # a damaged frame header: the batches report it
+            base += pos
+            if pos >= n:           # (a frame may reach beyond the buffer: continue after it)
+                fh.seek(base)
+                buf = b""
+            else:
+                buf = buf[pos:]
+            pos = 0
+            more = fh.read(_CHUNK)
+            eof = len(more) < _CHUNK
+            buf += more
+        if pos > len(buf):         # the last frame stepped over ends beyond the buffer
+            base += pos
+            fh.seek(base)
+            buf = b""
+            pos = 0
+        elif eof:
+            fh.close()
+            fh = None
+    except BaseException:
+        if fh is not None:
+            fh.close()
+        raise
+    return index, base + pos, _batches(buf, pos, fh, path, batch_bytes, index)
 
 
 def batch_container(frames: list[bytes]) -> bytes:

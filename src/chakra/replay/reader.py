@@ -25,6 +25,7 @@ time and memory.  Per node, Python does next to nothing: upb (C) decodes and the
   then a short string, which a second cache maps to the node's (is_cpu, lane, ...).  An attribute whose
   bytes do not even contain the name of an attribute the replay reads (``rf_id``, ``correlation``: a new
   value on every node) cannot be one: that is checked once per batch, in bulk.
+* A large plain file is read by two processes, each a part of it (see "two processes" below).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import operator
 import os
 import re
 import sys
-from itertools import chain, compress, count, islice, repeat
+from itertools import accumulate, chain, compress, count, islice, repeat
 from typing import Any
 
 from chakra.errors import TraceFormatError
@@ -484,17 +485,38 @@ def _grouped(values: list, n: int) -> list[tuple] | None:
 _NO_DEP = {0: ()}
 
 
+# Reading a large file in two processes (see read_graph)
+PARALLEL_MIN_BYTES = 4 << 20     # smaller files are read here alone (at 4 MB two processes take 2/3 the time)
+PARALLEL_MAX_RSS = 256 << 20     # nor when this process is large already: the pages a child shares with it
+                                 # would count twice in the memory of the process tree
+_SHARE = 0.515                   # of the node bytes, read by this process (the rest by the child, which
+                                 # also pickles them)
+
+
 def read_graph(path: str | os.PathLike[str], rank: int | None = None) -> RankGraph:
     """The RankGraph of one Chakra ET file (plain or gzipped); what ``graph_from_protobuf`` gives for the
-    messages of that file, with the errors ``load_graph`` always gave."""
-    global _classes
-    from chakra.io.naming import rank_from_filename
-    from chakra.io.pbstream import batch_container, batch_frames, iter_frame_batches, parse_batch
-    from chakra.schema import GlobalMetadata, Node
+    messages of that file, with the errors ``load_graph`` always gave.
 
+    A large plain file is read by two processes when a second core is free (:func:`_read_parallel`); the
+    result is the same, and anything unexpected (an error in the file, no child) falls back to reading it
+    here alone, which then says what is wrong."""
+    global _classes
     if _classes is None:
         _classes = _lean_classes()
-    LeanBatch, FullBatch, LeanNode = _classes[:3]
+    plan = _parallel_plan(path)
+    if plan is not None:
+        g = _read_parallel(path, rank, *plan)
+        if g is not None:
+            return g
+    return _read_sequential(path, rank)
+
+
+def _read_sequential(path: str | os.PathLike[str], rank: int | None) -> RankGraph:
+    from chakra.io.pbstream import batch_container, iter_frame_batches, parse_batch
+    from chakra.schema import GlobalMetadata, Node
+
+    assert _classes is not None
+    FullBatch = _classes[1]
     metadata, batches = iter_frame_batches(path, GlobalMetadata)
     where = os.fspath(path)
     rd = _Reader()
@@ -503,28 +525,318 @@ def read_graph(path: str | os.PathLike[str], rank: int | None = None) -> RankGra
         if g is None:
             # as before: message 1 is decoded before the GlobalMetadata is read, the rest after it
             parse_batch(batch_container(frames[:1]), first, FullBatch, Node, path)
-            if rank is None:
-                rank = rank_from_filename(path)
-            g = _graph_head(metadata, rank, where)
-        if rd.add_batch(frames, _classes):
-            continue
-        container = batch_container(frames)
-        lean = None
-        if parse_batch(container, first, FullBatch, Node, path) is not None:
-            try:
-                lean = LeanBatch.FromString(container).nodes
-            except Exception:  # noqa: BLE001 - decoded message by message below
-                lean = None
-        if lean is None:
-            lean = [LeanNode.FromString(f) for f in batch_frames(container)]
-        rd.add_nodes(lean)
-        del lean
+            g = _graph_head(metadata, rank, path)
+        _add_frames(rd, first, frames, path)
     if g is None:
         raise TraceFormatError("no nodes after the GlobalMetadata (a trace cut short?)", path)
     return _finish(g, rd, where)
 
 
-def _graph_head(metadata: Any, rank: int | None, where: str) -> RankGraph:
+def _add_frames(rd: _Reader, first: int, frames: list[bytes], path: Any) -> None:
+    """Append the nodes of a batch of frames (message ``first`` on) to the columns, or raise the error of
+    the first damaged one."""
+    from chakra.io.pbstream import batch_container, batch_frames, parse_batch
+    from chakra.schema import Node
+
+    assert _classes is not None
+    if rd.add_batch(frames, _classes):
+        return
+    LeanBatch, FullBatch, LeanNode = _classes[:3]
+    container = batch_container(frames)
+    lean = None
+    if parse_batch(container, first, FullBatch, Node, path) is not None:
+        try:
+            lean = LeanBatch.FromString(container).nodes
+        except Exception:  # noqa: BLE001 - decoded message by message below
+            lean = None
+    if lean is None:
+        lean = [LeanNode.FromString(f) for f in batch_frames(container)]
+    rd.add_nodes(lean)
+
+
+# ---- two processes ----------------------------------------------------------------------------------------
+#
+# The frames of a file are cheap to find (a length varint each); decoding them is the work.  A byte
+# position ``stop`` divides the node messages: those that start before it are read here, the others by a
+# forked child (chakra.io.forked).  The child steps over the frames before ``stop`` (reading only their
+# lengths), reads its part into its own columns, puts them in id order and sends them back (lists and
+# arrays of ints, floats, strings and shared tuples: quick to pickle) with its side tables; this process
+# does the same with its part meanwhile, then merges the two id-sorted parts (a few slices when their ids
+# come in long runs, as they do).  The result is what one reader gives for the whole file: the columns
+# are put in id order and the ids are distinct (or it is an error), so that order is the same however it
+# is reached; the caches of a reader change how fast it reads, never what.  Any error, in either part, or
+# a child that does not deliver: the file is read again here alone, so errors and their messages are
+# those of one reader.
+
+_MAX_BLOCKS = 4096       # merging two sorted parts by slices; more alternations: one sort
+_INSERT_BLOCKS = 64      # up to this many slices, the second part's go in between the first part's
+
+
+def _parallel_plan(path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    """(offset of message 1, stop) when the file is worth reading in two processes, else None."""
+    from chakra.io.forked import may_fork
+    from chakra.io.pbstream import decode_varint
+
+    try:
+        size = os.path.getsize(path)
+        if size < PARALLEL_MIN_BYTES or not may_fork() or _rss() > PARALLEL_MAX_RSS:
+            return None
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+        if head[:2] == b"\x1f\x8b":
+            return None      # gzip: read in one piece anyway
+        length, start = decode_varint(head, 0)
+    except (OSError, ValueError):
+        return None          # read_graph says what is wrong
+    offset = start + length
+    if offset >= size:
+        return None
+    return offset, offset + max(1, int((size - offset) * _SHARE))
+
+
+def _rss() -> int:
+    """Resident memory of this process in bytes (0 when unknown)."""
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return 0
+
+
+def _read_part(path: str, offset: int, stop: int) -> tuple[int, tuple]:
+    """(child) (byte offset where its part begins, the part in id order: :func:`_sorted_part`): the messages
+    from the first one that starts at byte ``stop`` or later (``offset``: where message 1 starts)."""
+    from array import array
+
+    from chakra.io.pbstream import iter_frame_batches_from
+
+    # the frames before stop are stepped over (only their lengths are read): a guess of where a message
+    # starts, without that walk, could take the end of a message for a run of messages
+    _, at, batches = iter_frame_batches_from(path, offset, 1, stop)
+    rd = _Reader()
+    for k, frames in batches:
+        _add_frames(rd, k, frames, path)
+    del batches
+    part = _sorted_part(rd)
+    del rd
+    cols = part[0]
+    cols[0] = array("Q", cols[0])      # pickled (and read back) as one block each
+    cols[2] = array("q", cols[2])
+    cols[3] = array("d", cols[3])
+    cols[4] = array("d", cols[4])
+    cols[5] = _pickled_without_memo(cols[5])
+    return at, part
+
+
+def _pickled_without_memo(deps: list[tuple]) -> bytes:
+    """The pickle of a list of distinct tuples of ints made without the memo of objects already written
+    (nothing to share there): several times quicker to write than a plain pickle, and to read."""
+    import io
+    import pickle
+
+    buf = io.BytesIO()
+    pickler = pickle.Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL)
+    try:
+        pickler.fast = True  # (no memo; a shared object would be written twice, which is still right)
+    except AttributeError:  # pragma: no cover - a Python without it: a plain pickle
+        pass
+    pickler.dump(deps)
+    return buf.getvalue()
+
+
+def _sorted_part(rd: _Reader) -> tuple:
+    """([ids, names, types, durs, starts, deps, cpu, lanes] in id order, [(id, CommInfo) of the comm
+    nodes], [(id, tid) of the nodes with a deferred lane], parents, ctrl_parent, meta_cpu_tids,
+    meta_payload, host_tids_raw, lane_cache) of a reader; ValueError when an id repeats."""
+    ids, types = rd.ids, rd.types
+    comm_raw = rd.comm_raw
+    comm = []
+    for i in compress(count(), map(COMM_TYPES.__contains__, types)):
+        raw = comm_raw.get(i, {})
+        comm.append((ids[i], CommInfo(pg_name=str(raw.get("pg_name") or ""),
+                                      src=_int_or_none(raw.get("comm_src")),
+                                      dst=_int_or_none(raw.get("comm_dst")),
+                                      tag=_int_or_none(raw.get("comm_tag")) or 0)))
+    deferred = [(ids[i], tid) for i, tid in rd.deferred]
+    cols = [ids, rd.names, types, rd.durs, rd.starts, rd.deps, rd.cpu, rd.lanes]
+    descents = list(compress(count(), map(operator.ge, ids, islice(ids, 1, None))))
+    if descents:
+        k = descents[-1] + 1
+        m = bisect.bisect_right(ids, max(islice(ids, k)), k)
+        perm = sorted(range(m), key=ids.__getitem__)
+        sid = list(map(ids.__getitem__, perm))
+        if not all(map(operator.lt, sid, islice(sid, 1, None))) or (m < len(ids) and sid[-1] >= ids[m]):
+            raise ValueError("an id repeats")
+        del sid
+        for c, col in enumerate(cols):
+            new = list(map(col.__getitem__, perm))    # (new lists: fewer reference count updates)
+            if m < len(col):
+                new += col[m:]
+            cols[c] = new
+        del perm
+    return (cols, comm, deferred, rd.parents, rd.ctrl_parent, rd.meta_cpu_tids, rd.meta_payload,
+            rd.host_tids_raw, rd.lane_cache)
+
+
+def _merge_blocks(a: Any, b: Any) -> list[tuple[int, int, int]] | None:
+    """How two increasing sequences interleave: (0 for a / 1 for b, lo, hi) slices in merged order;
+    None when they alternate more than _MAX_BLOCKS times, ValueError when they share a value."""
+    find = bisect.bisect_left
+    blocks: list[tuple[int, int, int]] = []
+    i = j = 0
+    na, nb = len(a), len(b)
+    while i < na and j < nb:
+        if a[i] < b[j]:
+            k = find(a, b[j], i)
+            blocks.append((0, i, k))
+            i = k
+        elif b[j] < a[i]:
+            k = find(b, a[i], j)
+            blocks.append((1, j, k))
+            j = k
+        else:
+            raise ValueError("a value in both")
+        if len(blocks) > _MAX_BLOCKS:
+            return None
+    if i < na:
+        blocks.append((0, i, na))
+    if j < nb:
+        blocks.append((1, j, nb))
+    return blocks
+
+
+def _read_parallel(path: str | os.PathLike[str], rank: int | None, offset: int, stop: int
+                   ) -> RankGraph | None:
+    """The graph read by two processes, or None (then read it alone)."""
+    from chakra.io.forked import ForkedCall
+    from chakra.io.pbstream import batch_container, iter_frame_batches, parse_batch
+    from chakra.schema import GlobalMetadata, Node
+
+    where = os.fspath(path)
+    child = ForkedCall(_read_part, where, offset, stop)
+    if not child.started:
+        return None
+    try:
+        assert _classes is not None
+        FullBatch = _classes[1]
+        metadata, batches = iter_frame_batches(path, GlobalMetadata)
+        rd = _Reader()
+        g = None
+        cut = None
+        try:
+            for first, frames in batches:
+                if g is None:
+                    parse_batch(batch_container(frames[:1]), first, FullBatch, Node, path)
+                    g = _graph_head(metadata, rank, path)
+                end = offset + sum(map(len, frames))
+                if end >= stop:
+                    # the first frame that starts at stop or later is the child's
+                    starts = list(accumulate(map(len, frames), initial=offset))
+                    k = bisect.bisect_left(starts, stop)
+                    cut = starts[k]
+                    frames = frames[:k]
+                if frames:
+                    _add_frames(rd, first, frames, path)
+                if cut is not None:
+                    break
+                offset = end
+        finally:
+            batches.close()
+        if g is None or cut is None:
+            return None
+        mine = _sorted_part(rd)
+        del rd
+        theirs = child.result()
+        if theirs is None or theirs[0] != cut:
+            return None
+        return _finish_parts(g, mine, theirs[1], where)
+    except Exception:  # noqa: BLE001 - read alone, which says what is wrong
+        return None
+    finally:
+        child.cancel()
+
+
+def _finish_parts(g: RankGraph, mine: tuple, theirs: tuple, where: str) -> RankGraph | None:
+    """:func:`_finish` for two parts in id order (:func:`_sorted_part`, the first one of this process);
+    None when an id is in both."""
+    cols_a, comm_a, deferred_a, parents, ctrl_parent, meta_cpu_tids, meta_payload, host_tids_raw, \
+        lane_cache = mine
+    cols_b, comm_b, deferred_b, parents_b, ctrl_parent_b, meta_cpu_tids_b, meta_payload_b, \
+        host_tids_raw_b, lane_cache_b = theirs
+    import pickle
+
+    cols_b[5] = pickle.loads(cols_b[5])
+    ids_a, ids_b = cols_a[0], cols_b[0]
+    try:
+        blocks = _merge_blocks(ids_a, ids_b)
+    except ValueError:
+        return None          # an id in both parts: an error, which the reading alone reports
+    if blocks is None:
+        cols = [list(chain(ca, cb)) for ca, cb in zip(cols_a, cols_b)]
+        del cols_a, cols_b
+        ids = cols[0]
+        perm = sorted(range(len(ids)), key=ids.__getitem__)   # two runs: a merge
+        cols[0] = ids = list(map(ids.__getitem__, perm))
+        if not all(map(operator.lt, ids, islice(ids, 1, None))):
+            return None      # an id in both parts
+        for col in cols[1:]:
+            col[:] = list(map(col.__getitem__, perm))
+        del perm
+    elif len(blocks) <= _INSERT_BLOCKS:
+        # a's lists stay where they are; b's slices go in between (a memmove of what follows each)
+        cols = cols_a
+        for col, col_b in zip(cols_a, cols_b):
+            at = 0
+            for src, lo, hi in blocks:
+                if src:
+                    col[at:at] = col_b[lo:hi]
+                at += hi - lo
+        del cols_b
+    else:
+        parts = (cols_a, cols_b)
+        cols = []
+        for c in range(len(cols_a)):
+            col: list = []
+            for src, lo, hi in blocks:
+                col += parts[src][c][lo:hi]
+            cols.append(col)
+        del parts, cols_a, cols_b
+    ids, names, types, durs, starts, deps_l, cpu_l, lanes = cols
+    for key, lane in lane_cache_b.items():
+        lane_cache.setdefault(key, lane)
+    parents |= parents_b
+    ctrl_parent.update(ctrl_parent_b)
+    meta_cpu_tids |= meta_cpu_tids_b
+    host_tids_raw |= host_tids_raw_b
+    if meta_payload is None:
+        meta_payload = meta_payload_b
+    find = bisect.bisect_left
+    deferred = deferred_a + deferred_b
+    if deferred:
+        host_tids = {_int_or_none(t) or 0 for t in host_tids_raw | meta_cpu_tids}
+        interned = {lane: lane for lane in lane_cache.values()}
+        for nid, tid in deferred:
+            t = tid if type(tid) is int else (_int_or_none(tid) or 0)
+            lane = ("cpu", t) if t in host_tids else ("gpu", 0, _int_or_none(tid) or 0)
+            lanes[find(ids, nid)] = interned.setdefault(lane, lane)
+    g.parents = parents
+    g.ctrl_parent = ctrl_parent
+    comm = {find(ids, nid): c for nid, c in chain(comm_a, comm_b)}
+    g.ids, g.names, g.types, g.durations, g.starts = ids, names, types, durs, starts
+    g.deps, g.is_cpu, g.lanes, g.comm = deps_l, cpu_l, lanes, comm
+    if not g.process_groups and meta_payload:
+        groups = _groups_from_metadata_node(meta_payload, where)
+        if groups:
+            g.process_groups = parse_process_groups(groups, g.world_size, where)
+    return g
+
+
+def _graph_head(metadata: Any, rank: int | None, path: str | os.PathLike[str]) -> RankGraph:
+    from chakra.io.naming import rank_from_filename
+
+    if rank is None:
+        rank = rank_from_filename(path)
+    where = os.fspath(path)
     g = RankGraph(path=where)
     info = metadata_info(metadata)
     r = _int_or_none(info.get("rank"))
