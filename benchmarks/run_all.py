@@ -277,9 +277,10 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "Per stage: seconds inside a fresh process / that process's peak RSS in MB. `loads vs json` = "
         "(load_host + load_kineto) time / stdlib `json.loads` of both files; `total` = link + convert + "
         "replay (each stage in its own process; peak = the largest of the three); `vs read` = total / "
-        "read+gunzip of the two input files (the floor).  A stage that runs a helper process (the "
-        "linker reads a large host ET in a forked child) is charged the largest RSS sum over both, "
-        "sampled every 20 ms (`results.json` also has each process's own peak)."
+        "read+gunzip of the two input files (the floor).  Link, convert and replay fork one helper "
+        "process for large inputs (the second core loads part of the input): a stage's peak is the larger "
+        "of its own high-water mark and the largest RSS sum over its process tree, sampled every 20 ms "
+        "(`results.json` has both, and the helper's own peak)."
     )
     out.append("")
     cols = ["case", "host ops", "Kineto events", "GPU ops", "ET nodes", "read s", "json.loads s",

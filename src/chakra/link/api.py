@@ -29,7 +29,7 @@ from chakra.io import gc_paused
 from chakra.io.jsonio import dump_json_items
 from chakra.link.comm import CommResolver, gloo_fields, process_groups
 from chakra.link.deps import DEFAULT_GAP_US, SyncStats, inter_thread_deps, order_keys, sync_deps
-from chakra.link.etplus import FLAT, host_node, io_fields
+from chakra.link.etplus import FLAT, add_io, host_node
 from chakra.link.gpu import GpuAttachment, attach_gpu_ops
 from chakra.link.hostio import HostLoad
 from chakra.link.match import MatchResult, match_ops
@@ -260,8 +260,7 @@ def _gpu_nodes(
     layout = host.layout
     by_id = host.by_id
     gpu_cat = _GPU_CAT
-    flat = layout == FLAT
-    parent_key = "parent" if flat else "ctrl_deps"
+    parent_key = "parent" if layout == FLAT else "ctrl_deps"
     comm_prefixes = COMM_KERNEL_PREFIXES
     fragment = orjson.Fragment
     for g in gpu.ops:
@@ -271,57 +270,6 @@ def _gpu_nodes(
             pg_name, coll, size = resolver.gpu_fields(ev, launcher)
         else:
             pg_name, coll, size = "", "", 0
-        if io_texts is not None:
-            yield {
-                "id": next_id,
-                "name": ev.name,
-                "cat": gpu_cat[ev.kind],
-                "ph": "X",
-                "ts": ev.ts,
-                "dur": ev.dur,
-                "inclusive_dur": ev.dur,
-                "exclusive_dur": ev.dur,
-                "stream": ev.stream,
-                "device": ev.device,
-                "tid": ev.stream,
-                "args": ev.args,
-                "pg_name": pg_name,
-                "collective_name": coll,
-                "comm_size": size,
-                parent_key: launcher,
-                "inputs": fragment(io_texts[by_id[launcher].index]),  # and the other IO keys
-            }
-            next_id += 1
-            continue
-        if flat:
-            i = by_id[launcher].inputs
-            o = by_id[launcher].outputs
-            yield {
-                "id": next_id,
-                "name": ev.name,
-                "cat": gpu_cat[ev.kind],
-                "ph": "X",
-                "ts": ev.ts,
-                "dur": ev.dur,
-                "inclusive_dur": ev.dur,
-                "exclusive_dur": ev.dur,
-                "stream": ev.stream,
-                "device": ev.device,
-                "tid": ev.stream,
-                "args": ev.args,
-                "pg_name": pg_name,
-                "collective_name": coll,
-                "comm_size": size,
-                "parent": launcher,
-                "inputs": i.values,
-                "input_shapes": i.shapes,
-                "input_types": i.types,
-                "outputs": o.values,
-                "output_shapes": o.shapes,
-                "output_types": o.types,
-            }
-            next_id += 1
-            continue
         node = {
             "id": next_id,
             "name": ev.name,
@@ -338,9 +286,10 @@ def _gpu_nodes(
             "pg_name": pg_name,
             "collective_name": coll,
             "comm_size": size,
-            "ctrl_deps": launcher,
+            parent_key: launcher,
         }
-        node.update(io_fields(by_id[launcher], layout))
+        op = by_id[launcher]
+        add_io(node, op, layout, None if io_texts is None else fragment(io_texts[op.index]))
         yield node
         next_id += 1
 

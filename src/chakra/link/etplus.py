@@ -63,39 +63,19 @@ def host_node(op: HostOp, layout: str, io: Any = None) -> dict[str, Any]:
     if layout == FLAT:
         i = op.inputs
         o = op.outputs
-        if io is None:
-            node: dict[str, Any] = {
-                "name": op.name,
-                "id": op.id,
-                "rf_id": op.rf_id,
-                "parent": op.parent,
-                "fw_parent": op.fw_parent,
-                "seq_id": op.seq_id,
-                "scope": op.scope,
-                "tid": op.tid,
-                "fw_tid": op.fw_tid,
-                "op_schema": op.op_schema,
-                "inputs": i.values,
-                "input_shapes": i.shapes,
-                "input_types": i.types,
-                "outputs": o.values,
-                "output_shapes": o.shapes,
-                "output_types": o.types,
-            }
-        else:
-            node = {
-                "name": op.name,
-                "id": op.id,
-                "rf_id": op.rf_id,
-                "parent": op.parent,
-                "fw_parent": op.fw_parent,
-                "seq_id": op.seq_id,
-                "scope": op.scope,
-                "tid": op.tid,
-                "fw_tid": op.fw_tid,
-                "op_schema": op.op_schema,
-                "inputs": io,
-            }
+        node: dict[str, Any] = {
+            "name": op.name,
+            "id": op.id,
+            "rf_id": op.rf_id,
+            "parent": op.parent,
+            "fw_parent": op.fw_parent,
+            "seq_id": op.seq_id,
+            "scope": op.scope,
+            "tid": op.tid,
+            "fw_tid": op.fw_tid,
+            "op_schema": op.op_schema,
+        }
+        add_io(node, op, layout, io)
         if i.strides is not None:
             node["input_strides"] = i.strides
         if o.strides is not None:
@@ -112,10 +92,9 @@ def host_node(op: HostOp, layout: str, io: Any = None) -> dict[str, Any]:
         if name == "rf_id" and value is None:
             continue
         attrs.append({"name": name, "type": types.get(name, default_type), "value": value})
-    if io is None:
-        node = {"id": op.id, "name": op.name, "ctrl_deps": op.parent, **io_fields(op, layout), "attrs": attrs}
-    else:
-        node = {"id": op.id, "name": op.name, "ctrl_deps": op.parent, "inputs": io, "attrs": attrs}
+    node = {"id": op.id, "name": op.name, "ctrl_deps": op.parent}
+    add_io(node, op, layout, io)
+    node["attrs"] = attrs
     for k, v in op.attrs.items():
         t = types.get(k)
         if t is not None:
@@ -123,6 +102,25 @@ def host_node(op: HostOp, layout: str, io: Any = None) -> dict[str, Any]:
         elif k not in LINK_KEYS:
             node[k] = v
     return node
+
+
+def add_io(node: dict[str, Any], op: HostOp, layout: str, io: Any = None) -> None:
+    """Add the op's inputs/outputs keys to ``node`` (in place, in :func:`io_fields` order); with ``io`` (an
+    ``orjson.Fragment`` of :func:`io_fragment_text`) that one key stands for all of them."""
+    if io is not None:
+        node["inputs"] = io
+    elif layout == FLAT:
+        i = op.inputs
+        o = op.outputs
+        node["inputs"] = i.values
+        node["input_shapes"] = i.shapes
+        node["input_types"] = i.types
+        node["outputs"] = o.values
+        node["output_shapes"] = o.shapes
+        node["output_types"] = o.types
+    else:
+        node["inputs"] = _io_chakra(op.inputs)
+        node["outputs"] = _io_chakra(op.outputs)
 
 
 def io_fragment_text(op: HostOp, layout: str) -> bytes:
