@@ -6,13 +6,11 @@ import importlib
 import logging
 import os
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from chakra.convert.attrs import varint
 from chakra.convert.core import ConvertStats, build, stream_serialized
-from chakra.io import atomic_output, write_messages
+from chakra.io import write_messages
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +96,7 @@ def _convert_file(input_path: str | os.PathLike[str], output_path: str | os.Path
                                              serializer=ser)
         del trace, columns, ser   # the generator holds what it needs
         t2 = time.perf_counter()
-        _write_serialized(output_path, meta, gen)
+        write_messages(output_path, _stream(meta, gen))
     t3 = time.perf_counter()
     report = ConvertReport(os.fspath(input_path), os.fspath(output_path), stats,
                            load_s=t1 - t0, convert_s=t2 - t1, write_s=t3 - t2,
@@ -108,36 +106,6 @@ def _convert_file(input_path: str | os.PathLike[str], output_path: str | os.Path
     if nodes is not None:
         _simulate(report, meta, nodes, log_path)
     return report
-
-
-def _write_serialized(path: str | os.PathLike[str], meta: Any, bodies: Iterator[bytes]) -> int:
-    """``write_messages(path, [meta, *bodies])`` for already serialised node bodies, with the framing
-    varint from a table (``convert.attrs.varint``): the same bytes, the same atomic file."""
-    count = 1
-    with atomic_output(path) as fh:
-        write = fh.write
-        head = meta.SerializeToString()
-        chunks: list[bytes] = [varint(len(head)), head]
-        append = chunks.append
-        size = 0
-        for body in bodies:
-            n = len(body)
-            if not n:
-                raise ValueError(f"refusing to write an empty message (index {count}) to {path}")
-            append(varint(n))
-            append(body)
-            count += 1
-            size += n
-            if size >= _BATCH:
-                write(b"".join(chunks))
-                chunks.clear()
-                size = 0
-        if chunks:
-            write(b"".join(chunks))
-    return count
-
-
-_BATCH = 1 << 20
 
 
 def _stream(meta: Any, nodes: Any) -> Any:
