@@ -287,20 +287,29 @@ def _read_head(fh: Any, key: str, block: int) -> tuple[dict[str, Any], bytes] | 
     return None
 
 
+def _end_before(buf: bytes | bytearray, k: int) -> int | None:
+    """When the ``{`` at ``k`` follows ``}`` ws ``,`` ws: the end of that ``}`` (a boundary between two
+    items of a list of objects, if not inside a string or a nested value), else None."""
+    j = k - 1
+    while j >= 0 and buf[j] in _WS:
+        j -= 1
+    if j >= 0 and buf[j] == 0x2C:  # ","
+        j -= 1
+        while j >= 0 and buf[j] in _WS:
+            j -= 1
+        if j >= 0 and buf[j] == 0x7D:  # "}"
+            return j + 1
+    return None
+
+
 def _boundary(buf: bytes | bytearray, lim: int | None = None) -> tuple[int, int] | None:
     """Last ``}`` ws ``,`` ws ``{`` in ``buf[:lim]``: (end of the item before, start of the next), or None."""
     k = buf.rfind(b"{", 0, len(buf) if lim is None else lim)
     tries = 0
     while k > 0 and tries < 10_000:
-        j = k - 1
-        while j >= 0 and buf[j] in _WS:
-            j -= 1
-        if j >= 0 and buf[j] == 0x2C:  # ","
-            j -= 1
-            while j >= 0 and buf[j] in _WS:
-                j -= 1
-            if j >= 0 and buf[j] == 0x7D:  # "}"
-                return j + 1, k
+        end = _end_before(buf, k)
+        if end is not None:
+            return end, k
         k = buf.rfind(b"{", 0, k)
         tries += 1
     return None
@@ -413,28 +422,22 @@ def guess_item_boundary(path: str | os.PathLike[str], near: int, *, window: int 
     tries = 0
     while 0 < k and tries < 10_000:
         tries += 1
-        j = k - 1
-        while j >= 0 and buf[j] in _WS:
-            j -= 1
-        if j >= 0 and buf[j] == 0x2C:  # ","
-            j -= 1
-            while j >= 0 and buf[j] in _WS:
-                j -= 1
-            if j >= 0 and buf[j] == 0x7D:  # "}"
-                piece = buf[k:k + probe]
-                lim = len(piece)
-                for _ in range(20):
-                    cut = _boundary(piece[:lim])
-                    if cut is None:
-                        break
-                    try:
-                        items = loads(b"[" + piece[:cut[0]] + b"]")
-                    except orjson.JSONDecodeError:
-                        lim = cut[0] - 1
-                        continue
-                    if accept is None or accept(items):
-                        return near + j + 1, near + k
+        end = _end_before(buf, k)
+        if end is not None:
+            piece = buf[k:k + probe]
+            lim = len(piece)
+            for _ in range(20):
+                cut = _boundary(piece[:lim])
+                if cut is None:
                     break
+                try:
+                    items = loads(b"[" + piece[:cut[0]] + b"]")
+                except orjson.JSONDecodeError:
+                    lim = cut[0] - 1
+                    continue
+                if accept is None or accept(items):
+                    return near + end, near + k
+                break
         k = buf.find(b"{", k + 1)
     return None
 
