@@ -210,12 +210,7 @@ class Serializer:
         stream = a.get("stream", args.get("stream", a.get("tid", op.tid)))
         device = a.get("device", args.get("device"))
         out = [self.gpu_block(stream, device, a.get("cat"))]
-        v = args.get("correlation")
-        if type(v) is int:
-            out.append(int_attr(_CORR_NAME, "correlation", v))
-        v = args.get("External id")
-        if type(v) is int:
-            out.append(int_attr(_EXT_NAME, "external_id", v))
+        _kineto_ids(args, out)
         keys = tuple(a)
         kept = self.gpu_keys.get(keys)
         if kept is None:
@@ -246,12 +241,7 @@ class Serializer:
             stream = n["stream"] if "stream" in n else args.get("stream", tid)
             device = n["device"] if "device" in n else args.get("device")
             out.append(self.gpu_block(stream, device, get("cat")))
-            v = args.get("correlation")
-            if type(v) is int:
-                out.append(int_attr(_CORR_NAME, "correlation", v))
-            v = args.get("External id")
-            if type(v) is int:
-                out.append(int_attr(_EXT_NAME, "external_id", v))
+            _kineto_ids(args, out)
             kept = self.flat_gpu_keys.get(keys)
             if kept is None:
                 kept = self.flat_gpu_keys[keys] = tuple(
@@ -271,3 +261,13 @@ class Serializer:
         for k in kept:
             out.append(cached(k, n[k], None))
         return b"".join(out)
+
+
+def _kineto_ids(args: dict[str, Any], out: list[bytes]) -> None:
+    """A GPU node's ``correlation`` and ``external_id`` attributes, from its Kineto args (ints only)."""
+    v = args.get("correlation")
+    if type(v) is int:
+        out.append(int_attr(_CORR_NAME, "correlation", v))
+    v = args.get("External id")
+    if type(v) is int:
+        out.append(int_attr(_EXT_NAME, "external_id", v))

@@ -169,21 +169,28 @@ def _groups_from_metadata_node(values: str, where: str | None) -> Any:
     return None
 
 
-def graph_from_protobuf(nodes: Iterable[Any], metadata: Any = None, *, path: str | None = None,
-                        rank: int | None = None) -> RankGraph:
-    """Read protobuf ``Node`` messages (and the ``GlobalMetadata``) into a RankGraph."""
-    where = path
+def graph_for_metadata(metadata: Any, path: str | None, rank: int | None) -> RankGraph:
+    """An empty RankGraph with what the ``GlobalMetadata`` says: rank (else ``rank``), world size,
+    process groups, measured window."""
     info = metadata_info(metadata)
     g = RankGraph(path=path)
     r = _int_or_none(info.get("rank"))
     g.rank = r if r is not None and r >= 0 else rank
     ws = _int_or_none(info.get("world_size"))
     g.world_size = ws if ws and ws > 0 else None
-    g.process_groups = parse_process_groups(info.get("process_groups"), g.world_size, where)
+    g.process_groups = parse_process_groups(info.get("process_groups"), g.world_size, path)
     mdur = info.get("measured_dur_us")
     g.measured_us = float(mdur) if isinstance(mdur, (int, float)) and mdur > 0 else None
     mstart = info.get("measured_start_us")
     g.measured_start_us = float(mstart) if isinstance(mstart, (int, float)) else None
+    return g
+
+
+def graph_from_protobuf(nodes: Iterable[Any], metadata: Any = None, *, path: str | None = None,
+                        rank: int | None = None) -> RankGraph:
+    """Read protobuf ``Node`` messages (and the ``GlobalMetadata``) into a RankGraph."""
+    where = path
+    g = graph_for_metadata(metadata, path, rank)
 
     ids: list[int] = []
     names: list[str] = []

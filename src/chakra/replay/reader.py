@@ -46,7 +46,7 @@ from chakra.replay.graph import (
     _groups_from_metadata_node,
     _int_or_none,
     _scalar,
-    metadata_info,
+    graph_for_metadata,
     parse_process_groups,
 )
 from chakra.schema import METADATA_NODE, AttributeProto, attr_value
@@ -836,19 +836,7 @@ def _graph_head(metadata: Any, rank: int | None, path: str | os.PathLike[str]) -
 
     if rank is None:
         rank = rank_from_filename(path)
-    where = os.fspath(path)
-    g = RankGraph(path=where)
-    info = metadata_info(metadata)
-    r = _int_or_none(info.get("rank"))
-    g.rank = r if r is not None and r >= 0 else rank
-    ws = _int_or_none(info.get("world_size"))
-    g.world_size = ws if ws and ws > 0 else None
-    g.process_groups = parse_process_groups(info.get("process_groups"), g.world_size, where)
-    mdur = info.get("measured_dur_us")
-    g.measured_us = float(mdur) if isinstance(mdur, (int, float)) and mdur > 0 else None
-    mstart = info.get("measured_start_us")
-    g.measured_start_us = float(mstart) if isinstance(mstart, (int, float)) else None
-    return g
+    return graph_for_metadata(metadata, os.fspath(path), rank)
 
 
 def _finish(g: RankGraph, rd: _Reader, where: str) -> RankGraph:
