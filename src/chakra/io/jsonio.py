@@ -12,7 +12,6 @@ import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -23,16 +22,26 @@ from chakra.io.atomic import atomic_output
 GZIP_MAGIC = b"\x1f\x8b"
 
 
-def read_bytes(path: str | os.PathLike[str]) -> bytes:
-    """Read a file, transparently gunzipping it; errors name the file."""
+def open_input(path: str | os.PathLike[str]) -> Any:
+    """``open(path, "rb")``; a missing file, a directory or no permission is a TraceFormatError naming the
+    file."""
     try:
-        raw = Path(path).read_bytes()
+        return open(path, "rb")  # noqa: SIM115 (the caller closes it)
     except FileNotFoundError:
         raise TraceFormatError("file not found", path) from None
     except IsADirectoryError:
         raise TraceFormatError("is a directory, expected a file", path) from None
     except PermissionError:
         raise TraceFormatError("permission denied", path) from None
+
+
+def read_bytes(path: str | os.PathLike[str]) -> bytes:
+    """Read a file, transparently gunzipping it; errors name the file."""
+    with open_input(path) as fh:
+        try:
+            raw = fh.read()
+        except IsADirectoryError:
+            raise TraceFormatError("is a directory, expected a file", path) from None
     if raw[:2] == GZIP_MAGIC:
         try:
             raw = gzip.decompress(raw)

@@ -177,16 +177,9 @@ def iter_frame_batches(path: str | os.PathLike[str], first_cls: Any,
     above), :func:`parse_batch` decodes it.  The errors are those of ``iter_messages``, raised at the same
     point of the stream: a damaged frame is reported after the batch of the messages before it.
     """
-    from chakra.io.jsonio import GZIP_MAGIC
+    from chakra.io.jsonio import GZIP_MAGIC, open_input
 
-    try:
-        fh = open(path, "rb")  # noqa: SIM115 - closed by the generator (or below)
-    except FileNotFoundError:
-        raise TraceFormatError("file not found", path) from None
-    except IsADirectoryError:
-        raise TraceFormatError("is a directory, expected a file", path) from None
-    except PermissionError:
-        raise TraceFormatError("permission denied", path) from None
+    fh = open_input(path)  # closed by the generator (or below)
     try:
         buf = fh.read(_CHUNK)
     except IsADirectoryError:
