@@ -270,26 +270,30 @@ def _gpu_nodes(
             pg_name, coll, size = resolver.gpu_fields(ev, launcher)
         else:
             pg_name, coll, size = "", "", 0
+        dur = ev.dur
+        stream = ev.stream
         node = {
             "id": next_id,
             "name": ev.name,
             "cat": gpu_cat[ev.kind],
             "ph": "X",
             "ts": ev.ts,
-            "dur": ev.dur,
-            "inclusive_dur": ev.dur,
-            "exclusive_dur": ev.dur,
-            "stream": ev.stream,
+            "dur": dur,
+            "inclusive_dur": dur,
+            "exclusive_dur": dur,
+            "stream": stream,
             "device": ev.device,
-            "tid": ev.stream,
+            "tid": stream,
             "args": ev.args,
             "pg_name": pg_name,
             "collective_name": coll,
             "comm_size": size,
             parent_key: launcher,
         }
-        op = by_id[launcher]
-        add_io(node, op, layout, None if io_texts is None else fragment(io_texts[op.index]))
+        if io_texts is not None:  # the hot path of large traces: add_io with the one Fragment, inline
+            node["inputs"] = fragment(io_texts[by_id[launcher].index])
+        else:
+            add_io(node, by_id[launcher], layout)
         yield node
         next_id += 1
 

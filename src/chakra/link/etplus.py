@@ -75,7 +75,10 @@ def host_node(op: HostOp, layout: str, io: Any = None) -> dict[str, Any]:
             "fw_tid": op.fw_tid,
             "op_schema": op.op_schema,
         }
-        add_io(node, op, layout, io)
+        if io is not None:  # add_io, inline: a million calls on large traces
+            node["inputs"] = io
+        else:
+            add_io(node, op, layout)
         if i.strides is not None:
             node["input_strides"] = i.strides
         if o.strides is not None:
