@@ -131,7 +131,7 @@ def write_messages(path: str | os.PathLike[str], messages: Iterable[Any]) -> int
     count = 0
     chunks: list[bytes] = []
     size = 0
-    varint = _VARINT_1.__getitem__
+    varint = _VARINT_2.__getitem__
     with atomic_output(path) as fh:
         write = fh.write
         for msg in messages:
@@ -139,7 +139,7 @@ def write_messages(path: str | os.PathLike[str], messages: Iterable[Any]) -> int
             n = len(body)
             if not n:
                 raise ValueError(f"refusing to write an empty message (index {count}) to {path}")
-            chunks.append(varint(n) if n < 128 else encode_varint(n))
+            chunks.append(varint(n) if n < 16384 else encode_varint(n))
             chunks.append(body)
             count += 1
             size += n
@@ -153,7 +153,9 @@ def write_messages(path: str | os.PathLike[str], messages: Iterable[Any]) -> int
 
 
 _BATCH = 1 << 20
-_VARINT_1 = [bytes((i,)) for i in range(128)]
+# the frame-length varints below 2**14 (one or two bytes), looked up instead of encoded
+_VARINT_2 = ([bytes((i,)) for i in range(128)]
+             + [bytes(((i & 0x7F) | 0x80, i >> 7)) for i in range(128, 1 << 14)])
 
 
 # ---- batched reading (the replay's loader) -------------------------------------------------------------
