@@ -362,11 +362,9 @@ def _read_events(trace: KinetoTrace, raw_events: Iterable[Any]) -> None:
     stats["ac2g_confirmed"] = sum(1 for c in gpu_by_corr if c in ac2g_ids)
     stats["clamped_durations"] = len(bad_dur)
     if bad_dur:
-        listed = ", ".join(str(k) for k in bad_dur[:_MAX_LISTED])
-        more = " ..." if len(bad_dur) > _MAX_LISTED else ""
         trace.warnings.append(
             f"{len(bad_dur)} X event(s) with a missing, NaN, infinite, negative or huge (> 1e12 us) 'dur' "
-            f"clamped to 0 (traceEvents[{listed}{more}])"
+            f"clamped to 0 (traceEvents[{_listed(bad_dur)}])"
         )
     ignored = {ph: n for ph, n in non_x.items() if ph not in ("s", "f", "i", "I", "M", "t")}
     if ignored:
@@ -374,6 +372,11 @@ def _read_events(trace: KinetoTrace, raw_events: Iterable[Any]) -> None:
             "ignored events of unsupported phases: "
             + ", ".join(f"{n} ph={ph!r}" for ph, n in sorted(ignored.items()))
         )
+
+
+def _listed(items: list[int]) -> str:
+    """The first few of ``items`` for a warning, `` ...`` when there are more."""
+    return ", ".join(str(k) for k in items[:_MAX_LISTED]) + (" ..." if len(items) > _MAX_LISTED else "")
 
 
 def _classify(cat: str, name: str, rt_cache: dict[tuple[int, str], tuple[int, bool]]
@@ -439,11 +442,9 @@ def _classify_launches(trace: KinetoTrace) -> None:
     stats["duplicate_launch_correlations"] = len(duplicates)
     stats.update({name: by_kind[kind] for kind, name in KIND_NAMES.items()})
     if duplicates:
-        listed = ", ".join(str(c) for c in duplicates[:_MAX_LISTED])
-        more = " ..." if len(duplicates) > _MAX_LISTED else ""
         trace.warnings.append(
             f"{len(duplicates)} launching call(s) reuse a correlation id already taken by an earlier launch "
-            f"(first in file order kept; correlation {listed}{more})"
+            f"(first in file order kept; correlation {_listed(duplicates)})"
         )
     n_orphan = stats["gpu_without_launch"]
     if n_orphan:

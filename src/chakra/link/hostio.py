@@ -16,6 +16,7 @@ Small files (read in one piece by the host loader) are loaded as usual, with no 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from itertools import chain
 from operator import attrgetter
 from typing import Any
@@ -50,28 +51,44 @@ def load_host_for_link(path: str | os.PathLike[str]) -> tuple[HostTrace, list[by
 
 
 def _load_streamed(top: dict[str, Any], chunks: Any, path: str) -> tuple[HostTrace, list[bytes]]:
+    schema, layout, warnings, items = _read_ops(top, chunks, path)
+    flat = layout == FLAT
+    ops: list[HostOp] = []
+    by_id: dict[int, HostOp] = {}
+    texts: list[bytes] = []
+    for op, io in items:
+        if op.id in by_id:
+            raise ValueError("duplicate ids")  # load_host_et names them
+        by_id[op.id] = op
+        ops.append(op)
+        texts.append(io)
+        _make_lean(op, flat)
+    return host_loader._make_trace(top, schema, layout, ops, by_id, warnings, path), texts
+
+
+def _read_ops(top: dict[str, Any], chunks: Any, path: str
+              ) -> tuple[Any, str, list[str], Iterator[tuple[HostOp, bytes]]]:
+    """``(schema, layout, warnings, ops)`` of a host ET read in chunks: the layout detected (and its
+    warnings logged) on the first chunk; ``ops`` yields each op as ``load_host_et`` makes it, numbered by
+    its position in the file, with its inputs/outputs text.  No chunk's ops are kept here."""
     first = next(chunks, [])
     schema = top.get("schema")
     warnings: list[str] = []
     layout = host_loader._detect_layout(schema, first, path, warnings)
+    return schema, layout, warnings, _ops(chain((first,), chunks), layout)
+
+
+def _ops(chunks: Iterator[list[Any]], layout: str) -> Iterator[tuple[HostOp, bytes]]:
     parse = host_loader._parse_flat if layout == FLAT else host_loader._parse_chakra
-    ops: list[HostOp] = []
-    by_id: dict[int, HostOp] = {}
-    texts: list[bytes] = []
-    flat = layout == FLAT
-    for chunk in chain((first,), chunks):
-        start = len(ops)
-        parse(chunk, ops, by_id)
+    index = 0
+    for chunk in chunks:
+        ops: list[HostOp] = []
+        parse(chunk, ops, {})
         del chunk
-        for k in range(start, len(ops)):
-            op = ops[k]
-            op.index = k  # the parser numbers the nodes of each call from 0
-            texts.append(io_fragment_text(op, layout))
-            _make_lean(op, flat)
-        first = []
-    if len(by_id) != len(ops):
-        raise ValueError("duplicate ids")  # load_host_et names them
-    return host_loader._make_trace(top, schema, layout, ops, by_id, warnings, path), texts
+        for op in ops:
+            op.index = index  # the parser numbers the nodes of each call from 0
+            index += 1
+            yield op, io_fragment_text(op, layout)
 
 
 # ---- the host ET loaded beside the Kineto trace -------------------------------------------------------
@@ -226,11 +243,7 @@ def _columns(path: str, fd: int) -> tuple[HostTrace, list[list[Any]], dict[int, 
         if streamed is None:
             raise ValueError("not read in chunks")
         top, chunks = streamed
-        first = next(chunks, [])
-        schema = top.get("schema")
-        warnings: list[str] = []
-        layout = host_loader._detect_layout(schema, first, path, warnings)
-        parse = host_loader._parse_flat if layout == FLAT else host_loader._parse_chakra
+        schema, layout, warnings, items = _read_ops(top, chunks, path)
         flat = layout == FLAT
         columns: list[list[Any]] = [[] for _ in _FIELDS]
         appends = [c.append for c in columns]
@@ -243,31 +256,21 @@ def _columns(path: str, fd: int) -> tuple[HostTrace, list[list[Any]], dict[int, 
         seen: set[int] = set()
         dumps = orjson.dumps
         fragment = orjson.Fragment
-        index = 0
         with os.fdopen(os.dup(fd), "wb", buffering=_TEXT_BLOCK) as out:
-            for chunk in chain((first,), chunks):
-                ops: list[HostOp] = []
-                by_id: dict[int, HostOp] = {}
-                parse(chunk, ops, by_id)
-                del chunk
-                first = []
-                for op in ops:
-                    if op.id in seen:
-                        raise ValueError("duplicate ids")  # load_host_et names them
-                    seen.add(op.id)
-                    op.index = index
-                    index += 1
-                    io = io_fragment_text(op, layout)
-                    texts.append(io)
-                    text = dumps(host_node(op, layout, fragment(io)))
-                    out.write(text)
-                    lengths.append(len(text))
-                    for add, get in zip(appends, fields):
-                        add(get(op))
-                    # one str per distinct name: smaller here, in the pickle (memoised) and in the parent
-                    names[-1] = intern(op.name, op.name)
-                    if _make_lean(op, flat):
-                        special[op.index] = op
+            for op, io in items:
+                if op.id in seen:
+                    raise ValueError("duplicate ids")  # load_host_et names them
+                seen.add(op.id)
+                texts.append(io)
+                text = dumps(host_node(op, layout, fragment(io)))
+                out.write(text)
+                lengths.append(len(text))
+                for add, get in zip(appends, fields):
+                    add(get(op))
+                # one str per distinct name: smaller here, in the pickle (memoised) and in the parent
+                names[-1] = intern(op.name, op.name)
+                if _make_lean(op, flat):
+                    special[op.index] = op
         del seen
         kept = list(special.values())
         trace = host_loader._make_trace(top, schema, layout, kept, {op.id: op for op in kept}, warnings, path)
