@@ -382,6 +382,7 @@ class PipelineResult:
     summary: dict[str, Any]
     seconds: float = 0.0
     executor: str = ""
+    astrasim: Any = None          # chakra.job.astrasim.AstrasimReport with --astrasim
 
     def path(self, kind: str) -> Path:
         return self.out_dir / self.files[kind]
@@ -517,7 +518,8 @@ def auto_jobs(files: Sequence[RankFiles]) -> int:
 
 def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str], *, jobs: int | None = None,
                  scheduler: Any = None, job_replay: bool = False, mode: str = "lanes", gaps: bool = True,
-                 progress: bool = False, name: str | None = None, annotation: str | None = None
+                 progress: bool = False, name: str | None = None, annotation: str | None = None,
+                 astrasim: bool = False, simulator: str | os.PathLike[str] | None = None
                  ) -> PipelineResult:
     """Link, convert and replay every rank of ``folder`` into ``out_dir``.
 
@@ -529,6 +531,13 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
     Dask cluster with ``scheduler`` (an address, ``"local"``, or a ``dask.distributed.Client``); each rank is
     replayed on its own (in its worker), or with ``job_replay`` all ranks together with their
     collectives coupled.  ``progress`` shows rich progress bars on stderr.
+
+    ``astrasim``: the job's ``.et`` files are made to run in ASTRA-sim together (:mod:`chakra.job.astrasim`:
+    no METADATA nodes, ``comm_group.json``, collectives matched across ranks with one size and one order,
+    unsupported ones as COMP nodes); what the pass changed is in ``PipelineResult.astrasim`` and
+    ``summary.json``.  The replay then replays those files.  ``simulator``: a launcher script with the
+    interface of ASTRA-sim's ``run.sh`` (:mod:`chakra.job.simulator`), run on the result (implies
+    ``astrasim``); its time per rank goes beside measured and replayed.
     """
     from chakra.io import atomic_output, dump_json
     from chakra.replay.engine import MODES as REPLAY_MODES
@@ -538,6 +547,7 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
     if jobs is not None and jobs < 1:
         raise UsageError("--jobs must be at least 1")
     t0 = time.perf_counter()
+    astrasim = astrasim or simulator is not None
     src = Path(folder)
     files = find_ranks(src)
     job_name = _check_name(name if name is not None else (src.resolve().name or "chakra"))
@@ -549,7 +559,7 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
         RankTask(rank=f.rank, host=os.path.abspath(f.host), kineto=os.path.abspath(f.kineto),
                  et_plus=os.path.abspath(out / f"et_plus_{f.rank}.json"),
                  et=os.path.abspath(out / f"{job_name}.{f.rank}.et"),
-                 log=None if job_replay else os.path.abspath(out / f"replay_{f.rank}.log"),
+                 log=None if job_replay or astrasim else os.path.abspath(out / f"replay_{f.rank}.log"),
                  mode=mode, gaps=gaps, annotation=annotation, timeline=not job_replay)
         for f in files
     ]
@@ -566,12 +576,19 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
         if bars is not None:
             bars.start()
             moved = _log_above(bars)
-        label = "link + convert" + ("" if job_replay else " + replay")
+        label = "link + convert" + ("" if job_replay or astrasim else " + replay")
         results: list[RankResult] = run_ranks(process_rank, tasks, jobs=jobs, scheduler=scheduler,
                                               progress=bars, label=label, where=src)
         events: list[dict[str, Any]] = []
+        target = None
+        if astrasim:
+            from chakra.job.astrasim import astrasim_job
+
+            target = astrasim_job([r.et for r in results], out / job_name)  # type: ignore[misc]
         if job_replay:
             events = _replay_job(results, out, mode, gaps, bars)
+        elif astrasim:
+            events = _replay_ranks(results, out, mode, gaps)
         else:
             for r in results:
                 events.extend(r.timeline_events)
@@ -585,14 +602,32 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
             bars.stop()
     out_files = {"et_plus": "et_plus_N.json", "et": f"{job_name}.N.et", "completion_log": "replay_N.log",
                  "timeline": TIMELINE, "summary_json": SUMMARY_JSON, "summary_md": SUMMARY_MD}
+    sim = None
+    if target is not None:
+        if target.comm_group is not None:
+            out_files["comm_group"] = target.comm_group.name
+        if simulator is not None:
+            from chakra.job.simulator import run_simulator
+
+            sim = run_simulator(simulator, out / job_name, len(target.ranks), comm_group=target.comm_group)
     summary = _summary(job_name, src, files, results, mode, gaps, job_replay, out_files)
+    if target is not None:
+        summary["astrasim"] = {
+            "ranks": target.ranks, "collectives": target.collectives, "send_recv_pairs": target.p2p,
+            "as_comp": {str(r): k for r, k in sorted(target.as_comp.items())},
+            "metadata_dropped": target.metadata_dropped, "sizes_unified": target.sizes_unified,
+            "comm_group": target.groups or None, "notes": target.notes,
+        }
+    if sim is not None:
+        for r in summary["ranks"]:
+            r["simulated_us"] = sim.us(r["rank"])
 
     dump_json(out / SUMMARY_JSON, summary)
     with atomic_output(out / SUMMARY_MD) as fh:
         fh.write(summary_markdown(summary).encode())
     return PipelineResult(name=job_name, out_dir=out, ranks=results, mode=mode, job_replay=job_replay,
                           files=out_files, summary=summary, seconds=time.perf_counter() - t0,
-                          executor=executor)
+                          executor=executor, astrasim=target)
 
 
 def _progress() -> Any:
@@ -614,6 +649,23 @@ def _log_above(bars: Any) -> list[tuple[logging.StreamHandler[Any], Any]]:
             moved.append((handler, handler.stream))
             handler.setStream(proxy)
     return moved
+
+
+def _replay_ranks(results: list[RankResult], out: Path, mode: str, gaps: bool) -> list[dict[str, Any]]:
+    """Each rank replayed alone, in this process (after a job-level pass rewrote the files)."""
+    from chakra.replay.api import replay_file
+    from chakra.replay.output import timeline, write_completion_log
+
+    events: list[dict[str, Any]] = []
+    for r in results:
+        t0 = time.perf_counter()
+        rep = replay_file(r.et, mode=mode, gaps=gaps)   # type: ignore[arg-type]
+        r.log = os.path.abspath(out / f"replay_{r.rank}.log")
+        write_completion_log(r.log, [rep])
+        _set_replay(r, rep)
+        events.extend(timeline([rep])["traceEvents"])
+        r.replay_s = time.perf_counter() - t0
+    return events
 
 
 def _replay_job(results: list[RankResult], out: Path, mode: str, gaps: bool, bars: Any
@@ -653,14 +705,20 @@ def pipeline_table(result: PipelineResult, title: str | None = None) -> Any:
     table.add_column("measured (µs)", justify="right")
     table.add_column("replayed (µs)", justify="right")
     table.add_column("error", justify="right")
+    simulated = any("simulated_us" in r for r in result.summary["ranks"])
+    if simulated:
+        table.add_column("ASTRA-sim (µs)", justify="right")
     table.add_column("host ops matched", justify="right")
     table.add_column("GPU ops attached", justify="right")
     for r in result.summary["ranks"]:
         err = r["error_pct"]
         style = None if err is None or abs(err) <= 5.0 else "yellow"
-        table.add_row(str(r["rank"]), f"{r['nodes']:,}", fmt_us(r["measured_us"]), fmt_us(r["replayed_us"]),
-                      fmt_pct(err), f"{r['host_ops_matched']:,}/{r['host_ops']:,}", _attached(r, short=True),
-                      style=style)
+        cells = [str(r["rank"]), f"{r['nodes']:,}", fmt_us(r["measured_us"]), fmt_us(r["replayed_us"]),
+                 fmt_pct(err)]
+        if simulated:
+            cells.append(fmt_us(r.get("simulated_us")))
+        cells += [f"{r['host_ops_matched']:,}/{r['host_ops']:,}", _attached(r, short=True)]
+        table.add_row(*cells, style=style)
     if any(r.get("gpu_launched_before_trace") for r in result.summary["ranks"]):
         table.caption = "pre-trace: GPU ops launched before the trace began (no launch call, no host op)"
     return table
@@ -683,6 +741,12 @@ def _print_result(result: PipelineResult, stream: TextIO, wall: bool = True) -> 
         f"  replay timeline (Perfetto / chrome://tracing): {TIMELINE}",
         f"  summary:                      {SUMMARY_MD}, {SUMMARY_JSON}",
     ]
+    target = result.astrasim
+    if target is not None:
+        n = len(target.ranks)
+        cg = f" --comm-group {out / target.comm_group.name}" if target.comm_group is not None else ""
+        lines += [*target.lines(),
+                  f"  run it: run.sh {out / result.name} {n}{cg}   (ASTRA-sim's launcher; see the README)"]
     if wall:
         lines.append(f"{len(result.ranks)} ranks in {result.seconds:.1f} s ({result.executor}).")
     stream.write("\n".join(lines) + "\n")
@@ -698,10 +762,11 @@ def _rank_list(result: PipelineResult) -> str:
 
 def pipeline_command(folder: str, output_dir: str, *, jobs: int | None = None, scheduler: str | None = None,
                      job_replay: bool = False, mode: str = "lanes", progress: bool = False,
-                     name: str | None = None, stream: TextIO | None = None) -> int:
+                     name: str | None = None, stream: TextIO | None = None, astrasim: bool = False,
+                     simulator: str | None = None) -> int:
     """What ``chakra pipeline`` does: run the pipeline, print the table and where the files are."""
     result = run_pipeline(folder, output_dir, jobs=jobs, scheduler=scheduler, job_replay=job_replay,
-                          mode=mode, progress=progress, name=name)
+                          mode=mode, progress=progress, name=name, astrasim=astrasim, simulator=simulator)
     _print_result(result, stream if stream is not None else sys.stdout)
     return 0
 

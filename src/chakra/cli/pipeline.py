@@ -30,6 +30,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="replay mode (see chakra replay --help)")
     p.add_argument("--name", default=None,
                    help="file-name prefix of the Chakra ETs (default: the folder's name)")
+    p.add_argument("--astrasim", action="store_true",
+                   help="write the job so that ASTRA-sim runs it: no METADATA nodes (process groups "
+                        "in comm_group.json), collectives matched across ranks (one order, one size: the "
+                        "largest per-rank size), unsupported collectives and those without a counterpart on "
+                        "a peer as COMP nodes; says what it changed")
+    p.add_argument("--simulator", metavar="RUN_SH", default=None,
+                   help="run this ASTRA-sim launcher (interface of ASTRA-sim's run.sh: RUN_SH PREFIX N "
+                        "[--comm-group FILE]) on the result and show its time per rank; implies --astrasim")
     add_common_args(p)
     p.set_defaults(log_level="WARNING")
     return p
@@ -41,7 +49,8 @@ def _run(args: argparse.Namespace) -> int:
     setup_logging(args.log_level, None, args.quiet)
     return pipeline_command(args.folder, args.output_dir, jobs=args.jobs, scheduler=args.scheduler,
                             job_replay=args.job, mode=args.mode, name=args.name,
-                            progress=show_progress(args.quiet))
+                            progress=show_progress(args.quiet), astrasim=args.astrasim,
+                            simulator=args.simulator)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

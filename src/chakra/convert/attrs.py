@@ -23,6 +23,7 @@ FIXED_FIELDS: dict[str, str] = {
     "comm_type": "int64_val",
     "comm_priority": "int32_val",
     "comm_size": "int64_val",
+    "comm_seq": "int64_val",
     "comm_src": "int32_val",
     "comm_dst": "int32_val",
     "comm_tag": "int32_val",

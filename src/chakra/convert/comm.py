@@ -53,6 +53,7 @@ class CommFields:
     src: int = -1
     dst: int = -1
     tag: int = 0
+    seq: int | None = None  # the process group's collective sequence number (record_param_comms), if recorded
 
 
 def tensor_bytes(values: Any) -> int:

@@ -615,6 +615,8 @@ class _Converter:
                     break
         pg = self.pgn.numeric(pg)
         f = CommFields(collective, comm_type_of(collective), size, pg)
+        if rpc is not None:
+            f.seq = infos[rpc].seq
         if collective in ("send", "recv"):
             info = infos.get(c10d) if c10d is not None else None
             peer = info.peer if info is not None and info.peer is not None else -1
@@ -652,6 +654,25 @@ class _Converter:
         for i in members[1:]:
             data[i].append(prev)
             prev = i
+
+    def _launch_chain(self, members: list[int]) -> None:
+        """Chain comm nodes by launch: a GPU node by its launcher's start, a host record by its own; then
+        the recorded sequence number; each depends on the previous."""
+        par, is_gpu, ts, rfk, data = self.par, self.is_gpu, self.ts, self.rfk, self.data
+        comm = self.comm
+        launcher = {i: par[i] if is_gpu[i] and par[i] >= 0 else i for i in members}
+        if all(ts[j] is not None for j in launcher.values()):
+            def key(i: int) -> tuple[Any, ...]:
+                j = launcher[i]
+                seq = comm[i].seq
+                return (*self._time_key(j), -1 if seq is None else seq, self.pos[i])
+        else:
+            def key(i: int) -> tuple[Any, ...]:
+                j = launcher[i]
+                return (rfk[j], self.pos[j], self.pos[i])
+        members.sort(key=key)
+        for prev, i in zip(members, members[1:]):
+            data[i].append(prev)
 
     def _time_key(self, i: int) -> tuple[float, float, int]:
         """Start order of timed ops: earlier first, then the longer (enclosing) one, then the ET parent."""
@@ -703,11 +724,14 @@ class _Converter:
             self._chain(members)
         for members in streams.values():
             self._chain(members)
+        # Collectives of one process group run in the order they were launched, on every rank alike; a
+        # GPU collective's own start is the GPU's time, a host record's is the host's (which runs ahead of
+        # its GPU by a different amount on each rank), so both are ordered by when the host launched them.
         pgs: dict[str, list[int]] = {}
         for i, f in self.comm.items():
             pgs.setdefault(f.pg_name, []).append(i)
         for members in pgs.values():
-            self._chain(members)
+            self._launch_chain(members)
         soft = self.soft
         for i, j in self.gloo_pairs.items():
             if i in self.cpu_comm and j not in data[i]:
@@ -990,6 +1014,8 @@ def _comm_attrs(f: CommFields, t: int) -> list[pb.AttributeProto]:
     out.append(A(name="comm_size", int64_val=f.size))
     out.append(A(name="pg_name", string_val=f.pg_name))
     out.append(A(name="comm_priority", int32_val=0))
+    if f.seq is not None:
+        out.append(A(name="comm_seq", int64_val=f.seq))
     if t in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):
         out.append(A(name="comm_src", int32_val=f.src))
         out.append(A(name="comm_dst", int32_val=f.dst))

@@ -31,7 +31,7 @@ CPU_SKIP = frozenset({"ts", "dur", "inclusive_dur", "exclusive_dur", "kineto_tid
 GPU_SKIP = CPU_SKIP | frozenset({"cat", "ph", "args", "pid", "tid", "stream", "device", "parent",
                                  "ctrl_deps", "pg_name", "collective_name", "comm_size"})
 COMM_KEYS = frozenset({"comm_type", "comm_size", "pg_name", "comm_priority", "comm_src", "comm_dst",
-                       "comm_tag", "is_cpu_op"})
+                       "comm_tag", "comm_seq", "is_cpu_op"})
 
 #: the keys of a flat (1.0.1) node that the host loader turns into HostOp fields (loader._FLAT_KEYS)
 FLAT_KEYS = frozenset({

@@ -1,0 +1,323 @@
+"""Make a whole job's Chakra ETs run in ASTRA-sim (the ``--astrasim`` target).
+
+The converter writes each rank faithfully; the simulator needs more, and across ranks
+(``../shared/astra-sim/README.md`` lists what this build does).  This pass reads
+every rank's ``.et`` (any producer's), and writes the set so that it runs:
+
+1. **No METADATA nodes** (they abort this simulator); the process groups reach it
+   through ``comm_group.json`` instead (``{"<pg id>": [global ranks]}``, for
+   ``--comm-group-configuration``), written whenever a group other than the world is
+   used.  Dependencies on a removed node are removed with it.
+2. **Only collectives it runs**: REDUCE, GATHER, SCATTER, BARRIER and
+   REDUCE_SCATTER_BLOCK become COMP nodes of their recorded duration (the
+   converter's ``--astrasim-safe`` rule), as do collectives of a one-rank group.
+3. **The collectives every rank holds, matched** (:mod:`chakra.job.match`): by
+   recorded sequence number, else by order with trimming at the window edges.  A
+   collective or send/recv with no counterpart on a peer becomes a COMP node of its
+   recorded duration (it ran; only its partners are outside the trace), and is
+   reported.
+4. **One size per collective**: the largest per-rank ``comm_size`` (an all_to_allv
+   moves different amounts per rank; the simulator needs one), reported with the
+   spread.
+5. **One issue order**: each rank's communication nodes are chained (a data
+   dependency on the previous one) in one job-wide order that agrees with every
+   rank's own order, so that no two ranks can each wait for the other.
+6. Comm nodes get ``is_cpu_op`` false and a numeric ``pg_name`` (non-numeric names
+   are numbered), and the nodes are written in a topological order.
+
+A COMP node made from a communication node keeps what it was as ``orig_collective``
+(or ``orig_comm_node``), ``orig_comm_type``, ``orig_comm_size``, ``orig_pg_name`` and
+says why in ``astrasim_note``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from chakra import schema as pb
+from chakra.errors import ChakraError, UsageError
+from chakra.io import atomic_output
+from chakra.io.pbstream import write_messages
+from chakra.job.etfile import COMM_NODE_TYPES, EtFile, node_attrs, rank_comms, read_et
+from chakra.job.match import COLLECTIVE_NAMES, JobMatch, match_job, world_pg
+
+log = logging.getLogger(__name__)
+
+#: Collective types this simulator does not run (its README): written as COMP nodes.
+UNSIMULATED_COMM_TYPES = frozenset({pb.REDUCE, pb.GATHER, pb.SCATTER, pb.BARRIER, pb.REDUCE_SCATTER_BLOCK})
+COMM_GROUP_JSON = "comm_group.json"
+_COMM_ATTRS = frozenset({"comm_type", "comm_size", "pg_name", "comm_priority", "comm_src", "comm_dst",
+                         "comm_tag", "comm_seq", "is_cpu_op"})
+
+
+@dataclass(slots=True)
+class AstrasimReport:
+    """What the pass wrote and changed."""
+
+    outputs: list[Path]
+    comm_group: Path | None
+    ranks: list[int]
+    collectives: int = 0                      # matched collectives (per job, not per rank)
+    p2p: int = 0                              # matched send/recv pairs
+    as_comp: dict[int, int] = field(default_factory=dict)     # rank -> comm nodes written as COMP
+    metadata_dropped: int = 0
+    sizes_unified: int = 0
+    groups: dict[str, list[int]] = field(default_factory=dict)   # what comm_group.json holds
+    notes: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        out = [f"ASTRA-sim target: {len(self.ranks)} rank(s), {self.collectives} collective(s)"
+               + (f" and {self.p2p} send/recv pair(s)" if self.p2p else "") + " matched across ranks"]
+        if self.metadata_dropped:
+            out.append(f"  {self.metadata_dropped} METADATA node(s) left out (the simulator aborts on them); "
+                       + (f"process groups in {self.comm_group.name}" if self.comm_group else
+                          "no group other than the world"))
+        if any(self.as_comp.values()):
+            out.append("  written as COMP nodes of their recorded duration: "
+                       + ", ".join(f"{k} on rank {r}" for r, k in sorted(self.as_comp.items()) if k))
+        out.extend(f"  {n}" for n in self.notes)
+        return out
+
+
+def _numeric_names(files: Sequence[EtFile]) -> dict[str, str]:
+    """pg name -> the numeric id written (numeric names stay; others get fresh numbers)."""
+    names: set[str] = set()
+    for f in files:
+        names.update(f.groups)
+        for n in f.nodes:
+            if n.type in COMM_NODE_TYPES:
+                for a in n.attr:
+                    if a.name == "pg_name" and a.WhichOneof("value") == "string_val":
+                        names.add(a.string_val)
+    taken = {int(x) for x in names if x.isdigit()}
+    out: dict[str, str] = {}
+    nxt = max(taken, default=0) + 1
+    for name in sorted(names):
+        if name == "" or name.isdigit():
+            out[name] = name
+        else:
+            out[name] = str(nxt)
+            nxt += 1
+    return out
+
+
+def _set_attr(node: pb.Node, name: str, **value: object) -> None:
+    for a in node.attr:
+        if a.name == name:
+            a.Clear()
+            a.name = name
+            for k, v in value.items():
+                setattr(a, k, v)
+            return
+    node.attr.append(pb.AttributeProto(name=name, **value))
+
+
+def _to_comp(node: pb.Node, why: str) -> None:
+    """A communication node -> a COMP node (GPU side) of its recorded duration, keeping what it was."""
+    a = node_attrs(node)
+    kept = [x for x in node.attr if x.name not in _COMM_ATTRS]
+    del node.attr[:]
+    node.attr.extend(kept)
+    A = pb.AttributeProto
+    if node.type == pb.COMM_COLL_NODE:
+        ct = a.get("comm_type")
+        node.attr.append(A(name="orig_collective", string_val=COLLECTIVE_NAMES.get(ct, str(ct))))
+        if isinstance(ct, int):
+            node.attr.append(A(name="orig_comm_type", int64_val=ct))
+    else:
+        node.attr.append(A(name="orig_comm_node", string_val="send" if node.type == pb.COMM_SEND_NODE
+                           else "recv"))
+    if isinstance(a.get("comm_size"), int):
+        node.attr.append(A(name="orig_comm_size", int64_val=a["comm_size"]))
+    node.attr.append(A(name="orig_pg_name", string_val=str(a.get("pg_name") or "")))
+    node.attr.append(A(name="astrasim_note", string_val=why))
+    node.attr.append(A(name="is_cpu_op", bool_val=False))
+    node.type = pb.COMP_NODE
+
+
+def _topological(nodes: list[pb.Node], path: str) -> list[pb.Node]:
+    """Nodes in a topological order (the given order where it already is one); a cycle is an error."""
+    index = {n.id: k for k, n in enumerate(nodes)}
+    indeg = [0] * len(nodes)
+    succ: list[list[int]] = [[] for _ in nodes]
+    for k, n in enumerate(nodes):
+        for d in {*n.ctrl_deps, *n.data_deps}:
+            j = index.get(d)
+            if j is None:
+                raise ChakraError(f"node {n.id} depends on node {d}, which is not in the file", path)
+            succ[j].append(k)
+            indeg[k] += 1
+    heap = [k for k in range(len(nodes)) if indeg[k] == 0]
+    heapq.heapify(heap)
+    order = []
+    while heap:
+        k = heapq.heappop(heap)
+        order.append(k)
+        for s in succ[k]:
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                heapq.heappush(heap, s)
+    if len(order) < len(nodes):
+        stuck = [nodes[k].id for k in range(len(nodes)) if indeg[k] > 0][:8]
+        raise ChakraError(f"dependency cycle through nodes {stuck}", path)
+    return [nodes[k] for k in order]
+
+
+def prepare_job(files: Sequence[EtFile], *, unknown_group: str = "error") -> tuple[JobMatch, AstrasimReport]:
+    """Rewrite the decoded ranks in place for the simulator (module doc); nothing is written here."""
+    ranks = [f.rank for f in files]
+    if len(set(ranks)) != len(ranks):
+        raise UsageError(f"two inputs claim the same rank ({sorted(ranks)})")
+    report = AstrasimReport(outputs=[], comm_group=None, ranks=sorted(ranks))
+    # 2. collectives the simulator does not run, and the METADATA nodes
+    comp: dict[int, dict[int, str]] = {f.rank: {} for f in files}
+    for f in files:
+        for pos, n in enumerate(f.nodes):
+            if n.type == pb.COMM_COLL_NODE:
+                ct = next((pb.attr_value(a) for a in n.attr if a.name == "comm_type"), None)
+                if ct in UNSIMULATED_COMM_TYPES:
+                    comp[f.rank][pos] = f"the simulator does not run {COLLECTIVE_NAMES[ct]}"
+    # 3.-5. the cross-rank contract
+    match = match_job([rank_comms(f, set(comp[f.rank])) for f in files], unknown_group=unknown_group)
+    for x in match.left_out:
+        comp[x.rank][x.comm.pos] = x.reason
+    report.notes.extend(match.notes)
+    report.notes.extend(_left_out_notes(match))
+    names = _numeric_names(files)
+    by_rank = {f.rank: f for f in files}
+    size_at: dict[tuple[int, int], int] = {}
+    chains: dict[int, list[int]] = {r: [] for r in ranks}
+    used_groups: set[str] = set()
+    for inst in match.instances:
+        if inst.kind == pb.COMM_COLL_NODE:
+            report.collectives += 1
+            if not world_pg(inst.pg):
+                used_groups.add(inst.pg)
+        else:
+            report.p2p += 1
+        if len(set(inst.sizes.values())) > 1:
+            report.sizes_unified += 1
+        for r, c in inst.members.items():
+            size_at[(r, c.pos)] = inst.size
+            chains[r].append(c.pos)
+    for f in files:
+        nodes = f.nodes
+        report.as_comp[f.rank] = len(comp[f.rank])
+        for pos, why in comp[f.rank].items():
+            _to_comp(nodes[pos], why)
+        for pos, n in enumerate(nodes):
+            if n.type not in COMM_NODE_TYPES:
+                continue
+            _set_attr(n, "is_cpu_op", bool_val=False)
+            size = size_at.get((f.rank, pos))
+            if size is not None:
+                _set_attr(n, "comm_size", int64_val=size)
+            pg = next((a.string_val for a in n.attr if a.name == "pg_name"), None)
+            if pg is not None and names.get(pg, pg) != pg:
+                _set_attr(n, "pg_name", string_val=names[pg])
+        chain = sorted(chains[f.rank])   # the rank's own issue order (match_job checked the job agrees)
+        for a, b in zip(chain, chain[1:]):
+            prev = nodes[a].id
+            if prev not in nodes[b].data_deps and prev not in nodes[b].ctrl_deps:
+                nodes[b].data_deps.append(prev)
+        # 1. METADATA nodes out, and every dependency on them
+        meta_ids = {n.id for n in nodes if n.type == pb.METADATA_NODE}
+        if meta_ids:
+            report.metadata_dropped += len(meta_ids)
+            nodes = [n for n in nodes if n.id not in meta_ids]
+            for n in nodes:
+                for deps in (n.ctrl_deps, n.data_deps):
+                    if any(d in meta_ids for d in deps):
+                        kept = [d for d in deps if d not in meta_ids]
+                        del deps[:]
+                        deps.extend(kept)
+        f.nodes = _topological(nodes, f.path)
+        if not f.nodes:   # the simulator aborts on a rank with nothing to do ("no dependency free nodes")
+            f.nodes = [_idle_node(0)]
+            report.notes.append(f"rank {f.rank}: no nodes; wrote one 0-µs COMP node (an idle NPU)")
+    everyone = sorted(by_rank)
+    for f in files:
+        for pg, members in f.groups.items():
+            if pg in used_groups:
+                report.groups.setdefault(names.get(pg, pg), sorted(members) if members else everyone)
+    return match, report
+
+
+def _idle_node(node_id: int) -> pb.Node:
+    n = pb.Node(id=node_id, name="idle", type=pb.COMP_NODE, duration_micros=0)
+    n.attr.append(pb.AttributeProto(name="is_cpu_op", bool_val=False))
+    n.attr.append(pb.AttributeProto(name="astrasim_note", string_val="an idle NPU"))
+    return n
+
+
+def pad_single_rank(files: list[EtFile], report: AstrasimReport) -> None:
+    """ASTRA-sim's analytical network refuses one NPU ("npus_count (1) should be larger than 1"): a
+    one-rank job gets a second, idle NPU (one 0-µs node), so that ``run.sh PREFIX 2`` runs it."""
+    if len(files) != 1:
+        return
+    only = files[0]
+    idle = 1 if only.rank == 0 else 0
+    meta = pb.GlobalMetadata(version=only.meta.version or "0.0.4")
+    files.append(EtFile(path=f"(idle rank {idle})", meta=meta, nodes=[_idle_node(0)], rank=idle))
+    report.ranks = sorted(f.rank for f in files)
+    report.notes.append(f"a one-rank job: the simulator's network needs at least 2 NPUs, so rank {idle} is "
+                        "an idle NPU (one 0-µs node); run it with 2 NPUs")
+
+
+def _left_out_notes(match: JobMatch) -> list[str]:
+    out = []
+    for r, xs in sorted(match.left_out_by_rank().items()):
+        first = xs[0]
+        more = f" (and {len(xs) - 1} more)" if len(xs) > 1 else ""
+        out.append(f"rank {r}: {first.comm.describe()} has no counterpart: {first.reason}{more}")
+    return out
+
+
+def write_job(files: Sequence[EtFile], prefix: str | os.PathLike[str], report: AstrasimReport,
+              comm_group_path: str | os.PathLike[str] | None = None) -> AstrasimReport:
+    """Write ``PREFIX.<rank>.et`` for every rank and, when a group other than the world is used,
+    ``comm_group.json`` beside them (or at ``comm_group_path``); nothing is left behind on failure."""
+    written: list[Path] = []
+    groups = report.groups
+    try:
+        for f in sorted(files, key=lambda f: f.rank):
+            out = Path(f"{os.fspath(prefix)}.{f.rank}.et")
+            write_messages(out, [f.meta, *f.nodes])
+            written.append(out)
+        cg: Path | None = None
+        if groups:
+            cg = (Path(comm_group_path) if comm_group_path
+                  else Path(os.fspath(prefix)).parent / COMM_GROUP_JSON)
+            with atomic_output(cg) as fh:
+                fh.write(json.dumps(groups, indent=1, sort_keys=True).encode() + b"\n")
+            written.append(cg)
+    except BaseException:
+        for p in written:
+            p.unlink(missing_ok=True)
+        raise
+    report.outputs = [p for p in written if p.suffix == ".et"]
+    report.comm_group = cg
+    return report
+
+
+def astrasim_job(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLike[str], *,
+                 unknown_group: str = "error", comm_groups: dict[str, tuple[int, ...]] | None = None,
+                 comm_group_path: str | os.PathLike[str] | None = None) -> AstrasimReport:
+    """Read every rank's ``.et`` (``inputs`` in rank order unless their metadata says otherwise), make the
+    set runnable (module doc) and write it as ``PREFIX.<rank>.et`` (+ ``comm_group.json``)."""
+    files = [read_et(p, pos) for pos, p in enumerate(inputs)]
+    if comm_groups is not None:
+        for f in files:
+            f.groups = dict(comm_groups)
+    _, report = prepare_job(files, unknown_group=unknown_group)
+    pad_single_rank(files, report)
+    write_job(files, prefix, report, comm_group_path)
+    for line in report.lines():
+        log.info("%s", line)
+    return report

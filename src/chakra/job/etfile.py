@@ -1,0 +1,181 @@
+"""One rank's Chakra protobuf ET as the job-level passes read it: metadata, nodes, process groups.
+
+Whoever produced the file (this toolkit, the reference converter, a generator), the
+process groups come from the ``process_groups`` attribute of ``GlobalMetadata``
+(this toolkit) or from a METADATA node's inputs (ASTRA-sim's convention: the
+``str()`` of a one-element list holding the JSON text), or from a comm-group JSON
+the user gives (``{"<pg id>": [ranks]}``, what ASTRA-sim's
+``--comm-group-configuration`` reads).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chakra import schema as pb
+from chakra.errors import TraceFormatError, UsageError
+from chakra.io.pbstream import read_messages
+from chakra.job.match import COMM_COLL, COMM_RECV, COMM_SEND, Comm, RankComms
+
+log = logging.getLogger(__name__)
+
+COMM_NODE_TYPES = frozenset((COMM_COLL, COMM_SEND, COMM_RECV))
+
+
+def metadata_info(metadata: Any) -> dict[str, Any]:
+    """The GlobalMetadata attributes as plain Python values."""
+    out: dict[str, Any] = {}
+    if metadata is None:
+        return out
+    for attr in metadata.attr:
+        out[attr.name] = pb.attr_value(attr)
+    return out
+
+
+def _int_or_none(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def parse_process_groups(text: Any, world_size: int | None, where: str | None = None
+                         ) -> dict[str, tuple[int, ...]]:
+    """``process_groups`` JSON text (or an already parsed list) -> {pg_name: ranks}.
+
+    An empty ``ranks`` list means the whole world and stays ``()`` here; the job
+    resolves it to the ranks it holds.
+    """
+    if text in (None, ""):
+        return {}
+    groups = text
+    if isinstance(text, (str, bytes)):
+        try:
+            groups = json.loads(text)
+        except ValueError as exc:
+            raise TraceFormatError(f"GlobalMetadata process_groups is not valid JSON ({exc})",
+                                   where) from None
+    if not isinstance(groups, list):
+        raise TraceFormatError("GlobalMetadata process_groups must be a JSON list", where)
+    out: dict[str, tuple[int, ...]] = {}
+    for i, pg in enumerate(groups):
+        if not isinstance(pg, dict) or "pg_name" not in pg:
+            raise TraceFormatError(f"process group #{i} has no pg_name", where)
+        try:
+            ranks = tuple(int(r) for r in (pg.get("ranks") or ()))
+        except (TypeError, ValueError):
+            raise TraceFormatError(f"process group {pg['pg_name']!r} has non-integer ranks", where) from None
+        if world_size and ranks == tuple(range(world_size)):
+            ranks = ()
+        out[str(pg["pg_name"])] = ranks
+    # The converter may write non-numeric group names as their position in the table (what the
+    # simulator accepts); accept those too when they do not clash with a real name.
+    for i, pg in enumerate(groups):
+        name = str(pg["pg_name"])
+        if not name.isdigit():
+            out.setdefault(str(i), out[name])
+    return out
+
+
+def groups_from_metadata_node(values: str, where: str | None) -> Any:
+    """ASTRA-sim's METADATA payload: the ``str()`` of a one-element list holding the JSON text."""
+    try:
+        outer = ast.literal_eval(values)
+        if isinstance(outer, list) and outer and isinstance(outer[0], str):
+            return json.loads(outer[0])
+        if isinstance(outer, list):
+            return outer
+    except (ValueError, SyntaxError):
+        pass
+    log.debug("%s: METADATA node inputs are not a process-group table; ignored", where)
+    return None
+
+
+def read_comm_groups(path: str | os.PathLike[str]) -> dict[str, tuple[int, ...]]:
+    """A comm-group JSON (``{"<pg id>": [global ranks]}``, ASTRA-sim's format) -> {pg: ranks}."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise UsageError("comm-group file not found", p) from None
+    except (OSError, ValueError) as exc:
+        raise TraceFormatError(f"not a comm-group JSON ({exc})", p) from None
+    if not isinstance(data, dict):
+        raise TraceFormatError('a comm-group JSON is an object {"<pg id>": [ranks]}', p)
+    out: dict[str, tuple[int, ...]] = {}
+    for k, v in data.items():
+        if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+            raise TraceFormatError(f"group {k!r}: ranks must be a list of integers", p)
+        out[str(k)] = tuple(v)
+    return out
+
+
+@dataclass(slots=True)
+class EtFile:
+    """A decoded rank file: GlobalMetadata, nodes in file order, and what the job passes need."""
+
+    path: str
+    meta: Any
+    nodes: list[Any]
+    rank: int
+    world_size: int | None = None
+    groups: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    measured_start_us: float | None = None
+
+
+def read_et(path: str | os.PathLike[str], rank: int) -> EtFile:
+    """Decode one rank's ``.et``; ``rank`` is used when the metadata names none."""
+    meta, nodes = read_messages(path, pb.GlobalMetadata, pb.Node)
+    where = str(path)
+    info = metadata_info(meta)
+    r = _int_or_none(info.get("rank"))
+    ws = _int_or_none(info.get("world_size"))
+    ws = ws if ws and ws > 0 else None
+    f = EtFile(where, meta, nodes, r if r is not None and r >= 0 else rank, ws)
+    f.groups = parse_process_groups(info.get("process_groups"), ws, where)
+    if not f.groups:
+        for n in nodes:
+            if n.type == pb.METADATA_NODE and n.inputs.values:
+                parsed = groups_from_metadata_node(n.inputs.values, where)
+                if parsed:
+                    f.groups = parse_process_groups(parsed, ws, where)
+                    break
+    mstart = info.get("measured_start_us")
+    f.measured_start_us = float(mstart) if isinstance(mstart, (int, float)) else None
+    return f
+
+
+def node_attrs(node: Any) -> dict[str, Any]:
+    return {a.name: pb.attr_value(a) for a in node.attr}
+
+
+def comm_of(node: Any, pos: int, base: float | None, attrs: dict[str, Any] | None = None) -> Comm:
+    """The matcher's record of a COMM_* node (``base``: the file's measured_start_us, for end times)."""
+    a = node_attrs(node) if attrs is None else attrs
+    kind = node.type
+    peer = _int_or_none(a.get("comm_dst" if kind == COMM_SEND else "comm_src")) if kind != COMM_COLL else None
+    end = None
+    if base is not None and node.start_time_micros:
+        end = base + node.start_time_micros + node.duration_micros
+    seq = a.get("comm_seq")
+    return Comm(pos=pos, node_id=node.id, kind=kind,
+                comm_type=_int_or_none(a.get("comm_type")) if kind == COMM_COLL else None,
+                size=_int_or_none(a.get("comm_size")) or 0, pg=str(a.get("pg_name") or ""), peer=peer,
+                tag=_int_or_none(a.get("comm_tag")) or 0, seq=seq if isinstance(seq, int) else None, end=end,
+                name=node.name)
+
+
+def rank_comms(f: EtFile, skip: set[int] | None = None) -> RankComms:
+    """The rank's comm nodes in file order (a topological order: the order the simulator meets them);
+    ``skip``: positions not to include."""
+    comms = []
+    for pos, n in enumerate(f.nodes):
+        if n.type in COMM_NODE_TYPES and (skip is None or pos not in skip):
+            comms.append(comm_of(n, pos, f.measured_start_us))
+    return RankComms(rank=f.rank, comms=comms, groups=dict(f.groups), path=f.path)

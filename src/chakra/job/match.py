@@ -1,0 +1,400 @@
+"""Which communication nodes of different ranks are one collective (or one send/recv pair).
+
+A simulator does not read ranks one by one: ASTRA-sim matches the collectives of a
+process group across its ranks by the order in which each rank issues them, and
+expects the same type and size from every rank.  Real traces break that in three
+ways this module repairs or reports:
+
+* **Windows cut at different collectives.**  Each rank starts and stops its
+  profiler at its own moment, so one rank's trace may hold a collective that
+  another's does not (at either edge of the window).  Collectives are matched by
+  the sequence number the trace recorded (``comm_seq``, the process group's own
+  counter) when every one of the group has it; otherwise by order: each rank's
+  sequence is placed against the longest one at the offset where the collective
+  types agree, preferring the offset whose collectives *end* together (a
+  collective ends on all its ranks at about the same moment, whatever each rank
+  waited before it; the ends are on the common clock when the files carry
+  ``measured_start_us``), then the longest overlap, then the smallest shift.
+  Only collectives every member rank holds are kept; the rest are "left out",
+  each with its reason.
+* **Uneven sizes** (an all_to_allv): one size per collective, the largest
+  per-rank size, with a note naming the collective and the spread.
+* **Ranks that order groups differently.**  Every rank must issue its
+  collectives in one global order, or two ranks can each wait for the other
+  (a simulator runs one collective per rank at a time).  The matched
+  instances are put in a topological order of the per-rank issue orders; a
+  contradiction is a :class:`JobMatchError` naming the ranks and collectives.
+
+Send/recv pairs are matched per channel (source, destination, tag) the same way,
+by order.  Everything here works on small records (:class:`Comm`), whoever
+produced the graph: the replay builds them from its graphs, the ASTRA-sim pass and
+``chakra validate`` from ``.et`` files.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from chakra.errors import ChakraError
+
+COMM_SEND = 5
+COMM_RECV = 6
+COMM_COLL = 7
+WORLD = ""
+
+#: ``comm_type`` value -> name (Chakra's CollectiveCommType)
+COLLECTIVE_NAMES = {0: "all_reduce", 1: "reduce", 2: "all_gather", 3: "gather", 4: "scatter", 5: "broadcast",
+                    6: "all_to_all", 7: "reduce_scatter", 8: "reduce_scatter_block", 9: "barrier"}
+
+# Offsets tried exhaustively up to this many (reference x rank) pairs; beyond it only the offsets the end
+# times point at (or none but 0 when the files carry no times).
+_EXHAUSTIVE = 4_000_000
+
+
+class JobMatchError(ChakraError):
+    """The ranks of a job cannot be matched into one runnable whole."""
+
+
+def world_pg(pg: str) -> bool:
+    return pg in ("", "0")
+
+
+@dataclass(slots=True)
+class Comm:
+    """One communication node of one rank, as the matcher sees it."""
+
+    pos: int                  # the caller's index of the node (position in its list of nodes)
+    node_id: int
+    kind: int                 # COMM_COLL / COMM_SEND / COMM_RECV
+    comm_type: int | None     # collectives: CollectiveCommType
+    size: int                 # comm_size, bytes
+    pg: str                   # "" = the world
+    peer: int | None = None   # send: destination rank, recv: source rank
+    tag: int = 0
+    seq: int | None = None    # the process group's collective sequence number, when recorded
+    end: float | None = None  # absolute end, µs on the job's common clock, when known
+    name: str = ""
+
+    def describe(self) -> str:
+        what = COLLECTIVE_NAMES.get(self.comm_type, f"type {self.comm_type}") if self.kind == COMM_COLL \
+            else ("send" if self.kind == COMM_SEND else "recv")
+        return f"{what} of {self.size:,} B (node {self.node_id}{f' {self.name!r}' if self.name else ''})"
+
+
+@dataclass(slots=True)
+class RankComms:
+    """A rank's communication nodes in the order it issues them."""
+
+    rank: int
+    comms: list[Comm]
+    groups: dict[str, tuple[int, ...]] = field(default_factory=dict)   # pg -> ranks (() = the world)
+    path: str | None = None
+
+
+@dataclass(slots=True)
+class Instance:
+    """One collective (or one send/recv pair) of the job: a node on each participating rank."""
+
+    label: str                   # "all_reduce #3 of process group 'world'"
+    pg: str
+    kind: int
+    comm_type: int | None
+    members: dict[int, Comm]     # rank -> its node
+    size: int = 0                # the one size of the job: the largest per-rank size
+
+    @property
+    def sizes(self) -> dict[int, int]:
+        return {r: c.size for r, c in self.members.items()}
+
+
+@dataclass(slots=True)
+class LeftOut:
+    """A communication node that has no counterpart on some rank (or cannot run), and why."""
+
+    rank: int
+    comm: Comm
+    reason: str
+
+
+@dataclass(slots=True)
+class JobMatch:
+    instances: list[Instance]            # in one order every rank can issue them in
+    left_out: list[LeftOut]
+    notes: list[str]                     # what was decided (sizes unified, windows trimmed)
+
+    def left_out_by_rank(self) -> dict[int, list[LeftOut]]:
+        out: dict[int, list[LeftOut]] = {}
+        for x in self.left_out:
+            out.setdefault(x.rank, []).append(x)
+        return out
+
+
+def _pg_label(pg: str) -> str:
+    return "'world'" if world_pg(pg) else repr(pg)
+
+
+def job_groups(ranks: Sequence[RankComms]) -> dict[str, tuple[int, ...]]:
+    """The process groups of the job (pg -> member ranks, the world as all ranks), merged over the ranks'
+    tables; two ranks listing one group with different members is an error."""
+    everyone = tuple(sorted(r.rank for r in ranks))
+    out: dict[str, tuple[int, ...]] = {}
+    seen_in: dict[str, int] = {}
+    for rc in ranks:
+        for pg, members in rc.groups.items():
+            if world_pg(pg):
+                continue
+            m = tuple(sorted(members)) if members else everyone
+            if pg in out and out[pg] != m:
+                raise JobMatchError(f"process group {pg!r} lists ranks {list(out[pg])} on rank {seen_in[pg]} "
+                                    f"but {list(m)} on rank {rc.rank}", rc.path)
+            out.setdefault(pg, m)
+            seen_in.setdefault(pg, rc.rank)
+    return out
+
+
+def _align(ref: list[Comm], seq: list[Comm], same: Callable[[Comm, Comm], bool]) -> int:
+    """The offset ``d`` placing ``seq[i]`` against ``ref[i + d]``.
+
+    Offsets where every type agrees come first.  Among those the cost is the share of pairs whose sizes
+    differ plus the mean gap between the pairs' end times in units of the usual spacing of the
+    reference's collectives (the ends of one collective agree across ranks to well under that spacing;
+    a shift by one collective is off by about one spacing on every pair); then the longest overlap, then
+    the smallest shift.  Either term alone misleads: sizes repeat from step to step, and gloo records'
+    ends scatter by milliseconds.
+    """
+    n, m = len(ref), len(seq)
+    timed = all(c.end is not None for c in ref) and all(c.end is not None for c in seq)
+    if n * m <= _EXHAUSTIVE:
+        candidates: Iterable[int] = range(-(m - 1), n)
+    elif timed:
+        ends = [c.end for c in ref]
+        cand: set[int] = set()
+        for i in (0, m // 2, m - 1):
+            k = _nearest(ends, seq[i].end)  # type: ignore[arg-type]
+            cand.update(k - i + s for s in (-2, -1, 0, 1, 2))
+        candidates = sorted(cand)
+    else:
+        candidates = (0,)
+    spacing = 1.0
+    if timed and n > 1:
+        steps = sorted(abs(b.end - a.end) for a, b in zip(ref, ref[1:]))  # type: ignore[operator]
+        spacing = max(steps[len(steps) // 2], 1.0)
+    best: tuple | None = None
+    best_d = 0
+    for d in candidates:
+        lo, hi = max(0, -d), min(m, n - d)
+        if hi <= lo:
+            continue
+        overlap = hi - lo
+        mismatches = sum(1 for i in range(lo, hi) if not same(ref[i + d], seq[i]))
+        cost = sum(1 for i in range(lo, hi) if ref[i + d].size != seq[i].size) / overlap
+        if timed:
+            cost += sum(abs(ref[i + d].end - seq[i].end) for i in range(lo, hi)) / overlap / spacing  # type: ignore[operator]
+        score = (mismatches > 0, mismatches, round(cost, 6), -overlap, abs(d))
+        if best is None or score < best:
+            best, best_d = score, d
+    return best_d
+
+
+def _nearest(values: list, x: float) -> int:
+    import bisect
+
+    k = bisect.bisect_left(values, x)
+    if k >= len(values):
+        return len(values) - 1
+    if k > 0 and x - values[k - 1] < values[k] - x:
+        return k - 1
+    return k
+
+
+def _same_collective(a: Comm, b: Comm) -> bool:
+    return a.comm_type == b.comm_type
+
+
+def _any(a: Comm, b: Comm) -> bool:
+    return True
+
+
+def _match_sequences(seqs: dict[int, list[Comm]], what: str, same: Callable[[Comm, Comm], bool],
+                     notes: list[str], left: list[LeftOut]) -> list[dict[int, Comm]]:
+    """Match one group's sequences (rank -> its comms in issue order); return the aligned tuples."""
+    ranks = sorted(seqs)
+    if all(c.seq is not None for r in ranks for c in seqs[r]) and all(
+            len({c.seq for c in seqs[r]}) == len(seqs[r]) for r in ranks):
+        by_seq = {r: {c.seq: c for c in seqs[r]} for r in ranks}
+        common = set.intersection(*(set(s) for s in by_seq.values()))
+        for r in ranks:
+            for c in seqs[r]:
+                if c.seq not in common:
+                    missing = [x for x in ranks if c.seq not in by_seq[x]]
+                    left.append(LeftOut(r, c, f"{what}: sequence number {c.seq} is not in the trace of "
+                                              f"rank(s) {missing}"))
+        out = []
+        for s in sorted(common):   # type: ignore[type-var]
+            t = {r: by_seq[r][s] for r in ranks}
+            if not all(same(t[ranks[0]], t[r]) for r in ranks):
+                for r in ranks:
+                    left.append(LeftOut(r, t[r], f"{what}: sequence number {s} is "
+                                        + ", ".join(f"{t[x].describe()} on rank {x}" for x in ranks)))
+                continue
+            out.append(t)
+        return out
+    ref_rank = max(ranks, key=lambda r: (len(seqs[r]), -r))
+    ref = seqs[ref_rank]
+    offsets = {r: 0 if r == ref_rank else _align(ref, seqs[r], same) for r in ranks}
+    lo = max(max(0, offsets[r]) for r in ranks)
+    hi = min(min(len(ref), offsets[r] + len(seqs[r])) for r in ranks)
+    out = []
+    trimmed: dict[int, int] = {}
+    for r in ranks:
+        for i, c in enumerate(seqs[r]):
+            p = i + offsets[r]
+            if not lo <= p < hi:
+                trimmed[r] = trimmed.get(r, 0) + 1
+                holders = [x for x in ranks if 0 <= p - offsets[x] < len(seqs[x])]
+                lacking = [x for x in ranks if x not in holders]
+                left.append(LeftOut(r, c, f"{what}: outside the window every rank's trace holds "
+                                          f"(rank(s) {lacking} recorded no counterpart)"))
+    for p in range(lo, hi):
+        t = {r: seqs[r][p - offsets[r]] for r in ranks}
+        first = t[ref_rank]
+        if not all(same(first, t[r]) for r in ranks):
+            for r in ranks:
+                left.append(LeftOut(r, t[r], f"{what} #{p}: the ranks disagree: "
+                                    + ", ".join(f"rank {x} {t[x].describe()}" for x in ranks)))
+            continue
+        out.append(t)
+    if trimmed:
+        notes.append(f"{what}: kept the {max(0, hi - lo)} matched in every rank's window; left out "
+                     + ", ".join(f"{k} on rank {r}" for r, k in sorted(trimmed.items())))
+    return out
+
+
+def match_job(ranks: Sequence[RankComms], *, unknown_group: str = "error") -> JobMatch:
+    """Match the communication nodes of all ranks of a job (see the module doc).
+
+    ``unknown_group``: what a collective on a process group no rank lists means: ``"error"``, or
+    ``"world"`` (the whole job).
+    """
+    groups = job_groups(ranks)
+    job_set = {r.rank for r in ranks}
+    everyone = tuple(sorted(job_set))
+    notes: list[str] = []
+    left: list[LeftOut] = []
+    by_group: dict[str, dict[int, list[Comm]]] = {}
+    channels: dict[tuple[int, int, int], dict[int, list[Comm]]] = {}
+    for rc in ranks:
+        for c in rc.comms:
+            if c.kind == COMM_COLL:
+                pg = WORLD if world_pg(c.pg) else c.pg
+                if pg and pg not in groups:
+                    if unknown_group != "world":
+                        raise JobMatchError(
+                            f"collective node {c.node_id} on rank {rc.rank} uses process group {c.pg!r}, "
+                            "which no rank's process-group table lists (known: "
+                            f"{sorted(groups) or 'none'}); give the groups (a comm-group JSON) or treat "
+                            "unknown groups as the world", rc.path)
+                    pg = WORLD
+                members = groups.get(pg, everyone) if pg else everyone
+                if rc.rank not in members:
+                    raise JobMatchError(f"collective node {c.node_id} on rank {rc.rank} uses process group "
+                                        f"{c.pg!r} whose ranks {list(members)} do not include {rc.rank}",
+                                        rc.path)
+                absent = [x for x in members if x not in job_set]
+                if absent:
+                    left.append(LeftOut(rc.rank, c, f"process group {c.pg!r}: rank(s) {absent} are not in "
+                                                    "the job"))
+                    continue
+                if len(members) < 2:
+                    left.append(LeftOut(rc.rank, c, f"process group {c.pg!r} has one rank: nothing to match"))
+                    continue
+                by_group.setdefault(pg, {x: [] for x in members})[rc.rank].append(c)
+            else:
+                if c.peer is None:
+                    side = ("send", "dst") if c.kind == COMM_SEND else ("recv", "src")
+                    raise JobMatchError(f"{side[0]} node {c.node_id} on rank {rc.rank} names no peer "
+                                        f"(comm_{side[1]})", rc.path)
+                if c.peer not in job_set:
+                    left.append(LeftOut(rc.rank, c, f"its peer rank {c.peer} is not in the job"))
+                    continue
+                src, dst = (rc.rank, c.peer) if c.kind == COMM_SEND else (c.peer, rc.rank)
+                ch = channels.setdefault((src, dst, c.tag), {src: [], dst: []})
+                ch[rc.rank].append(c)
+    tuples: list[tuple[str, str, int, dict[int, Comm]]] = []
+    for pg, seqs in sorted(by_group.items()):
+        what = f"process group {_pg_label(pg)}"
+        for k, t in enumerate(_match_sequences(seqs, what, _same_collective, notes, left)):
+            tuples.append((pg, f"collective #{k} of {what}", COMM_COLL, t))
+    for (src, dst, tag), seqs in sorted(channels.items()):
+        what = f"send/recv {src}->{dst} tag {tag}"
+        if src == dst:
+            for c in seqs[src]:
+                left.append(LeftOut(src, c, f"{what}: a rank sending to itself"))
+            continue
+        for k, t in enumerate(_match_sequences(seqs, what, _any, notes, left)):
+            tuples.append(("", f"{what} #{k}", COMM_SEND, t))
+    instances = []
+    for pg, label, kind, t in tuples:
+        first = next(iter(t.values()))
+        inst = Instance(label=label, pg=pg, kind=kind, members=t,
+                        comm_type=first.comm_type if kind == COMM_COLL else None)
+        sizes = inst.sizes
+        inst.size = max(sizes.values())
+        if min(sizes.values()) != inst.size:
+            spread: dict[int, list[int]] = {}
+            for r, s in sorted(sizes.items()):
+                spread.setdefault(s, []).append(r)
+            notes.append(f"{label} ({COLLECTIVE_NAMES.get(inst.comm_type, 'send/recv')}): comm_size differs "
+                         "across ranks: " + ", ".join(f"{s:,} B on rank(s) {rs}" for s, rs in
+                                                      sorted(spread.items(), key=lambda x: -len(x[1])))
+                         + f"; using the largest, {inst.size:,} B")
+        instances.append(inst)
+    return JobMatch(_global_order(ranks, instances), left, notes)
+
+
+def _global_order(ranks: Sequence[RankComms], instances: list[Instance]) -> list[Instance]:
+    """The instances in an order consistent with every rank's issue order (Kahn; earliest end first).
+
+    A rank waits in a collective or a receive until its peers arrive; an order two ranks contradict is a
+    wait that never ends.  A send is eager (posted, not waited for), so it orders nothing after it."""
+    where: dict[tuple[int, int], int] = {}
+    for k, inst in enumerate(instances):
+        for r, c in inst.members.items():
+            where[(r, c.pos)] = k
+    succ: list[list[int]] = [[] for _ in instances]
+    indeg = [0] * len(instances)
+    seqs: dict[int, list[int]] = {}
+    for rc in ranks:
+        chain = [(where[(rc.rank, c.pos)], c.kind) for c in rc.comms if (rc.rank, c.pos) in where]
+        seqs[rc.rank] = [k for k, _ in chain]
+        for (a, kind), (b, _) in zip(chain, chain[1:]):
+            if kind != COMM_SEND:   # a send does not wait for its receiver: what follows it need not either
+                succ[a].append(b)
+                indeg[b] += 1
+
+    def prio(k: int) -> tuple[float, int]:
+        ends = [c.end for c in instances[k].members.values() if c.end is not None]
+        return (min(ends) if ends else math.inf, k)
+
+    heap = [(prio(k), k) for k in range(len(instances)) if indeg[k] == 0]
+    heapq.heapify(heap)
+    order = []
+    while heap:
+        _, k = heapq.heappop(heap)
+        order.append(k)
+        for b in succ[k]:
+            indeg[b] -= 1
+            if indeg[b] == 0:
+                heapq.heappush(heap, (prio(b), b))
+    if len(order) < len(instances):
+        stuck = [k for k in range(len(instances)) if indeg[k] > 0]
+        a = instances[stuck[0]]
+        detail = "; ".join(
+            f"rank {r} issues " + ", ".join(instances[k].label for k in seqs[r] if k in set(stuck[:6]))
+            for r in sorted(a.members))
+        raise JobMatchError("the ranks issue collectives of different process groups in contradicting "
+                            f"orders (a simulator would wait forever): {detail}")
+    return [instances[k] for k in order]
