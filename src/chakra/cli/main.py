@@ -24,6 +24,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "timeline": ("chakra.cli.timeline", "simulator CSV -> Chrome trace JSON"),
     "stats": ("chakra.cli.stats", "statistics of a Chakra ET or ET+"),
     "pipeline": ("chakra.cli.pipeline", "link, convert and replay every rank of a folder"),
+    "validate": ("chakra.cli.validate", "check Chakra ETs against what ASTRA-sim reads (one rank or a job)"),
 }
 
 

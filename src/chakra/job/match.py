@@ -81,7 +81,8 @@ class Comm:
     def describe(self) -> str:
         what = COLLECTIVE_NAMES.get(self.comm_type, f"type {self.comm_type}") if self.kind == COMM_COLL \
             else ("send" if self.kind == COMM_SEND else "recv")
-        return f"{what} of {self.size:,} B (node {self.node_id}{f' {self.name!r}' if self.name else ''})"
+        name = self.name if len(self.name) <= 40 else self.name[:37] + "..."
+        return f"{what} of {self.size:,} B (node {self.node_id}{f' {name!r}' if name else ''})"
 
 
 @dataclass(slots=True)

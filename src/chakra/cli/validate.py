@@ -1,0 +1,51 @@
+"""`chakra validate ET... [--comm-group FILE]`: does a job's Chakra ET meet what ASTRA-sim reads?"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from chakra.cli.common import ArgumentParser, add_common_args, run_command, setup_logging
+
+PROG = "chakra validate"
+
+EXAMPLES = """examples:
+  chakra validate OUT/job.0.et OUT/job.1.et       every rank of a job (cross-rank checks too)
+  chakra validate OUT/job                          the same: a prefix P stands for P.0.et, P.1.et, ...
+  chakra validate OUT/job --comm-group OUT/comm_group.json
+"""
+
+
+def build_parser() -> ArgumentParser:
+    p = ArgumentParser(prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES,
+                       description="Check Chakra protobuf ETs (one rank or a whole job, any producer's) "
+                       "against what ASTRA-sim reads: dependencies present and acyclic, attribute types, no "
+                       "METADATA nodes, comm-node rules, and across ranks the same collectives per group in "
+                       "the same order and size, matched send/recv pairs. Exit 0 with an 'ok' line, 1 with "
+                       "the problems.")
+    p.add_argument("inputs", nargs="+", metavar="ET",
+                   help="one .et per rank, or a prefix P for P.0.et, P.1.et, ...")
+    p.add_argument("--comm-group", "--comm_group", dest="comm_group", metavar="FILE", default=None,
+                   help="process groups as ASTRA-sim's comm-group JSON {\"<pg id>\": [ranks]} (default: the "
+                        "files' own process-group tables)")
+    p.add_argument("--limit", type=int, default=20, help="problems listed at most (default 20)")
+    add_common_args(p)
+    p.set_defaults(log_level="WARNING")
+    return p
+
+
+def _run(args: argparse.Namespace) -> int:
+    from chakra.job.validate import validate_command
+
+    setup_logging(args.log_level, quiet=args.quiet)
+    return validate_command(args.inputs, comm_group=args.comm_group, limit=max(1, args.limit))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return run_command(_run, args, PROG)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
