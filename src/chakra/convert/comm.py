@@ -24,7 +24,7 @@ send/recv peer and tag.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,10 +71,20 @@ def op_tensor_bytes(op: HostOp) -> int:
     return max(tensor_bytes(op.inputs.values), tensor_bytes(op.outputs.values))
 
 
-def pair_gloo_with_c10d(names: Sequence[str], rf_ids: Sequence[Any], ids: Sequence[int]) -> dict[int, int]:
-    """``{gloo op index: c10d op index}`` by record function id order (see module doc).
+def pair_gloo_with_c10d(names: Sequence[str], rf_ids: Sequence[Any], ids: Sequence[int],
+                        nbytes: Callable[[int], int] | None = None) -> tuple[dict[int, int], dict[int, int]]:
+    """``({gloo op index: c10d op index}, {extra gloo op index: c10d op index})`` by record function id
+    order (see module doc).
 
-    The ops are given as columns (``names[i]``, ``rf_ids[i]``, ``ids[i]`` of op index ``i``)."""
+    The ops are given as columns (``names[i]``, ``rf_ids[i]``, ``ids[i]`` of op index ``i``).  When
+    several c10d calls are pending (async collectives issued back to back, run by gloo's worker
+    threads in either order), a gloo record goes to the one whose collective it can be (gloo runs a
+    reduce_scatter as an all_reduce record), then, with ``nbytes`` (op index -> bytes of its larger
+    side), to one of its size, then to the latest.
+
+    Some calls run as several gloo records (a list-form ``reduce_scatter_`` is one all_reduce record per
+    chunk, on different worker threads): a record that finds no pending call but can belong to the
+    latest call is an *extra* record of it: part of that one collective, not a collective of its own."""
     seq: list[tuple[int, int, int]] = []  # (rf_id, kind 0=c10d 1=gloo, index)
     kinds: dict[str, int] = {}   # name -> 0 (c10d), 1 (gloo), 2 (other)
     for i, name in enumerate(names):
@@ -88,12 +98,34 @@ def pair_gloo_with_c10d(names: Sequence[str], rf_ids: Sequence[Any], ids: Sequen
     seq.sort()
     pending: list[int] = []
     out: dict[int, int] = {}
+    extra: dict[int, int] = {}
+    latest = -1
     for _, kind, i in seq:
         if kind == 0:
             pending.append(i)
-        elif pending:
+            latest = i
+        elif not pending:
+            if latest >= 0 and canonical_collective(names[latest]) in _GLOO_EXTRA.get(
+                    canonical_collective(names[i].partition(":")[2]), ()):
+                extra[i] = latest
+        elif len(pending) == 1:
             out[i] = pending.pop()
-    return out
+        elif pending:
+            mine = canonical_collective(names[i].partition(":")[2])
+            fits = _GLOO_RUNS.get(mine, (mine,))
+            size = nbytes(i) if nbytes is not None else None
+            best = max(range(len(pending)), key=lambda k: (
+                canonical_collective(names[pending[k]]) in fits,   # noqa: B023 (used at once, in this loop)
+                size is not None and nbytes(pending[k]) == size,   # type: ignore[misc]  # noqa: B023
+                k))
+            out[i] = pending.pop(best)
+    return out, extra
+
+
+#: the c10d collectives a ``gloo:<name>`` record can stand for (gloo runs reduce_scatter as all_reduce)
+_GLOO_RUNS = {"allreduce": ("allreduce", "reduce_scatter")}
+# (an extra all_reduce record after an all_reduce is a collective of its own: only multi-record calls join)
+_GLOO_EXTRA = {"allreduce": ("reduce_scatter",)}
 
 
 def infer_rank(trace: HostTrace, infos: dict[int, CommInfo]) -> int | None:

@@ -237,6 +237,8 @@ class _Converter:
         self.ntype = [pb.COMP_NODE] * n
         self.comm: dict[int, CommFields] = {}
         self.cpu_comm: set[int] = set()
+        self.gloo_pairs: dict[int, int] = {}   # gloo record -> the c10d call it ran (pair_gloo_with_c10d)
+        self.gloo_extra: dict[int, int] = {}   # further records of a call that ran as several
         self.data: list[list[int]] = [[] for _ in range(n)]
         self.origin = 0.0
         self.span_end = 0.0
@@ -495,14 +497,19 @@ class _Converter:
             _warn(self.stats, f"{unknown} NCCL kernel(s) with no recognisable collective stay COMP nodes")
         distinct = set(names)
         if any(nm.startswith("gloo:") for nm in distinct) and any(nm.startswith("c10d::") for nm in distinct):
-            pairs = pair_gloo_with_c10d(names, self.cols.rf_ids, ids)
+            def nbytes(j: int) -> int:
+                op = full[j]
+                return op_tensor_bytes(op) if op is not None else -1
+
+            pairs, extra = pair_gloo_with_c10d(names, self.cols.rf_ids, ids, nbytes)
         else:
-            pairs = {}   # nothing to pair
+            pairs, extra = {}, {}   # nothing to pair
         del distinct
         self.gloo_pairs = pairs
+        self.gloo_extra = extra
         for i in infos:
             op = full[i]
-            if not op.name.startswith(("gloo:", "nccl:")) or i in gpu_children:
+            if not op.name.startswith(("gloo:", "nccl:")) or i in gpu_children or i in extra:
                 continue
             chain = self._comm_chain(i)
             if any(j in covered for j in chain):
@@ -659,8 +666,10 @@ class _Converter:
         """Chain comm nodes by launch: a GPU node by its launcher's start, a host record by its own; then
         the recorded sequence number; each depends on the previous."""
         par, is_gpu, ts, rfk, data = self.par, self.is_gpu, self.ts, self.rfk, self.data
-        comm = self.comm
-        launcher = {i: par[i] if is_gpu[i] and par[i] >= 0 else i for i in members}
+        comm, called = self.comm, self.gloo_pairs
+        # a GPU node: its launching op; a gloo record (run by a worker thread when it gets to it): the c10d
+        # call that issued it; any other host record: itself
+        launcher = {i: par[i] if is_gpu[i] and par[i] >= 0 else called.get(i, i) for i in members}
         if all(ts[j] is not None for j in launcher.values()):
             def key(i: int) -> tuple[Any, ...]:
                 j = launcher[i]
@@ -735,6 +744,10 @@ class _Converter:
         soft = self.soft
         for i, j in self.gloo_pairs.items():
             if i in self.cpu_comm and j not in data[i]:
+                data[i].append(j)
+                soft.add((i, j))
+        for i, j in self.gloo_extra.items():   # the other records of a multi-record call follow it too
+            if j not in data[i]:
                 data[i].append(j)
                 soft.add((i, j))
         bad = 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import os
@@ -134,7 +135,8 @@ def _simulate(report: ConvertReport, meta: Any, nodes: list[Any],
     # Appended, not replaced: the log file may also be the logging target of the command (opened in
     # append mode by add_log_file), and both writers use O_APPEND so lines never overwrite each other.
     for h in logging.getLogger().handlers:
-        h.flush()
+        with contextlib.suppress(ValueError, OSError):   # a handler on a stream closed meanwhile
+            h.flush()
     count = 0
     with open(log_path, "a", encoding="utf-8") as fh:
         for line in result.completion_lines():

@@ -79,8 +79,12 @@ class Comm:
     name: str = ""
 
     def describe(self) -> str:
-        what = COLLECTIVE_NAMES.get(self.comm_type, f"type {self.comm_type}") if self.kind == COMM_COLL \
-            else ("send" if self.kind == COMM_SEND else "recv")
+        if self.kind != COMM_COLL:
+            what = "send" if self.kind == COMM_SEND else "recv"
+        elif self.comm_type is None:
+            what = "collective"
+        else:
+            what = COLLECTIVE_NAMES.get(self.comm_type, f"collective type {self.comm_type}")
         name = self.name if len(self.name) <= 40 else self.name[:37] + "..."
         return f"{what} of {self.size:,} B (node {self.node_id}{f' {name!r}' if name else ''})"
 

@@ -229,7 +229,8 @@ def load_job(inputs: Any) -> list[RankGraph]:
 
 
 def replay_job(inputs: Any, *, mode: str = "lanes", gaps: bool = True, missing: str = "error",
-               couple: bool = True, align: bool = True, collective: str = "min") -> JobResult:
+               couple: bool = True, align: bool = True, collective: str = "min", unknown_group: str = "error"
+               ) -> JobResult:
     """Replay every rank of a job; ``couple=False`` replays them side by side, independently.
 
     ``align`` (lanes mode, when every rank has ``measured_start_us``) starts each rank's
@@ -249,7 +250,7 @@ def replay_job(inputs: Any, *, mode: str = "lanes", gaps: bool = True, missing: 
             base = [s - first for s in starts]  # type: ignore[operator]
         with gc_paused():
             out = simulate(graphs, ranks=ranks, mode=mode, gaps=gaps, missing=missing,  # type: ignore[arg-type]
-                           couple=True, base=base, collective=collective)
+                           couple=True, base=base, collective=collective, unknown_group=unknown_group)
             results = _results(graphs, out, mode, gaps, job=True)
         groups = out.groups
     else:

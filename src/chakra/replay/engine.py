@@ -60,9 +60,13 @@ METADATA nodes take no time and no resource: they finish when their dependencies
 
 Whole-job coupling (``replay_job``)
     A COMM_COLL node arrives when it is ready (lanes) or gets its resource (astrasim).
-    Collectives are matched across ranks by (process group, CPU-or-GPU side, sequence
-    number of that node among the rank's collectives of that group, in lane order);
-    ``pg_name`` ``""`` or ``"0"`` is the world.  The collective starts when the last
+    Collectives are matched across ranks by :func:`chakra.job.match.match_job`: by the
+    recorded sequence number (``comm_seq``), else by their order in each rank (lane
+    order) placed where types, sizes and end times agree, keeping those every member
+    rank's window holds; ``pg_name`` ``""`` or ``"0"`` is the world (``unknown_group``:
+    a group no rank lists is an error, or with ``"world"`` the whole job).  A node
+    without a counterpart (profiler windows cut at different collectives) runs alone for
+    its recorded duration, with a warning.  The collective starts when the last
     participant arrives and lasts the *shortest recorded duration among the
     participants*: every recorded duration is communication plus waiting for the
     peers, and the participant that arrived last waited least, so the minimum is the
@@ -71,7 +75,7 @@ Whole-job coupling (``replay_job``)
     ``collective="net"`` instead gives each participant its own recording minus the
     time it was recorded waiting for the last arrival (ring collectives do not end
     together on all ranks; this needs the clock alignment below to be meaningful).
-    COMM_SEND / COMM_RECV are matched by (src, dst, tag, order among that triple).  A
+    COMM_SEND / COMM_RECV are matched per (src, dst, tag) channel, in order.  A
     send is eager: it never waits for its receiver and takes its recorded duration
     (blocking both sides would deadlock the common "everyone sends, then everyone
     receives" exchange that isend/irecv make legal).  A recv waits for its send to
@@ -104,7 +108,8 @@ from dataclasses import dataclass, field
 from itertools import chain, compress, count, islice, repeat
 
 from chakra.errors import ChakraError
-from chakra.replay.graph import WORLD_PG_NAMES, RankGraph
+from chakra.job.match import Comm, JobMatchError, RankComms, match_job
+from chakra.replay.graph import RankGraph
 from chakra.schema import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, METADATA_NODE
 
 log = logging.getLogger(__name__)
@@ -344,105 +349,54 @@ class _Coupling:
 
 
 def _build_coupling(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: Sequence[int],
-                    orders: Sequence[list[int]], durations: list[float]) -> tuple[_Coupling, list[int]]:
-    """Match collectives and send/recv pairs across ranks; return groups and node -> group."""
+                    orders: Sequence[list[int]], durations: list[float], unknown_group: str = "error"
+                    ) -> tuple[_Coupling, list[int]]:
+    """Match collectives and send/recv pairs across ranks (:func:`chakra.job.match.match_job`: by recorded
+    sequence number, else by order with trimming at the window edges); return groups and node -> group.
+
+    A communication node with no counterpart in another rank's trace (its window started later or ended
+    earlier) runs alone for its recorded duration, with a warning saying what was left out."""
     total = offsets[-1]
     couple = [-1] * total
-    job_ranks = tuple(ranks)
-    job_set = set(job_ranks)
-    coll: dict[tuple, dict[int, int]] = {}
-    coll_parts: dict[tuple, tuple[int, ...]] = {}
-    p2p: dict[tuple, dict[str, int]] = {}
-    unpaired = 0
+    job: list[RankComms] = []
     for r, g, off, order in zip(ranks, graphs, offsets, orders):
-        if not g.comm:
-            continue
-        seq: dict[tuple, int] = {}
+        comms = []
+        base = g.measured_start_us
         for i in order:
             info = g.comm.get(i)
             if info is None:
                 continue
             ntype = g.types[i]
-            if ntype == COMM_COLL_NODE:
-                pg = info.pg_name
-                if pg in WORLD_PG_NAMES:
-                    pg, parts = "", job_ranks
-                else:
-                    if pg not in g.process_groups:
-                        raise ReplayError(
-                            f"collective node {g.ids[i]} ({g.names[i]!r}) uses process group {pg!r}, "
-                            f"which the process-group table of rank {r} does not list "
-                            f"(known: {sorted(g.process_groups) or 'none'})", g.path)
-                    members = g.process_groups[pg]
-                    parts = job_ranks if not members else tuple(x for x in members if x in job_set)
-                    if members and r not in members:
-                        raise ReplayError(
-                            f"collective node {g.ids[i]} on rank {r} uses process group {pg!r} whose ranks "
-                            f"{list(members)} do not include {r}", g.path)
-                    if members and len(parts) < len(members):
-                        log.warning("process group %r: ranks %s are not in the job; coupling the rest",
-                                    pg, sorted(set(members) - job_set))
-                side = g.is_cpu[i]
-                k = seq.get((pg, side), 0)
-                seq[(pg, side)] = k + 1
-                key = (pg, side, k)
-                coll.setdefault(key, {})[r] = off + i
-                coll_parts[key] = parts
-            else:
-                if ntype == COMM_SEND_NODE:
-                    if info.dst is None:
-                        raise ReplayError(f"send node {g.ids[i]} has no comm_dst", g.path)
-                    src, dst, role = r, info.dst, "send"
-                else:
-                    if info.src is None:
-                        raise ReplayError(f"recv node {g.ids[i]} has no comm_src", g.path)
-                    src, dst, role = info.src, r, "recv"
-                k = seq.get((role, src, dst, info.tag), 0)
-                seq[(role, src, dst, info.tag)] = k + 1
-                peer = dst if role == "send" else src
-                if peer not in job_set:
-                    unpaired += 1
-                    continue
-                p2p.setdefault((src, dst, info.tag, k), {})[role] = off + i
-    if unpaired:
-        log.warning("%d send/recv node(s) have a peer outside the job; replayed with their own duration",
-                    unpaired)
-
-    def node_desc(gi: int) -> str:
-        ri = _rank_of(offsets, gi)
-        gg = graphs[ri]
-        return f"rank {ranks[ri]} node {gg.ids[gi - offsets[ri]]}"
-
+            if ntype == COMM_SEND_NODE and info.dst is None:
+                raise ReplayError(f"send node {g.ids[i]} has no comm_dst", g.path)
+            if ntype == COMM_RECV_NODE and info.src is None:
+                raise ReplayError(f"recv node {g.ids[i]} has no comm_src", g.path)
+            end = None if base is None or not g.starts[i] else base + g.starts[i] + g.durations[i]
+            comms.append(Comm(pos=off + i, node_id=g.ids[i], kind=ntype, comm_type=info.comm_type,
+                              size=info.size, pg=info.pg_name,
+                              peer=info.dst if ntype == COMM_SEND_NODE else info.src, tag=info.tag,
+                              seq=info.seq, end=end, name=g.names[i]))
+        job.append(RankComms(r, comms, dict(g.process_groups), g.path))
+    try:
+        match = match_job(job, unknown_group=unknown_group)
+    except JobMatchError as exc:
+        raise ReplayError(exc.message, exc.path) from None
+    for note in match.notes:
+        if "outside the window" in note or "kept the" in note:
+            log.warning("%s", note)
+    left = match.left_out_by_rank()
+    for r, xs in sorted(left.items()):
+        first = xs[0]
+        log.warning("rank %d: %d communication node(s) replayed alone (no counterpart on a peer), "
+                    "e.g. %s: %s", r, len(xs), first.comm.describe(), first.reason)
     c = _Coupling()
-    for key, by_rank in coll.items():
-        parts = coll_parts[key]
-        absent = [x for x in parts if x not in by_rank]
-        if absent:
-            pg, side, k = key
-            first = next(iter(by_rank.values()))
-            counts = {}
-            for x in parts:
-                counts[x] = sum(1 for kk in coll if kk[0] == pg and kk[1] == side and x in coll[kk])
-            raise ReplayError(
-                f"collective #{k} of process group {pg or 'world'!r} ({node_desc(first)}) has no counterpart "
-                f"on rank(s) {absent}: collectives issued in that group per rank: {counts}")
-        members = [by_rank[x] for x in parts]
+    for inst in match.instances:
+        members = [m.pos for _, m in sorted(inst.members.items())]
         c.members.append(members)
         c.dur.append(min(durations[m] for m in members))
-        c.label.append(f"collective #{key[2]} of process group {key[0] or 'world'!r}")
-        c.eager.append(-1)
-    for key, roles in p2p.items():
-        if len(roles) != 2:
-            src, dst, tag, k = key
-            have = next(iter(roles.values()))
-            lacking = "recv" if "send" in roles else "send"
-            raise ReplayError(f"send/recv #{k} from rank {src} to rank {dst} tag {tag} ({node_desc(have)}) "
-                              f"has no matching {lacking} on rank {dst if lacking == 'recv' else src}")
-        members = [roles["send"], roles["recv"]]
-        c.members.append(members)
-        c.dur.append(min(durations[m] for m in members))
-        c.label.append(f"send/recv #{key[3]} {key[0]}->{key[1]} tag {key[2]}")
-        c.eager.append(roles["send"])
+        c.label.append(inst.label)
+        send = next((m.pos for m in inst.members.values() if m.kind == COMM_SEND_NODE), -1)
+        c.eager.append(send)
     for gid, members in enumerate(c.members):
         for m in members:
             couple[m] = gid
@@ -481,7 +435,8 @@ def _rank_of(offsets: Sequence[int], gi: int) -> int:
 
 def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None, mode: str = "lanes",
              gaps: bool = True, missing: str = "error", couple: bool = False,
-             base: Sequence[float] | None = None, collective: str = "min") -> SimOutput:
+             base: Sequence[float] | None = None, collective: str = "min", unknown_group: str = "error"
+             ) -> SimOutput:
     """Replay ``graphs`` (one per rank) together; ``couple`` ties collectives/send/recv across ranks.
 
     ``base`` (lanes mode) is the time at which each rank's replay begins on the common
@@ -568,7 +523,7 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
                     else:
                         s.append(gi)
 
-    coupling, group_of = (_build_coupling(graphs, ranks, offsets, orders, dur) if couple
+    coupling, group_of = (_build_coupling(graphs, ranks, offsets, orders, dur, unknown_group) if couple
                           else (_Coupling(), None))
     if couple and collective == "net":
         _net_durations(coupling, graphs, offsets, dur,

@@ -32,7 +32,7 @@ COMM_TYPES = frozenset((COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE))
 WORLD_PG_NAMES = frozenset(("", "0"))
 
 # comm attributes the replay reads (besides is_cpu_op, tid, stream, device)
-_COMM_ATTRS = frozenset(("pg_name", "comm_src", "comm_dst", "comm_tag"))
+_COMM_ATTRS = frozenset(("pg_name", "comm_src", "comm_dst", "comm_tag", "comm_type", "comm_size", "comm_seq"))
 
 
 @dataclass(slots=True)
@@ -67,6 +67,18 @@ class CommInfo:
     src: int | None = None
     dst: int | None = None
     tag: int = 0
+    comm_type: int | None = None
+    size: int = 0
+    seq: int | None = None
+
+    @classmethod
+    def from_attrs(cls, raw: dict[str, Any]) -> CommInfo:
+        """From the node's comm attributes (name -> value; the one constructor every reader uses)."""
+        seq = raw.get("comm_seq")
+        return cls(pg_name=str(raw.get("pg_name") or ""), src=_int_or_none(raw.get("comm_src")),
+                   dst=_int_or_none(raw.get("comm_dst")), tag=_int_or_none(raw.get("comm_tag")) or 0,
+                   comm_type=_int_or_none(raw.get("comm_type")), size=_int_or_none(raw.get("comm_size")) or 0,
+                   seq=seq if type(seq) is int else None)
 
 
 @dataclass(slots=True)
@@ -277,9 +289,7 @@ def graph_from_protobuf(nodes: Iterable[Any], metadata: Any = None, *, path: str
     for i, ntype in enumerate(types):
         if ntype in COMM_TYPES:
             raw = comm_raw.get(i, {})
-            comm[i] = CommInfo(pg_name=str(raw.get("pg_name") or ""), src=_int_or_none(raw.get("comm_src")),
-                               dst=_int_or_none(raw.get("comm_dst")),
-                               tag=_int_or_none(raw.get("comm_tag")) or 0)
+            comm[i] = CommInfo.from_attrs(raw)
     if perm is None:
         g.ids, g.names, g.types, g.durations, g.starts = ids, names, types, durs, starts
         g.deps, g.is_cpu, g.lanes, g.comm = deps_l, cpu_l, lanes, comm

@@ -132,7 +132,8 @@ _classes: tuple[Any, ...] | None = None
 # Attribute codes (the first item of an attribute's cache entry)
 _SKIP, _IS_CPU, _TID, _STREAM, _DEVICE, _COMM = range(6)
 _NAMES = {"is_cpu_op": _IS_CPU, "tid": _TID, "stream": _STREAM, "device": _DEVICE,
-          "pg_name": _COMM, "comm_src": _COMM, "comm_dst": _COMM, "comm_tag": _COMM}
+          "pg_name": _COMM, "comm_src": _COMM, "comm_dst": _COMM, "comm_tag": _COMM, "comm_type": _COMM,
+          "comm_size": _COMM, "comm_seq": _COMM}
 # An attribute's name is in its bytes, literally: bytes without any of these names are none of them
 # (no name contains a NUL byte, so a match never spans two attributes joined with one).
 _MAYBE_NEEDED = re.compile(b"|".join(re.escape(n.encode()) for n in _NAMES)).search
@@ -653,10 +654,7 @@ def _sorted_part(rd: _Reader) -> tuple:
     comm = []
     for i in compress(count(), map(COMM_TYPES.__contains__, types)):
         raw = comm_raw.get(i, {})
-        comm.append((ids[i], CommInfo(pg_name=str(raw.get("pg_name") or ""),
-                                      src=_int_or_none(raw.get("comm_src")),
-                                      dst=_int_or_none(raw.get("comm_dst")),
-                                      tag=_int_or_none(raw.get("comm_tag")) or 0)))
+        comm.append((ids[i], CommInfo.from_attrs(raw)))
     deferred = [(ids[i], tid) for i, tid in rd.deferred]
     cols = [ids, rd.names, types, rd.durs, rd.starts, rd.deps, rd.cpu, rd.lanes]
     descents = list(compress(count(), map(operator.ge, ids, islice(ids, 1, None))))
@@ -857,9 +855,7 @@ def _finish(g: RankGraph, rd: _Reader, where: str) -> RankGraph:
         comm_raw = rd.comm_raw
         for i in compress(count(), map(COMM_TYPES.__contains__, types)):
             raw = comm_raw.get(i, {})
-            comm[i] = CommInfo(pg_name=str(raw.get("pg_name") or ""),
-                               src=_int_or_none(raw.get("comm_src")), dst=_int_or_none(raw.get("comm_dst")),
-                               tag=_int_or_none(raw.get("comm_tag")) or 0)
+            comm[i] = CommInfo.from_attrs(raw)
 
     # Index order must be id order: ids strictly increasing -> nothing to do
     n = len(ids)
