@@ -40,9 +40,11 @@ def build_parser() -> ArgumentParser:
                    help="also write the log (and, with --simulate, the per-node completion lines) here")
     p.add_argument("--simulate", action="store_true",
                    help="replay the result with chakra.replay and log when each node completes")
-    p.add_argument("--astrasim-safe", "--astrasim_safe", dest="astrasim_safe", action="store_true",
-                   help="write REDUCE, GATHER, SCATTER, BARRIER (and REDUCE_SCATTER_BLOCK) collectives, "
-                        "which the simulator does not run, as COMP nodes of their recorded duration")
+    p.add_argument("--astrasim", "--astrasim-safe", "--astrasim_safe", dest="astrasim", action="store_true",
+                   help="write what ASTRA-sim runs: no METADATA node (process groups in comm_group.json "
+                        "beside the output), REDUCE/GATHER/SCATTER/BARRIER collectives as COMP nodes of "
+                        "their recorded duration; for one rank alone: `chakra pipeline DIR --astrasim` also "
+                        "matches the collectives across ranks (order, one size)")
     add_common_args(p)
     return p
 
@@ -59,8 +61,15 @@ def _run(args: argparse.Namespace) -> int:
     setup_logging(args.log_level, None, args.quiet)
     if args.log_filename:
         add_log_file(args.log_filename)
-    report = convert_file(args.input, args.output, simulate=args.simulate, log_path=args.log_filename,
-                          astrasim_safe=args.astrasim_safe)
+    if args.astrasim:
+        from chakra.job.astrasim import convert_for_astrasim
+
+        report, target = convert_for_astrasim(args.input, args.output, simulate=args.simulate,
+                                              log_path=args.log_filename)
+        for line in target.lines():
+            log.warning("%s", line)
+    else:
+        report = convert_file(args.input, args.output, simulate=args.simulate, log_path=args.log_filename)
     s = report.stats
     log.info("wrote %s: %d nodes (%s), %d ctrl + %d data deps, rank %s",
              report.output_path, s.nodes, ", ".join(f"{k}={v}" for k, v in sorted(s.by_type.items())),

@@ -69,11 +69,16 @@ class AstrasimReport:
     metadata_dropped: int = 0
     sizes_unified: int = 0
     groups: dict[str, list[int]] = field(default_factory=dict)   # what comm_group.json holds
+    cross_rank: bool = True                   # False: one rank converted alone (no matching)
     notes: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
-        out = [f"ASTRA-sim target: {len(self.ranks)} rank(s), {self.collectives} collective(s)"
-               + (f" and {self.p2p} send/recv pair(s)" if self.p2p else "") + " matched across ranks"]
+        if self.cross_rank:
+            out = [f"ASTRA-sim target: {len(self.ranks)} rank(s), {self.collectives} collective(s)"
+                   + (f" and {self.p2p} send/recv pair(s)" if self.p2p else "") + " matched across ranks"]
+        else:
+            out = ["ASTRA-sim target, one rank alone: collective order and sizes across ranks not checked "
+                   "(chakra pipeline DIR --astrasim does the whole job)"]
         if self.metadata_dropped:
             out.append(f"  {self.metadata_dropped} METADATA node(s) left out (the simulator aborts on them); "
                        + (f"process groups in {self.comm_group.name}" if self.comm_group else
@@ -169,12 +174,16 @@ def _topological(nodes: list[pb.Node], path: str) -> list[pb.Node]:
     return [nodes[k] for k in order]
 
 
-def prepare_job(files: Sequence[EtFile], *, unknown_group: str = "error") -> tuple[JobMatch, AstrasimReport]:
-    """Rewrite the decoded ranks in place for the simulator (module doc); nothing is written here."""
+def prepare_job(files: Sequence[EtFile], *, unknown_group: str = "error", cross_rank: bool = True
+                ) -> tuple[JobMatch, AstrasimReport]:
+    """Rewrite the decoded ranks in place for the simulator (module doc); nothing is written here.
+
+    ``cross_rank=False`` (one rank of a job converted on its own) does steps 1, 2 and 6 only: matching,
+    sizes and the job-wide order need every rank."""
     ranks = [f.rank for f in files]
     if len(set(ranks)) != len(ranks):
         raise UsageError(f"two inputs claim the same rank ({sorted(ranks)})")
-    report = AstrasimReport(outputs=[], comm_group=None, ranks=sorted(ranks))
+    report = AstrasimReport(outputs=[], comm_group=None, ranks=sorted(ranks), cross_rank=cross_rank)
     # 2. collectives the simulator does not run, and the METADATA nodes
     comp: dict[int, dict[int, str]] = {f.rank: {} for f in files}
     for f in files:
@@ -184,7 +193,10 @@ def prepare_job(files: Sequence[EtFile], *, unknown_group: str = "error") -> tup
                 if ct in UNSIMULATED_COMM_TYPES:
                     comp[f.rank][pos] = f"the simulator does not run {COLLECTIVE_NAMES[ct]}"
     # 3.-5. the cross-rank contract
-    match = match_job([rank_comms(f, set(comp[f.rank])) for f in files], unknown_group=unknown_group)
+    if cross_rank:
+        match = match_job([rank_comms(f, set(comp[f.rank])) for f in files], unknown_group=unknown_group)
+    else:
+        match = JobMatch([], [], [])
     for x in match.left_out:
         comp[x.rank][x.comm.pos] = x.reason
     report.notes.extend(match.notes)
@@ -242,6 +254,14 @@ def prepare_job(files: Sequence[EtFile], *, unknown_group: str = "error") -> tup
             f.nodes = [_idle_node(0)]
             report.notes.append(f"rank {f.rank}: no nodes; wrote one 0-µs COMP node (an idle NPU)")
     everyone = sorted(by_rank)
+    if not cross_rank:   # every group the rank's collectives name
+        for f in files:
+            for n in f.nodes:
+                if n.type == pb.COMM_COLL_NODE:
+                    pg = next((a.string_val for a in n.attr if a.name == "pg_name"), "")
+                    if not world_pg(pg):
+                        used_groups.add(next((k for k, v in names.items() if v == pg), pg))
+        everyone = sorted(set(everyone) | set(range(max((f.world_size or 0) for f in files))))
     for f in files:
         for pg, members in f.groups.items():
             if pg in used_groups:
@@ -304,6 +324,33 @@ def write_job(files: Sequence[EtFile], prefix: str | os.PathLike[str], report: A
     report.outputs = [p for p in written if p.suffix == ".et"]
     report.comm_group = cg
     return report
+
+
+def convert_for_astrasim(input_path: str | os.PathLike[str], output_path: str | os.PathLike[str], *,
+                         comm_group_path: str | os.PathLike[str] | None = None, **convert_args: object
+                         ) -> tuple[object, AstrasimReport]:
+    """``chakra_converter --astrasim``: convert one rank, then the per-rank part of the target (no
+    METADATA node, runnable collectives only, ``comm_group.json`` beside it).  One rank alone cannot be
+    checked against its peers: ``chakra pipeline --astrasim`` (or :func:`astrasim_job` over every rank's
+    file) does the cross-rank part."""
+    from chakra.convert import convert_file
+
+    report = convert_file(input_path, output_path, astrasim_safe=True, **convert_args)  # type: ignore[arg-type]
+    out = Path(output_path)
+    try:
+        f = read_et(out, 0)
+        _, target = prepare_job([f], cross_rank=False)
+        cg = Path(comm_group_path) if comm_group_path else out.parent / COMM_GROUP_JSON
+        if target.groups:
+            with atomic_output(cg) as fh:
+                fh.write(json.dumps(target.groups, indent=1, sort_keys=True).encode() + b"\n")
+            target.comm_group = cg
+        write_messages(out, [f.meta, *f.nodes])
+        target.outputs = [out]
+    except BaseException:
+        out.unlink(missing_ok=True)
+        raise
+    return report, target
 
 
 def astrasim_job(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLike[str], *,
