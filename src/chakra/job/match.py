@@ -161,14 +161,16 @@ def job_groups(ranks: Sequence[RankComms]) -> dict[str, tuple[int, ...]]:
 
 
 def _align(ref: list[Comm], seq: list[Comm], same: Callable[[Comm, Comm], bool]) -> int:
-    """The offset ``d`` placing ``seq[i]`` against ``ref[i + d]``.
+    """The offset ``d`` placing ``seq[i]`` against ``ref[i + d]``: the one of least cost, then the longest
+    overlap, then the smallest shift.
 
-    Offsets where every type agrees come first.  Among those the cost is the share of pairs whose sizes
-    differ plus the mean gap between the pairs' end times in units of the usual spacing of the
-    reference's collectives (the ends of one collective agree across ranks to well under that spacing;
-    a shift by one collective is off by about one spacing on every pair); then the longest overlap, then
-    the smallest shift.  Either term alone misleads: sizes repeat from step to step, and gloo records'
-    ends scatter by milliseconds.
+    The cost adds, over the overlapping pairs: twice the share whose types differ, the share whose sizes
+    differ, the mean gap between their end times in units of the usual spacing of the reference's
+    collectives (the ends of one collective agree across ranks to well under that spacing; a shift by
+    one collective is off by about one spacing on every pair), and twice the share of the shorter
+    sequence the overlap leaves out.  No term alone decides: sizes repeat from step to step, gloo
+    records' ends scatter by milliseconds, two async collectives can swap places on one rank, and a
+    small overlap agrees more easily than a large one.
     """
     n, m = len(ref), len(seq)
     timed = all(c.end is not None for c in ref) and all(c.end is not None for c in seq)
@@ -189,16 +191,19 @@ def _align(ref: list[Comm], seq: list[Comm], same: Callable[[Comm, Comm], bool])
         spacing = max(steps[len(steps) // 2], 1.0)
     best: tuple | None = None
     best_d = 0
+    shorter = min(n, m)
     for d in candidates:
         lo, hi = max(0, -d), min(m, n - d)
         if hi <= lo:
             continue
         overlap = hi - lo
-        mismatches = sum(1 for i in range(lo, hi) if not same(ref[i + d], seq[i]))
-        cost = sum(1 for i in range(lo, hi) if ref[i + d].size != seq[i].size) / overlap
+        cost = 2.0 * sum(1 for i in range(lo, hi) if not same(ref[i + d], seq[i])) / overlap
+        cost += sum(1 for i in range(lo, hi) if ref[i + d].size != seq[i].size) / overlap
+        cost += 2.0 * (1.0 - overlap / shorter)
         if timed:
-            cost += sum(abs(ref[i + d].end - seq[i].end) for i in range(lo, hi)) / overlap / spacing  # type: ignore[operator]
-        score = (mismatches > 0, mismatches, round(cost, 6), -overlap, abs(d))
+            gaps = sum(abs(ref[i + d].end - seq[i].end) for i in range(lo, hi))  # type: ignore[operator]
+            cost += gaps / overlap / spacing
+        score = (round(cost, 6), -overlap, abs(d))
         if best is None or score < best:
             best, best_d = score, d
     return best_d

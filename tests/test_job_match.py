@@ -1,0 +1,121 @@
+"""chakra.job.match: which communication nodes of different ranks are one collective (hand-made ranks)."""
+
+from __future__ import annotations
+
+import pytest
+
+from chakra.job.match import COMM_COLL, COMM_RECV, COMM_SEND, Comm, JobMatchError, RankComms, match_job
+
+AR, A2A = 0, 6
+
+
+def coll(pos, size=100, ctype=AR, pg="", seq=None, end=None):
+    return Comm(pos=pos, node_id=100 + pos, kind=COMM_COLL, comm_type=ctype, size=size, pg=pg, seq=seq,
+                end=end)
+
+
+def p2p(pos, kind, peer, size=64):
+    return Comm(pos=pos, node_id=100 + pos, kind=kind, comm_type=None, size=size, pg="", peer=peer)
+
+
+def members(inst):
+    return {r: c.pos for r, c in inst.members.items()}
+
+
+def test_sequence_numbers_decide_when_every_collective_has_one():
+    r0 = [coll(0, seq=5), coll(1, seq=6), coll(2, seq=7), coll(3, seq=8)]
+    r1 = [coll(0, seq=6), coll(1, seq=7), coll(2, seq=8)]
+    m = match_job([RankComms(0, r0), RankComms(1, r1)])
+    assert [members(i) for i in m.instances] == [{0: 1, 1: 0}, {0: 2, 1: 1}, {0: 3, 1: 2}]
+    assert [(x.rank, x.comm.seq) for x in m.left_out] == [(0, 5)]
+    assert "sequence number 5 is not in the trace of rank(s) [1]" in m.left_out[0].reason
+
+
+@pytest.mark.parametrize("ends1, kept0, dropped0", [
+    ((31, 51, 71), [1, 2, 3], 0),    # rank 1's window began one collective later
+    ((11, 31, 51), [0, 1, 2], 3),    # rank 1's window ended one collective earlier
+])
+def test_order_with_trimming_follows_the_end_times(ends1, kept0, dropped0):
+    # the same all_reduce every step: only the end times (on the common clock) say which ones are the same
+    r0 = [coll(k, end=10 + 20 * k) for k in range(4)]
+    r1 = [coll(k, end=e) for k, e in enumerate(ends1)]
+    m = match_job([RankComms(0, r0), RankComms(1, r1)])
+    assert [members(i) for i in m.instances] == [{0: p, 1: k} for k, p in enumerate(kept0)]
+    assert [(x.rank, x.comm.pos) for x in m.left_out] == [(0, dropped0)]
+    assert "rank(s) [1] recorded no counterpart" in m.left_out[0].reason
+    assert any("kept the 3 matched" in n for n in m.notes)
+
+
+def test_sizes_outweigh_end_times_that_scatter():
+    # gloo records' ends scatter by milliseconds (ddp_mlp_4r): the bucket sizes 71208/33280 alternate, so
+    # the unshifted placement (sizes agree) wins although its mean end gap is not the smallest
+    sizes = (71208, 33280, 71208, 33280)
+    r0 = [coll(k, s, end=e) for k, (s, e) in enumerate(zip(sizes, (0, 4700, 24500, 25400)))]
+    r1 = [coll(k, s, end=e) for k, (s, e) in enumerate(zip(sizes, (3800, 7700, 24450, 25400)))]
+    m = match_job([RankComms(0, r0), RankComms(1, r1)])
+    assert [members(i) for i in m.instances] == [{0: k, 1: k} for k in range(4)] and not m.left_out
+
+
+def test_one_size_per_collective_the_largest_with_a_note():
+    ranks = [RankComms(r, [coll(0, s, A2A)]) for r, s in enumerate((13568, 53248, 13568, 18944))]
+    m = match_job(ranks)
+    assert m.instances[0].size == 53248
+    assert m.notes == ["collective #0 of process group 'world' (all_to_all): comm_size differs across ranks: "
+                       "13,568 B on rank(s) [0, 2], 53,248 B on rank(s) [1], 18,944 B on rank(s) [3]; "
+                       "using the largest, 53,248 B"]
+
+
+def test_a_position_whose_types_disagree_is_left_out_on_every_rank():
+    r0 = [coll(0), coll(1, ctype=AR), coll(2)]
+    r1 = [coll(0), coll(1, ctype=A2A), coll(2)]
+    m = match_job([RankComms(0, r0), RankComms(1, r1)])
+    assert [members(i) for i in m.instances] == [{0: 0, 1: 0}, {0: 2, 1: 2}]
+    assert sorted((x.rank, x.comm.pos) for x in m.left_out) == [(0, 1), (1, 1)]
+    assert "the ranks disagree" in m.left_out[0].reason
+
+
+def test_groups_are_matched_apart_and_one_rank_groups_left_out():
+    groups = {"5": (0, 1), "7": (1, 2), "9": (2,)}
+    ranks = [RankComms(0, [coll(0, pg="5"), coll(1)], groups),
+             RankComms(1, [coll(0, pg="7"), coll(1, pg="5"), coll(2)], groups),
+             RankComms(2, [coll(0, pg="7"), coll(1, pg="9"), coll(2)], groups)]
+    m = match_job(ranks)
+    got = sorted((i.pg, tuple(sorted(members(i).items()))) for i in m.instances)
+    assert got == [("", ((0, 1), (1, 2), (2, 2))), ("5", ((0, 0), (1, 1))), ("7", ((1, 0), (2, 0)))]
+    assert [(x.rank, x.comm.pos) for x in m.left_out] == [(2, 1)]
+    assert "has one rank" in m.left_out[0].reason
+
+
+def test_unknown_group_is_an_error_or_the_world():
+    ranks = [RankComms(0, [coll(0, pg="3")]), RankComms(1, [coll(0)])]
+    with pytest.raises(JobMatchError, match="process group '3', which no rank's process-group table lists"):
+        match_job(ranks)
+    m = match_job(ranks, unknown_group="world")
+    assert [members(i) for i in m.instances] == [{0: 0, 1: 0}]
+
+
+def test_contradicting_orders_across_groups_are_named():
+    groups = {"1": (0, 1), "2": (0, 1)}
+    r0 = [coll(0, pg="1"), coll(1, pg="2")]
+    r1 = [coll(0, pg="2"), coll(1, pg="1")]
+    with pytest.raises(JobMatchError, match="contradicting orders.*rank 0 issues collective #0 of process "
+                                            "group '1', collective #0 of process group '2'"):
+        match_job([RankComms(0, r0, groups), RankComms(1, r1, groups)])
+
+
+def test_everyone_sends_then_receives_is_no_deadlock():
+    # isend/irecv around a ring of two: each rank sends first; a send waits for nobody
+    r0 = [p2p(0, COMM_SEND, 1), p2p(1, COMM_RECV, 1), coll(2)]
+    r1 = [p2p(0, COMM_SEND, 0), p2p(1, COMM_RECV, 0), coll(2)]
+    m = match_job([RankComms(0, r0), RankComms(1, r1)])
+    labels = [i.label for i in m.instances]
+    assert sorted(labels) == ["collective #0 of process group 'world'", "send/recv 0->1 tag 0 #0",
+                              "send/recv 1->0 tag 0 #0"]
+    assert labels[-1] == "collective #0 of process group 'world'"
+    pair = next(i for i in m.instances if i.label.startswith("send/recv 0->1"))
+    assert members(pair) == {0: 0, 1: 1}
+
+
+def test_a_send_to_a_rank_outside_the_job_is_left_out():
+    m = match_job([RankComms(0, [p2p(0, COMM_SEND, 5)]), RankComms(1, [])])
+    assert m.instances == [] and "its peer rank 5 is not in the job" in m.left_out[0].reason
