@@ -601,7 +601,7 @@ def _report(doc: dict[str, Any], host_path: str | None, kineto_path: str, out: s
 # ---- batch mode ---------------------------------------------------------------------------------
 
 
-def find_rank_pairs(folder: str | os.PathLike[str]) -> list[tuple[int, Path, Path]]:
+def find_rank_pairs(folder: str | os.PathLike[str]) -> list[tuple[int, Path | None, Path]]:
     """``(rank, host ET, Kineto)`` of every rank in ``folder`` (also in ``host/`` + ``device/``).
 
     The one rank-file finder is :func:`chakra.pipeline.find_ranks`; this name stays for callers."""
@@ -610,8 +610,9 @@ def find_rank_pairs(folder: str | os.PathLike[str]) -> list[tuple[int, Path, Pat
     return list(find_ranks(folder))
 
 
-def _output_name(rank: int, host: Path) -> str:
-    return f"et_plus_{rank}.json.gz" if host.name.endswith(".gz") else f"et_plus_{rank}.json"
+def _output_name(rank: int, host: Path | None, kineto: Path) -> str:
+    """``et_plus_N.json``, gzip (``.gz``) when the host ET (else the Kineto trace) is."""
+    return f"et_plus_{rank}.json.gz" if (host or kineto).name.endswith(".gz") else f"et_plus_{rank}.json"
 
 
 def link_folder(
@@ -621,18 +622,20 @@ def link_folder(
     *,
     annotation: str | None = None,
     quiet: bool = False,
+    kineto_only: bool = False,
 ) -> list[LinkReport]:
-    """Link every rank of ``folder`` into ``out_dir/et_plus_N.json(.gz)``, ``jobs`` processes at a time.
+    """Link every rank of ``folder`` into ``out_dir/et_plus_N.json(.gz)``, ``jobs`` processes at a time;
+    ``kineto_only``: every rank from its Kineto trace alone (also when the folder has no host ET).
 
     The ranks, the per-rank worker and the process pool are those of :mod:`chakra.pipeline`."""
     from chakra.cli.common import show_progress
-    from chakra.pipeline import RankTask, find_ranks, process_rank, run_ranks
+    from chakra.pipeline import RankNaming, RankTask, find_ranks, process_rank, run_ranks
 
-    files = find_ranks(folder)
+    files = find_ranks(folder, naming=RankNaming(kineto_only=kineto_only))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tasks = [
-        RankTask(rank=r, host=str(h), kineto=str(k), et_plus=str(out / _output_name(r, h)),
+        RankTask(rank=r, host=str(h) if h else None, kineto=str(k), et_plus=str(out / _output_name(r, h, k)),
                  annotation=annotation)
         for r, h, k in files
     ]
@@ -662,21 +665,29 @@ def link_command(
     jobs: int | None = None,
     quiet: bool = False,
     strict: bool = False,
+    kineto_only: bool = False,
 ) -> int:
-    """What ``chakra_trace_link`` does: one pair, or a folder with ``batch``.  Returns the exit code."""
+    """What ``chakra_trace_link`` does: one pair, a Kineto trace alone (``kineto_only``, implied when
+    no host ET is given), or a folder with ``batch``.  Returns the exit code."""
     if batch is not None:
         if host or kineto or output:
             raise UsageError("--batch links a whole folder: do not also give trace files or --output-file")
         if strict:
             raise UsageError("--strict checks one host ET + Kineto pair; it is not available with --batch")
-        reports = link_folder(batch, output_dir or batch, jobs, annotation=annotation, quiet=quiet)
+        reports = link_folder(batch, output_dir or batch, jobs, annotation=annotation, quiet=quiet,
+                              kineto_only=kineto_only)
         for r in reports:
             log.info("%s -> %s", r.summary(), r.output_path)
         return 0
+    if kineto_only and host:
+        raise UsageError("--kineto-only links the Kineto trace alone: do not also give a host ET")
+    if not host and kineto and not kineto_only:
+        log.info("no host ET given: linking the Kineto trace alone (--kineto-only)")
+        kineto_only = True
     missing = [
         name
         for name, v in (
-            ("host ET (--chakra-host-trace / --pytorch-et-file)", host),
+            ("host ET (--chakra-host-trace / --pytorch-et-file; or --kineto-only)", host or kineto_only),
             ("Kineto trace (--chakra-device-trace / --kineto-file)", kineto),
             ("--output-file", output),
         )
@@ -684,8 +695,8 @@ def link_command(
     ]
     if missing:
         raise UsageError("missing " + ", ".join(missing))
-    report = link_files(host, kineto, output, rank=rank, annotation=annotation,  # type: ignore[arg-type]
-                        strict=strict)
+    report = link_files(None if kineto_only else host, kineto, output,  # type: ignore[arg-type]
+                        rank=rank, annotation=annotation, strict=strict)
     log.info("%s", report.summary())
     return 0
 
