@@ -92,7 +92,7 @@ def test_find_ranks_errors(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="not a directory"):
         find_ranks(tmp_path / "nope")
     touch(tmp_path / "host_et_0.json")
-    with pytest.raises(TraceFormatError, match="no Kineto trace for rank 0 .*kineto_0, chakra_device_trace_0"):
+    with pytest.raises(TraceFormatError, match="no Kineto trace for rank 0 .*named kineto_0, chakra_device"):
         find_ranks(tmp_path, [0])
     with pytest.raises(TraceFormatError, match="no host ET for rank 1 .*host_et_1, et_1"):
         find_ranks(tmp_path, [1])

@@ -116,7 +116,7 @@ def _check_pattern(option: str, pattern: str) -> None:
 def _pattern_files(root: Path, pattern: str, option: str) -> dict[int, Path]:
     """``{rank: file}`` of the files under ``root`` that match ``pattern`` (see :class:`RankNaming`)."""
     regex = _pattern_regex(pattern)
-    glob = pattern.replace(RANK_FIELD, "*")
+    glob = re.sub(r"\*+", "*", pattern.replace(RANK_FIELD, "*"))   # "*{rank}" is one wildcard, not "**"
     found: dict[int, tuple[bool, Path]] = {}
     for g in ([glob, glob + ".gz"] if pattern.endswith(".json") else [glob]):
         for p in root.glob(g):
