@@ -423,3 +423,17 @@ def test_inference_traces_link_and_convert(corpus: Path, tmp_path: Path, name: s
     ids = {n.id for n in nodes}
     assert all(d in ids for n in nodes for d in list(n.ctrl_deps) + list(n.data_deps))
     assert conv.stats.gpu_ops == n_gpu
+
+
+def test_converter_on_a_raw_kineto_trace_says_what_to_run(tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    from chakra.cli import converter
+
+    kp = write_kineto(tmp_path, amd_case())
+    out = tmp_path / "x.et"
+    assert converter.main(["PyTorch", "--input", str(kp), "--output", str(out)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("no 'nodes' list: this is a Kineto trace, not a host ET or ET+; link it first, "
+                        "alone if there is no host ET: chakra_trace_link --kineto-only --kineto-file "
+                        "KINETO --output-file ET+")
+    assert not out.exists()
