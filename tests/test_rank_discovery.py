@@ -181,3 +181,22 @@ def test_pipeline_on_a_folder_of_kineto_traces(corpus: Path, tmp_path: Path) -> 
     assert [r["measured_us"] for r in rows] == [14455, 19901, 13017, 19313, 17979, 17797, 13091, 12509]
     assert all(r["host_et"] is None and r["link_strategy"] == "kineto_only" for r in rows)
     assert all(abs(r["error_pct"]) <= 5 for r in rows)
+
+
+def test_harness_on_an_archive_of_kineto_traces(tmp_path: Path) -> None:
+    import io
+    import tarfile
+
+    from chakra.replay.harness import run_integration
+
+    tgz = tmp_path / "gloo_kineto_2r.tgz"
+    with tarfile.open(tgz, "w:gz") as tar:
+        for r in (0, 1):
+            tar.add(DATA / "gloo_mlp_2r" / f"kineto_{r}.json.gz", f"gloo_kineto_2r/kineto_{r}.json.gz")
+    out = io.StringIO()
+    assert run_integration(tgz, 2, 0.05, against_measured=True, workers=1, extract_dir=tmp_path / "x",
+                           out=out) == 0
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2 and all(ln.startswith("Validation successful for ") for ln in lines)
+    etp = load_json(tmp_path / "x" / "gloo_kineto_2r" / "chakra_et_plus_1.json")
+    assert etp["link_stats"]["strategy"] == "kineto_only"
