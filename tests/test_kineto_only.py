@@ -437,3 +437,23 @@ def test_converter_on_a_raw_kineto_trace_says_what_to_run(tmp_path: Path,
                         "alone if there is no host ET: chakra_trace_link --kineto-only --kineto-file "
                         "KINETO --output-file ET+")
     assert not out.exists()
+
+
+def test_all_gather_outputs(tmp_path: Path) -> None:
+    """gloo:all_gather: world-size copies of the input as output; nccl:all_gather under a
+    record_param_comms with collective fields: left to Out msg nelems (its own group of 1 here)."""
+    doc = amd_case()
+    doc["traceEvents"] += [
+        ev("user_annotation", "gloo:all_gather", 1440, 5, tid=300, **{"Input type": ["float"],
+                                                                    "Input Dims": [[16, 64]]}),
+        ev("cpu_op", "record_param_comms", 1450, 20, **{
+            "Collective name": "all_gather", "In msg nelems": 8, "Out msg nelems": 8, "dtype": "Float",
+            "Group size": 1, "Process Group Name": "5"}),
+        ev("user_annotation", "nccl:all_gather", 1455, 10, **{"Input type": ["float"], "Input Dims": [[8]]}),
+    ]
+    kh = build_host(load_kineto(write_kineto(tmp_path, doc), op_args=True))
+    ops = {op.name: op for op in kh.host.ops}
+    assert ops["gloo:all_gather"].outputs.values == [[[0, 0, 0, 1024, 4, ""]] * 2]   # world of 2
+    assert ops["gloo:all_gather"].outputs.types == ["GenericList[Tensor(float),Tensor(float)]"]
+    assert ops["nccl:all_gather"].outputs.values == []
+    assert kh.gather_outputs == 1

@@ -248,15 +248,20 @@ def _gather_outputs(ops: list[HostOp], world: int | None) -> int:
     in the ``c10d::allgather_`` call's output list; Kineto records that list as nothing (``Input type``
     ``""``), only the backend record's input tensor.  A gloo collective names no process group, and
     the converter gives it the whole world (``pg_name ""``); the output of the world's all_gather is
-    world-size inputs.  (An NCCL all_gather of recent PyTorch also has ``Out msg nelems``, which wins.)
+    world-size inputs.  An ``nccl:all_gather`` under a ``record_param_comms`` with Kineto's collective
+    fields is left alone: ``Out msg nelems`` of its own group says the size.
     """
     if not world or world < 1:
         return 0
+    by_id = {op.id: op for op in ops}
     n = 0
     for op in ops:
         if op.kind != OP or op.outputs.values or not op.name.startswith(("gloo:", "nccl:")):
             continue
         if canonical_collective(op.name) != "allgather":
+            continue
+        parent = by_id.get(op.parent)
+        if parent is not None and parent.name == "record_param_comms" and "collective_name" in parent.attrs:
             continue
         ins = op.inputs
         tensors = [(v, sh, t) for v, sh, t in zip(ins.values, ins.shapes, ins.types)
@@ -419,6 +424,9 @@ def missing_note(kh: KinetoHost) -> str:
     parts = list(MISSING)
     if kh.with_shapes == 0:
         parts.append("input shapes (the profile was taken without record_shapes=True)")
+    if kh.gather_outputs:
+        parts.append(f"the gathered output of {kh.gather_outputs} all_gather record(s), taken as world-size "
+                     "copies of the input")
     return ("linked from the Kineto trace alone: " + f"{kh.match.matched} host nodes from its cpu_op / "
             f"user_annotation events on {kh.threads} thread(s); missing compared with a host ET: "
             + "; ".join(parts))
