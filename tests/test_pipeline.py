@@ -80,14 +80,21 @@ def test_find_ranks_namings_subfolders_and_preference(tmp_path: Path,
 
 
 def test_find_ranks_errors(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match="no host ET \\+ Kineto pairs found"):
+    with pytest.raises(UsageError) as exc:
         find_ranks(tmp_path)
+    # the message lists every name looked for, and the options for other names
+    msg = str(exc.value)
+    assert msg.startswith(f"{tmp_path}: no traces found; looked for host ETs named chakra_host_et_N, "
+                          "host_et_N, et_N, pytorch_et_N; Kineto traces named kineto_N, ")
+    for text in ("rank-N, rank_N, rankN", ".json or .json.gz", "host/ and device/", "--host-pattern",
+                 "--device-pattern"):
+        assert text in msg
     with pytest.raises(UsageError, match="not a directory"):
         find_ranks(tmp_path / "nope")
     touch(tmp_path / "host_et_0.json")
-    with pytest.raises(TraceFormatError, match="no Kineto trace for rank 0 .*kineto_0.json"):
+    with pytest.raises(TraceFormatError, match="no Kineto trace for rank 0 .*named kineto_0, chakra_device"):
         find_ranks(tmp_path, [0])
-    with pytest.raises(TraceFormatError, match="no host ET for rank 1 .*host_et_1.json"):
+    with pytest.raises(TraceFormatError, match="no host ET for rank 1 .*host_et_1, et_1"):
         find_ranks(tmp_path, [1])
 
 
@@ -207,7 +214,7 @@ def test_cli_prints_the_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
 def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert pipeline_cli.main([str(tmp_path), "--output-dir", str(tmp_path / "o")]) == 2
-    assert "no host ET + Kineto pairs" in capsys.readouterr().err
+    assert "no traces found; looked for host ETs named" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exc:                              # --output-dir is required
         pipeline_cli.main([str(DATA / "gloo_mlp_2r")])
     assert exc.value.code == 2

@@ -13,8 +13,10 @@ PROG = "chakra pipeline"
 
 def build_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(prog=PROG, description="Link, convert and replay every rank of a folder of "
-                       "host_et_N / chakra_host_et_N + kineto_N traces (.json or .json.gz; also host/ + "
-                       "device/ subfolders) and print measured vs replayed time per rank.")
+                       "host_et_N / chakra_host_et_N / et_N + kineto_N traces (.json or .json.gz; also "
+                       "host/ + device/ subfolders; PARAM's rank-N.json told apart by content; other "
+                       "names with --host-pattern / --device-pattern) and print measured vs replayed "
+                       "time per rank.  A folder of Kineto traces without host ETs is linked Kineto-only.")
     p.add_argument("folder", help="folder with the per-rank host ET and Kineto traces")
     p.add_argument("--output-dir", "--output_dir", dest="output_dir", required=True,
                    help="where to write et_plus_N.json, NAME.N.et, replay_N.log, timeline.json, summary.*")
@@ -38,19 +40,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--simulator", metavar="RUN_SH", default=None,
                    help="run this ASTRA-sim launcher (interface of ASTRA-sim's run.sh: RUN_SH PREFIX N "
                         "[--comm-group FILE]) on the result and show its time per rank; implies --astrasim")
+    p.add_argument("--host-pattern", "--host_pattern", dest="host_pattern", metavar="PATTERN", default=None,
+                   help="host ET file names, relative to FOLDER, {rank} where the rank is, shell wildcards "
+                        "elsewhere (e.g. 'et_{rank}.json', 'ranks/{rank}/host_*.json'); .json also finds "
+                        ".json.gz")
+    p.add_argument("--device-pattern", "--device_pattern", dest="device_pattern", metavar="PATTERN",
+                   default=None,
+                   help="Kineto trace file names, as --host-pattern "
+                        "(e.g. 'kineto/worker{rank}_*.pt.trace.json')")
+    p.add_argument("--kineto-only", "--kineto_only", dest="kineto_only", action="store_true",
+                   help="link every rank from its Kineto trace alone, host ETs ignored (automatic when "
+                        "FOLDER has none): no tensor ids, outputs or op schemas")
     add_common_args(p)
     p.set_defaults(log_level="WARNING")
     return p
 
 
 def _run(args: argparse.Namespace) -> int:
-    from chakra.pipeline import pipeline_command
+    from chakra.pipeline import RankNaming, pipeline_command
 
     setup_logging(args.log_level, None, args.quiet)
+    naming = RankNaming(args.host_pattern, args.device_pattern, args.kineto_only)
     return pipeline_command(args.folder, args.output_dir, jobs=args.jobs, scheduler=args.scheduler,
                             job_replay=args.job, mode=args.mode, name=args.name,
                             progress=show_progress(args.quiet), astrasim=args.astrasim,
-                            simulator=args.simulator)
+                            simulator=args.simulator, naming=naming)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

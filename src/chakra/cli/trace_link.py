@@ -5,7 +5,10 @@ Both generations of command lines keep working::
     chakra_trace_link --chakra-host-trace ET --chakra-device-trace KINETO --rank R --output-file OUT
     chakra_trace_link --pytorch-et-file ET --kineto-file KINETO --output-file OUT
 
-plus ``--batch FOLDER --output-dir DIR --jobs N`` for every rank of a folder.
+plus ``--batch FOLDER --output-dir DIR --jobs N`` for every rank of a folder, and a Kineto trace
+alone (``--kineto-only``, implied when no host ET is given)::
+
+    chakra_trace_link --chakra-device-trace KINETO --output-file OUT
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
     p = ArgumentParser(
         prog=prog,
         description="Link a PyTorch host execution trace with its Kineto trace "
-        "into ET+ JSON (.gz output when the name ends in .gz).",
+        "into ET+ JSON (.gz output when the name ends in .gz); or a Kineto trace alone "
+        "(--kineto-only, implied when no host ET is given): the host nodes are then made from its "
+        "cpu_op / user_annotation events, without tensor ids or outputs.",
     )
     p.add_argument(
         "--chakra-host-trace",
@@ -40,6 +45,16 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
         dest="kineto",
         metavar="KINETO",
         help="Kineto trace of the same rank (.json or .json.gz)",
+    )
+    p.add_argument(
+        "--kineto-only",
+        "--kineto_only",
+        dest="kineto_only",
+        action="store_true",
+        help="link the Kineto trace alone, without a host ET (implied when none is given; with --batch: "
+        "every rank's Kineto trace, host ETs ignored): host nodes from its cpu_op / user_annotation "
+        "events nested by time per thread, every ProfilerStep window kept; no tensor ids, outputs or "
+        "op schemas (the log says so)",
     )
     p.add_argument("--output-file", "--output_file", dest="output", metavar="OUT", help="ET+ output file")
     p.add_argument(
@@ -59,7 +74,8 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
         "--batch",
         default=None,
         metavar="FOLDER",
-        help="link every host_et_N + kineto_N pair of FOLDER (also host/ + device/ subfolders)",
+        help="link every host_et_N + kineto_N pair of FOLDER (also host/ + device/ subfolders); every "
+        "kineto_N alone when FOLDER has no host ET",
     )
     p.add_argument(
         "--output-dir",
@@ -97,6 +113,7 @@ def _run(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         quiet=args.quiet,
         strict=args.strict,
+        kineto_only=args.kineto_only,
     )
 
 

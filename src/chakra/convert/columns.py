@@ -444,7 +444,7 @@ def _load_sequential(spath: str) -> tuple[HostTrace, Columns, Serializer]:
             return trace, columns_from_trace(trace), ser
     else:
         data = load_json(spath)
-        nodes = top_level_array(data, "nodes", "no 'nodes' list: not a PyTorch host execution trace", spath)
+        nodes = top_level_array(data, "nodes", _hl.no_nodes_message(data), spath)
         try:
             res = _lean(data, iter([nodes]), spath, ser)
         except Exception as exc:  # noqa: BLE001

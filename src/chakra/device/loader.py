@@ -127,17 +127,20 @@ def _as_float(value: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
-def load_kineto(path: str | os.PathLike[str], annotation: str | None = None) -> KinetoTrace:
+def load_kineto(path: str | os.PathLike[str], annotation: str | None = None, *,
+                op_args: bool = False) -> KinetoTrace:
     """Read a Kineto trace (``.json`` or gzip JSON, detected by magic bytes).
 
     ``annotation``: name of the annotation whose windows define ``steps`` instead of ``ProfilerStep#N``
-    (exact name match; TraceFormatError when no such event exists).
+    (exact name match; TraceFormatError when no such event exists).  ``op_args``: keep the ``args`` of
+    host ops and annotations too (their input shapes and types, collective fields): what a host ET
+    would otherwise tell, needed when the Kineto trace is linked alone (``chakra.link.kineto_only``).
     """
     with gc_paused():
-        return _load(path, annotation)
+        return _load(path, annotation, op_args)
 
 
-def _load(path: str | os.PathLike[str], annotation: str | None) -> KinetoTrace:
+def _load(path: str | os.PathLike[str], annotation: str | None, op_args: bool = False) -> KinetoTrace:
     # Large files: traceEvents parsed a few MB at a time, each chunk's dicts freed once its events are
     # built (the whole parsed document of a 3M-event trace is about 2 GB on top of the model).  Anything
     # unexpected on that path (including a malformed event) falls back to the one-piece parse, so errors
@@ -145,16 +148,16 @@ def _load(path: str | os.PathLike[str], annotation: str | None) -> KinetoTrace:
     streamed = iter_json_array(path, "traceEvents")
     if streamed is not None:
         try:
-            return _build_streamed(streamed[0], streamed[1], str(path), annotation)
+            return _build_streamed(streamed[0], streamed[1], str(path), annotation, op_args)
         except Exception:  # noqa: BLE001 (see above: the one-piece path decides)
             pass
-    return build_kineto_trace(load_json(path), path, annotation)
+    return build_kineto_trace(load_json(path), path, annotation, op_args=op_args)
 
 
 def _build_streamed(top: dict[str, Any], chunks: Iterable[list[Any]], spath: str,
-                    annotation: str | None) -> KinetoTrace:
+                    annotation: str | None, op_args: bool = False) -> KinetoTrace:
     trace = KinetoTrace(path=spath)
-    _read_events(trace, chain.from_iterable(chunks))
+    _read_events(trace, chain.from_iterable(chunks), op_args)
     # the top-level keys after traceEvents are complete only now; their warnings come first, as in
     # build_kineto_trace
     event_warnings = trace.warnings
@@ -165,7 +168,7 @@ def _build_streamed(top: dict[str, Any], chunks: Iterable[list[Any]], spath: str
 
 
 def build_kineto_trace(data: Any, path: str | os.PathLike[str] = "<memory>",
-                       annotation: str | None = None) -> KinetoTrace:
+                       annotation: str | None = None, *, op_args: bool = False) -> KinetoTrace:
     """Build the model from an already parsed Kineto document (``path`` only names it in errors)."""
     spath = str(path)
     raw_events = top_level_array(data, "traceEvents", "no 'traceEvents' key: not a Kineto/Chrome trace",
@@ -173,7 +176,7 @@ def build_kineto_trace(data: Any, path: str | os.PathLike[str] = "<memory>",
 
     trace = KinetoTrace(path=spath)
     _read_top_level(trace, data)
-    _read_events(trace, raw_events)
+    _read_events(trace, raw_events, op_args)
     return _finish(trace, annotation)
 
 
@@ -216,8 +219,10 @@ def _read_top_level(trace: KinetoTrace, data: dict[str, Any]) -> None:
     trace.extra = {k: v for k, v in data.items() if k not in _KNOWN_TOP}
 
 
-def _read_events(trace: KinetoTrace, raw_events: Iterable[Any]) -> None:
-    """The single pass: build X events, the GPU correlation table, count everything else."""
+def _read_events(trace: KinetoTrace, raw_events: Iterable[Any], op_args: bool = False) -> None:
+    """The single pass: build X events, the GPU correlation table, count everything else.
+
+    ``op_args``: host ops and annotations keep their ``args`` too (see :func:`load_kineto`)."""
     path = trace.path
     events = trace.events
     append = events.append
@@ -341,13 +346,14 @@ def _read_events(trace: KinetoTrace, raw_events: Iterable[Any]) -> None:
                     lst.append(len(events))
         else:
             # a CPU event's fields are extracted here; only GPU events (written into ET+) and
-            # synchronizing calls (which stream they wait on) are read for their args later.  Two million
-            # CPU events' args dicts are about 0.5 GB.
+            # synchronizing calls (which stream they wait on) are read for their args later, and host ops
+            # when asked (op_args).  Two million CPU events' args dicts are about 0.5 GB.
             ev = KinetoEvent(
                 i, kind, name, cat, "X", pid, tid, ts, dur, ext, rf, corr,
                 None if stream is None else (stream if type(stream) is int else _as_int(stream)),
                 None if device is None else (device if type(device) is int else _as_int(device)),
-                args if is_sync else no_args, dur if kind == OTHER else 0.0, None, is_sync,
+                args if is_sync or (op_args and (kind == HOST_OP or kind == ANNOTATION)) else no_args,
+                dur if kind == OTHER else 0.0, None, is_sync,
             )
         append(ev)
 

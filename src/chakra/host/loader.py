@@ -313,9 +313,17 @@ def _opt_int(v: Any) -> int | None:
     return v if type(v) is int else None
 
 
+def no_nodes_message(data: Any) -> str:
+    """Why a document without ``nodes`` is not a host ET; for a Kineto trace, the command that takes it."""
+    if isinstance(data, dict) and "traceEvents" in data:
+        return ("no 'nodes' list: this is a Kineto trace, not a host ET or ET+; link it first, alone if "
+                "there is no host ET: chakra_trace_link --kineto-only --kineto-file KINETO --output-file ET+")
+    return "no 'nodes' list: not a PyTorch host execution trace"
+
+
 def build_host_trace(data: Any, path: str = "<memory>") -> HostTrace:
     """Build a HostTrace from already parsed JSON (the loader's work minus the file read)."""
-    nodes = top_level_array(data, "nodes", "no 'nodes' list: not a PyTorch host execution trace", path)
+    nodes = top_level_array(data, "nodes", no_nodes_message(data), path)
     schema = data.get("schema")
     warnings: list[str] = []
     layout = _detect_layout(schema, nodes, path, warnings)

@@ -518,3 +518,34 @@ def _range_chunks(fh: Any, size: int, block: int, first_block: int) -> Iterator[
     except orjson.JSONDecodeError:
         raise StreamFallback from None
     yield items
+
+
+#: how much of a file :func:`trace_kind` reads (decompressed)
+KIND_PEEK_BYTES = 1 << 20
+_KIND_KEYS = ((b'"nodes"', "host"), (b'"traceEvents"', "kineto"))
+
+
+def trace_kind(path: str | os.PathLike[str], peek: int = KIND_PEEK_BYTES) -> str | None:
+    """``"host"`` (a host ET or ET+: a top-level ``"nodes"`` list), ``"kineto"`` (``"traceEvents"``) or
+    None, from the first ``peek`` bytes of the file (gunzipped): for file names that do not say which
+    trace they hold (PARAM's ``rank-N.json``).  The key seen first wins; an unreadable file is None.
+
+    Only a first MiB is read: the list key of a host ET comes after a few short keys, and a Kineto
+    trace's after its device properties and distributed info."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(2)
+            fh.seek(0)
+            if raw == GZIP_MAGIC:
+                with gzip.GzipFile(fileobj=fh, mode="rb") as gz:
+                    head = gz.read(peek)
+            else:
+                head = fh.read(peek)
+    except (OSError, EOFError, zlib.error):
+        return None
+    best: tuple[int, str] | None = None
+    for key, kind in _KIND_KEYS:
+        k = head.find(key)
+        if k >= 0 and (best is None or k < best[0]):
+            best = (k, kind)
+    return best[1] if best else None

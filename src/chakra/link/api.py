@@ -32,6 +32,7 @@ from chakra.link.deps import DEFAULT_GAP_US, SyncStats, inter_thread_deps, order
 from chakra.link.etplus import FLAT, add_io, host_node
 from chakra.link.gpu import GpuAttachment, attach_gpu_ops
 from chakra.link.hostio import HostLoad
+from chakra.link.kineto_only import KINETO_ONLY, KinetoHost, build_host, missing_note
 from chakra.link.match import MatchResult, match_ops
 from chakra.link.provenance import run_mismatches
 from chakra.link.window import Window, measured, select_window
@@ -46,7 +47,7 @@ _GPU_CAT = {KERNEL: "kernel", MEMCPY: "gpu_memcpy", MEMSET: "gpu_memset"}
 class LinkReport:
     """What one link did (also what ``link_folder`` returns per rank)."""
 
-    host_path: str
+    host_path: str | None  # None: linked from the Kineto trace alone
     kineto_path: str
     output_path: str | None
     rank: int | None
@@ -71,10 +72,15 @@ class LinkReport:
 
     def summary(self) -> str:
         before = self.gpu_launched_before_trace
+        if self.strategy == KINETO_ONLY:
+            head = (f"rank {self.rank}: {self.host_ops} host nodes from the Kineto trace alone "
+                    f"(window {self.window}); ")
+        else:
+            head = (f"rank {self.rank}: {self.matched}/{self.host_ops} host ops matched "
+                    f"({100 * self.match_rate:.1f}%, {self.strategy}, window {self.window}); ")
         return (
-            f"rank {self.rank}: {self.matched}/{self.host_ops} host ops matched "
-            f"({100 * self.match_rate:.1f}%, {self.strategy}, window {self.window}); "
-            f"{self.gpu_attached}/{self.gpu_ops_in_window} GPU ops attached "
+            head
+            + f"{self.gpu_attached}/{self.gpu_ops_in_window} GPU ops attached "
             f"({100 * self.gpu_attach_rate_in_window:.1f}%"
             + (f", {before} launched before the trace" if before else "")
             + f"); {self.sync_deps} sync deps, {self.inter_thread_deps} inter-thread deps"
@@ -144,7 +150,8 @@ def _link(
 
 def _prepare(
     host: HostTrace, kineto: KinetoTrace, rank_out: int | None, annotation: str | None,
-    inter_thread_gap_us: float, io_texts: list[bytes] | None = None, node_texts: Any = None
+    inter_thread_gap_us: float, io_texts: list[bytes] | None = None, node_texts: Any = None,
+    prematched: KinetoHost | None = None
 ) -> tuple[dict[str, Any], Iterator[Any]]:
     """The ET+ document with ``"nodes"`` holding None (in its place among the keys), and an iterator
     over the nodes: host nodes in file order, then GPU nodes.
@@ -154,9 +161,14 @@ def _prepare(
     ``io_texts`` (the inputs/outputs JSON text of each host op, see :mod:`chakra.link.hostio`) the
     nodes hold them as ``orjson.Fragment`` s (:func:`chakra.link.etplus.host_node`), which encode to the same
 bytes as the lists.  ``node_texts`` (iterable, op order): each host node's JSON text without link
-fields, made by the process that loaded the host ET; the link fields are appended to it."""
-    window = select_window(host, kineto, annotation)
-    match = match_ops(host, kineto, window)
+fields, made by the process that loaded the host ET; the link fields are appended to it.
+``prematched``: a host ET made from the Kineto trace itself, with its window and matching
+(:mod:`chakra.link.kineto_only`); ``host`` is its ``host``."""
+    if prematched is None:
+        window = select_window(host, kineto, annotation)
+        match = match_ops(host, kineto, window)
+    else:
+        window, match = prematched.window, prematched.match
     gpu = attach_gpu_ops(kineto, match.event_to_host, window)
     resolver = CommResolver(host)
     events = kineto.events
@@ -370,15 +382,19 @@ def _stats(
 
 
 def _log_summary(name: str, s: dict[str, Any]) -> None:
-    log.info(
-        "%s: %d/%d host ops matched (%.1f%%, strategy %s, window %s)",
-        name,
-        s["matched"],
-        s["host_ops"],
-        100 * s["match_rate"],
-        s["strategy"],
-        s["window"],
-    )
+    if s["strategy"] == KINETO_ONLY:
+        log.info("%s: %d host nodes from the Kineto trace's cpu_op / user_annotation events (no host ET; "
+                 "window %s)", name, s["host_ops"], s["window"])
+    else:
+        log.info(
+            "%s: %d/%d host ops matched (%.1f%%, strategy %s, window %s)",
+            name,
+            s["matched"],
+            s["host_ops"],
+            100 * s["match_rate"],
+            s["strategy"],
+            s["window"],
+        )
     log.info(
         "%s: %d/%d GPU ops of the window attached (%d launched before the trace; %d more launched outside "
         "the window, %d without an enclosing host op); %d sync deps on %d ops, %d inter-thread deps",
@@ -403,8 +419,83 @@ def _log_summary(name: str, s: dict[str, Any]) -> None:
         log.warning("%s: only %.1f%% of the GPU ops found their host op", name, 100 * s["gpu_attach_rate"])
 
 
+def link_kineto(
+    kineto: KinetoTrace,
+    *,
+    rank: int | None = None,
+    annotation: str | None = None,
+    inter_thread_gap_us: float = DEFAULT_GAP_US,
+    fallback_rank: int | None = None,
+) -> dict[str, Any]:
+    """Link a Kineto trace alone (no host ET); return the ET+ document.
+
+    The host nodes are made from the trace's own ops (:mod:`chakra.link.kineto_only`); load it with
+    ``load_kineto(path, op_args=True)`` so that they get their input shapes and collective fields.
+    ``rank``, ``fallback_rank``, ``annotation`` and ``inter_thread_gap_us`` as in :func:`link_traces`,
+    except that every window of the annotation (default: every ``ProfilerStep#N``) is kept.
+    """
+    with gc_paused():
+        doc, nodes = _prepare_kineto(kineto, rank, annotation, inter_thread_gap_us, fallback_rank)
+        doc["nodes"] = list(nodes)
+        return doc
+
+
+def _prepare_kineto(kineto: KinetoTrace, rank: int | None, annotation: str | None, gap_us: float,
+                    fallback_rank: int | None) -> tuple[dict[str, Any], Iterator[Any]]:
+    kh = build_host(kineto, annotation)
+    host = kh.host
+    host.extra = {"kineto_only": kh.summary()}
+    log.info("%s: %s", kineto.path, missing_note(kh))
+    mismatch = rank_mismatch(rank, host, kineto)
+    if mismatch:
+        log.warning("%s: %s: writing rank %s, the rank its collectives were recorded with",
+                    kineto.path, mismatch, trace_rank(host, kineto))
+    return _prepare(host, kineto, resolve_rank(rank, host, kineto, fallback_rank), annotation, gap_us,
+                    prematched=kh)
+
+
+def link_kineto_file(
+    kineto_path: str | os.PathLike[str],
+    output_path: str | os.PathLike[str],
+    *,
+    rank: int | None = None,
+    annotation: str | None = None,
+    strict: bool = False,
+    fallback_rank: int | None = None,
+) -> LinkReport:
+    """Load a Kineto trace, link it alone (:func:`link_kineto`) and write ET+ atomically.
+
+    ``strict`` refuses a ``rank`` that contradicts the trace's own rank (else: a warning, the trace's
+    rank is written)."""
+    t0 = time.perf_counter()
+    if not os.path.exists(kineto_path):
+        raise TraceFormatError("file not found", kineto_path)
+    out = os.fspath(output_path)
+    parent = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(parent):
+        raise UsageError(f"{out}: output directory {parent} does not exist")
+    with gc_paused():
+        kineto = load_kineto(kineto_path, op_args=True)
+        own = kineto.rank
+        warnings = list(kineto.warnings)
+        if rank is not None and own is not None and rank != own:
+            what = f"--rank {rank} disagrees with Kineto distributedInfo.rank {own}"
+            if strict:
+                raise TraceFormatError(what + " (refused: --strict)", os.fspath(kineto_path))
+            warnings.append(f"{what} (wrote rank {own}; --strict refuses)")
+        doc, nodes = _prepare_kineto(kineto, rank, annotation, DEFAULT_GAP_US, fallback_rank)
+        dump_json_items(out, doc, "nodes", nodes)
+        del kineto, nodes
+        report = _report(doc, None, os.fspath(kineto_path), out)
+        del doc
+    report.warnings = warnings
+    report.seconds = time.perf_counter() - t0
+    log.info("wrote %s in %.2f s", out, report.seconds)
+    return report
+
+
 def link_files(
-    host_path: str | os.PathLike[str],
+    host_path: str | os.PathLike[str] | None,
     kineto_path: str | os.PathLike[str],
     output_path: str | os.PathLike[str],
     *,
@@ -415,11 +506,16 @@ def link_files(
 ) -> LinkReport:
     """Load, link and write ET+ atomically (``.gz`` output when the name ends in ``.gz``).
 
+    ``host_path`` None: the Kineto trace is linked alone (:func:`link_kineto_file`).
+
     Files that look like different runs (pid or wall-clock mismatch, see :mod:`chakra.link.provenance`)
     and a ``rank`` that contradicts the trace's own rank (see :func:`link_traces`: the trace's wins)
     are linked with a warning, or refused with ``strict``.  ``fallback_rank`` is the rank to write
     when the traces have none (the pipeline passes the rank of the file names).
     """
+    if host_path is None:
+        return link_kineto_file(kineto_path, output_path, rank=rank, annotation=annotation, strict=strict,
+                                fallback_rank=fallback_rank)
     t0 = time.perf_counter()
     for p in (host_path, kineto_path):
         if not os.path.exists(p):
@@ -479,7 +575,7 @@ def link_files(
     return report
 
 
-def _report(doc: dict[str, Any], host_path: str, kineto_path: str, out: str | None) -> LinkReport:
+def _report(doc: dict[str, Any], host_path: str | None, kineto_path: str, out: str | None) -> LinkReport:
     s = doc["link_stats"]
     return LinkReport(
         host_path=host_path,
@@ -505,7 +601,7 @@ def _report(doc: dict[str, Any], host_path: str, kineto_path: str, out: str | No
 # ---- batch mode ---------------------------------------------------------------------------------
 
 
-def find_rank_pairs(folder: str | os.PathLike[str]) -> list[tuple[int, Path, Path]]:
+def find_rank_pairs(folder: str | os.PathLike[str]) -> list[tuple[int, Path | None, Path]]:
     """``(rank, host ET, Kineto)`` of every rank in ``folder`` (also in ``host/`` + ``device/``).
 
     The one rank-file finder is :func:`chakra.pipeline.find_ranks`; this name stays for callers."""
@@ -514,8 +610,9 @@ def find_rank_pairs(folder: str | os.PathLike[str]) -> list[tuple[int, Path, Pat
     return list(find_ranks(folder))
 
 
-def _output_name(rank: int, host: Path) -> str:
-    return f"et_plus_{rank}.json.gz" if host.name.endswith(".gz") else f"et_plus_{rank}.json"
+def _output_name(rank: int, host: Path | None, kineto: Path) -> str:
+    """``et_plus_N.json``, gzip (``.gz``) when the host ET (else the Kineto trace) is."""
+    return f"et_plus_{rank}.json.gz" if (host or kineto).name.endswith(".gz") else f"et_plus_{rank}.json"
 
 
 def link_folder(
@@ -525,18 +622,20 @@ def link_folder(
     *,
     annotation: str | None = None,
     quiet: bool = False,
+    kineto_only: bool = False,
 ) -> list[LinkReport]:
-    """Link every rank of ``folder`` into ``out_dir/et_plus_N.json(.gz)``, ``jobs`` processes at a time.
+    """Link every rank of ``folder`` into ``out_dir/et_plus_N.json(.gz)``, ``jobs`` processes at a time;
+    ``kineto_only``: every rank from its Kineto trace alone (also when the folder has no host ET).
 
     The ranks, the per-rank worker and the process pool are those of :mod:`chakra.pipeline`."""
     from chakra.cli.common import show_progress
-    from chakra.pipeline import RankTask, find_ranks, process_rank, run_ranks
+    from chakra.pipeline import RankNaming, RankTask, find_ranks, process_rank, run_ranks
 
-    files = find_ranks(folder)
+    files = find_ranks(folder, naming=RankNaming(kineto_only=kineto_only))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tasks = [
-        RankTask(rank=r, host=str(h), kineto=str(k), et_plus=str(out / _output_name(r, h)),
+        RankTask(rank=r, host=str(h) if h else None, kineto=str(k), et_plus=str(out / _output_name(r, h, k)),
                  annotation=annotation)
         for r, h, k in files
     ]
@@ -566,21 +665,29 @@ def link_command(
     jobs: int | None = None,
     quiet: bool = False,
     strict: bool = False,
+    kineto_only: bool = False,
 ) -> int:
-    """What ``chakra_trace_link`` does: one pair, or a folder with ``batch``.  Returns the exit code."""
+    """What ``chakra_trace_link`` does: one pair, a Kineto trace alone (``kineto_only``, implied when
+    no host ET is given), or a folder with ``batch``.  Returns the exit code."""
     if batch is not None:
         if host or kineto or output:
             raise UsageError("--batch links a whole folder: do not also give trace files or --output-file")
         if strict:
             raise UsageError("--strict checks one host ET + Kineto pair; it is not available with --batch")
-        reports = link_folder(batch, output_dir or batch, jobs, annotation=annotation, quiet=quiet)
+        reports = link_folder(batch, output_dir or batch, jobs, annotation=annotation, quiet=quiet,
+                              kineto_only=kineto_only)
         for r in reports:
             log.info("%s -> %s", r.summary(), r.output_path)
         return 0
+    if kineto_only and host:
+        raise UsageError("--kineto-only links the Kineto trace alone: do not also give a host ET")
+    if not host and kineto and not kineto_only:
+        log.info("no host ET given: linking the Kineto trace alone (--kineto-only)")
+        kineto_only = True
     missing = [
         name
         for name, v in (
-            ("host ET (--chakra-host-trace / --pytorch-et-file)", host),
+            ("host ET (--chakra-host-trace / --pytorch-et-file; or --kineto-only)", host or kineto_only),
             ("Kineto trace (--chakra-device-trace / --kineto-file)", kineto),
             ("--output-file", output),
         )
@@ -588,8 +695,8 @@ def link_command(
     ]
     if missing:
         raise UsageError("missing " + ", ".join(missing))
-    report = link_files(host, kineto, output, rank=rank, annotation=annotation,  # type: ignore[arg-type]
-                        strict=strict)
+    report = link_files(None if kineto_only else host, kineto, output,  # type: ignore[arg-type]
+                        rank=rank, annotation=annotation, strict=strict)
     log.info("%s", report.summary())
     return 0
 

@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 @dataclass(slots=True)
 class RankOutcome:
     rank: int
-    host: str
+    host: str | None   # None: a rank linked from its Kineto trace alone
     kineto: str
     et_plus: str
     et: str
@@ -77,7 +77,7 @@ def safe_extract(tgz: Path, target: Path) -> None:
             raise TraceFormatError(f"cannot extract the archive ({exc})", tgz) from None
 
 
-def find_rank_files(folder: Path, rank: int) -> tuple[Path, Path]:
+def find_rank_files(folder: Path, rank: int) -> tuple[Path | None, Path]:
     """(host ET, Kineto trace) of one rank, accepting both naming schemes (``chakra.pipeline.find_ranks``)."""
     from chakra.pipeline import find_ranks
 
@@ -85,7 +85,7 @@ def find_rank_files(folder: Path, rank: int) -> tuple[Path, Path]:
     return files.host, files.kineto
 
 
-def process_rank(rank: int, host: str, kineto: str, workdir: str, mode: str = "lanes",
+def process_rank(rank: int, host: str | None, kineto: str, workdir: str, mode: str = "lanes",
                  gaps: bool = True) -> RankOutcome:
     """Link, convert and replay one rank (the worker of :mod:`chakra.pipeline`, the harness's file names)."""
     from chakra.pipeline import RankTask
@@ -153,7 +153,7 @@ def run_integration(tgz_path: str | os.PathLike[str], num_ranks: int, tolerance:
     from chakra.pipeline import find_ranks, run_ranks
 
     files = find_ranks(folder, range(num_ranks))
-    tasks = [(f.rank, str(f.host), str(f.kineto), str(folder), mode, gaps) for f in files]
+    tasks = [(f.rank, str(f.host) if f.host else None, str(f.kineto), str(folder), mode, gaps) for f in files]
     outcomes: list[RankOutcome] = run_ranks(_rank_task, tasks, jobs=workers, where=folder)
     if job:
         _job_replay(outcomes, mode, gaps)
