@@ -18,6 +18,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "summary": ("chakra.cli.summary", "load a host ET and/or Kineto trace and summarise it"),
     "link": ("chakra.cli.trace_link", "link a host ET with its Kineto trace into ET+ JSON"),
     "convert": ("chakra.cli.converter", "convert ET+ (or a host ET) to a Chakra protobuf ET"),
+    "generate": ("chakra.cli.generator", "write synthetic Chakra ETs (collectives, dp / tp steps)"),
     "replay": ("chakra.cli.replay", "replay Chakra ETs of one rank or a whole job"),
     "jsonize": ("chakra.cli.jsonizer", "Chakra protobuf ET <-> JSON"),
     "visualize": ("chakra.cli.visualizer", "draw a Chakra ET as pdf/png/svg/dot/graphml"),

@@ -68,7 +68,7 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import orjson
@@ -534,8 +534,9 @@ def convert_text(input_path: str | os.PathLike[str], prefix: str | os.PathLike[s
 def write_workload(wl: TextWorkload, prefix: str | os.PathLike[str], num_npus: int, num_passes: int = 1, *,
                    model_parallel_size: int | None = None, cycle_ns: float = 1.0,
                    comm_group_path: str | os.PathLike[str] | None = None, astrasim_safe: bool = False,
-                   metadata: Callable[[int], list[pb.AttributeProto]] | None = None) -> TextReport:
-    """Build and write a parsed workload (the generator builds :class:`TextWorkload` s in memory too)."""
+                   source: str = "astrasim-1.0 text") -> TextReport:
+    """Build and write a parsed workload (the generator builds :class:`TextWorkload` s in memory too;
+    ``source`` names where the workload came from in each file's GlobalMetadata)."""
     sprefix = os.fspath(prefix)
     notes: list[str] = []
     mp = _choose_model_parallel(wl, num_npus, model_parallel_size, notes)
@@ -568,14 +569,13 @@ def write_workload(wl: TextWorkload, prefix: str | os.PathLike[str], num_npus: i
     files: list[str] = []
     for rank, b in enumerate(builds):
         meta = pb.GlobalMetadata(version=ET_VERSION, attr=[
-            pb.AttributeProto(name="source", string_val="astrasim-1.0 text"),
+            pb.AttributeProto(name="source", string_val=source),
             pb.AttributeProto(name="input_file", string_val=os.path.basename(wl.path)),
             pb.AttributeProto(name="parallelism", string_val=wl.kind),
             pb.AttributeProto(name="rank", int64_val=rank),
             pb.AttributeProto(name="world_size", int64_val=num_npus),
             pb.AttributeProto(name="num_passes", int64_val=num_passes),
             pb.AttributeProto(name="cycle_ns", double_val=cycle_ns),
-            *(metadata(rank) if metadata else []),
         ])
         path = f"{sprefix}.{rank}.et"
         write_messages(path, [meta, *b.nodes])
