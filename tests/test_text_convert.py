@@ -216,6 +216,22 @@ def test_one_rank_groups_and_micro(tmp_path: Path) -> None:
         (0, "conv1.WG.ALL_TO_ALL", []), (1, "conv1.WG.ALL_TO_ALL", [0]), (2, "conv1.WG.ALL_TO_ALL", [1])]
 
 
+def test_inference_forward_only_and_recomputation_note(tmp_path: Path) -> None:
+    text = "DISTRIBUTED_INFERENCE\n2\na -1 1000 ALLREDUCE 64 9 ALLREDUCE 9 9 NONE 0 9\n" \
+           "b -1 2000 NONE 0 9 NONE 0 9 NONE 0 9\n"
+    convert_text(_write(tmp_path, text), tmp_path / "i", 2, 2)
+    # forward only (no IG / WG / WU nodes); the second pass waits for the first one's last node
+    assert [(i, name, deps) for i, name, _, deps in _table(_nodes(tmp_path / "i.0.et")[1])] == [
+        (0, "a.FWD", []), (1, "a.FWD.ALL_REDUCE", [0]), (2, "b.FWD", [1]),
+        (3, "a.FWD", [2]), (4, "a.FWD.ALL_REDUCE", [3]), (5, "b.FWD", [4])]
+    fib = HYBRID_2L.replace("HYBRID_TRANSFORMER", "HYBRID_TRANSFORMER_FWD_IN_BCKWD") \
+        .replace("group: 2", "group: 2 checkpoints: 1 1 checkpoint_initiates: 0")
+    rep = convert_text(_write(tmp_path, fib, "f.txt"), tmp_path / "f", 4, 1)
+    assert any("recomputation" in note for note in rep.notes)
+    assert rep.nodes_per_rank[0] == convert_text(_write(tmp_path, HYBRID_2L, "h.txt"), tmp_path / "h", 4,
+                                                 1).nodes_per_rank[0]
+
+
 # ---- errors -------------------------------------------------------------------------------------------
 
 

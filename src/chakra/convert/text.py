@@ -74,13 +74,12 @@ from dataclasses import dataclass, field
 import orjson
 
 from chakra import schema as pb
+from chakra.convert.core import ET_VERSION
 from chakra.errors import TraceFormatError, UsageError
 from chakra.io import read_bytes, write_messages
 from chakra.io.atomic import write_bytes_atomic
 
 log = logging.getLogger(__name__)
-
-ET_VERSION = "0.0.4"
 
 #: text comm type -> CollectiveCommType
 COMM_TYPES: dict[str, int] = {
