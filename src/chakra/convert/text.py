@@ -367,13 +367,13 @@ def build_rank(wl: TextWorkload, rank: int, plan: GroupPlan, num_passes: int,
         if phase.comm is None:
             return None
         if scope is None:
-            skipped[f"{tag} collectives ({wl.kind} runs none there)"] = \
-                skipped.get(f"{tag} collectives ({wl.kind} runs none there)", 0) + 1
+            why = f"{tag} collectives ({wl.kind} runs none there)"
+            skipped[why] = skipped.get(why, 0) + 1
             return None
         pg_name, size = plan.pg(scope, rank)
         if size < 2 or phase.size == 0:
-            why = "a one-rank group" if size < 2 else "0 bytes"
-            skipped[f"{tag} collectives over {why}"] = skipped.get(f"{tag} collectives over {why}", 0) + 1
+            why = f"{tag} collectives over {'a one-rank group' if size < 2 else '0 bytes'}"
+            skipped[why] = skipped.get(why, 0) + 1
             return None
         name = f"{layer.name}.{tag}"
         if scope == split and phase.comm == pb.ALL_REDUCE:
