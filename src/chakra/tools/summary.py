@@ -44,7 +44,19 @@ def summarize(path: str | os.PathLike[str]) -> dict[str, Any]:
     """A JSON-ready summary of one host ET, Kineto trace or Chakra protobuf ET."""
     spath = os.fspath(path)
     if not _looks_like_json(spath):
-        return _et_summary(spath)
+        try:
+            return _et_summary(spath)
+        except TraceFormatError as et_error:
+            # not a well-formed length-delimited stream either: say what each reading found
+            try:
+                return _json_summary(spath)
+            except TraceFormatError as json_error:
+                raise TraceFormatError(f"neither JSON ({json_error.message}) nor a Chakra protobuf ET "
+                                       f"({et_error.message})", spath) from None
+    return _json_summary(spath)
+
+
+def _json_summary(spath: str) -> dict[str, Any]:
     with gc_paused():
         data = load_json(spath)
         if isinstance(data, dict) and "nodes" in data:
