@@ -43,11 +43,14 @@ class SimulationFailed(AssertionError):
 
 
 def run_raw(prefix: str | os.PathLike[str], n: int, comm_group: str | os.PathLike[str] | None = None,
-            *extra: str, timeout_s: int = 600) -> subprocess.CompletedProcess[str]:
-    """run.sh as is (skips the calling test when the simulator is absent)."""
+            *extra: str, timeout_s: int = 600, log_dir: str | os.PathLike[str] | None = None,
+            ) -> subprocess.CompletedProcess[str]:
+    """run.sh as is (skips the calling test when the simulator is absent).  The simulator's logs go to
+    ``log_dir`` (default: ``<prefix>.astrasim_logs`` beside the workload, so a test's tmp_path holds them)."""
     if ASTRASIM is None:
         pytest.skip(SKIP_REASON)
-    cmd = [str(ASTRASIM / "run.sh"), os.fspath(prefix), str(n)]
+    logs = os.fspath(log_dir) if log_dir is not None else f"{os.fspath(prefix)}.astrasim_logs"
+    cmd = [str(ASTRASIM / "run.sh"), os.fspath(prefix), str(n), "--log-dir", logs]
     if comm_group is not None:
         cmd += ["--comm-group", os.fspath(comm_group)]
     cmd += list(extra)
