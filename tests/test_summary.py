@@ -59,3 +59,97 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
     assert r.returncode == 1 and str(bad) in r.stderr and "Traceback" not in r.stderr
     r = subprocess.run([sys.executable, "-m", "chakra.cli.main", "summary"], capture_output=True, text=True)
     assert r.returncode == 2
+
+
+# ---- plain words, the device, the ProfilerStep warning, protobuf ETs ----------------------------------
+
+_REPR = ("{'", "[(", "None", "', ", "{\"")
+
+
+def _text(path: Path) -> str:
+    from chakra.tools.summary import render_lines
+
+    return "\n".join(render_lines(summarize(path)))
+
+
+def test_kineto_text_has_device_and_rounded_numbers(corpus: Path) -> None:
+    text = _text(corpus / "dlrm_8r_v100/device/kineto_0.json.gz")
+    # deviceProperties lists the node's 8 V100s; the kernels of rank 0 run on device 0 only
+    assert "  device: Tesla V100-SXM2-32GB\n" in text
+    assert "  rank 0 of 8, backend nccl" in text
+    assert "  measured: 14.5 ms (ProfilerStep#10)" in text       # 14,455 us in the file
+    assert "  GPU busy: 6,851 us (47% of the measured time)" in text
+    assert "  CPU threads: 2; GPU streams: 7, 22, 24, 84" in text
+    assert "warning" not in text and not any(r in text for r in _REPR)
+
+
+def test_no_profiler_step_warns(corpus: Path) -> None:
+    s = summarize(corpus / "simple_add_1r/kineto_0.json.gz")
+    assert s["device"] == ["NVIDIA A100-PG509-200"] and s["steps"] == []
+    text = _text(corpus / "simple_add_1r/kineto_0.json.gz")
+    assert "  warning: no ProfilerStep annotation bounds the window: the measured time (19.8 s)" in text
+    assert "backend unknown" in text and not any(r in text for r in _REPR)
+    cpu = _text(corpus / "cpu_gloo/single_1r/kineto_0.json.gz")   # no deviceProperties, one ProfilerStep
+    assert "  device: none recorded (a CPU-only trace)" in cpu and "warning" not in cpu
+
+
+def test_amd_device_name(corpus: Path) -> None:
+    s = summarize(corpus / "kineto_only/mi300x_bert_small.json.gz")
+    assert s["device"] == ["AMD Instinct MI300X VF"]
+
+
+def test_host_text_is_plain(corpus: Path) -> None:
+    text = _text(corpus / "cpu_gloo/tp_like_2r/host_et_0.json.gz")
+    assert "  process group 2 (solo_0): cpu:gloo,cuda:gloo, ranks 0" in text
+    assert "  most frequent ops: aten::as_strided 17, aten::empty 16, aten::copy_ 15" in text
+    assert "  nodes: 250 (245 operators, 1 metadata), threads 1, 2, 3" in text
+    assert not any(r in text for r in _REPR)
+
+
+def test_protobuf_et_summary_matches_an_independent_reader(corpus: Path) -> None:
+    from wire_reader import read_et
+
+    path = corpus / "chakra_et/real_2023_rank0.et.gz"
+    s = summarize(path)
+    _, _, nodes = read_et(path)
+    ids = {n.id for n in nodes}
+    coll = [n for n in nodes if n.type == 7]
+    gpu = [n for n in nodes if n.type == 4 and n.attrs["is_cpu_op"].value is False]
+    assert s["kind"] == "chakra_et" and s["nodes"] == len(nodes) == 3664
+    assert s["nodes_by_type"] == {"COMM_COLL_NODE": len(coll), "COMP_NODE": len(nodes) - len(coll)}
+    assert s["compute"]["gpu"] == {"nodes": len(gpu), "duration_us": sum(n.duration_micros for n in gpu)}
+    assert s["dangling_deps"] == sum(1 for n in nodes for d in n.data_deps + n.ctrl_deps if d not in ids)
+    assert s["dangling_deps"] == 1277
+    no_type = sum(1 for n in coll if "comm_type" not in n.attrs)
+    assert no_type == 14 and f"  warning: {no_type} collectives without a comm_type attribute" in _text(path)
+    assert s["collectives"]["ALL_REDUCE"]["nodes"] == sum(
+        1 for n in coll if "comm_type" in n.attrs and n.attrs["comm_type"].value == 0)
+    text = _text(path)
+    assert "  warning: 1,277 dependencies on ids that are not in the file" in text
+    assert not any(r in text for r in _REPR)
+
+
+def test_protobuf_et_from_the_text_converter(tmp_path: Path) -> None:
+    from chakra.convert.text import convert_text
+
+    w = tmp_path / "w.txt"
+    w.write_text("DATA\n2\na -1 1000 NONE 0 2000 NONE 0 3000 ALLREDUCE 1048576 0\n"
+                 "b -1 1000 NONE 0 2000 NONE 0 3000 ALLREDUCE 1048576 0\n")
+    convert_text(w, tmp_path / "d", 4, 3)
+    s = summarize(tmp_path / "d.2.et")
+    # 3 passes x (2 FWD + 2 WG + 1 IG) compute nodes of 1, 3, 2 us; 3 x 2 all-reduces of 1 MiB
+    assert s["compute"] == {"gpu": {"nodes": 15, "duration_us": 3 * (1 + 1 + 3 + 3 + 2)}}
+    assert s["collectives"] == {"ALL_REDUCE": {"nodes": 6, "bytes": 6 << 20}}
+    assert s["metadata"]["rank"] == 2 and s["process_groups"] == ["0"]
+    text = _text(tmp_path / "d.2.et")
+    assert text.splitlines()[0] == f"{tmp_path / 'd.2.et'}: Chakra protobuf ET, version 0.0.4, rank 2 of 4"
+    assert '  ALL_REDUCE: 6 nodes, 6.0 MiB in total' in text
+    assert '  process groups used: "0" (world)' in text and "warning" not in text
+    r = subprocess.run([sys.executable, "-m", "chakra.cli.main", "summary", str(tmp_path / "d.0.et"),
+                        "--json"], capture_output=True, text=True)
+    assert r.returncode == 0 and json.loads(r.stdout)[0]["nodes"] == 21
+    garbage = tmp_path / "g.et"
+    garbage.write_bytes(b"\x05ab")
+    r = subprocess.run([sys.executable, "-m", "chakra.cli.main", "summary", str(garbage)],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and str(garbage) in r.stderr and "Traceback" not in r.stderr

@@ -5,8 +5,13 @@ Both command-line generations users have in scripts work::
     chakra_converter [--log-filename LOG] PyTorch --input ET_PLUS --output OUT [--simulate]
     chakra_converter --input_filename ET_PLUS --output_filename OUT --input_type PyTorch [--log_filename LOG]
 
-and ``chakra convert`` takes the same arguments.  Either form takes ``--astrasim-safe``
-(``--astrasim_safe``): collectives the simulator does not run become COMP nodes.
+and ``chakra convert`` takes the same arguments.  Either form takes ``--astrasim`` (also spelt
+``--astrasim-safe``): what ASTRA-sim runs (``chakra.job.astrasim``).
+
+ASTRA-sim 1.0 text workloads (``chakra.convert.text``), one ``PREFIX.<rank>.et`` per NPU::
+
+    chakra_converter Text --input W.txt --output PREFIX --num-npus N [--num-passes P]
+    chakra_converter --input_type Text --input_filename W.txt --output_filename PREFIX --num_npus N
 """
 
 from __future__ import annotations
@@ -22,20 +27,20 @@ from chakra.errors import UsageError
 PROG = "chakra_converter"
 log = logging.getLogger("chakra.converter")
 
-INPUT_TYPES = ("PyTorch",)
+INPUT_TYPES = ("PyTorch", "Text")
 
 
 def build_parser() -> ArgumentParser:
     p = ArgumentParser(prog=PROG, description="Convert ET+ JSON (linked host + Kineto trace) or a bare "
                        "PyTorch host ET into a Chakra protobuf execution trace.")
-    p.add_argument("input_type_pos", nargs="?", metavar="PyTorch",
-                   help="input type (2023 form); only PyTorch is supported")
+    p.add_argument("input_type_pos", nargs="?", metavar="{PyTorch,Text}",
+                   help="input type (2023 form): PyTorch (ET+ / host ET) or Text (ASTRA-sim 1.0 workload)")
     p.add_argument("--input", "--input_filename", "--input-filename", dest="input", metavar="ET_PLUS",
                    help="ET+ JSON or host ET (.json or .json.gz)")
     p.add_argument("--output", "--output_filename", "--output-filename", dest="output", metavar="OUT",
                    help="Chakra protobuf ET to write (conventionally <prefix>.<rank>.et)")
     p.add_argument("--input_type", "--input-type", dest="input_type", metavar="TYPE",
-                   help="input type (2024 form); only PyTorch is supported")
+                   help="input type (2024 form): PyTorch or Text")
     p.add_argument("--log-filename", "--log_filename", dest="log_filename", metavar="LOG",
                    help="also write the log (and, with --simulate, the per-node completion lines) here")
     p.add_argument("--simulate", action="store_true",
@@ -43,21 +48,82 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--astrasim", "--astrasim-safe", "--astrasim_safe", dest="astrasim", action="store_true",
                    help="write what ASTRA-sim runs: no METADATA node (process groups in comm_group.json "
                         "beside the output), REDUCE/GATHER/SCATTER/BARRIER collectives as COMP nodes of "
-                        "their recorded duration; for one rank alone: `chakra pipeline DIR --astrasim` also "
-                        "matches the collectives across ranks (order, one size)")
+                        "their recorded duration (Text input: see the README); for one rank alone: "
+                        "`chakra pipeline DIR --astrasim` also matches the collectives across ranks")
+    t = p.add_argument_group("Text input (ASTRA-sim 1.0 workload -> OUT.<rank>.et per NPU)")
+    t.add_argument("--num-npus", "--num_npus", dest="num_npus", type=int, metavar="N",
+                   help="number of NPUs (ranks) to write")
+    t.add_argument("--num-passes", "--num_passes", dest="num_passes", type=int, metavar="P",
+                   help="training iterations, each waiting for the previous one (default 1)")
+    t.add_argument("--model-parallel-size", "--model_parallel_size", dest="model_parallel_size", type=int,
+                   metavar="M", help="hybrid kinds: ranks per model-parallel group (default: the file's "
+                   "model_parallel_NPU_group, else the largest divisor of N not above sqrt(N))")
+    t.add_argument("--cycle-ns", "--cycle_ns", dest="cycle_ns", type=float, metavar="NS",
+                   help="nanoseconds per cycle of the workload's compute times (default 1: ASTRA-sim's "
+                        "1 GHz)")
+    t.add_argument("--comm-group", "--comm_group", dest="comm_group", metavar="JSON",
+                   help="where to write the process groups when a hybrid kind needs them "
+                        "(default OUT.comm_group.json)")
     add_common_args(p)
     return p
+
+
+_TEXT_ONLY = ("num_npus", "num_passes", "model_parallel_size", "cycle_ns", "comm_group")
+
+
+def _input_type(args: argparse.Namespace) -> str:
+    """The one input type asked for (PyTorch when none is given, as before)."""
+    chosen: list[str] = []
+    for given in (args.input_type_pos, args.input_type):
+        if given is None:
+            continue
+        match = [t for t in INPUT_TYPES if t.lower() == given.lower()]
+        if not match:
+            raise UsageError(f"unsupported input type {given!r} (supported: {', '.join(INPUT_TYPES)})")
+        chosen.append(match[0])
+    if len(set(chosen)) > 1:
+        raise UsageError(f"two input types given: {chosen[0]} and {chosen[1]}")
+    return chosen[0] if chosen else "PyTorch"
+
+
+def _run_text(args: argparse.Namespace) -> int:
+    from chakra.convert.text import convert_text
+
+    if args.simulate:
+        raise UsageError("--simulate applies to PyTorch input; replay the outputs with 'chakra replay'")
+    if args.num_npus is None:
+        raise UsageError("Text input needs --num-npus (--num_npus)")
+    setup_logging(args.log_level, args.log_filename, args.quiet)
+    report = convert_text(args.input, args.output, args.num_npus,
+                          1 if args.num_passes is None else args.num_passes,
+                          model_parallel_size=args.model_parallel_size,
+                          cycle_ns=1.0 if args.cycle_ns is None else args.cycle_ns,
+                          comm_group_path=args.comm_group, astrasim_safe=args.astrasim)
+    n = report.num_npus
+    nodes = report.nodes_per_rank
+    each = f"{nodes[0]} nodes each" if len(set(nodes)) == 1 else f"{min(nodes)}..{max(nodes)} nodes"
+    sys.stdout.write(f"wrote {report.files[0]}{f' .. {report.files[-1]}' if n > 1 else ''}: {n} ranks, "
+                     f"{each} ({report.comm_nodes_per_rank[0]} collectives), {report.kind}, "
+                     f"{report.num_passes} pass{'es' if report.num_passes > 1 else ''}\n")
+    if report.comm_group_path:
+        sys.stdout.write(f"wrote {report.comm_group_path}: {len(report.groups)} process groups "
+                         f"(model-parallel size {report.model_parallel_size}); give it to ASTRA-sim as "
+                         f"--comm-group-configuration\n")
+    return 0
 
 
 def _run(args: argparse.Namespace) -> int:
     from chakra.convert import convert_file
     from chakra.convert.driver import add_log_file
 
-    for given in (args.input_type_pos, args.input_type):
-        if given is not None and given.lower() not in (t.lower() for t in INPUT_TYPES):
-            raise UsageError(f"unsupported input type {given!r} (supported: {', '.join(INPUT_TYPES)})")
+    kind = _input_type(args)
     if not args.input or not args.output:
         raise UsageError("both --input (--input_filename) and --output (--output_filename) are required")
+    if kind == "Text":
+        return _run_text(args)
+    extra = [name for name in _TEXT_ONLY if getattr(args, name) is not None]
+    if extra:
+        raise UsageError(f"--{extra[0].replace('_', '-')} applies to Text input only")
     setup_logging(args.log_level, None, args.quiet)
     if args.log_filename:
         add_log_file(args.log_filename)

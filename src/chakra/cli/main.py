@@ -15,9 +15,10 @@ from chakra import __version__
 # subcommand -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("chakra.cli.demo", "link, convert and replay a bundled multi-rank trace"),
-    "summary": ("chakra.cli.summary", "load a host ET and/or Kineto trace and summarise it"),
+    "summary": ("chakra.cli.summary", "summarise a host ET, Kineto trace or Chakra ET"),
     "link": ("chakra.cli.trace_link", "link a host ET with its Kineto trace into ET+ JSON"),
     "convert": ("chakra.cli.converter", "convert ET+ (or a host ET) to a Chakra protobuf ET"),
+    "generate": ("chakra.cli.generator", "write synthetic Chakra ETs (collectives, dp / tp steps)"),
     "replay": ("chakra.cli.replay", "replay Chakra ETs of one rank or a whole job"),
     "jsonize": ("chakra.cli.jsonizer", "Chakra protobuf ET <-> JSON"),
     "visualize": ("chakra.cli.visualizer", "draw a Chakra ET as pdf/png/svg/dot/graphml"),

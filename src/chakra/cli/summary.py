@@ -1,4 +1,4 @@
-"""`chakra summary FILE...`: load host ETs / Kineto traces and summarise them."""
+"""`chakra summary FILE...`: load host ETs, Kineto traces or Chakra protobuf ETs and summarise them."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ PROG = "chakra summary"
 
 
 def build_parser() -> ArgumentParser:
-    p = ArgumentParser(prog=PROG, description="Load PyTorch host ETs and/or Kineto traces (.json or "
-                       ".json.gz) and summarise what they hold.")
-    p.add_argument("inputs", nargs="+", metavar="FILE", help="host ET or Kineto trace")
-    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p = ArgumentParser(prog=PROG, description="Load PyTorch host ETs, Kineto traces (.json or .json.gz) or "
+                       "Chakra protobuf ETs (.et, .et.gz) and summarise what they hold.")
+    p.add_argument("inputs", nargs="+", metavar="FILE", help="host ET, Kineto trace or Chakra ET")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
     add_common_args(p)
     return p
 
