@@ -45,7 +45,7 @@ from chakra.errors import ChakraError, UsageError
 from chakra.io import atomic_output
 from chakra.io.pbstream import write_messages
 from chakra.job.etfile import COMM_NODE_TYPES, EtFile, node_attrs, rank_comms, read_et
-from chakra.job.match import COLLECTIVE_NAMES, JobMatch, match_job, world_pg
+from chakra.job.match import COLLECTIVE_NAMES, Instance, JobMatch, match_job, world_pg
 
 log = logging.getLogger(__name__)
 
@@ -218,6 +218,20 @@ def prepare_job(files: Sequence[EtFile], *, unknown_group: str = "error", cross_
         for r, c in inst.members.items():
             size_at[(r, c.pos)] = inst.size
             chains[r].append(c.pos)
+    split, conflicts = double_free_split(match.instances)
+    split_at: dict[tuple[int, int], int] = {}   # (rank, pos) -> group size, for the all-reduces to split
+    for inst in match.instances:
+        if inst.pg in split and inst.comm_type == pb.ALL_REDUCE:
+            for r, c in inst.members.items():
+                split_at[(r, c.pos)] = len(inst.members)
+    if split:
+        report.notes.append(f"all-reduces of process group(s) {sorted(split)} written as reduce-scatter "
+                            "+ all-gather: this ASTRA-sim build frees memory twice at exit (and may abort) "
+                            "when a rank runs one collective type in two groups smaller than the world; the "
+                            "two forms take the same simulated time")
+    for r, ctype, pgs in conflicts:
+        report.notes.append(f"rank {r} still runs {COLLECTIVE_NAMES.get(ctype, ctype)} in process groups "
+                            f"{sorted(pgs)}: this ASTRA-sim build may abort at exit (double free)")
     for f in files:
         nodes = f.nodes
         report.as_comp[f.rank] = len(comp[f.rank])
@@ -238,6 +252,9 @@ def prepare_job(files: Sequence[EtFile], *, unknown_group: str = "error", cross_
             prev = nodes[a].id
             if prev not in nodes[b].data_deps and prev not in nodes[b].ctrl_deps:
                 nodes[b].data_deps.append(prev)
+        halves = {pos: n for (r, pos), n in split_at.items() if r == f.rank}
+        if halves:
+            nodes = f.nodes = _split_all_reduces(nodes, halves)
         # 1. METADATA nodes out, and every dependency on them
         meta_ids = {n.id for n in nodes if n.type == pb.METADATA_NODE}
         if meta_ids:
@@ -267,6 +284,86 @@ def prepare_job(files: Sequence[EtFile], *, unknown_group: str = "error", cross_
             if pg in used_groups:
                 report.groups.setdefault(names.get(pg, pg), sorted(members) if members else everyone)
     return match, report
+
+
+def double_free_split(instances: Sequence[Instance]) -> tuple[set[str], list[tuple[int, int, set[str]]]]:
+    """Which groups' all-reduces to write as reduce-scatter + all-gather, and the conflicts left.
+
+    This ASTRA-sim build frees a shared object twice at exit, and then may abort (exit 134, sometimes
+    before the ranks' "finished" lines), when a rank runs one collective type in two process groups
+    smaller than the world (valgrind: "Invalid free").  A ring all-reduce of S bytes over n ranks takes
+    the time of a reduce-scatter of S and an all-gather of S/n in that simulator, so the groups with the
+    most all-reduces keep them and a group whose ranks already keep all-reduces in another group has its
+    all-reduces split.  Returns (groups to split, [(rank, type, groups)] still in two groups after it).
+    """
+    use: dict[int, dict[int, set[str]]] = {}
+    count: dict[str, int] = {}
+    members: dict[str, set[int]] = {}
+    for inst in instances:
+        if inst.kind != pb.COMM_COLL_NODE or world_pg(inst.pg) or inst.comm_type is None:
+            continue
+        members.setdefault(inst.pg, set()).update(inst.members)
+        for r in inst.members:
+            use.setdefault(r, {}).setdefault(inst.comm_type, set()).add(inst.pg)
+        if inst.comm_type == pb.ALL_REDUCE:
+            count[inst.pg] = count.get(inst.pg, 0) + 1
+    split: set[str] = set()
+    if any(len(use[r].get(pb.ALL_REDUCE, ())) > 1 for r in use):
+        kept: dict[int, str] = {}
+        for g in sorted(count, key=lambda g: (-count[g], g)):
+            if any(r in kept for r in members[g]):
+                split.add(g)
+            else:
+                kept.update((r, g) for r in members[g])
+    conflicts = []
+    for r in sorted(use):
+        after: dict[int, set[str]] = {}
+        for ctype, pgs in use[r].items():
+            for g in pgs:
+                for t in ((pb.REDUCE_SCATTER, pb.ALL_GATHER) if ctype == pb.ALL_REDUCE and g in split
+                          else (ctype,)):
+                    after.setdefault(t, set()).add(g)
+        conflicts.extend((r, t, pgs) for t, pgs in sorted(after.items()) if len(pgs) > 1)
+    return split, conflicts
+
+
+_HALF_NOTE = "second half of an all-reduce written as reduce-scatter + all-gather (double-free workaround)"
+
+
+def _split_all_reduces(nodes: list[pb.Node], halves: dict[int, int]) -> list[pb.Node]:
+    """The all-reduce at each position of ``halves`` (-> its group's size n) becomes a reduce-scatter of
+    its S bytes (same id) and an all-gather of ceil(S/n) (a new id) that what followed it now waits for."""
+    next_id = max(n.id for n in nodes) + 1
+    renamed: dict[int, int] = {}
+    added: list[pb.Node] = []
+    for pos, n in sorted(halves.items()):
+        x = nodes[pos]
+        size = next((a.int64_val for a in x.attr if a.name == "comm_size"), 0)
+        pg = next((a.string_val for a in x.attr if a.name == "pg_name"), "")
+        _set_attr(x, "comm_type", int64_val=pb.REDUCE_SCATTER)
+        x.attr.append(pb.AttributeProto(name="orig_comm_type", int64_val=pb.ALL_REDUCE))
+        x.attr.append(pb.AttributeProto(name="orig_comm_size", int64_val=size))
+        half = pb.Node(id=next_id, name=f"{x.name} [all-gather half]", type=pb.COMM_COLL_NODE,
+                       start_time_micros=x.start_time_micros + x.duration_micros, duration_micros=0)
+        half.attr.extend([pb.AttributeProto(name="is_cpu_op", bool_val=False),
+                          pb.AttributeProto(name="comm_type", int64_val=pb.ALL_GATHER),
+                          pb.AttributeProto(name="comm_size", int64_val=-(-size // max(1, n))),
+                          pb.AttributeProto(name="pg_name", string_val=pg),
+                          pb.AttributeProto(name="comm_priority", int32_val=0),
+                          pb.AttributeProto(name="orig_comm_type", int64_val=pb.ALL_REDUCE),
+                          pb.AttributeProto(name="orig_comm_size", int64_val=size),
+                          pb.AttributeProto(name="astrasim_note", string_val=_HALF_NOTE)])
+        half.data_deps.append(x.id)
+        renamed[x.id] = next_id
+        added.append(half)
+        next_id += 1
+    for n in nodes:
+        for deps in (n.ctrl_deps, n.data_deps):
+            if any(d in renamed for d in deps):
+                new = [renamed.get(d, d) for d in deps]
+                del deps[:]
+                deps.extend(new)
+    return nodes + added
 
 
 def _idle_node(node_id: int) -> pb.Node:

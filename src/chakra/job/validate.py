@@ -291,6 +291,20 @@ def _job_checks(ranks: list[RankComms], groups: dict[str, tuple[int, ...]], out:
                 break
             instances.append(Instance(label=f"{what} #{k}", pg="", kind=COMM_SEND, comm_type=None,
                                       members={src: s, dst: v}))
+    types: dict[tuple[int, int], set[str]] = {}   # (rank, type) -> groups smaller than the world
+    for pg, seqs in by_group.items():
+        if pg and len(seqs) < len(everyone):
+            for r, cs in seqs.items():
+                for c in cs:
+                    if c.comm_type is not None:
+                        types.setdefault((r, c.comm_type), set()).add(pg)
+    for (r, ctype), pgs in sorted(types.items()):
+        if len(pgs) > 1:
+            what = COLLECTIVE_NAMES.get(ctype, ctype)
+            text = (f"runs {what} in process groups {sorted(pgs)}, both smaller than the world: this "
+                    "ASTRA-sim build frees memory twice at exit and may abort (exit 134); --astrasim "
+                    "rewrites all-reduces to avoid it")
+            out.append(Problem(r, text))
     if len(out) == before:
         try:
             _global_order(ranks, instances)
