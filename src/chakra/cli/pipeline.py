@@ -14,9 +14,12 @@ PROG = "chakra pipeline"
 def build_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(prog=PROG, description="Link, convert and replay every rank of a folder of "
                        "host_et_N / chakra_host_et_N + kineto_N traces (.json or .json.gz; also host/ + "
-                       "device/ subfolders) and print measured vs replayed time per rank.")
+                       "device/ subfolders) and print measured vs replayed time per rank.",
+                       examples=["{prog} TRACE_FOLDER -o OUT_DIR",
+                                 "{prog} TRACE_FOLDER -o OUT_DIR --job --jobs 2",
+                                 "{prog} TRACE_FOLDER --output-dir OUT_DIR --scheduler tcp://host:8786"])
     p.add_argument("folder", help="folder with the per-rank host ET and Kineto traces")
-    p.add_argument("--output-dir", "--output_dir", dest="output_dir", required=True,
+    p.add_argument("--output-dir", "-o", dest="output_dir", required=True,
                    help="where to write et_plus_N.json, NAME.N.et, replay_N.log, timeline.json, summary.*")
     p.add_argument("--jobs", "-j", type=int, default=None,
                    help="ranks processed at once (default: one per core, or 1 = in this process when "

@@ -6,15 +6,24 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from chakra.cli.common import ArgumentParser, add_common_args, run_command, setup_logging
+from chakra.cli.common import (
+    ArgumentParser,
+    add_common_args,
+    add_inputs,
+    inputs_of,
+    run_command,
+    setup_logging,
+)
 
 PROG = "chakra replay"
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(prog=PROG, description="Replay Chakra protobuf ETs (event-driven) and compare the "
-                       "replayed time of each rank with its measured step.")
-    p.add_argument("inputs", nargs="+", metavar="ET", help="Chakra ET file(s), one per rank (.et or .et.gz)")
+                       "replayed time of each rank with its measured step.",
+                       examples=["{prog} job.0.et", "{prog} job.0.et job.1.et --job --timeline timeline.json",
+                                 "{prog} -i job.0.et --mode astrasim --no-gaps --json"])
+    add_inputs(p, "ET", "Chakra ET file(s), one per rank (.et or .et.gz)")
     p.add_argument("--job", action="store_true",
                    help="replay all ranks together: collectives and send/recv wait for their peers")
     p.add_argument("--mode", choices=("lanes", "astrasim"), default="lanes",
@@ -41,7 +50,7 @@ def _run(args: argparse.Namespace) -> int:
     from chakra.replay.output import replay_report
 
     setup_logging(args.log_level, None, args.quiet)
-    return replay_report(args.inputs, job=args.job, mode=args.mode, gaps=args.gaps, align=args.align,
+    return replay_report(inputs_of(args), job=args.job, mode=args.mode, gaps=args.gaps, align=args.align,
                          collective=args.collective,
                          missing="ignore" if args.ignore_missing_deps else "error",
                          timeline_path=args.timeline, log_path=args.log, as_json=args.json)

@@ -24,6 +24,13 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
         prog=prog,
         description="Link a PyTorch host execution trace with its Kineto trace "
         "into ET+ JSON (.gz output when the name ends in .gz).",
+        examples=[
+            "{prog} --chakra-host-trace host_et_0.json.gz --chakra-device-trace kineto_0.json.gz --rank 0 "
+            "-o et_plus_0.json",
+            "{prog} --pytorch-et-file host_et_0.json --kineto-file kineto_0.json "
+            "--output-file et_plus_0.json",
+            "{prog} --batch TRACE_FOLDER --output-dir OUT_DIR --jobs 2",
+        ],
     )
     p.add_argument(
         "--chakra-host-trace",
@@ -41,7 +48,7 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
         metavar="KINETO",
         help="Kineto trace of the same rank (.json or .json.gz)",
     )
-    p.add_argument("--output-file", "--output_file", dest="output", metavar="OUT", help="ET+ output file")
+    p.add_argument("--output-file", "-o", dest="output", metavar="OUT", help="ET+ output file")
     p.add_argument(
         "--rank",
         type=int,

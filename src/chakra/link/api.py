@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -574,8 +575,9 @@ def link_command(
         if strict:
             raise UsageError("--strict checks one host ET + Kineto pair; it is not available with --batch")
         reports = link_folder(batch, output_dir or batch, jobs, annotation=annotation, quiet=quiet)
-        for r in reports:
-            log.info("%s -> %s", r.summary(), r.output_path)
+        if not quiet:  # the result, once, on stdout (the INFO log has the details with -v)
+            for r in reports:
+                sys.stdout.write(f"{r.summary()} -> {r.output_path}\n")
         return 0
     missing = [
         name
@@ -590,7 +592,8 @@ def link_command(
         raise UsageError("missing " + ", ".join(missing))
     report = link_files(host, kineto, output, rank=rank, annotation=annotation,  # type: ignore[arg-type]
                         strict=strict)
-    log.info("%s", report.summary())
+    if not quiet:
+        sys.stdout.write(f"{report.summary()} -> {output}\n")
     return 0
 
 
