@@ -711,10 +711,10 @@ DEMO_OUT = "chakra_demo_out"
 
 
 def bundled_data_dir() -> Path:
-    """``tests/data`` of the source tree this package was installed from (editable install)."""
-    import chakra
+    """The folder of the traces shipped inside the package (``chakra/data``, package data of the wheel)."""
+    from importlib.resources import files
 
-    return Path(chakra.__file__).resolve().parents[2] / "tests" / "data"
+    return Path(str(files("chakra").joinpath("data")))
 
 
 def demo_command(output_dir: str | None = None, *, input_folder: str | None = None, jobs: int | None = None,
@@ -724,9 +724,9 @@ def demo_command(output_dir: str | None = None, *, input_folder: str | None = No
     if input_folder is None:
         folder = bundled_data_dir() / DEMO_JOB
         if not folder.is_dir():
-            raise UsageError(f"the bundled demo trace tests/data/{DEMO_JOB}/ is not here ({folder}): this "
-                             "chakra is not an editable install of the repository (pip install -e .). Pass a "
-                             "folder of host_et_N.json(.gz) + kineto_N.json(.gz) files with --input FOLDER")
+            raise UsageError(f"the demo trace chakra/data/{DEMO_JOB}/ is missing from this installation "
+                             f"({folder}): reinstall the package, or pass a folder of host_et_N.json(.gz) + "
+                             "kineto_N.json(.gz) files with --input FOLDER")
     else:
         folder = Path(input_folder)
     out = output_dir or DEMO_OUT

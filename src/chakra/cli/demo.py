@@ -13,7 +13,7 @@ PROG = "chakra demo"
 
 def build_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(prog=PROG, description="Link -> convert -> replay the 2-rank gloo trace bundled in "
-                       "tests/data/gloo_mlp_2r/, print measured vs replayed time per rank and leave the ET+, "
+                       "the package (chakra/data/gloo_mlp_2r/), print measured vs replayed time per rank and leave the ET+, "
                        "Chakra ETs, replay timeline and a summary in an output folder.",
                        examples=["{prog}", "{prog} -o demo_out --job",
                                  "{prog} --input TRACE_FOLDER -o OUT_DIR"])
