@@ -13,8 +13,8 @@ PROG = "chakra demo"
 
 def build_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(prog=PROG, description="Link -> convert -> replay the 2-rank gloo trace bundled in "
-                       "the package (chakra/data/gloo_mlp_2r/), print measured vs replayed time per rank and leave the ET+, "
-                       "Chakra ETs, replay timeline and a summary in an output folder.",
+                       "the package (chakra/data/gloo_mlp_2r/), print measured vs replayed time per rank and "
+                       "leave the ET+, Chakra ETs, replay timeline and a summary in an output folder.",
                        examples=["{prog}", "{prog} -o demo_out --job",
                                  "{prog} --input TRACE_FOLDER -o OUT_DIR"])
     p.add_argument("--output-dir", "-o", dest="output_dir", default="chakra_demo_out",
