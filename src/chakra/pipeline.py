@@ -133,6 +133,7 @@ class RankTask:
     gaps: bool = True
     annotation: str | None = None
     timeline: bool = False       # also return the rank's timeline events (per-rank replay)
+    step: int | None = None      # ProfilerStep#<step> only
 
 
 @dataclass(slots=True)
@@ -163,7 +164,7 @@ def process_rank(task: RankTask) -> RankResult:
     # the rank of the file names only stands in for a trace without one: the trace's own rank is what its
     # collectives were recorded with
     report = link_files(task.host, task.kineto, task.et_plus, fallback_rank=task.rank,
-                        annotation=task.annotation)
+                        annotation=task.annotation, step=task.step)
     if report.rank != task.rank:
         log.warning("%s: the files of rank %d say rank %s; the ET+ (and Chakra ET) record rank %s",
                     task.kineto, task.rank, report.rank, report.rank)
@@ -517,8 +518,8 @@ def auto_jobs(files: Sequence[RankFiles]) -> int:
 
 def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str], *, jobs: int | None = None,
                  scheduler: Any = None, job_replay: bool = False, mode: str = "lanes", gaps: bool = True,
-                 progress: bool = False, name: str | None = None, annotation: str | None = None
-                 ) -> PipelineResult:
+                 progress: bool = False, name: str | None = None, annotation: str | None = None,
+                 step: int | None = None) -> PipelineResult:
     """Link, convert and replay every rank of ``folder`` into ``out_dir``.
 
     Per rank N: ``et_plus_N.json`` (ET+), ``<name>.N.et`` (Chakra protobuf; ``name`` defaults to
@@ -550,7 +551,7 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
                  et_plus=os.path.abspath(out / f"et_plus_{f.rank}.json"),
                  et=os.path.abspath(out / f"{job_name}.{f.rank}.et"),
                  log=None if job_replay else os.path.abspath(out / f"replay_{f.rank}.log"),
-                 mode=mode, gaps=gaps, annotation=annotation, timeline=not job_replay)
+                 mode=mode, gaps=gaps, annotation=annotation, timeline=not job_replay, step=step)
         for f in files
     ]
     if jobs is None and scheduler is None:
@@ -698,10 +699,10 @@ def _rank_list(result: PipelineResult) -> str:
 
 def pipeline_command(folder: str, output_dir: str, *, jobs: int | None = None, scheduler: str | None = None,
                      job_replay: bool = False, mode: str = "lanes", progress: bool = False,
-                     name: str | None = None, stream: TextIO | None = None) -> int:
+                     name: str | None = None, stream: TextIO | None = None, step: int | None = None) -> int:
     """What ``chakra pipeline`` does: run the pipeline, print the table and where the files are."""
     result = run_pipeline(folder, output_dir, jobs=jobs, scheduler=scheduler, job_replay=job_replay,
-                          mode=mode, progress=progress, name=name)
+                          mode=mode, progress=progress, name=name, step=step)
     _print_result(result, stream if stream is not None else sys.stdout)
     return 0
 

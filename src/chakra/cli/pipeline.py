@@ -31,6 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="replay all ranks together (collectives wait for their peers) instead of each alone")
     p.add_argument("--mode", choices=("lanes", "astrasim"), default="lanes",
                    help="replay mode (see chakra replay --help)")
+    p.add_argument("--step", type=int, default=None, metavar="N",
+                   help="ProfilerStep#N only (see chakra link --help)")
     p.add_argument("--name", default=None,
                    help="file-name prefix of the Chakra ETs (default: the folder's name)")
     add_common_args(p)
@@ -43,7 +45,7 @@ def _run(args: argparse.Namespace) -> int:
 
     setup_logging(args.log_level, None, args.quiet)
     return pipeline_command(args.folder, args.output_dir, jobs=args.jobs, scheduler=args.scheduler,
-                            job_replay=args.job, mode=args.mode, name=args.name,
+                            job_replay=args.job, mode=args.mode, name=args.name, step=args.step,
                             progress=show_progress(args.quiet))
 
 

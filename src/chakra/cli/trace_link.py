@@ -63,6 +63,14 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
         help="use the windows of this annotation instead of ProfilerStep#N",
     )
     p.add_argument(
+        "--step",
+        type=int,
+        default=None,
+        metavar="N",
+        help="link ProfilerStep#N only: the host nodes of the other steps and the GPU ops they launched are "
+        "left out, and dependencies on them dropped (they were met before the step began)",
+    )
+    p.add_argument(
         "--batch",
         default=None,
         metavar="FOLDER",
@@ -104,6 +112,7 @@ def _run(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         quiet=args.quiet,
         strict=args.strict,
+        step=args.step,
     )
 
 

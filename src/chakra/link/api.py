@@ -14,7 +14,7 @@ import os
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,7 @@ from chakra.link.gpu import GpuAttachment, attach_gpu_ops
 from chakra.link.hostio import HostLoad
 from chakra.link.match import MatchResult, match_ops
 from chakra.link.provenance import run_mismatches
-from chakra.link.window import Window, measured, select_window
+from chakra.link.window import Window, check_step, measured, select_window, step_annotation, step_ops
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +69,7 @@ class LinkReport:
     gpu_ops_in_window: int = 0
     gpu_attach_rate_in_window: float = 1.0
     gpu_launched_before_trace: int = 0
+    step: dict[str, Any] | None = None   # --step: the step and the host nodes kept / dropped
 
     def summary(self) -> str:
         before = self.gpu_launched_before_trace
@@ -79,6 +80,8 @@ class LinkReport:
             f"({100 * self.gpu_attach_rate_in_window:.1f}%"
             + (f", {before} launched before the trace" if before else "")
             + f"); {self.sync_deps} sync deps, {self.inter_thread_deps} inter-thread deps"
+            + (f"; {self.step['step']} only: {self.step['host_nodes_kept']} host nodes kept, "
+               f"{self.step['host_nodes_dropped']} dropped" if self.step else "")
         )
 
 
@@ -90,6 +93,7 @@ def link_traces(
     annotation: str | None = None,
     inter_thread_gap_us: float = DEFAULT_GAP_US,
     fallback_rank: int | None = None,
+    step: int | None = None,
 ) -> dict[str, Any]:
     """Link a loaded host ET with its Kineto trace; return the ET+ document.
 
@@ -99,7 +103,8 @@ def link_traces(
     ignored (:func:`link_files` refuses it with ``strict``).  ``fallback_rank`` is used when the trace
     has none, silently (a rank guessed from a file name).  ``annotation`` selects the windows of
     that annotation instead of ``ProfilerStep#N``; ``inter_thread_gap_us`` is the idle gap that
-    starts a new group of ops on a thread (see ``chakra.link.deps``).
+    starts a new group of ops on a thread (see ``chakra.link.deps``).  ``step`` keeps the nodes of
+    ``ProfilerStep#<step>`` only (:func:`chakra.link.window.step_ops`).
     """
     mismatch = rank_mismatch(rank, host, kineto)
     if mismatch:
@@ -108,7 +113,7 @@ def link_traces(
     # Millions of new acyclic dicts: the cyclic GC would rescan all of them again and again.
     with gc_paused():
         return _link(host, kineto, resolve_rank(rank, host, kineto, fallback_rank), annotation,
-                     inter_thread_gap_us)
+                     inter_thread_gap_us, step)
 
 
 def trace_rank(host: HostTrace, kineto: KinetoTrace) -> int | None:
@@ -136,16 +141,17 @@ def resolve_rank(rank: int | None, host: HostTrace, kineto: KinetoTrace,
 
 def _link(
     host: HostTrace, kineto: KinetoTrace, rank_out: int | None, annotation: str | None,
-    inter_thread_gap_us: float
+    inter_thread_gap_us: float, step: int | None = None
 ) -> dict[str, Any]:
-    doc, nodes = _prepare(host, kineto, rank_out, annotation, inter_thread_gap_us)
+    doc, nodes = _prepare(host, kineto, rank_out, annotation, inter_thread_gap_us, step=step)
     doc["nodes"] = list(nodes)
     return doc
 
 
 def _prepare(
     host: HostTrace, kineto: KinetoTrace, rank_out: int | None, annotation: str | None,
-    inter_thread_gap_us: float, io_texts: list[bytes] | None = None, node_texts: Any = None
+    inter_thread_gap_us: float, io_texts: list[bytes] | None = None, node_texts: Any = None,
+    step: int | None = None
 ) -> tuple[dict[str, Any], Iterator[Any]]:
     """The ET+ document with ``"nodes"`` holding None (in its place among the keys), and an iterator
     over the nodes: host nodes in file order, then GPU nodes.
@@ -156,9 +162,24 @@ def _prepare(
     nodes hold them as ``orjson.Fragment`` s (:func:`chakra.link.etplus.host_node`), which encode to the same
 bytes as the lists.  ``node_texts`` (iterable, op order): each host node's JSON text without link
 fields, made by the process that loaded the host ET; the link fields are appended to it."""
+    if step is not None:
+        if annotation is not None:
+            raise UsageError("--step and --annotation both choose the window: give one")
+        check_step(kineto, step)
+        annotation = step_annotation(step)
     window = select_window(host, kineto, annotation)
     match = match_ops(host, kineto, window)
     gpu = attach_gpu_ops(kineto, match.event_to_host, window)
+    keep: set[int] | None = None
+    step_stats: dict[str, Any] | None = None
+    if step is not None:
+        # one step only: its host ops, the GPU ops they launched; deps on anything else are dropped below
+        keep = step_ops(host, kineto, match.host_to_event, step)
+        kept_gpu = [g for g in gpu.ops if g.launcher in keep]
+        step_stats = {"step": step_annotation(step), "host_nodes_kept": len(keep),
+                      "host_nodes_dropped": len(host.ops) - len(keep),
+                      "gpu_ops_dropped": len(gpu.ops) - len(kept_gpu)}
+        gpu = replace(gpu, ops=kept_gpu)
     resolver = CommResolver(host)
     events = kineto.events
     gloo = sum(1 for op in host.ops if op.name.startswith("gloo:"))
@@ -175,6 +196,9 @@ fields, made by the process that loaded the host ET; the link fields are appende
     gpu_ids = range(first_gpu_id, first_gpu_id + len(gpu.ops))
     s_deps, s_stats = sync_deps(kineto, match.host_to_event, match.event_to_host, gpu, gpu_ids, keys)
     del keys
+    if keep is not None:  # a dependency on a node outside the step was met before the step began
+        it_deps = {k: v for k, v in it_deps.items() if k in keep and v in keep}
+        s_deps = {k: v for k, v in s_deps.items() if k in keep}
 
     world = kineto.world_size if kineto.world_size is not None else host.world_size
     pgs = process_groups(host, kineto.distributed_info, world)
@@ -197,10 +221,15 @@ fields, made by the process that loaded the host ET; the link fields are appende
     doc["world_size"] = world
     doc["process_groups"] = pgs
     doc["measured"] = measured(kineto, window)
+    if step_stats is not None:
+        stats["step"] = step_stats
+        log.info("%s: %s: %d host nodes kept, %d dropped (other steps); %d GPU ops dropped", host.path,
+                 step_stats["step"], step_stats["host_nodes_kept"], step_stats["host_nodes_dropped"],
+                 step_stats["gpu_ops_dropped"])
     doc["link_stats"] = stats
     _log_summary(f"rank {rank_out}" if rank_out is not None else os.path.basename(host.path), stats)
     nodes = chain(_host_nodes(host, kineto, match.host_to_event, resolver, it_deps, s_deps, io_texts,
-                              node_texts),
+                              node_texts, keep),
                   _gpu_nodes(host, kineto, gpu, resolver, first_gpu_id, io_texts))
     return doc, nodes
 
@@ -211,15 +240,20 @@ _OUR_TOP_KEYS = frozenset(("rank", "world_size", "process_groups", "measured", "
 def _host_nodes(
     host: HostTrace, kineto: KinetoTrace, host_to_event: dict[int, int], resolver: CommResolver,
     it_deps: dict[int, int], s_deps: dict[int, list[int]], io_texts: list[bytes] | None,
-    node_texts: Any = None
+    node_texts: Any = None, keep: set[int] | None = None
 ) -> Iterator[Any]:
-    """Host nodes in file order and layout, with the timing of their matched event and their deps."""
+    """Host nodes in file order and layout, with the timing of their matched event and their deps
+    (only those in ``keep`` when it is given)."""
     events = kineto.events
     layout = host.layout
     fragment = orjson.Fragment
     dumps = orjson.dumps
     texts = iter(node_texts) if node_texts is not None else None
     for op in host.ops:
+        if keep is not None and op.id not in keep:
+            if texts is not None:
+                next(texts)
+            continue
         if texts is not None:
             node = {}  # the link fields only: the rest is the node's text
         elif io_texts is None:
@@ -413,13 +447,15 @@ def link_files(
     annotation: str | None = None,
     strict: bool = False,
     fallback_rank: int | None = None,
+    step: int | None = None,
 ) -> LinkReport:
     """Load, link and write ET+ atomically (``.gz`` output when the name ends in ``.gz``).
 
     Files that look like different runs (pid or wall-clock mismatch, see :mod:`chakra.link.provenance`)
     and a ``rank`` that contradicts the trace's own rank (see :func:`link_traces`: the trace's wins)
     are linked with a warning, or refused with ``strict``.  ``fallback_rank`` is the rank to write
-    when the traces have none (the pipeline passes the rank of the file names).
+    when the traces have none (the pipeline passes the rank of the file names).  ``step``: the nodes
+    of ``ProfilerStep#<step>`` only.
     """
     t0 = time.perf_counter()
     for p in (host_path, kineto_path):
@@ -465,7 +501,7 @@ def link_files(
                 log.warning("%s: %s: writing rank %s, the rank its collectives were recorded with",
                             kineto.path or host.path, bad_rank, trace_rank(host, kineto))
             doc, nodes = _prepare(host, kineto, resolve_rank(rank, host, kineto, fallback_rank), annotation,
-                                  DEFAULT_GAP_US, io_texts, node_texts)
+                                  DEFAULT_GAP_US, io_texts, node_texts, step=step)
             warnings = list(host.warnings) + list(kineto.warnings) + mismatches
             # the nodes are made while they are written: never a million node dicts at once
             dump_json_items(out, doc, "nodes", nodes)
@@ -500,6 +536,7 @@ def _report(doc: dict[str, Any], host_path: str, kineto_path: str, out: str | No
         gpu_ops_in_window=s["gpu_ops_in_window"],
         gpu_attach_rate_in_window=s["gpu_attach_rate_in_window"],
         gpu_launched_before_trace=s["gpu_orphans_no_launch"],
+        step=s.get("step"),
     )
 
 
@@ -526,6 +563,7 @@ def link_folder(
     *,
     annotation: str | None = None,
     quiet: bool = False,
+    step: int | None = None,
 ) -> list[LinkReport]:
     """Link every rank of ``folder`` into ``out_dir/et_plus_N.json(.gz)``, ``jobs`` processes at a time.
 
@@ -538,7 +576,7 @@ def link_folder(
     out.mkdir(parents=True, exist_ok=True)
     tasks = [
         RankTask(rank=r, host=str(h), kineto=str(k), et_plus=str(out / _output_name(r, h)),
-                 annotation=annotation)
+                 annotation=annotation, step=step)
         for r, h, k in files
     ]
     progress = None
@@ -567,6 +605,7 @@ def link_command(
     jobs: int | None = None,
     quiet: bool = False,
     strict: bool = False,
+    step: int | None = None,
 ) -> int:
     """What ``chakra_trace_link`` does: one pair, or a folder with ``batch``.  Returns the exit code."""
     if batch is not None:
@@ -574,7 +613,7 @@ def link_command(
             raise UsageError("--batch links a whole folder: do not also give trace files or --output-file")
         if strict:
             raise UsageError("--strict checks one host ET + Kineto pair; it is not available with --batch")
-        reports = link_folder(batch, output_dir or batch, jobs, annotation=annotation, quiet=quiet)
+        reports = link_folder(batch, output_dir or batch, jobs, annotation=annotation, quiet=quiet, step=step)
         if not quiet:  # the result, once, on stdout (the INFO log has the details with -v)
             for r in reports:
                 sys.stdout.write(f"{r.summary()} -> {r.output_path}\n")
@@ -591,7 +630,7 @@ def link_command(
     if missing:
         raise UsageError("missing " + ", ".join(missing))
     report = link_files(host, kineto, output, rank=rank, annotation=annotation,  # type: ignore[arg-type]
-                        strict=strict)
+                        strict=strict, step=step)
     if not quiet:
         sys.stdout.write(f"{report.summary()} -> {output}\n")
     return 0
