@@ -479,6 +479,15 @@ def summary_markdown(summary: dict[str, Any]) -> str:
             f"| {r['rank']} | {r['nodes']:,} | {fmt_us(r['measured_us'])} | {fmt_us(r['replayed_us'])} | "
             f"{fmt_pct(r['error_pct'])} | {r['host_ops_matched']:,}/{r['host_ops']:,} "
             f"({100 * r['host_match_rate']:.1f}%) | {_attached(r)} |")
+    whole = summary.get("whole_job")
+    if whole is not None:
+        lines += [
+            "",
+            f"Whole job (first rank's start to last rank's end): measured {fmt_us(whole['measured_us'])} µs, "
+            f"replayed {fmt_us(whole['replayed_us'])} µs ({fmt_pct(whole['error_pct'])}); collectives waited "
+            f"{fmt_us(whole['comm_wait_us'])} µs for their peers in all; {whole['matched_comm_groups']} "
+            "collectives and send/recv pairs matched.",
+        ]
     lines += [
         "",
         f"Largest |error|: {_fmt2(summary['abs_error_pct_max'])}%; mean |error|: "
@@ -571,8 +580,9 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
         results: list[RankResult] = run_ranks(process_rank, tasks, jobs=jobs, scheduler=scheduler,
                                               progress=bars, label=label, where=src)
         events: list[dict[str, Any]] = []
+        whole_job: dict[str, Any] | None = None
         if job_replay:
-            events = _replay_job(results, out, mode, gaps, bars)
+            events, whole_job = _replay_job(results, out, mode, gaps, bars)
         else:
             for r in results:
                 events.extend(r.timeline_events)
@@ -587,6 +597,8 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
     out_files = {"et_plus": "et_plus_N.json", "et": f"{job_name}.N.et", "completion_log": "replay_N.log",
                  "timeline": TIMELINE, "summary_json": SUMMARY_JSON, "summary_md": SUMMARY_MD}
     summary = _summary(job_name, src, files, results, mode, gaps, job_replay, out_files)
+    if whole_job is not None:
+        summary["whole_job"] = whole_job
 
     dump_json(out / SUMMARY_JSON, summary)
     with atomic_output(out / SUMMARY_MD) as fh:
@@ -618,8 +630,9 @@ def _log_above(bars: Any) -> list[tuple[logging.StreamHandler[Any], Any]]:
 
 
 def _replay_job(results: list[RankResult], out: Path, mode: str, gaps: bool, bars: Any
-                ) -> list[dict[str, Any]]:
-    """Whole-job replay in this process (collectives couple the ranks): logs, timeline events."""
+                ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Whole-job replay in this process (collectives couple the ranks): logs, timeline events, and the
+    job's numbers (:func:`job_times`)."""
     from chakra.replay.api import replay_job
     from chakra.replay.output import timeline, write_completion_log
 
@@ -640,13 +653,71 @@ def _replay_job(results: list[RankResult], out: Path, mode: str, gaps: bool, bar
     dt = time.perf_counter() - t0
     for r in results:
         r.replay_s = dt / max(1, len(results))
-    return timeline(job)["traceEvents"]
+    return timeline(job)["traceEvents"], job_times(job)
+
+
+def job_times(job: Any) -> dict[str, Any]:
+    """The job as one: its time from the first rank's start to the last rank's end, measured and replayed.
+
+    On the replay's common clock each rank starts at its ``clock_offset`` (its recorded window start
+    relative to the earliest rank's); measured, each rank's window runs from ``measured_start_us`` for
+    ``measured_us``.  Without recorded starts, the slowest rank's time.  ``comm_wait_us``: the time the
+    collectives of all ranks waited for their peers.
+    """
+    reps = list(job)
+    replayed = max((r.clock_offset + r.replayed_us for r in reps), default=0.0)
+    starts = [r.graph.measured_start_us for r in reps]
+    spans = [r.measured_us for r in reps]
+    measured: float | None = None
+    if reps and all(s is not None for s in starts) and all(m is not None for m in spans):
+        first = min(starts)  # type: ignore[type-var]
+        measured = max(s + m for s, m in zip(starts, spans)) - first  # type: ignore[operator]
+    elif reps and all(m is not None for m in spans):
+        measured = max(spans)  # type: ignore[type-var]
+    return {
+        "measured_us": measured,
+        "replayed_us": replayed,
+        "error_pct": 100.0 * (replayed - measured) / measured if measured else None,
+        "comm_wait_us": sum(r.total_wait_us for r in reps),
+        "matched_comm_groups": job.groups,
+        "start_offsets_us": {str(r.rank): r.clock_offset for r in reps},
+    }
+
+
+def job_table(result: PipelineResult, title: str | None = None) -> Any:
+    """The whole-job replay as a rich Table: per rank where it starts on the job's clock, its times and how
+    long its collectives waited for their peers; a last row for the job (first start to last end)."""
+    from rich.table import Table
+
+    whole = result.summary["whole_job"]
+    table = Table(title=title or f"{result.name}: whole job replayed (collectives coupled, mode "
+                  f"{result.mode})")
+    for col in ("rank", "nodes", "starts at (µs)", "measured (µs)", "replayed (µs)", "error",
+                "comm wait (µs)", "wait share"):
+        table.add_column(col, justify="right")
+    offsets = whole["start_offsets_us"]
+    for r in result.summary["ranks"]:
+        err, wait, rep = r["error_pct"], r["comm_wait_us"], r["replayed_us"]
+        style = None if err is None or abs(err) <= 5.0 else "yellow"
+        share = fmt_pct(100.0 * wait / rep).lstrip("+") if wait is not None and rep else "-"
+        table.add_row(str(r["rank"]), f"{r['nodes']:,}", fmt_us(offsets.get(str(r["rank"]))),
+                      fmt_us(r["measured_us"]), fmt_us(rep), fmt_pct(err), fmt_us(wait), share, style=style)
+    table.add_section()
+    table.add_row("job", f"{sum(r['nodes'] for r in result.summary['ranks']):,}", fmt_us(0.0),
+                  fmt_us(whole["measured_us"]), fmt_us(whole["replayed_us"]), fmt_pct(whole["error_pct"]),
+                  fmt_us(whole["comm_wait_us"]), "", style="bold")
+    table.caption = (f"job: first rank's start to last rank's end; {whole['matched_comm_groups']} "
+                     "collectives and send/recv pairs matched across ranks; comm wait: time a collective "
+                     "waited for its peers")
+    return table
 
 
 def pipeline_table(result: PipelineResult, title: str | None = None) -> Any:
-    """A rich Table of measured vs replayed time per rank."""
+    """A rich Table of measured vs replayed time per rank (:func:`job_table` for a whole-job replay)."""
     from rich.table import Table
 
+    if result.job_replay and "whole_job" in result.summary:
+        return job_table(result, title)
     how = "whole job" if result.job_replay else "per rank"
     table = Table(title=title or f"{result.name}: measured vs replayed ({how}, mode {result.mode})")
     table.add_column("rank", justify="right")
