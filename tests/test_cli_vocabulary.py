@@ -103,8 +103,8 @@ def _parser(cmd: tuple[str, list[str] | None, str]) -> argparse.ArgumentParser:
 def _value(action: argparse.Action) -> list[str]:
     if action.nargs == 0:
         return []
-    if action.choices:
-        return [str(next(iter(action.choices)))]
+    if action.choices:   # one that is not the default, so that the option visibly sets it
+        return [str(next((c for c in action.choices if c != action.default), next(iter(action.choices))))]
     return ["1"] if action.type in (int, float) else ["x"]
 
 
@@ -214,3 +214,20 @@ def test_link_prints_its_match_summary_once(tmp_path: Path, capsys: pytest.Captu
     assert trace_link.main(["--chakra-host-trace", str(d / "host_et_0.json.gz"), "--chakra-device-trace",
                             str(d / "kineto_0.json.gz"), "-o", str(out), "--quiet"]) == 0
     assert capsys.readouterr().out == ""
+
+
+def test_the_ci_tools_script_is_the_same_command(capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib.util
+
+    script = REPO / "ci_tools" / "integration_tests.py"
+    spec = importlib.util.spec_from_file_location("integration_tests", script)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with pytest.raises(SystemExit):
+        mod.main(["--help"])
+    text = capsys.readouterr().out
+    assert text.startswith("usage: integration_tests.py ")
+    assert "\nexamples:\n  integration_tests.py --tgz_path " in text
+    # help on every option (the issue: --num_ranks, --mode, --no-gaps had none)
+    parser = mod.build_parser()
+    assert all(a.help for a in parser._actions), [a.option_strings for a in parser._actions if not a.help]

@@ -25,7 +25,8 @@ from chakra.device.loader import load_kineto
 from chakra.device.model import KERNEL, MEMCPY, MEMSET, KinetoTrace
 from chakra.errors import TraceFormatError, UsageError
 from chakra.host.comm import COMM_KERNEL_PREFIXES
-from chakra.host.model import HostTrace
+from chakra.host.loader import self_parent_message
+from chakra.host.model import PROCESS_ROOT, HostTrace
 from chakra.io import gc_paused
 from chakra.io.jsonio import dump_json_items
 from chakra.link.comm import CommResolver, gloo_fields, process_groups
@@ -167,6 +168,9 @@ fields, made by the process that loaded the host ET; the link fields are appende
             raise UsageError("--step and --annotation both choose the window: give one")
         check_step(kineto, step)
         annotation = step_annotation(step)
+    self_parents = sum(1 for op in host.ops if op.parent == op.id and op.kind != PROCESS_ROOT)
+    if self_parents:
+        log.warning("%s", self_parent_message(host.path, self_parents, len(host.ops)))
     window = select_window(host, kineto, annotation)
     match = match_ops(host, kineto, window)
     gpu = attach_gpu_ops(kineto, match.event_to_host, window)
