@@ -33,6 +33,7 @@ def _scripts() -> dict[str, str]:
 
 SCRIPTS = _scripts()
 
+
 # (name the user types, argv prefix for umbrella.main or None, module)
 COMMANDS: list[tuple[str, list[str] | None, str]] = [
     (name, None, target.split(":")[0]) for name, target in SCRIPTS.items() if name != "chakra"

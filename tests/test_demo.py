@@ -51,14 +51,20 @@ def test_package_data_ships_the_demo_trace() -> None:
 
 @pytest.mark.slow
 def test_wheel_holds_the_demo_trace(tmp_path: Path) -> None:
-    """A real wheel build (slow: pip builds it in an isolated environment; skipped without setuptools)."""
+    """A real wheel, built by pip from a copy of the sources (slow; skipped when pip cannot build here)."""
+    import shutil
     import subprocess
     import sys
     import zipfile
 
     pytest.importorskip("setuptools")
+    src = tmp_path / "src_tree"        # a copy: setuptools leaves build/ and egg-info beside the sources
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, src / name)
+    shutil.copytree(REPO / "src", src / "src", ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
-                        str(tmp_path), str(REPO)], capture_output=True, text=True, timeout=600)
+                        str(tmp_path), str(src)], capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
         pytest.skip(f"pip wheel failed here: {r.stderr.strip()[-300:]}")
     (wheel,) = tmp_path.glob("*.whl")
