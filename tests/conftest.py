@@ -7,6 +7,7 @@ with that reason; tests on ``tests/data`` always run.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -39,3 +40,15 @@ def corpus() -> Path:
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     return DATA
+
+
+@pytest.fixture(autouse=True)
+def _restore_root_logger():
+    """A command run in a test sets up logging on that test's captured stderr, which is closed afterwards:
+    put the root logger's handlers and level back, so that no later test logs to (or flushes) a closed
+    stream."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)

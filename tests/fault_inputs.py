@@ -514,7 +514,8 @@ def archive_faults(folder: str) -> dict[str, Fault]:
         "empty": Fault(b"", words=("archive",), suffix=".tgz"),
         "truncated_tgz": Fault(good[: len(good) // 2], words=("archive",), suffix=".tgz"),
         "not_an_archive": Fault(b"hello world\n" * 20, words=("archive",), suffix=".tgz"),
-        "no_folder": Fault(tgz("", {"chakra_host_et_0.json": host, "kineto_0.json": kin}),
+        # two folders, none named like the archive (a flat archive is accepted: extracted into <folder>/)
+        "no_folder": Fault(tgz("", {"a/chakra_host_et_0.json": host, "b/kineto_0.json": kin}),
                            words=("folder",), suffix=".tgz"),
         "missing_kineto": Fault(tgz(folder, {"chakra_host_et_0.json": host}), words=("kineto",),
                                 suffix=".tgz"),

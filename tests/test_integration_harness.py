@@ -105,9 +105,12 @@ def test_validation_lines_and_exit_code(tmp_path, monkeypatch):
     rc = run_integration(tgz, 2, 0.05, [1.0, 2.0], workers=1, out=out)
     lines = out.getvalue().splitlines()
     log0, log1 = tmp_path / "data" / "replay_0.log", tmp_path / "data" / "replay_1.log"
-    assert lines[0] == f"Validation successful for {log0}: 1000us is within the acceptable range."
+    # the words scripts look for, then the expected value and the range it was checked against
+    assert lines[0] == (f"Validation successful for {log0}: 1000us is within the acceptable range. "
+                        "(expected 1000us +/- 5.0%: 950-1050us; +0.00%)")
     # 2100 vs 2000 is +5.00%: inside a 5% tolerance (bounds inclusive)
-    assert lines[1] == f"Validation successful for {log1}: 2100us is within the acceptable range."
+    assert lines[1] == (f"Validation successful for {log1}: 2100us is within the acceptable range. "
+                        "(expected 2000us +/- 5.0%: 1900-2100us; +5.00%)")
     assert rc == 0
     out = io.StringIO()
     rc = run_integration(tgz, 2, 0.04, [1.0, 2.0], workers=1, out=out)
@@ -122,7 +125,9 @@ def test_against_measured(tmp_path, monkeypatch):
     out = io.StringIO()
     rc = run_integration(tgz, 2, 0.05, None, against_measured=True, workers=1, out=out)
     lines = out.getvalue().splitlines()
-    assert lines[0].endswith("1000us is within the acceptable range.")
+    # against its own measured 990us: +1.01%
+    assert lines[0].endswith("1000us is within the acceptable range. "
+                             "(expected 990us +/- 5.0%: 940-1040us; +1.01%)")
     assert "1300us is not within 5.0% of the expected 1000us (+30.00%" in lines[1]
     assert rc == 1
 
@@ -159,6 +164,79 @@ def test_script_command_line(tmp_path, monkeypatch, capsys):
                    "1", "2", "3"])
     assert rc == 2
     assert "3 values for 2 ranks" in capsys.readouterr().err
+    # --jobs is the name other commands use; --workers stays for the scripts that have it
+    rc = mod.main(["--tgz-path", str(tgz), "--num-ranks", "2", "--expected-times-ms", "1", "2",
+                   "--jobs", "1"])
+    assert rc == 0
+
+
+def test_installed_command_and_umbrella(tmp_path, monkeypatch, capsys):
+    from chakra.cli import harness as harness_cli
+    from chakra.cli import main as umbrella
+
+    tgz = two_rank_archive(tmp_path)
+    fake_pipeline(monkeypatch, [1000, 2000])
+    assert harness_cli.main(["--tgz_path", str(tgz), "--num_ranks", "2", "--expected_times_ms", "1", "2",
+                             "-j", "1"]) == 0
+    assert capsys.readouterr().out.count("Validation successful for ") == 2
+    assert umbrella.main(["harness", "--tgz_path", str(tgz), "--num_ranks", "3",
+                          "--expected_times_ms", "1"]) == 2
+    assert capsys.readouterr().err.startswith("chakra harness: error: ")
+    text = (REPO / "pyproject.toml").read_text()
+    assert 'chakra_integration_tests = "chakra.cli.harness:main"' in text
+
+
+def four_rank_archive(tmp_path, prefix="data/"):
+    files = {}
+    for r in range(4):
+        files[f"{prefix}chakra_host_et_{r}.json"] = b"{}"
+        files[f"{prefix}kineto_{r}.json"] = b"{}"
+    return make_tgz(tmp_path / "data.tgz", files)
+
+
+def test_num_ranks_below_the_archive_is_refused_and_cleaned_up(tmp_path, monkeypatch):
+    tgz = four_rank_archive(tmp_path)
+    fake_pipeline(monkeypatch, [1000] * 4)
+    with pytest.raises(UsageError, match=r"--num_ranks 2, but the archive holds 4 ranks \(also ranks 2, 3\)"):
+        run_integration(tgz, 2, 0.05, [1.0], workers=1, out=io.StringIO())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.tgz"]     # nothing extracted is left
+    # more ranks than the archive has
+    with pytest.raises(UsageError, match=r"--num_ranks 5, but the archive holds 4 ranks \(0\.\.3\)"):
+        run_integration(tgz, 5, 0.05, [1.0], workers=1, out=io.StringIO())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.tgz"]
+    assert run_integration(tgz, 4, 0.05, [1.0], workers=1, out=io.StringIO()) == 0
+
+
+def test_flat_archive_is_extracted_into_its_own_folder(tmp_path, monkeypatch):
+    tgz = four_rank_archive(tmp_path, prefix="")
+    fake_pipeline(monkeypatch, [1000] * 4)
+    out = io.StringIO()
+    assert run_integration(tgz, 4, 0.05, [1.0], workers=1, out=out) == 0
+    # the 8 files went into data/, not beside the archive
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "data.tgz"]
+    assert len(list((tmp_path / "data").glob("*.json"))) == 8
+    assert str(tmp_path / "data" / "replay_3.log") in out.getvalue()
+
+
+def test_archive_layouts(tmp_path, monkeypatch, caplog):
+    fake_pipeline(monkeypatch, [1000, 2000])
+    # one folder of another name: used, with a warning
+    tgz = make_tgz(tmp_path / "data.tgz", {"other/chakra_host_et_0.json": b"{}",
+                                           "other/kineto_0.json": b"{}"})
+    assert run_integration(tgz, 1, 0.05, [1.0], workers=1, out=io.StringIO()) == 0
+    assert "the archive's folder is other/, not data/" in caplog.text
+    # the job's folder beside other entries: only the folder is extracted
+    (tmp_path / "x").mkdir()
+    tgz = make_tgz(tmp_path / "x" / "data.tgz", {"data/chakra_host_et_0.json": b"{}",
+                                                 "data/kineto_0.json": b"{}", "README": b"hi"})
+    assert run_integration(tgz, 1, 0.05, [1.0], workers=1, out=io.StringIO()) == 0
+    assert sorted(p.name for p in (tmp_path / "x").iterdir()) == ["data", "data.tgz"]
+    # two folders, none named like the archive: refused before anything is written
+    (tmp_path / "y").mkdir()
+    tgz = make_tgz(tmp_path / "y" / "data.tgz", {"a/chakra_host_et_0.json": b"{}", "b/kineto_0.json": b"{}"})
+    with pytest.raises(TraceFormatError, match=r"no folder data/ .*top-level entries: a, b"):
+        run_integration(tgz, 1, 0.05, [1.0], workers=1, out=io.StringIO())
+    assert sorted(p.name for p in (tmp_path / "y").iterdir()) == ["data.tgz"]
 
 
 def _pipeline_available() -> bool:

@@ -103,3 +103,27 @@ def test_reverse_forced_and_bad_json(tmp_path):
         jsonize_file(bad, tmp_path / "o.et")
     assert not (tmp_path / "o.et").exists()
     assert jsonizer_main(["-i", str(bad), "-o", str(tmp_path / "o.et"), "--reverse", "-q"]) == 1
+
+
+def test_node_zero_keeps_its_id(tmp_path):
+    """proto3's JSON mapping leaves default fields out: node 0 lost its "id" (issue 16)."""
+    src = tmp_path / "z.0.et"
+    write_messages(src, [GlobalMetadata(version="0.0.4"), Node(id=0, name="first", type=7),
+                         Node(id=1, type=0), Node(id=2, name="x", type=4, ctrl_deps=[0])])
+    out = tmp_path / "z.json"
+    assert jsonizer_main(["-i", str(src), "-o", str(out)]) == 0
+    nodes = json.loads(out.read_text())["nodes"]
+    assert [(n["id"], n["name"], n["type"]) for n in nodes] == [
+        ("0", "first", "COMM_COLL_NODE"), ("1", "", "INVALID_NODE"), ("2", "x", "COMP_NODE")]
+    assert nodes[2]["ctrl_deps"] == ["0"]
+    back = tmp_path / "back.et"
+    assert jsonizer_main(["-i", str(out), "-o", str(back)]) == 0
+    assert read_bytes(back) == read_bytes(src)          # the explicit defaults change no byte
+
+
+@needs_corpus
+def test_astrasim_microbench_node_zero(tmp_path):
+    src = CORPUS / "chakra_et" / "astrasim_microbench" / "all_reduce_4npus_1MB.0.et"
+    jsonize_file(src, tmp_path / "a.json")
+    (node,) = json.loads((tmp_path / "a.json").read_text())["nodes"]
+    assert node["id"] == "0" and node["type"] == "COMM_COLL_NODE"

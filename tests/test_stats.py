@@ -30,10 +30,16 @@ from chakra.tools.stats import (
 )
 
 
-def _node(nid, name, ntype, dur, *, cpu=None, ctrl=(), data=(), comm_type=None, size=None, pg=None):
+def _node(nid, name, ntype, dur, *, cpu=None, ctrl=(), data=(), comm_type=None, size=None, pg=None, tid=None,
+          stream=None):
     n = Node(id=nid, name=name, type=ntype, duration_micros=dur, ctrl_deps=list(ctrl), data_deps=list(data))
     if cpu is not None:
         n.attr.append(AttributeProto(name="is_cpu_op", bool_val=cpu))
+    if tid is not None:
+        n.attr.append(AttributeProto(name="tid", int64_val=tid))
+    if stream is not None:
+        n.attr.append(AttributeProto(name="stream", int64_val=stream))
+        n.attr.append(AttributeProto(name="device", int64_val=0))
     if comm_type is not None:
         n.attr.append(AttributeProto(name="comm_type", int64_val=comm_type))
     if size is not None:
@@ -51,22 +57,26 @@ def _meta(rank=None):
 
 
 def rank0_nodes():
-    """The hand-worked graph.
+    """The hand-worked graph: thread 1 runs 2 and 4; stream 7 the gemm kernels 3 and 7; stream 8 the
+    communication 5, 6 and 8.
 
-    Critical path: 2 (10) -> 3 (30) -> 5 (20) -> 7 (12) -> 8 (3) = 75 µs; the other way into 7,
-    2 -> 4 (5) -> 6 (8), reaches only 23 µs.  Node 7 also names id 99, which does not exist (dangling).
+    Over the dependencies alone the longest chain is 2 (10) -> 3 (30) -> 5 (20) -> 7 (12) -> 8 (3) = 75 µs;
+    the other way into 7, 2 -> 4 (5) -> 6 (8), reaches only 23 µs.  But 6 runs on stream 8 after 5: one op at
+    a time per stream, 5 runs [40, 60], 6 [60, 68], so 7 starts at 68 and 8 ends at 83; the critical path is
+    2 -> 3 -> 5 -> 6 (after 5 on its stream) -> 7 -> 8 = 83 µs.  Node 7 also names id 99, which does not exist
+    (dangling).
     """
     return [
         _node(1, "pg_init", METADATA_NODE, 0),
-        _node(2, "aten::mm", COMP_NODE, 10, cpu=True),
-        _node(3, "gemm_kernel", COMP_NODE, 30, cpu=False, ctrl=[2]),
-        _node(4, "aten::add", COMP_NODE, 5, cpu=True, ctrl=[2]),
+        _node(2, "aten::mm", COMP_NODE, 10, cpu=True, tid=1),
+        _node(3, "gemm_kernel", COMP_NODE, 30, cpu=False, ctrl=[2], stream=7),
+        _node(4, "aten::add", COMP_NODE, 5, cpu=True, ctrl=[2], tid=1),
         _node(5, "nccl_allreduce", COMM_COLL_NODE, 20, cpu=False, data=[3], comm_type=ALL_REDUCE,
-              size=1000, pg="0"),
+              size=1000, pg="0", stream=8),
         _node(6, "allgather", COMM_COLL_NODE, 8, cpu=False, ctrl=[4], data=[4], comm_type=ALL_GATHER,
-              size=400, pg="1"),
-        _node(7, "gemm_kernel", COMP_NODE, 12, cpu=False, ctrl=[99], data=[5, 6]),
-        _node(8, "send", COMM_SEND_NODE, 3, cpu=False, ctrl=[7], size=64, pg="1"),
+              size=400, pg="1", stream=8),
+        _node(7, "gemm_kernel", COMP_NODE, 12, cpu=False, ctrl=[99], data=[5, 6], stream=7),
+        _node(8, "send", COMM_SEND_NODE, 3, cpu=False, ctrl=[7], size=64, pg="1", stream=8),
         _node(9, "recv", COMM_RECV_NODE, 4, size=64, pg="1"),  # no is_cpu_op: comm -> GPU side
         _node(10, "aten::mm(1)", COMP_NODE, 7),  # no is_cpu_op: comp -> CPU side; "(1)" dropped
     ]
@@ -78,10 +88,10 @@ def two_ranks(tmp_path):
     p1 = tmp_path / "whatever.et"   # its rank comes from the metadata, not the name
     write_messages(p0, [_meta(), *rank0_nodes()])
     write_messages(p1, [_meta(rank=1),
-                        _node(1, "aten::mm", COMP_NODE, 4, cpu=True),
-                        _node(2, "gemm_kernel", COMP_NODE, 6, cpu=False, ctrl=[1]),
+                        _node(1, "aten::mm", COMP_NODE, 4, cpu=True, tid=1),
+                        _node(2, "gemm_kernel", COMP_NODE, 6, cpu=False, ctrl=[1], stream=7),
                         _node(3, "nccl_allreduce", COMM_COLL_NODE, 9, cpu=False, comm_type=ALL_REDUCE,
-                              size=1000, pg="0")])
+                              size=1000, pg="0", stream=8)])
     return p0, p1
 
 
@@ -106,13 +116,19 @@ def test_one_rank_figures_by_hand(two_ranks):
         "by_type": {"ALL_GATHER": {"count": 1, "bytes": 400}, "ALL_REDUCE": {"count": 1, "bytes": 1000},
                     "RECV": {"count": 1, "bytes": 64}, "SEND": {"count": 1, "bytes": 64}},
     }
+    # every op has a duration: nothing untimed
+    timed = (r["cpu_ops_timed"], r["cpu_ops_untimed"], r["gpu_ops_timed"], r["gpu_ops_untimed"])
+    assert timed == (3, 0, 6, 0)
     cp = r["critical_path"]
-    assert cp["length_us"] == 75.0
-    assert (cp["nodes"], cp["first_id"], cp["last_id"]) == (5, 2, 8)
+    assert cp["length_us"] == 83.0 and cp["dependency_only_us"] == 75.0
+    assert (cp["nodes"], cp["first_id"], cp["last_id"]) == (6, 2, 8)
+    assert (cp["lane_links"], cp["dep_links"]) == (1, 4)         # 6 waited for 5 on stream 8
     assert cp["dangling_deps"] == 1 and cp["cycle_blocked_nodes"] == 0
+    # what each op adds to the chain: 2: 10, 3: 30, 5: 20, 6: 8, 7: 12, 8: 3
     assert [(t["name"], t["count"], t["total_us"]) for t in cp["top"]] == [
-        ("gemm_kernel", 2, 42.0), ("nccl_allreduce", 1, 20.0), ("aten::mm", 1, 10.0), ("send", 1, 3.0)]
-    assert cp["top"][0]["share"] == pytest.approx(42 / 75)
+        ("gemm_kernel", 2, 42.0), ("nccl_allreduce", 1, 20.0), ("aten::mm", 1, 10.0), ("allgather", 1, 8.0),
+        ("send", 1, 3.0)]
+    assert cp["top"][0]["share"] == pytest.approx(42 / 83)
 
 
 def test_critical_path_ids_and_top_limit(two_ranks):
@@ -134,8 +150,8 @@ def test_across_ranks(two_ranks):
     assert agg["comm"]["by_pg"]["0"] == {"count": 2, "bytes": 2000}
     assert agg["comm"]["by_type"]["ALL_REDUCE"] == {"count": 2, "bytes": 2000}
     assert agg["comm"]["bytes"] == 2528
-    # rank 1: 4 -> 6 = 10 µs; the all_reduce alone is 9 µs
-    assert agg["critical_path"] == {"max_us": 75.0, "rank": "0", "per_rank": {"0": 75.0, "1": 10.0}}
+    # rank 1: 4 -> 6 = 10 µs; the all_reduce alone (another stream) is 9 µs
+    assert agg["critical_path"] == {"max_us": 83.0, "rank": "0", "per_rank": {"0": 83.0, "1": 10.0}}
 
 
 def test_cycle_is_reported_and_path_still_given():
@@ -222,11 +238,18 @@ def test_format_told_by_suffix_then_content(tmp_path):
 def test_cli_json_and_table(two_ranks, capsys):
     assert stats_main([str(two_ranks[0]), str(two_ranks[1]), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["files"][0]["critical_path"]["length_us"] == 75.0
-    assert data["all"]["critical_path"]["per_rank"] == {"0": 75.0, "1": 10.0}
+    assert data["files"][0]["critical_path"]["length_us"] == 83.0
+    assert data["all"]["critical_path"]["per_rank"] == {"0": 83.0, "1": 10.0}
     assert stats_main([str(two_ranks[0])]) == 0
     out = capsys.readouterr().out
-    assert "critical path: 75.0 µs over 5 nodes" in out
+    flat = " ".join(out.split())     # rich wraps long lines at the terminal's width
+    assert "critical path: 83.0 µs over 6 nodes" in flat
+    assert "1 steps wait for the op before on the thread or stream, 4 for a dependency" in flat
+    assert "over the dependencies alone 75.0 µs" in flat
+    assert "CPU ops 3: 3 timed (22.0 µs); GPU ops 6: 6 timed (77.0 µs)" in flat
+    # the process-group table has a header on every column
+    header = next(ln for ln in out.splitlines() if "pg_name" in ln)
+    assert [c.strip() for c in header.strip("┃ ").split("┃")] == ["pg_name", "nodes", "bytes", "size"]
     assert "ALL_REDUCE" in out and "gemm_kernel" in out
 
 
@@ -265,6 +288,12 @@ def test_real_2023_sample(corpus):
     assert cp["dangling_deps"] == 1277
     assert cp["cycle_blocked_nodes"] > 0 and cp["dropped_back_edges"] > 0
     assert 0 < cp["length_us"] <= r["cpu_total_us"] + r["gpu_total_us"]
+    # one op at a time per stream: GPU stream 7 alone holds 292,828 µs of kernels (tid 7 of the GPU ops),
+    # so no schedule, and no critical path, is shorter; over the dependencies alone it is 82,269 µs
+    assert cp["length_us"] >= 292_828 and cp["dependency_only_us"] == 82_269.0
+    assert cp["lane_links"] > 0
+    # untimed: 157 GPU ops of duration 0 in that file
+    assert (r["gpu_ops_timed"], r["gpu_ops_untimed"], r["cpu_ops_untimed"]) == (1059, 157, 0)
 
 
 # ------------------------------------------------------- tests/data: the traces the project collected itself
@@ -312,3 +341,29 @@ def test_collected_traces_and_archive(data_dir, name, host_nodes, comm_ops):
 def test_tests_data_stays_small(data_dir):
     total = sum(p.stat().st_size for p in data_dir.rglob("*") if p.is_file())
     assert total < 2 * 1024 * 1024
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_critical_path_is_the_replays_time_on_a_collected_trace(data_dir, tmp_path, rank):
+    """gloo_mlp_2r linked and converted: the path's length is the replay's time without idle gaps, what its
+    ops add sums to it, and each step of it is a dependency or the previous op of the thread."""
+    from chakra.convert import convert_file
+    from chakra.link import link_files
+    from chakra.replay.api import replay_file
+    from chakra.tools.stats import graph_stats, scheduled_path
+
+    d = data_dir / "gloo_mlp_2r"
+    link_files(d / f"host_et_{rank}.json.gz", d / f"kineto_{rank}.json.gz", tmp_path / "e.json")
+    convert_file(tmp_path / "e.json", tmp_path / "g.et")
+    g = load_graph(tmp_path / "g.et")
+    sched = scheduled_path(g)
+    replayed = replay_file(tmp_path / "g.et", gaps=False)
+    assert sched["length_us"] == replayed.replayed_us
+    assert sum(sched["adds"]) == pytest.approx(sched["length_us"])
+    times = replayed.node_times()
+    by_id = {n.id: n for n in g.nodes}
+    assert times[sched["path"][0]][0] == 0
+    for a, b in zip(sched["path"], sched["path"][1:]):
+        assert a in by_id[b].ctrl_deps + by_id[b].data_deps or times[a][1] == times[b][0]
+    cp = graph_stats(g)["critical_path"]
+    assert cp["length_us"] == sched["length_us"] and cp["nodes"] == len(sched["path"])

@@ -183,3 +183,75 @@ def test_etplus_input_draws_the_call_tree(tmp_path):
     assert sel.ctrl_edges == [(1, 2), (2, 3), (3, 4)] and sel.data_edges == []
     text = out.read_text()
     assert '"2: aten::linear\\nhost_op CPU 20 µs"' in text and '"4: gemm\\nkernel GPU 40 µs"' in text
+
+
+# ---- what dot can lay out in seconds (issue 16) ---------------------------------------------------------
+
+def test_estimate_follows_the_measured_model():
+    # K * (nodes + edges)^2 with K = 3.2e-6 s: DLRM rank 0's first 400 nodes + 601 edges took 3.2 s
+    assert viz.estimate_dot_seconds(400, 601) == pytest.approx(3.2e-6 * 1001 ** 2)
+    assert viz.estimate_dot_seconds(1936, 3066) == pytest.approx(80.0, abs=0.1)
+
+
+def test_slow_layout_is_refused_before_dot_runs(small, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(viz.shutil, "which", lambda name: pytest.fail("dot must not run"))
+    out = tmp_path / "x.svg"
+    # 5 nodes + 5 edges: 3.2e-4 s estimated, above a 1e-4 s budget
+    assert viz_main(["-i", str(small[0]), "-o", str(out), "--max-seconds", "0.0001"]) == 2
+    err = capsys.readouterr().err
+    assert "5 nodes and 5 edges: graphviz's dot would need about 0 s" in err
+    assert "--coarse" in err and "--head N" in err and "--max-seconds" in err
+    assert not out.exists()
+    # .dot text needs no layout: written whatever the estimate
+    assert viz_main(["-i", str(small[0]), "-o", str(tmp_path / "x.dot"), "--max-seconds", "0.0001"]) == 0
+
+
+def test_coarse_view(small):
+    sel = viz.coarsen(viz.select(load_et(small[0])), boxes=2)
+    # CPU 1, 3, 4 -> one box (2 * 3/5 rounds to 1); GPU 2 -> one; the all_reduce 5 -> one
+    assert [n.id for n in sel.nodes] == [1, 2, 5] and sel.merged_from == 5
+    assert sel.ctrl_edges == [(1, 2)]                    # 1 -> 4 is inside the CPU box
+    assert sel.data_edges == [(2, 1), (1, 5)]            # 2 -> 3, then 3 -> 5 and 4 -> 5 merged
+    assert sel.labels[1] == 'CPU: 3 ops (ids 1..4) 18 µs\naten::linear, quote"name, aten::relu'
+    assert sel.labels[5].startswith("comm: 1 op (ids 5) 20 µs\nnccl:all_reduce")
+    text = viz.to_dot(sel)
+    assert "5 nodes merged into 3 boxes" in text and "nslimit=1" in text
+    with pytest.raises(UsageError, match="--coarse must be at least 1"):
+        viz.coarsen(sel, 0)
+
+
+def _fake_dot(tmp_path, body):
+    exe = tmp_path / "dot"
+    exe.write_text("#!/bin/sh\n" + body + "\n")
+    exe.chmod(0o755)
+    return str(exe)
+
+
+def test_dot_timeout_and_crash(small, tmp_path, monkeypatch):
+    out = tmp_path / "x.svg"
+    slow = _fake_dot(tmp_path, "cat > /dev/null; exec sleep 30")
+    monkeypatch.setattr(viz.shutil, "which", lambda name: slow)
+    with pytest.raises(ChakraError, match=r"did not finish laying out 5 nodes and 5 edges .* in 0\.5 s "
+                                          r"\(--timeout\) and was stopped: draw a coarser view"):
+        viz.visualize([str(small[0])], out, timeout=0.5, progress=True)
+    assert not out.exists()
+    crash = _fake_dot(tmp_path, "cat > /dev/null; kill -SEGV $$")
+    monkeypatch.setattr(viz.shutil, "which", lambda name: crash)
+    with pytest.raises(ChakraError, match=r"dot failed \(killed by signal 11\) on 5 nodes"):
+        viz.visualize([str(small[0])], out)
+    assert not out.exists()
+
+
+@pytest.mark.corpus
+def test_real_trace_refused_then_drawn_coarse(corpus, tmp_path):
+    path = corpus / "chakra_et" / "real_2023_rank0.et.gz"
+    sel = viz.select(load_et(path))
+    edges = len(sel.ctrl_edges) + len(sel.data_edges)
+    assert len(sel.nodes) == 3664
+    with pytest.raises(UsageError, match="3664 nodes are too many to draw"):
+        viz.visualize([str(path)], tmp_path / "all.svg")
+    with pytest.raises(UsageError, match=rf"{viz.estimate_dot_seconds(3664, edges):,.0f} s to lay this out"):
+        viz.visualize([str(path)], tmp_path / "all.svg", max_nodes=5000)
+    coarse = viz.visualize([str(path)], tmp_path / "coarse.dot", coarse=40)
+    assert coarse.merged_from == 3664 and 38 <= len(coarse.nodes) <= 45
+    assert viz.estimate_dot_seconds(len(coarse.nodes), len(coarse.ctrl_edges) + len(coarse.data_edges)) < 5

@@ -270,6 +270,7 @@ class RankTask:
     gaps: bool = True
     annotation: str | None = None
     timeline: bool = False       # also return the rank's timeline events (per-rank replay)
+    step: int | None = None      # ProfilerStep#<step> only
 
 
 @dataclass(slots=True)
@@ -300,7 +301,7 @@ def process_rank(task: RankTask) -> RankResult:
     # the rank of the file names only stands in for a trace without one: the trace's own rank is what its
     # collectives were recorded with
     report = link_files(task.host, task.kineto, task.et_plus, fallback_rank=task.rank,
-                        annotation=task.annotation)
+                        annotation=task.annotation, step=task.step)
     if report.rank != task.rank:
         log.warning("%s: the files of rank %d say rank %s; the ET+ (and Chakra ET) record rank %s",
                     task.kineto, task.rank, report.rank, report.rank)
@@ -618,6 +619,15 @@ def summary_markdown(summary: dict[str, Any]) -> str:
             f"| {r['rank']} | {r['nodes']:,} | {fmt_us(r['measured_us'])} | {fmt_us(r['replayed_us'])} | "
             f"{fmt_pct(r['error_pct'])} | {r['host_ops_matched']:,}/{r['host_ops']:,} "
             f"({100 * r['host_match_rate']:.1f}%) | {_attached(r)} |")
+    whole = summary.get("whole_job")
+    if whole is not None:
+        lines += [
+            "",
+            f"Whole job (first rank's start to last rank's end): measured {fmt_us(whole['measured_us'])} µs, "
+            f"replayed {fmt_us(whole['replayed_us'])} µs ({fmt_pct(whole['error_pct'])}); collectives waited "
+            f"{fmt_us(whole['comm_wait_us'])} µs for their peers in all; {whole['matched_comm_groups']} "
+            "collectives and send/recv pairs matched.",
+        ]
     lines += [
         "",
         f"Largest |error|: {_fmt2(summary['abs_error_pct_max'])}%; mean |error|: "
@@ -661,7 +671,7 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
                  scheduler: Any = None, job_replay: bool = False, mode: str = "lanes", gaps: bool = True,
                  progress: bool = False, name: str | None = None, annotation: str | None = None,
                  astrasim: bool = False, simulator: str | os.PathLike[str] | None = None,
-                 naming: RankNaming | None = None) -> PipelineResult:
+                 naming: RankNaming | None = None, step: int | None = None) -> PipelineResult:
     """Link, convert and replay every rank of ``folder`` into ``out_dir``.
 
     Per rank N: ``et_plus_N.json`` (ET+), ``<name>.N.et`` (Chakra protobuf; ``name`` defaults to
@@ -702,7 +712,7 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
                  kineto=os.path.abspath(f.kineto), et_plus=os.path.abspath(out / f"et_plus_{f.rank}.json"),
                  et=os.path.abspath(out / f"{job_name}.{f.rank}.et"),
                  log=None if job_replay or astrasim else os.path.abspath(out / f"replay_{f.rank}.log"),
-                 mode=mode, gaps=gaps, annotation=annotation, timeline=not job_replay)
+                 mode=mode, gaps=gaps, annotation=annotation, timeline=not job_replay, step=step)
         for f in files
     ]
     if jobs is None and scheduler is None:
@@ -727,8 +737,9 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
             from chakra.job.astrasim import astrasim_job
 
             target = astrasim_job([r.et for r in results], out / job_name)  # type: ignore[misc]
+        whole_job: dict[str, Any] | None = None
         if job_replay:
-            events = _replay_job(results, out, mode, gaps, bars)
+            events, whole_job = _replay_job(results, out, mode, gaps, bars)
         elif astrasim:
             events = _replay_ranks(results, out, mode, gaps)
         else:
@@ -763,6 +774,8 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
     if sim is not None:
         for r in summary["ranks"]:
             r["simulated_us"] = sim.us(r["rank"])
+    if whole_job is not None:
+        summary["whole_job"] = whole_job
 
     dump_json(out / SUMMARY_JSON, summary)
     with atomic_output(out / SUMMARY_MD) as fh:
@@ -811,8 +824,9 @@ def _replay_ranks(results: list[RankResult], out: Path, mode: str, gaps: bool) -
 
 
 def _replay_job(results: list[RankResult], out: Path, mode: str, gaps: bool, bars: Any
-                ) -> list[dict[str, Any]]:
-    """Whole-job replay in this process (collectives couple the ranks): logs, timeline events."""
+                ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Whole-job replay in this process (collectives couple the ranks): logs, timeline events, and the
+    job's numbers (:func:`job_times`)."""
     from chakra.replay.api import replay_job
     from chakra.replay.output import timeline, write_completion_log
 
@@ -833,13 +847,71 @@ def _replay_job(results: list[RankResult], out: Path, mode: str, gaps: bool, bar
     dt = time.perf_counter() - t0
     for r in results:
         r.replay_s = dt / max(1, len(results))
-    return timeline(job)["traceEvents"]
+    return timeline(job)["traceEvents"], job_times(job)
+
+
+def job_times(job: Any) -> dict[str, Any]:
+    """The job as one: its time from the first rank's start to the last rank's end, measured and replayed.
+
+    On the replay's common clock each rank starts at its ``clock_offset`` (its recorded window start
+    relative to the earliest rank's); measured, each rank's window runs from ``measured_start_us`` for
+    ``measured_us``.  Without recorded starts, the slowest rank's time.  ``comm_wait_us``: the time the
+    collectives of all ranks waited for their peers.
+    """
+    reps = list(job)
+    replayed = max((r.clock_offset + r.replayed_us for r in reps), default=0.0)
+    starts = [r.graph.measured_start_us for r in reps]
+    spans = [r.measured_us for r in reps]
+    measured: float | None = None
+    if reps and all(s is not None for s in starts) and all(m is not None for m in spans):
+        first = min(starts)  # type: ignore[type-var]
+        measured = max(s + m for s, m in zip(starts, spans)) - first  # type: ignore[operator]
+    elif reps and all(m is not None for m in spans):
+        measured = max(spans)  # type: ignore[type-var]
+    return {
+        "measured_us": measured,
+        "replayed_us": replayed,
+        "error_pct": 100.0 * (replayed - measured) / measured if measured else None,
+        "comm_wait_us": sum(r.total_wait_us for r in reps),
+        "matched_comm_groups": job.groups,
+        "start_offsets_us": {str(r.rank): r.clock_offset for r in reps},
+    }
+
+
+def job_table(result: PipelineResult, title: str | None = None) -> Any:
+    """The whole-job replay as a rich Table: per rank where it starts on the job's clock, its times and how
+    long its collectives waited for their peers; a last row for the job (first start to last end)."""
+    from rich.table import Table
+
+    whole = result.summary["whole_job"]
+    table = Table(title=title or f"{result.name}: whole job replayed (collectives coupled, mode "
+                  f"{result.mode})")
+    for col in ("rank", "nodes", "starts at (µs)", "measured (µs)", "replayed (µs)", "error",
+                "comm wait (µs)", "wait share"):
+        table.add_column(col, justify="right")
+    offsets = whole["start_offsets_us"]
+    for r in result.summary["ranks"]:
+        err, wait, rep = r["error_pct"], r["comm_wait_us"], r["replayed_us"]
+        style = None if err is None or abs(err) <= 5.0 else "yellow"
+        share = fmt_pct(100.0 * wait / rep).lstrip("+") if wait is not None and rep else "-"
+        table.add_row(str(r["rank"]), f"{r['nodes']:,}", fmt_us(offsets.get(str(r["rank"]))),
+                      fmt_us(r["measured_us"]), fmt_us(rep), fmt_pct(err), fmt_us(wait), share, style=style)
+    table.add_section()
+    table.add_row("job", f"{sum(r['nodes'] for r in result.summary['ranks']):,}", fmt_us(0.0),
+                  fmt_us(whole["measured_us"]), fmt_us(whole["replayed_us"]), fmt_pct(whole["error_pct"]),
+                  fmt_us(whole["comm_wait_us"]), "", style="bold")
+    table.caption = (f"job: first rank's start to last rank's end; {whole['matched_comm_groups']} "
+                     "collectives and send/recv pairs matched across ranks; comm wait: time a collective "
+                     "waited for its peers")
+    return table
 
 
 def pipeline_table(result: PipelineResult, title: str | None = None) -> Any:
-    """A rich Table of measured vs replayed time per rank."""
+    """A rich Table of measured vs replayed time per rank (:func:`job_table` for a whole-job replay)."""
     from rich.table import Table
 
+    if result.job_replay and "whole_job" in result.summary:
+        return job_table(result, title)
     how = "whole job" if result.job_replay else "per rank"
     table = Table(title=title or f"{result.name}: measured vs replayed ({how}, mode {result.mode})")
     table.add_column("rank", justify="right")
@@ -905,11 +977,12 @@ def _rank_list(result: PipelineResult) -> str:
 def pipeline_command(folder: str, output_dir: str, *, jobs: int | None = None, scheduler: str | None = None,
                      job_replay: bool = False, mode: str = "lanes", progress: bool = False,
                      name: str | None = None, stream: TextIO | None = None, astrasim: bool = False,
-                     simulator: str | None = None, naming: RankNaming | None = None) -> int:
+                     simulator: str | None = None, naming: RankNaming | None = None,
+                     step: int | None = None) -> int:
     """What ``chakra pipeline`` does: run the pipeline, print the table and where the files are."""
     result = run_pipeline(folder, output_dir, jobs=jobs, scheduler=scheduler, job_replay=job_replay,
                           mode=mode, progress=progress, name=name, astrasim=astrasim, simulator=simulator,
-                          naming=naming)
+                          naming=naming, step=step)
     _print_result(result, stream if stream is not None else sys.stdout)
     return 0
 
@@ -919,10 +992,10 @@ DEMO_OUT = "chakra_demo_out"
 
 
 def bundled_data_dir() -> Path:
-    """``tests/data`` of the source tree this package was installed from (editable install)."""
-    import chakra
+    """The folder of the traces shipped inside the package (``chakra/data``, package data of the wheel)."""
+    from importlib.resources import files
 
-    return Path(chakra.__file__).resolve().parents[2] / "tests" / "data"
+    return Path(str(files("chakra").joinpath("data")))
 
 
 def demo_command(output_dir: str | None = None, *, input_folder: str | None = None, jobs: int | None = None,
@@ -932,9 +1005,9 @@ def demo_command(output_dir: str | None = None, *, input_folder: str | None = No
     if input_folder is None:
         folder = bundled_data_dir() / DEMO_JOB
         if not folder.is_dir():
-            raise UsageError(f"the bundled demo trace tests/data/{DEMO_JOB}/ is not here ({folder}): this "
-                             "chakra is not an editable install of the repository (pip install -e .). Pass a "
-                             "folder of host_et_N.json(.gz) + kineto_N.json(.gz) files with --input FOLDER")
+            raise UsageError(f"the demo trace chakra/data/{DEMO_JOB}/ is missing from this installation "
+                             f"({folder}): reinstall the package, or pass a folder of host_et_N.json(.gz) + "
+                             "kineto_N.json(.gz) files with --input FOLDER")
     else:
         folder = Path(input_folder)
     out = output_dir or DEMO_OUT

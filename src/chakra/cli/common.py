@@ -1,9 +1,17 @@
-"""What every command shares: logging, error reporting, exit codes.
+"""What every command shares: one option vocabulary, logging, error reporting, exit codes.
 
 A command module only builds its argparse parser and calls one library
 function; ``run_command`` turns ChakraError into ``chakra: <file>: <reason>``
 with exit code 1 (bad data) or 2 (bad usage), and shows a traceback only with
 ``--debug``.
+
+The vocabulary is made here, once, so that a command (or an option another
+change adds) cannot drift from it: :class:`ArgumentParser` accepts every long
+option in both spellings (``--output-dir`` and ``--output_dir``), has
+``--version``, prints its ``examples`` under ``--help``, and takes its name
+from the umbrella command when run as ``chakra <sub>``; :func:`add_common_args`
+gives ``--log-level`` (WARNING by default: INFO lines only with ``-v``),
+``--debug`` and ``--quiet``.
 """
 
 from __future__ import annotations
@@ -14,41 +22,162 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from chakra.errors import ChakraError
+from chakra import __version__
+from chakra.errors import ChakraError, UsageError
 
 LOG_FORMAT = "[%(asctime)s] %(levelname)s %(name)s: %(message)s"
+DEFAULT_LOG_LEVEL = "WARNING"
+
+SPELLING_NOTE = "Every long option may be written with - or _ (--log-level or --log_level)."
+
+# the name a command runs under when ``chakra <sub>`` called it (innermost last)
+_UMBRELLA: list[str] = []
+
+
+@contextlib.contextmanager
+def umbrella_prog(name: str) -> Iterator[None]:
+    """While the umbrella command runs a subcommand: its parsers and errors say ``name`` (``chakra link``)."""
+    _UMBRELLA.append(name)
+    try:
+        yield
+    finally:
+        _UMBRELLA.pop()
+
+
+def current_prog(default: str) -> str:
+    """``default`` (the standalone program's name), or the umbrella's ``chakra <sub>`` when that runs it."""
+    return _UMBRELLA[-1] if _UMBRELLA else default
+
+
+def other_spellings(option: str) -> list[str]:
+    """``--a-b_c`` -> ``--a_b_c``, ``--a-b-c``: the spellings a long option is also accepted under."""
+    if not option.startswith("--") or len(option) <= 3:
+        return []
+    body = option[2:]
+    out = []
+    for alt in ("--" + body.replace("_", "-"), "--" + body.replace("-", "_")):
+        if alt != option and alt not in out:
+            out.append(alt)
+    return out
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse that exits 2 with a one-line message (argparse's own default, kept explicit)."""
+    """argparse with the toolkit's shared vocabulary (see the module docstring).
+
+    ``examples``: command lines shown under ``--help``; ``{prog}`` in them becomes the name the command
+    runs under.  Other spellings of long options are registered at parse time, so an option added by
+    any code, in a group or not, gets them; they are not listed in the help (the help says the rule once).
+    Unique prefixes of an option keep working although each option now has several names.
+    """
+
+    def __init__(self, *args: Any, examples: Sequence[str] = (), version: bool = True, **kwargs: Any) -> None:
+        if _UMBRELLA:
+            kwargs["prog"] = _UMBRELLA[-1]
+        super().__init__(*args, **kwargs)
+        self.examples = list(examples)
+        if version:
+            self.add_argument("--version", action="version", version=f"%(prog)s {__version__}",
+                              help="print the toolkit version and exit")
 
     def error(self, message: str) -> None:  # type: ignore[override]
+        """Exit 2 with the usage and a one-line message (argparse's own default, kept explicit)."""
         self.print_usage(sys.stderr)
         sys.stderr.write(f"{self.prog}: error: {message}\n")
         sys.exit(2)
 
+    def format_help(self) -> str:
+        text = super().format_help()
+        extra = []
+        if self.examples:
+            lines = ("  " + e.replace("{prog}", self.prog) for e in self.examples)
+            extra.append("examples:\n" + "\n".join(lines))
+        extra.append(SPELLING_NOTE)
+        return text.rstrip("\n") + "\n\n" + "\n\n".join(extra) + "\n"
+
+    def _add_other_spellings(self) -> None:
+        table = self._option_string_actions
+        for action in list(self._actions):
+            for opt in list(action.option_strings):
+                for alt in other_spellings(opt):
+                    table.setdefault(alt, action)
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        self._add_other_spellings()
+        return super().parse_known_args(args, namespace)
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        ns = super().parse_args(args, namespace)
+        if getattr(self, "_needs_inputs", False) and not (ns.inputs or ns.input_filename):
+            self.error(f"give at least one {self._needs_inputs} (as an argument, or with "
+                       "-i/--input_filename)")
+        return ns
+
+    def _get_option_tuples(self, option_string: str) -> list[Any]:
+        # a prefix matching two spellings of one option is not ambiguous
+        seen: set[int] = set()
+        out = []
+        for t in super()._get_option_tuples(option_string):
+            if id(t[0]) not in seen:
+                seen.add(id(t[0]))
+                out.append(t)
+        return out
+
+
+class _Verbose(argparse.Action):
+    """``-v``: INFO; ``-vv``: DEBUG (the same as ``--log-level INFO`` / ``DEBUG``)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        current = str(getattr(namespace, self.dest, DEFAULT_LOG_LEVEL) or DEFAULT_LOG_LEVEL).upper()
+        setattr(namespace, self.dest, "DEBUG" if current in ("INFO", "DEBUG") else "INFO")
+
 
 def add_common_args(parser: argparse.ArgumentParser) -> None:
-    """--log-level / --log_level, --log-filename, --debug, --quiet."""
-    parser.add_argument("--log-level", "--log_level", dest="log_level", default="INFO",
-                        help="logging level (DEBUG, INFO, WARNING, ERROR)")
+    """--log-level (WARNING by default), -v/--verbose, --debug, --quiet."""
+    parser.add_argument("--log-level", dest="log_level", default=DEFAULT_LOG_LEVEL, type=str.upper,
+                        metavar="LEVEL", help="logging level: DEBUG, INFO, WARNING (default), ERROR")
+    parser.add_argument("--verbose", "-v", dest="log_level", nargs=0, action=_Verbose,
+                        help="log what is done (INFO); -vv: DEBUG")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress bars, warnings only")
 
 
-def setup_logging(level: str = "INFO", filename: str | None = None, quiet: bool = False) -> None:
+def add_inputs(parser: argparse.ArgumentParser, metavar: str, help: str) -> None:
+    """Input files as positionals and/or ``-i``/``--input``/``--input_filename`` (the 2024 tools' form)."""
+    parser.add_argument("inputs", nargs="*", metavar=metavar, help=help)
+    parser._needs_inputs = metavar  # type: ignore[attr-defined]  # checked after parsing
+    parser.add_argument("-i", "--input", "--input-filename", dest="input_filename", action="extend",
+                        nargs="+", default=[], metavar="FILE", help="the same inputs given as an option")
+
+
+def inputs_of(args: argparse.Namespace) -> list[str]:
+    """The inputs given by :func:`add_inputs` (positionals first); at least one, or a usage error."""
+    files = list(getattr(args, "inputs", None) or []) + list(getattr(args, "input_filename", None) or [])
+    if not files:
+        raise UsageError("no input given (positional, or -i/--input_filename FILE)")
+    return files
+
+
+def setup_logging(level: str = DEFAULT_LOG_LEVEL, filename: str | None = None, quiet: bool = False) -> None:
     lvl = getattr(logging, str(level).upper(), None)
     if not isinstance(lvl, int):
-        raise ChakraError(f"unknown log level {level!r}")
+        raise UsageError(f"unknown log level {level!r} (DEBUG, INFO, WARNING, ERROR)")
     if quiet and lvl < logging.WARNING:
         lvl = logging.WARNING
-    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    console = logging.StreamHandler(sys.stderr)
+    console.setLevel(lvl)       # its own level: a log file may ask the root logger for more (INFO)
+    handlers: list[logging.Handler] = [console]
+    root_level = lvl
     if filename:
         handlers.append(logging.FileHandler(filename, mode="w"))
-    logging.basicConfig(level=lvl, format=LOG_FORMAT, handlers=handlers, force=True)
+        root_level = min(lvl, logging.INFO)
+        handlers[-1].setLevel(root_level)
+    logging.basicConfig(level=root_level, format=LOG_FORMAT, handlers=handlers, force=True)
 
 
 def show_progress(quiet: bool = False) -> bool:
@@ -153,6 +282,7 @@ def run_command(func: Callable[[argparse.Namespace], int | None], args: argparse
     exit 130 / 143.  Any other exception is a bug: one line saying so (traceback with ``--debug``).
     """
     debug = bool(getattr(args, "debug", False))
+    prog = current_prog(prog)
     previous = _Signals.install()
     try:
         rc = func(args)

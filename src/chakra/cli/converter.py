@@ -32,12 +32,18 @@ INPUT_TYPES = ("PyTorch", "Text")
 
 def build_parser() -> ArgumentParser:
     p = ArgumentParser(prog=PROG, description="Convert ET+ JSON (linked host + Kineto trace) or a bare "
-                       "PyTorch host ET into a Chakra protobuf execution trace.")
+                       "PyTorch host ET into a Chakra protobuf execution trace (or an ASTRA-sim 1.0 text "
+                       "workload into one per NPU).",
+                       examples=["{prog} -i et_plus_0.json -o job.0.et",
+                                 "{prog} PyTorch --input et_plus_0.json --output job.0.et --simulate",
+                                 "{prog} --input_filename et_plus_0.json --output_filename job.0.et "
+                                 "--input_type PyTorch",
+                                 "{prog} Text --input W.txt --output PREFIX --num-npus 8 --astrasim"])
     p.add_argument("input_type_pos", nargs="?", metavar="{PyTorch,Text}",
                    help="input type (2023 form): PyTorch (ET+ / host ET) or Text (ASTRA-sim 1.0 workload)")
-    p.add_argument("--input", "--input_filename", "--input-filename", dest="input", metavar="ET_PLUS",
+    p.add_argument("--input", "--input_filename", "-i", dest="input", metavar="ET_PLUS",
                    help="ET+ JSON or host ET (.json or .json.gz)")
-    p.add_argument("--output", "--output_filename", "--output-filename", dest="output", metavar="OUT",
+    p.add_argument("--output", "--output_filename", "-o", dest="output", metavar="OUT",
                    help="Chakra protobuf ET to write (conventionally <prefix>.<rank>.et)")
     p.add_argument("--input_type", "--input-type", dest="input_type", metavar="TYPE",
                    help="input type (2024 form): PyTorch or Text")

@@ -13,11 +13,13 @@ PROG = "chakra demo"
 
 def build_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(prog=PROG, description="Link -> convert -> replay the 2-rank gloo trace bundled in "
-                       "tests/data/gloo_mlp_2r/, print measured vs replayed time per rank and leave the ET+, "
-                       "Chakra ETs, replay timeline and a summary in an output folder.")
-    p.add_argument("--output-dir", "--output_dir", dest="output_dir", default="chakra_demo_out",
+                       "the package (chakra/data/gloo_mlp_2r/), print measured vs replayed time per rank and "
+                       "leave the ET+, Chakra ETs, replay timeline and a summary in an output folder.",
+                       examples=["{prog}", "{prog} -o demo_out --job",
+                                 "{prog} --input TRACE_FOLDER -o OUT_DIR"])
+    p.add_argument("--output-dir", "-o", dest="output_dir", default="chakra_demo_out",
                    help="where to leave the outputs (default: chakra_demo_out)")
-    p.add_argument("--input", dest="input_folder", default=None,
+    p.add_argument("--input", "-i", dest="input_folder", default=None,
                    help="another folder of host_et_N + kineto_N traces instead of the bundled one")
     p.add_argument("--jobs", "-j", type=int, default=None,
                    help="ranks processed at once (default: one per core; 1 = in this process)")

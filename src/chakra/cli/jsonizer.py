@@ -19,7 +19,9 @@ log = logging.getLogger("chakra.jsonizer")
 
 def build_parser() -> ArgumentParser:
     p = ArgumentParser(prog=PROG, description="Chakra protobuf ET (.et, .et.gz) -> JSON with every field "
-                       "(attribute value fields by name), or JSON -> protobuf ET.")
+                       "(attribute value fields by name), or JSON -> protobuf ET.",
+                       examples=["{prog} --input_filename job.0.et --output_filename job.0.json",
+                                 "{prog} -i job.0.json -o job.0.et --reverse"])
     p.add_argument("--input_filename", "--input-filename", "--input", "-i", dest="input_filename",
                    required=True, metavar="IN", help="protobuf ET, or a JSON document made by this tool")
     p.add_argument("--output_filename", "--output-filename", "--output", "-o", dest="output_filename",

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from chakra import __version__
+from chakra.cli.common import SPELLING_NOTE, umbrella_prog
 
 # subcommand -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -26,6 +27,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "stats": ("chakra.cli.stats", "statistics of a Chakra ET or ET+"),
     "pipeline": ("chakra.cli.pipeline", "link, convert and replay every rank of a folder"),
     "validate": ("chakra.cli.validate", "check Chakra ETs against what ASTRA-sim reads (one rank or a job)"),
+    "harness": ("chakra.cli.harness", "check every rank of a trace archive against expected times"),
 }
 
 
@@ -35,6 +37,8 @@ def _usage() -> str:
         lines.append(f"  {name:<10} {text}")
     lines.append("")
     lines.append("'chakra <command> --help' for the options of one command.")
+    lines += ["", "examples:", "  chakra demo", "  chakra pipeline TRACE_FOLDER -o OUT_DIR --job",
+              "  chakra stats OUT_DIR/job.0.et", "", SPELLING_NOTE]
     return "\n".join(lines) + "\n"
 
 
@@ -58,7 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         sys.stderr.write(f"chakra {name}: not built yet in this version of the toolkit\n")
         return 2
-    return int(module.main(rest) or 0)
+    with umbrella_prog(f"chakra {name}"):
+        return int(module.main(rest) or 0)
 
 
 if __name__ == "__main__":

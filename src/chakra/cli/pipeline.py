@@ -16,9 +16,13 @@ def build_parser() -> argparse.ArgumentParser:
                        "host_et_N / chakra_host_et_N / et_N + kineto_N traces (.json or .json.gz; also "
                        "host/ + device/ subfolders; PARAM's rank-N.json told apart by content; other "
                        "names with --host-pattern / --device-pattern) and print measured vs replayed "
-                       "time per rank.  A folder of Kineto traces without host ETs is linked Kineto-only.")
+                       "time per rank.  A folder of Kineto traces without host ETs is linked Kineto-only.",
+                       examples=["{prog} TRACE_FOLDER -o OUT_DIR",
+                                 "{prog} TRACE_FOLDER -o OUT_DIR --job --jobs 2",
+                                 "{prog} TRACE_FOLDER -o OUT_DIR --astrasim --simulator astra-sim/run.sh",
+                                 "{prog} TRACE_FOLDER --output-dir OUT_DIR --scheduler tcp://host:8786"])
     p.add_argument("folder", help="folder with the per-rank host ET and Kineto traces")
-    p.add_argument("--output-dir", "--output_dir", dest="output_dir", required=True,
+    p.add_argument("--output-dir", "-o", dest="output_dir", required=True,
                    help="where to write et_plus_N.json, NAME.N.et, replay_N.log, timeline.json, summary.*")
     p.add_argument("--jobs", "-j", type=int, default=None,
                    help="ranks processed at once (default: one per core, or 1 = in this process when "
@@ -30,6 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="replay all ranks together (collectives wait for their peers) instead of each alone")
     p.add_argument("--mode", choices=("lanes", "astrasim"), default="lanes",
                    help="replay mode (see chakra replay --help)")
+    p.add_argument("--step", type=int, default=None, metavar="N",
+                   help="ProfilerStep#N only (see chakra link --help)")
     p.add_argument("--name", default=None,
                    help="file-name prefix of the Chakra ETs (default: the folder's name)")
     p.add_argument("--astrasim", action="store_true",
@@ -62,7 +68,7 @@ def _run(args: argparse.Namespace) -> int:
     setup_logging(args.log_level, None, args.quiet)
     naming = RankNaming(args.host_pattern, args.device_pattern, args.kineto_only)
     return pipeline_command(args.folder, args.output_dir, jobs=args.jobs, scheduler=args.scheduler,
-                            job_replay=args.job, mode=args.mode, name=args.name,
+                            job_replay=args.job, mode=args.mode, name=args.name, step=args.step,
                             progress=show_progress(args.quiet), astrasim=args.astrasim,
                             simulator=args.simulator, naming=naming)
 

@@ -6,15 +6,25 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from chakra.cli.common import ArgumentParser, add_common_args, run_command, setup_logging
+from chakra.cli.common import (
+    ArgumentParser,
+    add_common_args,
+    add_inputs,
+    inputs_of,
+    run_command,
+    setup_logging,
+)
 
 PROG = "chakra replay"
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(prog=PROG, description="Replay Chakra protobuf ETs (event-driven) and compare the "
-                       "replayed time of each rank with its measured step.")
-    p.add_argument("inputs", nargs="+", metavar="ET", help="Chakra ET file(s), one per rank (.et or .et.gz)")
+                       "replayed time of each rank with its measured step.",
+                       examples=["{prog} job.0.et", "{prog} job.0.et job.1.et --job --timeline timeline.json",
+                                 "{prog} -i job.0.et --mode astrasim --no-gaps --json",
+                                 "{prog} other_tool.0.et other_tool.1.et --job --comm-group groups.json"])
+    add_inputs(p, "ET", "Chakra ET file(s), one per rank (.et or .et.gz)")
     p.add_argument("--job", action="store_true",
                    help="replay all ranks together: collectives and send/recv wait for their peers")
     p.add_argument("--mode", choices=("lanes", "astrasim"), default="lanes",
@@ -27,6 +37,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "default) or each participant's recording net of its recorded wait (net)")
     p.add_argument("--no-align", dest="align", action="store_false",
                    help="--job: start every rank at 0 instead of at its recorded window start")
+    p.add_argument("--comm-group", metavar="FILE", default=None,
+                   help='--job: the process groups as ASTRA-sim reads them, {"<pg id>": [global ranks], '
+                        "...} (added to each rank's own table; wins where both list a group)")
+    p.add_argument("--unknown-group", choices=("error", "world"), default="error",
+                   help="--job: a collective whose process group no table lists is an error (default) or "
+                        "couples all ranks (world)")
     p.add_argument("--ignore-missing-deps", action="store_true",
                    help="drop dependencies on node ids that are not in the file instead of failing")
     p.add_argument("--timeline", metavar="OUT.json",
@@ -41,10 +57,11 @@ def _run(args: argparse.Namespace) -> int:
     from chakra.replay.output import replay_report
 
     setup_logging(args.log_level, None, args.quiet)
-    return replay_report(args.inputs, job=args.job, mode=args.mode, gaps=args.gaps, align=args.align,
+    return replay_report(inputs_of(args), job=args.job, mode=args.mode, gaps=args.gaps, align=args.align,
                          collective=args.collective,
                          missing="ignore" if args.ignore_missing_deps else "error",
-                         timeline_path=args.timeline, log_path=args.log, as_json=args.json)
+                         timeline_path=args.timeline, log_path=args.log, as_json=args.json,
+                         comm_groups=args.comm_group, unknown_group=args.unknown_group)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -6,15 +6,25 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from chakra.cli.common import ArgumentParser, add_common_args, run_command, setup_logging, show_progress
+from chakra.cli.common import (
+    ArgumentParser,
+    add_common_args,
+    add_inputs,
+    inputs_of,
+    run_command,
+    setup_logging,
+    show_progress,
+)
 
 PROG = "chakra stats"
 
 
 def build_parser() -> ArgumentParser:
     p = ArgumentParser(prog=PROG, description="Node kinds, top ops by time, communication volume and the "
-                       "critical path of Chakra protobuf ETs (or ET+ JSON), per rank and across ranks.")
-    p.add_argument("inputs", nargs="+", metavar="ET_OR_ETPLUS", help="one file per rank (.et, .et.gz, .json)")
+                       "critical path of Chakra protobuf ETs (or ET+ JSON), per rank and across ranks.",
+                       examples=["{prog} job.0.et", "{prog} job.0.et job.1.et --top 5",
+                                 "{prog} -i et_plus_0.json --json"])
+    add_inputs(p, "ET_OR_ETPLUS", "one file per rank (.et, .et.gz, .json)")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.add_argument("--top", type=int, default=10, help="rows in each top-N table (default 10)")
     add_common_args(p)
@@ -25,7 +35,7 @@ def _run(args: argparse.Namespace) -> int:
     from chakra.tools.stats import run_stats
 
     setup_logging(args.log_level, quiet=args.quiet)
-    run_stats(args.inputs, as_json=args.json, top=args.top, progress=show_progress(args.quiet))
+    run_stats(inputs_of(args), as_json=args.json, top=args.top, progress=show_progress(args.quiet))
     return 0
 
 

@@ -8,15 +8,25 @@ from collections.abc import Sequence
 
 import orjson
 
-from chakra.cli.common import ArgumentParser, add_common_args, run_command, setup_logging
+from chakra.cli.common import (
+    ArgumentParser,
+    add_common_args,
+    add_inputs,
+    inputs_of,
+    run_command,
+    setup_logging,
+)
 
 PROG = "chakra summary"
 
 
 def build_parser() -> ArgumentParser:
     p = ArgumentParser(prog=PROG, description="Load PyTorch host ETs, Kineto traces (.json or .json.gz) or "
-                       "Chakra protobuf ETs (.et, .et.gz) and summarise what they hold.")
-    p.add_argument("inputs", nargs="+", metavar="FILE", help="host ET, Kineto trace or Chakra ET")
+                       "Chakra protobuf ETs (.et, .et.gz) and summarise what they hold.",
+                       examples=["{prog} host_et_0.json.gz kineto_0.json.gz",
+                                 "{prog} job.0.et",
+                                 "{prog} -i kineto_0.json --json"])
+    add_inputs(p, "FILE", "host ET, Kineto trace or Chakra ET")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     add_common_args(p)
     return p
@@ -26,7 +36,7 @@ def _run(args: argparse.Namespace) -> int:
     from chakra.tools.summary import render, summarize
 
     setup_logging(args.log_level, quiet=args.quiet)
-    summaries = [summarize(path) for path in args.inputs]
+    summaries = [summarize(path) for path in inputs_of(args)]
     if args.json:
         sys.stdout.write(orjson.dumps(summaries, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:

@@ -15,7 +15,9 @@ log = logging.getLogger("chakra.timeline")
 
 def build_parser() -> ArgumentParser:
     p = ArgumentParser(prog=PROG, description="Turn a simulator log of issue/callback rows into a Chrome "
-                       "trace JSON (one process per NPU, ts/dur in µs) for Perfetto or chrome://tracing.")
+                       "trace JSON (one process per NPU, ts/dur in µs) for Perfetto or chrome://tracing.",
+                       examples=["{prog} --input_filename sim.csv --output_filename timeline.json "
+                                 "--num_npus 4 --npu_frequency 1000"])
     p.add_argument("--input_filename", "--input-filename", "-i", dest="input_filename", required=True,
                    metavar="SIM.csv", help="simulator log with issue/callback rows (.gz also read)")
     p.add_argument("--output_filename", "--output-filename", "-o", dest="output_filename", required=True,

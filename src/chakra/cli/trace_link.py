@@ -29,6 +29,13 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
         "into ET+ JSON (.gz output when the name ends in .gz); or a Kineto trace alone "
         "(--kineto-only, implied when no host ET is given): the host nodes are then made from its "
         "cpu_op / user_annotation events, without tensor ids or outputs.",
+        examples=[
+            "{prog} --chakra-host-trace host_et_0.json.gz --chakra-device-trace kineto_0.json.gz --rank 0 "
+            "-o et_plus_0.json",
+            "{prog} --pytorch-et-file host_et_0.json --kineto-file kineto_0.json "
+            "--output-file et_plus_0.json",
+            "{prog} --batch TRACE_FOLDER --output-dir OUT_DIR --jobs 2",
+        ],
     )
     p.add_argument(
         "--chakra-host-trace",
@@ -56,7 +63,7 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
         "events nested by time per thread, every ProfilerStep window kept; no tensor ids, outputs or "
         "op schemas (the log says so)",
     )
-    p.add_argument("--output-file", "--output_file", dest="output", metavar="OUT", help="ET+ output file")
+    p.add_argument("--output-file", "-o", dest="output", metavar="OUT", help="ET+ output file")
     p.add_argument(
         "--rank",
         type=int,
@@ -69,6 +76,14 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
         default=None,
         metavar="NAME",
         help="use the windows of this annotation instead of ProfilerStep#N",
+    )
+    p.add_argument(
+        "--step",
+        type=int,
+        default=None,
+        metavar="N",
+        help="link ProfilerStep#N only: the host nodes of the other steps and the GPU ops they launched are "
+        "left out, and dependencies on them dropped (they were met before the step began)",
     )
     p.add_argument(
         "--batch",
@@ -114,6 +129,7 @@ def _run(args: argparse.Namespace) -> int:
         quiet=args.quiet,
         strict=args.strict,
         kineto_only=args.kineto_only,
+        step=args.step,
     )
 
 

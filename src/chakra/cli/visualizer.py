@@ -7,7 +7,8 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from chakra.cli.common import ArgumentParser, add_common_args, run_command, setup_logging
+from chakra.cli.common import ArgumentParser, add_common_args, run_command, setup_logging, show_progress
+from chakra.tools.visualizer import DEFAULT_COARSE_BOXES, DEFAULT_MAX_SECONDS
 
 PROG = "chakra_visualizer"
 log = logging.getLogger("chakra.visualizer")
@@ -16,7 +17,11 @@ log = logging.getLogger("chakra.visualizer")
 def build_parser(prog: str = PROG) -> ArgumentParser:
     p = ArgumentParser(prog=prog, description="Draw a Chakra protobuf ET (or a filtered part of it): "
                        ".pdf/.png/.svg through graphviz, .dot text, .graphml through networkx. "
-                       "Ctrl deps are solid edges, data deps dashed.")
+                       "Ctrl deps are solid edges, data deps dashed.",
+                       examples=["{prog} --input_filename job.0.et --output_filename job.0.svg",
+                                 "{prog} -i job.0.et -o part.pdf --node-range 100:300",
+                                 "{prog} job.0.et job.1.et --rank 1 -o rank1.graphml",
+                                 "{prog} -i job.0.et -o whole_step.svg --coarse"])
     p.add_argument("inputs", nargs="*", metavar="ET", help="input ET(s); same as --input_filename")
     p.add_argument("--input_filename", "--input-filename", "-i", dest="input_filename", nargs="+",
                    default=[], metavar="ET", help="input ET file(s); several need --rank to pick one")
@@ -29,6 +34,14 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
     p.add_argument("--head", type=int, metavar="N", help="keep the first N remaining nodes in file order")
     p.add_argument("--max-nodes", "--max_nodes", dest="max_nodes", type=int, default=2000,
                    help="refuse to draw more nodes than this (default 2000; not applied to .graphml)")
+    p.add_argument("--coarse", nargs="?", type=int, const=DEFAULT_COARSE_BOXES, default=None, metavar="BOXES",
+                   help="merge consecutive ops of one side (CPU, GPU, comm) into about BOXES boxes "
+                        f"(default {DEFAULT_COARSE_BOXES}): the shape of a whole trace in one drawing")
+    p.add_argument("--max-seconds", type=float, default=DEFAULT_MAX_SECONDS, metavar="S",
+                   help="refuse a drawing that graphviz's dot would need more than S seconds to lay out "
+                        f"(estimated from nodes + edges; default {DEFAULT_MAX_SECONDS:g})")
+    p.add_argument("--timeout", type=float, default=None, metavar="S",
+                   help="stop dot after S seconds (default: 3x the estimate, at least 60)")
     p.add_argument("--layout", choices=("auto", "TB", "LR"), default="auto",
                    help="top-to-bottom, left-to-right, or auto (LR when much wider than deep)")
     add_common_args(p)
@@ -41,7 +54,8 @@ def _run(args: argparse.Namespace) -> int:
     setup_logging(args.log_level, quiet=args.quiet)
     sel = visualize(list(args.inputs) + list(args.input_filename), args.output_filename, rank=args.rank,
                     node_range=args.node_range, name=args.name, head=args.head, max_nodes=args.max_nodes,
-                    layout=args.layout)
+                    layout=args.layout, coarse=args.coarse, max_seconds=args.max_seconds,
+                    timeout=args.timeout, progress=show_progress(args.quiet))
     log.info("wrote %s: %d nodes, %d ctrl and %d data edges", args.output_filename, len(sel.nodes),
              len(sel.ctrl_edges), len(sel.data_edges))
     return 0

@@ -88,6 +88,7 @@ from chakra.convert.comm import (
 from chakra.convert.graph import CycleError, kahn_order, topological_order
 from chakra.convert.serial import GPU_CATS, IN_TAG, OUT_TAG, Serializer, dumps_any
 from chakra.errors import TraceFormatError
+from chakra.host.loader import self_parent_message
 from chakra.host.model import METADATA, OP, PROCESS_ROOT, HostOp, HostTrace, is_comm_name
 from chakra.io import gc_paused
 
@@ -282,10 +283,12 @@ class _Converter:
         ids, index, par, kinds = self.ids, self.index, self.par, self.kinds
         rf_ids = self.cols.rf_ids
         kids: dict[int, list[int]] = {}
-        orphans = 0
+        orphans = self_parents = 0
         first = ""
         parents = self.cols.parents
         for i, p in enumerate(map(index.get, parents)):   # the parent's position, looked up in C
+            if p == i and kinds[i] != PROCESS_ROOT:
+                self_parents += 1
             if p is not None and p != i:
                 par[i] = p
                 ch = kids.get(p)
@@ -297,6 +300,8 @@ class _Converter:
                 orphans += 1
                 if not first:
                     first = f"node {ids[i]} -> missing parent {parents[i]}"
+        if self_parents:
+            _warn(self.stats, self_parent_message(self.trace.path, self_parents, self.n))
         if orphans:
             _warn(self.stats, f"{self.trace.path}: {orphans} node(s) name a parent that is not in the trace "
                               f"(e.g. {first}); they keep no control dependency")

@@ -153,4 +153,10 @@ def add_log_file(path: str | os.PathLike[str]) -> None:
         pass
     handler = logging.FileHandler(path, mode="a", encoding="utf-8")
     handler.setFormatter(logging.Formatter("[%(asctime)s] %(levelname)s %(name)s: %(message)s"))
-    logging.getLogger().addHandler(handler)
+    # a log file asked for gets what was done (INFO) whatever the console shows (WARNING by default; the
+    # console handler of chakra.cli.common.setup_logging filters by its own level)
+    root = logging.getLogger()
+    level = min(root.getEffectiveLevel(), logging.INFO)
+    handler.setLevel(level)
+    root.setLevel(level)
+    root.addHandler(handler)

@@ -145,6 +145,18 @@ def _detect_layout(schema: Any, nodes: list[Any], path: str, warnings: list[str]
     return layout
 
 
+def self_parent_message(path: str, count: int, total: int) -> str:
+    """What the linker and the converter say about nodes that are their own parent.
+
+    In a host ET only the process root is its own parent; a tool that writes ``parent == id`` for other
+    nodes (all of them, in some exports) has lost the call tree, and every such node then counts as a
+    top-level op: no parent -> child control dependency, no nesting to take the children's time out of.
+    """
+    return (f"{path}: {count:,} of {total:,} nodes are their own parent (only the process root should be): "
+            "the call tree is missing, so they are taken as top-level ops, without parent/child control "
+            "dependencies")
+
+
 def _warn(warnings: list[str], msg: str) -> None:
     log.warning("%s", msg)
     warnings.append(msg)

@@ -11,9 +11,10 @@ from __future__ import annotations
 import logging
 import math
 import os
+import sys
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,8 @@ from chakra.device.loader import load_kineto
 from chakra.device.model import KERNEL, MEMCPY, MEMSET, KinetoTrace
 from chakra.errors import TraceFormatError, UsageError
 from chakra.host.comm import COMM_KERNEL_PREFIXES
-from chakra.host.model import HostTrace
+from chakra.host.loader import self_parent_message
+from chakra.host.model import PROCESS_ROOT, HostTrace
 from chakra.io import gc_paused
 from chakra.io.jsonio import dump_json_items
 from chakra.link.comm import CommResolver, gloo_fields, process_groups
@@ -35,7 +37,7 @@ from chakra.link.hostio import HostLoad
 from chakra.link.kineto_only import KINETO_ONLY, KinetoHost, build_host, missing_note
 from chakra.link.match import MatchResult, match_ops
 from chakra.link.provenance import run_mismatches
-from chakra.link.window import Window, measured, select_window
+from chakra.link.window import Window, check_step, measured, select_window, step_annotation, step_ops
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +71,7 @@ class LinkReport:
     gpu_ops_in_window: int = 0
     gpu_attach_rate_in_window: float = 1.0
     gpu_launched_before_trace: int = 0
+    step: dict[str, Any] | None = None   # --step: the step and the host nodes kept / dropped
 
     def summary(self) -> str:
         before = self.gpu_launched_before_trace
@@ -84,6 +87,8 @@ class LinkReport:
             f"({100 * self.gpu_attach_rate_in_window:.1f}%"
             + (f", {before} launched before the trace" if before else "")
             + f"); {self.sync_deps} sync deps, {self.inter_thread_deps} inter-thread deps"
+            + (f"; {self.step['step']} only: {self.step['host_nodes_kept']} host nodes kept, "
+               f"{self.step['host_nodes_dropped']} dropped" if self.step else "")
         )
 
 
@@ -95,6 +100,7 @@ def link_traces(
     annotation: str | None = None,
     inter_thread_gap_us: float = DEFAULT_GAP_US,
     fallback_rank: int | None = None,
+    step: int | None = None,
 ) -> dict[str, Any]:
     """Link a loaded host ET with its Kineto trace; return the ET+ document.
 
@@ -104,7 +110,8 @@ def link_traces(
     ignored (:func:`link_files` refuses it with ``strict``).  ``fallback_rank`` is used when the trace
     has none, silently (a rank guessed from a file name).  ``annotation`` selects the windows of
     that annotation instead of ``ProfilerStep#N``; ``inter_thread_gap_us`` is the idle gap that
-    starts a new group of ops on a thread (see ``chakra.link.deps``).
+    starts a new group of ops on a thread (see ``chakra.link.deps``).  ``step`` keeps the nodes of
+    ``ProfilerStep#<step>`` only (:func:`chakra.link.window.step_ops`).
     """
     mismatch = rank_mismatch(rank, host, kineto)
     if mismatch:
@@ -113,7 +120,7 @@ def link_traces(
     # Millions of new acyclic dicts: the cyclic GC would rescan all of them again and again.
     with gc_paused():
         return _link(host, kineto, resolve_rank(rank, host, kineto, fallback_rank), annotation,
-                     inter_thread_gap_us)
+                     inter_thread_gap_us, step)
 
 
 def trace_rank(host: HostTrace, kineto: KinetoTrace) -> int | None:
@@ -141,9 +148,9 @@ def resolve_rank(rank: int | None, host: HostTrace, kineto: KinetoTrace,
 
 def _link(
     host: HostTrace, kineto: KinetoTrace, rank_out: int | None, annotation: str | None,
-    inter_thread_gap_us: float
+    inter_thread_gap_us: float, step: int | None = None
 ) -> dict[str, Any]:
-    doc, nodes = _prepare(host, kineto, rank_out, annotation, inter_thread_gap_us)
+    doc, nodes = _prepare(host, kineto, rank_out, annotation, inter_thread_gap_us, step=step)
     doc["nodes"] = list(nodes)
     return doc
 
@@ -151,7 +158,7 @@ def _link(
 def _prepare(
     host: HostTrace, kineto: KinetoTrace, rank_out: int | None, annotation: str | None,
     inter_thread_gap_us: float, io_texts: list[bytes] | None = None, node_texts: Any = None,
-    prematched: KinetoHost | None = None
+    prematched: KinetoHost | None = None, step: int | None = None
 ) -> tuple[dict[str, Any], Iterator[Any]]:
     """The ET+ document with ``"nodes"`` holding None (in its place among the keys), and an iterator
     over the nodes: host nodes in file order, then GPU nodes.
@@ -164,12 +171,30 @@ bytes as the lists.  ``node_texts`` (iterable, op order): each host node's JSON 
 fields, made by the process that loaded the host ET; the link fields are appended to it.
 ``prematched``: a host ET made from the Kineto trace itself, with its window and matching
 (:mod:`chakra.link.kineto_only`); ``host`` is its ``host``."""
+    if step is not None:
+        if annotation is not None:
+            raise UsageError("--step and --annotation both choose the window: give one")
+        check_step(kineto, step)
+        annotation = step_annotation(step)
+    self_parents = sum(1 for op in host.ops if op.parent == op.id and op.kind != PROCESS_ROOT)
+    if self_parents:
+        log.warning("%s", self_parent_message(host.path, self_parents, len(host.ops)))
     if prematched is None:
         window = select_window(host, kineto, annotation)
         match = match_ops(host, kineto, window)
     else:
         window, match = prematched.window, prematched.match
     gpu = attach_gpu_ops(kineto, match.event_to_host, window)
+    keep: set[int] | None = None
+    step_stats: dict[str, Any] | None = None
+    if step is not None:
+        # one step only: its host ops, the GPU ops they launched; deps on anything else are dropped below
+        keep = step_ops(host, kineto, match.host_to_event, step)
+        kept_gpu = [g for g in gpu.ops if g.launcher in keep]
+        step_stats = {"step": step_annotation(step), "host_nodes_kept": len(keep),
+                      "host_nodes_dropped": len(host.ops) - len(keep),
+                      "gpu_ops_dropped": len(gpu.ops) - len(kept_gpu)}
+        gpu = replace(gpu, ops=kept_gpu)
     resolver = CommResolver(host)
     events = kineto.events
     gloo = sum(1 for op in host.ops if op.name.startswith("gloo:"))
@@ -186,6 +211,9 @@ fields, made by the process that loaded the host ET; the link fields are appende
     gpu_ids = range(first_gpu_id, first_gpu_id + len(gpu.ops))
     s_deps, s_stats = sync_deps(kineto, match.host_to_event, match.event_to_host, gpu, gpu_ids, keys)
     del keys
+    if keep is not None:  # a dependency on a node outside the step was met before the step began
+        it_deps = {k: v for k, v in it_deps.items() if k in keep and v in keep}
+        s_deps = {k: v for k, v in s_deps.items() if k in keep}
 
     world = kineto.world_size if kineto.world_size is not None else host.world_size
     pgs = process_groups(host, kineto.distributed_info, world)
@@ -208,10 +236,15 @@ fields, made by the process that loaded the host ET; the link fields are appende
     doc["world_size"] = world
     doc["process_groups"] = pgs
     doc["measured"] = measured(kineto, window)
+    if step_stats is not None:
+        stats["step"] = step_stats
+        log.info("%s: %s: %d host nodes kept, %d dropped (other steps); %d GPU ops dropped", host.path,
+                 step_stats["step"], step_stats["host_nodes_kept"], step_stats["host_nodes_dropped"],
+                 step_stats["gpu_ops_dropped"])
     doc["link_stats"] = stats
     _log_summary(f"rank {rank_out}" if rank_out is not None else os.path.basename(host.path), stats)
     nodes = chain(_host_nodes(host, kineto, match.host_to_event, resolver, it_deps, s_deps, io_texts,
-                              node_texts),
+                              node_texts, keep),
                   _gpu_nodes(host, kineto, gpu, resolver, first_gpu_id, io_texts))
     return doc, nodes
 
@@ -222,15 +255,20 @@ _OUR_TOP_KEYS = frozenset(("rank", "world_size", "process_groups", "measured", "
 def _host_nodes(
     host: HostTrace, kineto: KinetoTrace, host_to_event: dict[int, int], resolver: CommResolver,
     it_deps: dict[int, int], s_deps: dict[int, list[int]], io_texts: list[bytes] | None,
-    node_texts: Any = None
+    node_texts: Any = None, keep: set[int] | None = None
 ) -> Iterator[Any]:
-    """Host nodes in file order and layout, with the timing of their matched event and their deps."""
+    """Host nodes in file order and layout, with the timing of their matched event and their deps
+    (only those in ``keep`` when it is given)."""
     events = kineto.events
     layout = host.layout
     fragment = orjson.Fragment
     dumps = orjson.dumps
     texts = iter(node_texts) if node_texts is not None else None
     for op in host.ops:
+        if keep is not None and op.id not in keep:
+            if texts is not None:
+                next(texts)
+            continue
         if texts is not None:
             node = {}  # the link fields only: the rest is the node's text
         elif io_texts is None:
@@ -441,7 +479,8 @@ def link_kineto(
 
 
 def _prepare_kineto(kineto: KinetoTrace, rank: int | None, annotation: str | None, gap_us: float,
-                    fallback_rank: int | None) -> tuple[dict[str, Any], Iterator[Any]]:
+                    fallback_rank: int | None, step: int | None = None
+                    ) -> tuple[dict[str, Any], Iterator[Any]]:
     kh = build_host(kineto, annotation)
     host = kh.host
     host.extra = {"kineto_only": kh.summary()}
@@ -451,7 +490,7 @@ def _prepare_kineto(kineto: KinetoTrace, rank: int | None, annotation: str | Non
         log.warning("%s: %s: writing rank %s, the rank its collectives were recorded with",
                     kineto.path, mismatch, trace_rank(host, kineto))
     return _prepare(host, kineto, resolve_rank(rank, host, kineto, fallback_rank), annotation, gap_us,
-                    prematched=kh)
+                    prematched=kh, step=step)
 
 
 def link_kineto_file(
@@ -462,11 +501,12 @@ def link_kineto_file(
     annotation: str | None = None,
     strict: bool = False,
     fallback_rank: int | None = None,
+    step: int | None = None,
 ) -> LinkReport:
     """Load a Kineto trace, link it alone (:func:`link_kineto`) and write ET+ atomically.
 
     ``strict`` refuses a ``rank`` that contradicts the trace's own rank (else: a warning, the trace's
-    rank is written)."""
+    rank is written); ``step`` as in :func:`link_files`."""
     t0 = time.perf_counter()
     if not os.path.exists(kineto_path):
         raise TraceFormatError("file not found", kineto_path)
@@ -483,7 +523,7 @@ def link_kineto_file(
             if strict:
                 raise TraceFormatError(what + " (refused: --strict)", os.fspath(kineto_path))
             warnings.append(f"{what} (wrote rank {own}; --strict refuses)")
-        doc, nodes = _prepare_kineto(kineto, rank, annotation, DEFAULT_GAP_US, fallback_rank)
+        doc, nodes = _prepare_kineto(kineto, rank, annotation, DEFAULT_GAP_US, fallback_rank, step)
         dump_json_items(out, doc, "nodes", nodes)
         del kineto, nodes
         report = _report(doc, None, os.fspath(kineto_path), out)
@@ -503,6 +543,7 @@ def link_files(
     annotation: str | None = None,
     strict: bool = False,
     fallback_rank: int | None = None,
+    step: int | None = None,
 ) -> LinkReport:
     """Load, link and write ET+ atomically (``.gz`` output when the name ends in ``.gz``).
 
@@ -511,11 +552,12 @@ def link_files(
     Files that look like different runs (pid or wall-clock mismatch, see :mod:`chakra.link.provenance`)
     and a ``rank`` that contradicts the trace's own rank (see :func:`link_traces`: the trace's wins)
     are linked with a warning, or refused with ``strict``.  ``fallback_rank`` is the rank to write
-    when the traces have none (the pipeline passes the rank of the file names).
+    when the traces have none (the pipeline passes the rank of the file names).  ``step``: the nodes
+    of ``ProfilerStep#<step>`` only.
     """
     if host_path is None:
         return link_kineto_file(kineto_path, output_path, rank=rank, annotation=annotation, strict=strict,
-                                fallback_rank=fallback_rank)
+                                fallback_rank=fallback_rank, step=step)
     t0 = time.perf_counter()
     for p in (host_path, kineto_path):
         if not os.path.exists(p):
@@ -560,7 +602,7 @@ def link_files(
                 log.warning("%s: %s: writing rank %s, the rank its collectives were recorded with",
                             kineto.path or host.path, bad_rank, trace_rank(host, kineto))
             doc, nodes = _prepare(host, kineto, resolve_rank(rank, host, kineto, fallback_rank), annotation,
-                                  DEFAULT_GAP_US, io_texts, node_texts)
+                                  DEFAULT_GAP_US, io_texts, node_texts, step=step)
             warnings = list(host.warnings) + list(kineto.warnings) + mismatches
             # the nodes are made while they are written: never a million node dicts at once
             dump_json_items(out, doc, "nodes", nodes)
@@ -595,6 +637,7 @@ def _report(doc: dict[str, Any], host_path: str | None, kineto_path: str, out: s
         gpu_ops_in_window=s["gpu_ops_in_window"],
         gpu_attach_rate_in_window=s["gpu_attach_rate_in_window"],
         gpu_launched_before_trace=s["gpu_orphans_no_launch"],
+        step=s.get("step"),
     )
 
 
@@ -623,6 +666,7 @@ def link_folder(
     annotation: str | None = None,
     quiet: bool = False,
     kineto_only: bool = False,
+    step: int | None = None,
 ) -> list[LinkReport]:
     """Link every rank of ``folder`` into ``out_dir/et_plus_N.json(.gz)``, ``jobs`` processes at a time;
     ``kineto_only``: every rank from its Kineto trace alone (also when the folder has no host ET).
@@ -636,7 +680,7 @@ def link_folder(
     out.mkdir(parents=True, exist_ok=True)
     tasks = [
         RankTask(rank=r, host=str(h) if h else None, kineto=str(k), et_plus=str(out / _output_name(r, h, k)),
-                 annotation=annotation)
+                 annotation=annotation, step=step)
         for r, h, k in files
     ]
     progress = None
@@ -666,6 +710,7 @@ def link_command(
     quiet: bool = False,
     strict: bool = False,
     kineto_only: bool = False,
+    step: int | None = None,
 ) -> int:
     """What ``chakra_trace_link`` does: one pair, a Kineto trace alone (``kineto_only``, implied when
     no host ET is given), or a folder with ``batch``.  Returns the exit code."""
@@ -675,9 +720,10 @@ def link_command(
         if strict:
             raise UsageError("--strict checks one host ET + Kineto pair; it is not available with --batch")
         reports = link_folder(batch, output_dir or batch, jobs, annotation=annotation, quiet=quiet,
-                              kineto_only=kineto_only)
-        for r in reports:
-            log.info("%s -> %s", r.summary(), r.output_path)
+                              kineto_only=kineto_only, step=step)
+        if not quiet:  # the result, once, on stdout (the INFO log has the details with -v)
+            for r in reports:
+                sys.stdout.write(f"{r.summary()} -> {r.output_path}\n")
         return 0
     if kineto_only and host:
         raise UsageError("--kineto-only links the Kineto trace alone: do not also give a host ET")
@@ -696,8 +742,9 @@ def link_command(
     if missing:
         raise UsageError("missing " + ", ".join(missing))
     report = link_files(None if kineto_only else host, kineto, output,  # type: ignore[arg-type]
-                        rank=rank, annotation=annotation, strict=strict)
-    log.info("%s", report.summary())
+                        rank=rank, annotation=annotation, strict=strict, step=step)
+    if not quiet:
+        sys.stdout.write(f"{report.summary()} -> {output}\n")
     return 0
 
 

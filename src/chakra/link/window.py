@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from chakra.device.loader import union_length
 from chakra.device.model import ANNOTATION, HOST_OP, KinetoTrace, StepWindow
 from chakra.errors import UsageError
-from chakra.host.model import OP, HostTrace
+from chakra.host.model import OP, HostOp, HostTrace
 
 _PROFILER_STEP = "ProfilerStep#"
 
@@ -176,3 +176,100 @@ def measured(kineto: KinetoTrace, window: Window) -> dict[str, object]:
         "dur_us": union_length(steps),
         "steps": [{"name": s.name, "ts": s.ts, "dur": s.dur} for s in steps],
     }
+
+
+# ---- one chosen step: which host ops belong to ProfilerStep#N -------------------------------------------
+
+
+def step_annotation(step: int) -> str:
+    return f"{_PROFILER_STEP}{step}"
+
+
+def check_step(kineto: KinetoTrace, step: int) -> StepWindow:
+    """The Kineto window of ``ProfilerStep#<step>``; a usage error naming the steps there are otherwise."""
+    if step < 0:
+        raise UsageError(f"--step {step}: a step number is 0 or more")
+    name = step_annotation(step)
+    wins = annotation_windows(kineto, name)
+    if not wins:
+        there = sorted({s.name for s in kineto.steps}, key=lambda n: (len(n), n))
+        raise UsageError(f"--step {step}: no {name} in {kineto.path} (its steps: "
+                         f"{', '.join(there) if there else 'none'})")
+    return max(wins, key=lambda w: w.dur)
+
+
+def step_ops(host: HostTrace, kineto: KinetoTrace, host_to_event: dict[int, int], step: int) -> set[int]:
+    """Ids of the host nodes of one step: what ``--step N`` keeps.
+
+    Roots and metadata nodes (``## process_group:init ##``) are always kept: the kept ops hang from them
+    and the process groups are needed.  An op is kept with its whole subtree, decided at the top level of
+    its thread (a child of a thread root):
+
+    * the host ET holds a ``ProfilerStep#N`` node: that node (all of the step on its thread; other
+      top-level ops of that thread, such as the other steps, go); on the other threads, a top-level op
+      whose Kineto event starts inside the step's window, or, not matched, that was recorded between
+      ``ProfilerStep#N`` and the next step (the host ET numbers nodes in the order they start);
+    * no ``ProfilerStep`` in the host ET: the top-level ops whose Kineto event starts inside the window,
+      and the unmatched ones recorded between the first and the last of those.
+
+    A dependency on a node that is not kept is dropped by the caller: it was met before the step began.
+    """
+    window = check_step(kineto, step)
+    lo, hi = window.ts, window.ts + window.dur
+    events = kineto.events
+    by_id = host.by_id
+    name = step_annotation(step)
+
+    def top_level(op: HostOp) -> bool:
+        parent = by_id.get(op.parent)
+        return op.kind == OP and (parent is None or parent is op or parent.kind != OP)
+
+    def in_window(op: HostOp) -> bool | None:
+        pos = host_to_event.get(op.id)
+        return None if pos is None else lo <= events[pos].ts < hi
+
+    tops = [op for op in host.ops if top_level(op)]
+    marker = next((op for op in tops if op.name == name), None)
+    keep_top: set[int] = set()
+    if marker is not None:
+        later = [op.id for op in tops if op.name.startswith(_PROFILER_STEP) and op.id > marker.id]
+        first, last = marker.id, min(later, default=math.inf)
+        for op in tops:
+            if op is marker:
+                keep_top.add(op.id)
+            elif op.tid != marker.tid and not op.name.startswith(_PROFILER_STEP):
+                inside = in_window(op)
+                if inside or (inside is None and first < op.id < last):
+                    keep_top.add(op.id)
+    else:
+        timed = [op.id for op in tops if in_window(op)]
+        first, last = min(timed, default=0), max(timed, default=-1)
+        for op in tops:
+            inside = in_window(op)
+            if inside or (inside is None and first < op.id < last):
+                keep_top.add(op.id)
+    # every op inherits the decision of its top-level ancestor (iterative walk with memo: no recursion)
+    keep: set[int] = {op.id for op in host.ops if op.kind != OP}
+    decided: dict[int, bool] = {}
+    for op in host.ops:
+        if op.kind != OP:
+            continue
+        path: list[int] = []
+        cur: HostOp | None = op
+        verdict = False
+        while cur is not None:
+            known = decided.get(cur.id)
+            if known is not None:
+                verdict = known
+                break
+            path.append(cur.id)
+            if top_level(cur):
+                verdict = cur.id in keep_top
+                break
+            nxt = by_id.get(cur.parent)
+            cur = None if nxt is None or nxt is cur or len(path) > len(by_id) else nxt
+        for oid in path:
+            decided[oid] = verdict
+        if verdict:
+            keep.add(op.id)
+    return keep

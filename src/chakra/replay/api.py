@@ -8,17 +8,27 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from chakra.errors import ChakraError
+from chakra.errors import ChakraError, TraceFormatError, UsageError
 from chakra.io import gc_paused
 from chakra.replay.engine import ReplayError, SimOutput, simulate
-from chakra.replay.graph import NodeSpec, RankGraph, graph_from_protobuf, graph_from_specs, load_graph
-from chakra.schema import METADATA_NODE
+from chakra.replay.graph import (
+    WORLD_PG_NAMES,
+    NodeSpec,
+    RankGraph,
+    graph_from_protobuf,
+    graph_from_specs,
+    load_graph,
+)
+from chakra.schema import COMM_COLL_NODE, METADATA_NODE
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -228,19 +238,85 @@ def load_job(inputs: Any) -> list[RankGraph]:
     return graphs
 
 
+UNKNOWN_GROUP_CHOICES = ("error", "world")
+
+
+def load_comm_groups(path: str | os.PathLike[str]) -> dict[str, tuple[int, ...]]:
+    """ASTRA-sim's communicator-group file, ``{"<pg id>": [global ranks], ...}`` -> {pg_name: ranks}."""
+    from chakra.io import load_json
+
+    doc = load_json(path)
+    if not isinstance(doc, dict):
+        raise TraceFormatError('a comm-group file is a JSON object {"<pg id>": [global ranks], ...}', path)
+    out: dict[str, tuple[int, ...]] = {}
+    for key, ranks in doc.items():
+        if not isinstance(ranks, list) or not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0
+                                                  for r in ranks):
+            raise TraceFormatError(f"group {key!r}: expected a list of global ranks (integers >= 0), got "
+                                   f"{str(ranks)[:60]}", path)
+        out[str(key)] = tuple(ranks)
+    return out
+
+
+def apply_comm_groups(graphs: Sequence[RankGraph], groups: Mapping[str, Sequence[int]] | None = None,
+                      unknown_group: str = "error") -> None:
+    """Give every rank the process groups its collectives use, before a whole-job replay.
+
+    ``groups`` (a comm-group file, :func:`load_comm_groups`) is added to each rank's own table and wins
+    where both list a group (with a warning when they disagree).  A collective whose group is still unknown
+    (an ET from another tool carries no table) is an error that says how to give the groups, or with
+    ``unknown_group="world"`` couples all ranks of the job (warned once per group).
+    """
+    if unknown_group not in UNKNOWN_GROUP_CHOICES:
+        raise UsageError(f"unknown-group {unknown_group!r}: choose from {', '.join(UNKNOWN_GROUP_CHOICES)}")
+    job = tuple(sorted(g.rank for g in graphs if g.rank is not None))
+    for g in graphs:
+        for pg, ranks in (groups or {}).items():
+            own = g.process_groups.get(pg)
+            if own is not None and sorted(own or job) != sorted(ranks):   # () in a table: every rank
+                log.warning("%s: process group %r: rank %s's table says ranks %s, the comm-group file %s; "
+                            "using the file's", g.path, pg, g.rank, list(own), list(ranks))
+            g.process_groups[pg] = tuple(ranks)
+    warned: set[str] = set()
+    for g in graphs:
+        for i, info in (g.comm or {}).items():
+            pg = info.pg_name
+            if g.types[i] != COMM_COLL_NODE or pg in WORLD_PG_NAMES or pg in g.process_groups:
+                continue
+            if unknown_group == "world":
+                g.process_groups[pg] = ()
+                if pg not in warned:
+                    warned.add(pg)
+                    log.warning("process group %r is not listed (rank %s, %s): treated as the whole job "
+                                "(--unknown-group world)", pg, g.rank, g.path)
+                continue
+            raise ReplayError(
+                f"collective node {g.ids[i]} ({g.names[i]!r}) of rank {g.rank} uses process group {pg!r}, "
+                f"which its process-group table does not list (known: {sorted(g.process_groups) or 'none'}): "
+                "give the groups with --comm-group FILE (ASTRA-sim's {\"<pg id>\": [global ranks]}), or "
+                "--unknown-group world to couple all ranks", g.path)
+
+
 def replay_job(inputs: Any, *, mode: str = "lanes", gaps: bool = True, missing: str = "error",
-               couple: bool = True, align: bool = True, collective: str = "min", unknown_group: str = "error"
-               ) -> JobResult:
+               couple: bool = True, align: bool = True, collective: str = "min",
+               comm_groups: Mapping[str, Sequence[int]] | str | os.PathLike[str] | None = None,
+               unknown_group: str = "error") -> JobResult:
     """Replay every rank of a job; ``couple=False`` replays them side by side, independently.
 
     ``align`` (lanes mode, when every rank has ``measured_start_us``) starts each rank's
     replay at its recorded window start relative to the earliest rank (see
     :mod:`chakra.replay.engine`, "Clock alignment").  ``collective``: ``"min"`` or
     ``"net"`` transfer time of a coupled group (see :func:`chakra.replay.engine.simulate`).
+    ``comm_groups`` (a mapping or the path of a comm-group file) and ``unknown_group``: see
+    :func:`apply_comm_groups`.
     """
     graphs = load_job(inputs)
     if not graphs:
         raise ChakraError("no ranks to replay")
+    if couple:
+        if isinstance(comm_groups, (str, os.PathLike)):
+            comm_groups = load_comm_groups(comm_groups)
+        apply_comm_groups(graphs, comm_groups, unknown_group)
     ranks = [g.rank for g in graphs]
     if couple:
         starts = [g.measured_start_us for g in graphs]
@@ -260,5 +336,6 @@ def replay_job(inputs: Any, *, mode: str = "lanes", gaps: bool = True, missing: 
                      coupled=couple, groups=groups)
 
 
-__all__ = ["JobResult", "ReplayError", "ReplayResult", "as_graph", "load_job", "replay_file", "replay_job",
+__all__ = ["JobResult", "ReplayError", "ReplayResult", "apply_comm_groups", "as_graph", "load_comm_groups",
+           "load_job", "replay_file", "replay_job",
            "replay_nodes", "replay_rank", "round_us"]

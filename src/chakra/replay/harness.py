@@ -11,15 +11,17 @@ rank's own measured step from the trace).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import shutil
 import sys
 import tarfile
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TextIO
+from pathlib import Path, PurePosixPath
+from typing import Any, TextIO
 
 from chakra.errors import ChakraError, TraceFormatError, UsageError
 
@@ -46,35 +48,80 @@ def archive_folder_name(tgz: Path) -> str:
     return tgz.stem
 
 
-def safe_extract(tgz: Path, target: Path) -> None:
-    """Extract ``tgz`` into ``target``, refusing members that would land outside it."""
-    target = target.resolve()
+def _members(tgz: Path) -> tuple[tarfile.TarFile, list[tarfile.TarInfo]]:
     try:
         tar = tarfile.open(tgz, "r:*")
     except (tarfile.TarError, OSError) as exc:
         raise TraceFormatError(f"cannot open the archive ({exc})", tgz) from None
+    try:
+        return tar, tar.getmembers()
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+        tar.close()
+        raise TraceFormatError(f"truncated or corrupt archive ({exc})", tgz) from None
+
+
+def _extract(tar: tarfile.TarFile, members: list[tarfile.TarInfo], tgz: Path, target: Path) -> None:
+    """Extract ``members`` into ``target``, refusing any that would land (or link) outside it."""
+    target = target.resolve()
+    for m in members:
+        dest = (target / m.name).resolve()
+        if dest != target and target not in dest.parents:
+            raise TraceFormatError(f"archive member {m.name!r} would be written outside {target}", tgz)
+        if m.issym() or m.islnk():
+            link = (dest.parent / m.linkname).resolve() if m.issym() else (target / m.linkname).resolve()
+            if link != target and target not in link.parents:
+                raise TraceFormatError(f"archive member {m.name!r} links outside {target}", tgz)
+        if m.isdev() or m.isfifo():
+            raise TraceFormatError(f"archive member {m.name!r} is a device or fifo", tgz)
+    target.mkdir(parents=True, exist_ok=True)
+    try:
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(target, members=members, filter="data")
+        else:  # pragma: no cover - python < 3.11.4
+            tar.extractall(target, members=members)
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+        raise TraceFormatError(f"cannot extract the archive ({exc})", tgz) from None
+
+
+def safe_extract(tgz: Path, target: Path) -> None:
+    """Extract all of ``tgz`` into ``target``, refusing members that would land outside it."""
+    tar, members = _members(tgz)
     with tar:
-        try:
-            members = tar.getmembers()
-        except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
-            raise TraceFormatError(f"truncated or corrupt archive ({exc})", tgz) from None
-        for m in members:
-            dest = (target / m.name).resolve()
-            if dest != target and target not in dest.parents:
-                raise TraceFormatError(f"archive member {m.name!r} would be written outside {target}", tgz)
-            if m.issym() or m.islnk():
-                link = (dest.parent / m.linkname).resolve() if m.issym() else (target / m.linkname).resolve()
-                if link != target and target not in link.parents:
-                    raise TraceFormatError(f"archive member {m.name!r} links outside {target}", tgz)
-            if m.isdev() or m.isfifo():
-                raise TraceFormatError(f"archive member {m.name!r} is a device or fifo", tgz)
-        try:
-            if hasattr(tarfile, "data_filter"):
-                tar.extractall(target, members=members, filter="data")
-            else:  # pragma: no cover - python < 3.11.4
-                tar.extractall(target, members=members)
-        except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
-            raise TraceFormatError(f"cannot extract the archive ({exc})", tgz) from None
+        _extract(tar, members, tgz, target)
+
+
+def extract_job(tgz: Path, target: Path) -> Path:
+    """Extract the job of ``tgz`` under ``target``; the folder that holds its rank files.
+
+    The contract is a folder named like the archive (``NAME.tgz`` -> ``NAME/``); members beside it are
+    not extracted.  An archive with its files at the top level ("flat") is extracted into ``NAME/``
+    (rather than spilling its files beside the archive); one single folder of another name is used with a
+    warning.  Anything else is refused before a byte is written.
+    """
+    name = archive_folder_name(tgz)
+    tar, members = _members(tgz)
+    with tar:
+        parts = [(m, PurePosixPath(m.name).parts) for m in members]
+        parts = [(m, pp) for m, pp in parts if pp]
+        tops = sorted({pp[0] for _, pp in parts})
+        if any(pp[0] == name and (len(pp) > 1 or m.isdir()) for m, pp in parts):
+            inside = [m for m, pp in parts if pp[0] == name]
+            if len(inside) < len(parts):
+                log.warning("%s: %d archive member(s) outside %s/ not extracted", tgz,
+                            len(parts) - len(inside), name)
+            _extract(tar, inside, tgz, target)
+            return target / name
+        if parts and all(len(pp) == 1 and not m.isdir() for m, pp in parts):
+            _extract(tar, [m for m, _ in parts], tgz, target / name)
+            return target / name
+        if len(tops) == 1 and any(len(pp) > 1 or m.isdir() for m, pp in parts):
+            log.warning("%s: the archive's folder is %s/, not %s/ (named like the archive): using it", tgz,
+                        tops[0], name)
+            _extract(tar, [m for m, _ in parts], tgz, target)
+            return target / tops[0]
+        shown = ", ".join(tops[:5]) + (", ..." if len(tops) > 5 else "")
+        raise TraceFormatError(f"the archive has no folder {name}/ (named like the archive) and its files "
+                               f"are not all at its top level (top-level entries: {shown or 'none'})", tgz)
 
 
 def find_rank_files(folder: Path, rank: int) -> tuple[Path | None, Path]:
@@ -121,21 +168,69 @@ def _job_replay(outcomes: list[RankOutcome], mode: str, gaps: bool) -> None:
         o.replayed_us = read_completion_time(o.log)
 
 
+def _check_ranks(folder: Path, num_ranks: int) -> list[Any]:
+    """The files of ranks 0..num_ranks-1; a usage error when the archive holds other ranks too.
+
+    Checking fewer ranks than the archive holds would pass a job whose other ranks were never looked at:
+    the expected times were written for another archive (or the count is a typo), so this is refused
+    rather than warned about, naming both counts.
+    """
+    from chakra.pipeline import find_ranks
+
+    try:
+        files = find_ranks(folder, range(num_ranks))
+    except TraceFormatError:
+        present: list[int] = []
+        with contextlib.suppress(ChakraError):
+            present = sorted(f.rank for f in find_ranks(folder))
+        if present and present == list(range(len(present))):   # ranks 0..k-1, all complete: fewer ranks
+            raise UsageError(f"--num_ranks {num_ranks}, but the archive holds {len(present)} rank"
+                             f"{'s' if len(present) > 1 else ''} (0..{present[-1]})", folder) from None
+        raise
+    extra = sorted({f.rank for f in find_ranks(folder)} - set(range(num_ranks)))
+    if extra:
+        total = num_ranks + len(extra)
+        raise UsageError(f"--num_ranks {num_ranks}, but the archive holds {total} ranks (also rank"
+                         f"{'s' if len(extra) > 1 else ''} {', '.join(map(str, extra))}): give --num_ranks "
+                         f"{total} and one expected time per rank", folder)
+    return files
+
+
+def validation_line(log_path: str, replayed_us: int, expected_us: float,
+                    tolerance: float) -> tuple[bool, str]:
+    """(within, the line to print).  The success line starts with the words scripts look for."""
+    lo, hi = expected_us * (1 - tolerance), expected_us * (1 + tolerance)
+    where = f"expected {expected_us:.0f}us +/- {tolerance:.1%}: {lo:.0f}-{hi:.0f}us"
+    if lo <= replayed_us <= hi:
+        err = 100.0 * (replayed_us - expected_us) / expected_us if expected_us else 0.0
+        return True, (f"Validation successful for {log_path}: {replayed_us}us is within the acceptable "
+                      f"range. ({where}; {err:+.2f}%)")
+    err = 100.0 * (replayed_us - expected_us) / expected_us if expected_us else float("inf")
+    return False, (f"Validation failed for {log_path}: {replayed_us}us is not within {tolerance:.1%} of the "
+                   f"expected {expected_us:.0f}us ({err:+.2f}%; acceptable range {lo:.0f}-{hi:.0f}us).")
+
+
 def run_integration(tgz_path: str | os.PathLike[str], num_ranks: int, tolerance: float,
                     expected_times_ms: Sequence[float] | None = None, *, against_measured: bool = False,
-                    workers: int | None = None, mode: str = "lanes", gaps: bool = True, job: bool = False,
-                    extract_dir: str | os.PathLike[str] | None = None, out: TextIO | None = None) -> int:
+                    jobs: int | None = None, mode: str = "lanes", gaps: bool = True, job: bool = False,
+                    extract_dir: str | os.PathLike[str] | None = None, out: TextIO | None = None,
+                    workers: int | None = None) -> int:
     """Extract, link, convert, replay and validate every rank; return the exit code (0 = all within).
 
-    The archive is extracted next to itself unless ``extract_dir`` is given (CI: keep
-    the checkout clean); all outputs go into the extracted folder.
+    The archive is extracted next to itself unless ``extract_dir`` is given (CI: keep the checkout clean);
+    all outputs go into the extracted folder.  When the archive is refused (no rank files, other ranks
+    than ``num_ranks`` say), the folder this run extracted is removed again.  ``workers`` is the
+    old name of ``jobs``.
     """
     out = out if out is not None else sys.stdout
+    jobs = jobs if jobs is not None else workers
     tgz = Path(tgz_path)
     if num_ranks <= 0:
         raise UsageError("--num_ranks must be positive")
     if tolerance < 0:
         raise UsageError("--tolerance must be >= 0")
+    if jobs is not None and jobs < 1:
+        raise UsageError("--jobs must be at least 1")
     if not against_measured:
         if not expected_times_ms:
             raise UsageError("give --expected_times_ms (one per rank) or --against-measured")
@@ -145,16 +240,22 @@ def run_integration(tgz_path: str | os.PathLike[str], num_ranks: int, tolerance:
         raise TraceFormatError("archive not found", tgz)
 
     target = Path(extract_dir).resolve() if extract_dir else tgz.resolve().parent
-    target.mkdir(parents=True, exist_ok=True)
-    safe_extract(tgz, target)
-    folder = target / archive_folder_name(tgz)
-    if not folder.is_dir():
-        raise TraceFormatError(f"the archive has no folder {folder.name}/", tgz)
-    from chakra.pipeline import find_ranks, run_ranks
+    before = set(target.iterdir()) if target.is_dir() else set()
+    try:
+        folder = extract_job(tgz, target)
+        files = _check_ranks(folder, num_ranks)
+    except BaseException:
+        # a refused archive leaves nothing behind: what this run extracted beside the archive goes again
+        for p in set(target.iterdir()) - before if target.is_dir() else ():
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
+        raise
+    from chakra.pipeline import run_ranks
 
-    files = find_ranks(folder, range(num_ranks))
     tasks = [(f.rank, str(f.host) if f.host else None, str(f.kineto), str(folder), mode, gaps) for f in files]
-    outcomes: list[RankOutcome] = run_ranks(_rank_task, tasks, jobs=workers, where=folder)
+    outcomes: list[RankOutcome] = run_ranks(_rank_task, tasks, jobs=jobs, where=folder)
     if job:
         _job_replay(outcomes, mode, gaps)
 
@@ -171,15 +272,8 @@ def run_integration(tgz_path: str | os.PathLike[str], num_ranks: int, tolerance:
             assert expected_times_ms is not None
             ms = expected_times_ms[o.rank] if len(expected_times_ms) == num_ranks else expected_times_ms[0]
             expected = float(ms) * 1000.0
-        lo, hi = expected * (1 - tolerance), expected * (1 + tolerance)
-        if lo <= o.replayed_us <= hi:
-            out.write(f"Validation successful for {o.log}: {o.replayed_us}us is within the acceptable "
-                      "range.\n")
-        else:
-            err = 100.0 * (o.replayed_us - expected) / expected if expected else float("inf")
-            out.write(f"Validation failed for {o.log}: {o.replayed_us}us is not within {tolerance:.1%} "
-                      f"of the expected {expected:.0f}us ({err:+.2f}%; acceptable range "
-                      f"{lo:.0f}-{hi:.0f}us).\n")
-            failures += 1
+        ok, line = validation_line(o.log, o.replayed_us, expected, tolerance)
+        out.write(line + "\n")
+        failures += 0 if ok else 1
     out.flush()
     return 1 if failures else 0

@@ -155,7 +155,8 @@ def results_table(results: Iterable[ReplayResult], title: str = "Replay") -> Any
 def replay_report(paths: list[str], *, job: bool = False, mode: str = "lanes", gaps: bool = True,
                   align: bool = True, collective: str = "min", missing: str = "error",
                   timeline_path: str | None = None,
-                  log_path: str | None = None, as_json: bool = False, stream: Any = None) -> int:
+                  log_path: str | None = None, as_json: bool = False, stream: Any = None,
+                  comm_groups: str | None = None, unknown_group: str = "error") -> int:
     """What ``chakra replay`` does: replay, write the requested files, print a table (or JSON)."""
     import sys
 
@@ -164,8 +165,12 @@ def replay_report(paths: list[str], *, job: bool = False, mode: str = "lanes", g
     from chakra.replay.api import replay_job
 
     out = stream if stream is not None else sys.stdout
+    if (comm_groups or unknown_group != "error") and not job:
+        from chakra.errors import UsageError
+
+        raise UsageError("--comm-group and --unknown-group are for the whole-job replay: add --job")
     result = replay_job(paths, mode=mode, gaps=gaps, missing=missing, couple=job, align=align,
-                        collective=collective)
+                        collective=collective, comm_groups=comm_groups, unknown_group=unknown_group)
     if log_path:
         write_completion_log(log_path, result)
     if timeline_path:

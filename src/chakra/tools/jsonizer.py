@@ -48,13 +48,29 @@ def message_to_dict(msg: Any) -> dict[str, Any]:
     return json_format.MessageToDict(msg, preserving_proto_field_name=True)
 
 
+def node_to_dict(node: Node) -> dict[str, Any]:
+    """One node; ``id``, ``name`` and ``type`` are always there.
+
+    proto3's JSON mapping leaves out fields holding their default, so node 0 came out without its ``id``
+    (and an INVALID_NODE without ``type``): a reader doing ``node["id"]`` failed on the very first node of
+    many ETs.  The three are written whatever their value (as the mapping writes them: a 64-bit ``id`` is a
+    string); reading them back sets the same defaults, so the protobuf bytes do not change.
+    """
+    d = message_to_dict(node)
+    kind = Node.DESCRIPTOR.fields_by_name["type"].enum_type.values_by_number.get(node.type)
+    head: dict[str, Any] = {"id": str(node.id), "name": node.name,
+                            "type": kind.name if kind is not None else node.type}
+    head.update(d)
+    return head
+
+
 def et_to_dict(meta: GlobalMetadata | None, nodes: list[Node]) -> dict[str, Any]:
     """The JSON document of a decoded ET."""
     return {
         "format": FORMAT,
         "version": VERSION,
         "global_metadata": message_to_dict(meta) if meta is not None else None,
-        "nodes": [message_to_dict(n) for n in nodes],
+        "nodes": [node_to_dict(n) for n in nodes],
     }
 
 

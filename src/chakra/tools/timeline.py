@@ -1,6 +1,7 @@
 """Simulator log (issue/callback rows) -> Chrome trace JSON that Perfetto and chrome://tracing open.
 
-Input rows (FORMATS.md section 4), anywhere on a line, so log prefixes such as ``[time] [info]`` are fine::
+Input rows (the README's "The timeline visualizer's input" has the format with an example), anywhere on a
+line, so log prefixes such as ``[time] [info]`` are fine::
 
     issue,sys->id=0,tick=1000,node->id=5,node->name=aten::mm
     callback,sys->id=0,tick=3500,node->id=5,node->name=aten::mm
