@@ -25,7 +25,10 @@ def build_parser() -> ArgumentParser:
 
     p = ArgumentParser(prog=PROG, description="Write synthetic Chakra execution traces (one PREFIX.<rank>.et "
                        "per rank) that run in ASTRA-sim: single collectives, compute-only graphs, and small "
-                       "data-parallel / tensor-parallel training steps.")
+                       "data-parallel / tensor-parallel training steps.",
+                       examples=["{prog} --num-npus 4 -o gen/",
+                                 "{prog} --workloads collectives --sizes 64KiB,1MiB -o gen/",
+                                 "{prog} --num_npus 8 --default_runtime 5 --default_comm_size 65536"])
     p.add_argument("--num-npus", "--num_npus", dest="num_npus", type=int, default=8, metavar="N",
                    help="ranks per workload (default 8)")
     p.add_argument("--output-prefix", "--output_prefix", "-o", dest="output_prefix", default="chakra_gen/",

@@ -10,15 +10,12 @@ from chakra.cli.common import ArgumentParser, add_common_args, run_command, setu
 
 PROG = "chakra validate"
 
-EXAMPLES = """examples:
-  chakra validate OUT/job.0.et OUT/job.1.et       every rank of a job (cross-rank checks too)
-  chakra validate OUT/job                          the same: a prefix P stands for P.0.et, P.1.et, ...
-  chakra validate OUT/job --comm-group OUT/comm_group.json
-"""
 
 
 def build_parser() -> ArgumentParser:
-    p = ArgumentParser(prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES,
+    p = ArgumentParser(prog=PROG, examples=["{prog} OUT/job.0.et OUT/job.1.et",
+                                            "{prog} OUT/job   (a prefix P: P.0.et, P.1.et, ...)",
+                                            "{prog} OUT/job --comm-group OUT/comm_group.json"],
                        description="Check Chakra protobuf ETs (one rank or a whole job, any producer's) "
                        "against what ASTRA-sim reads: dependencies present and acyclic, attribute types, no "
                        "METADATA nodes, comm-node rules, and across ranks the same collectives per group in "
