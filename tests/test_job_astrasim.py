@@ -281,3 +281,16 @@ def test_all_reduces_in_two_subgroups_of_a_rank_are_split_and_run(tmp_path):
                  f"--network-configuration={net}", f"--comm-group-configuration={cg}",
                  f"--logging-folder={logs}"], capture_output=True, text=True, timeout=600)
             assert ("Invalid free" in vg.stderr) == broken, vg.stderr[-2000:]
+
+
+def test_harness_astrasim_target(tmp_path):
+    import io
+
+    from chakra.replay.harness import run_integration
+    out = io.StringIO()
+    rc = run_integration(DATA / "gloo_collectives_2r.tgz", 2, 0.05, against_measured=True, job=True,
+                         extract_dir=tmp_path, out=out, astrasim=True)
+    assert rc == 0 and out.getvalue().count("Validation successful") == 2
+    files = [tmp_path / "gloo_collectives_2r" / f"chakra.{r}.et" for r in range(2)]
+    assert validate(files).ok
+    assert all(pb.METADATA_NODE not in node_types(f) for f in files)

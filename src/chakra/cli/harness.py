@@ -50,6 +50,9 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
     p.add_argument("--no-gaps", dest="gaps", action="store_false",
                    help="replay without the recorded idle time between CPU ops")
     p.add_argument("--job", action="store_true", help="replay the ranks together (collectives coupled)")
+    p.add_argument("--astrasim", action="store_true",
+                   help="make the converted ranks run in ASTRA-sim together before the replay (what chakra "
+                        "pipeline --astrasim does: chakra.N.et and comm_group.json in the extracted folder)")
     p.add_argument("--extract-dir", dest="extract_dir", default=None, metavar="DIR",
                    help="extract (and write outputs) there instead of next to the archive")
     add_common_args(p)
@@ -62,7 +65,7 @@ def _run(args: argparse.Namespace) -> int:
     setup_logging(args.log_level, None, args.quiet)
     return run_integration(args.tgz_path, args.num_ranks, args.tolerance, args.expected_times_ms,
                            against_measured=args.against_measured, jobs=args.jobs, mode=args.mode,
-                           gaps=args.gaps, job=args.job, extract_dir=args.extract_dir)
+                           gaps=args.gaps, job=args.job, extract_dir=args.extract_dir, astrasim=args.astrasim)
 
 
 def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:

@@ -154,6 +154,16 @@ def _rank_task(args: tuple[int, str, str, str, str, bool]) -> RankOutcome:
     return process_rank(*args)
 
 
+def _replay_each(outcomes: list[RankOutcome], mode: str, gaps: bool) -> None:
+    """Replay every rank again, alone (after the ASTRA-sim pass rewrote the files), and rewrite its log."""
+    from chakra.replay.api import replay_file
+    from chakra.replay.output import read_completion_time, write_completion_log
+
+    for o in outcomes:
+        write_completion_log(o.log, [replay_file(o.et, mode=mode, gaps=gaps)])
+        o.replayed_us = read_completion_time(o.log)
+
+
 def _job_replay(outcomes: list[RankOutcome], mode: str, gaps: bool) -> None:
     """Whole-job mode: replay all converted ranks together and rewrite their logs."""
     from chakra.replay.api import replay_job
@@ -214,13 +224,15 @@ def run_integration(tgz_path: str | os.PathLike[str], num_ranks: int, tolerance:
                     expected_times_ms: Sequence[float] | None = None, *, against_measured: bool = False,
                     jobs: int | None = None, mode: str = "lanes", gaps: bool = True, job: bool = False,
                     extract_dir: str | os.PathLike[str] | None = None, out: TextIO | None = None,
-                    workers: int | None = None) -> int:
+                    workers: int | None = None, astrasim: bool = False) -> int:
     """Extract, link, convert, replay and validate every rank; return the exit code (0 = all within).
 
     The archive is extracted next to itself unless ``extract_dir`` is given (CI: keep the checkout clean);
     all outputs go into the extracted folder.  When the archive is refused (no rank files, other ranks
     than ``num_ranks`` say), the folder this run extracted is removed again.  ``workers`` is the
-    old name of ``jobs``.
+    old name of ``jobs``.  ``astrasim``: the converted ranks are made to run in ASTRA-sim together
+    (:func:`chakra.job.astrasim.astrasim_job`, what ``chakra pipeline --astrasim`` does) before the
+    replay that is validated.
     """
     out = out if out is not None else sys.stdout
     jobs = jobs if jobs is not None else workers
@@ -256,6 +268,14 @@ def run_integration(tgz_path: str | os.PathLike[str], num_ranks: int, tolerance:
 
     tasks = [(f.rank, str(f.host) if f.host else None, str(f.kineto), str(folder), mode, gaps) for f in files]
     outcomes: list[RankOutcome] = run_ranks(_rank_task, tasks, jobs=jobs, where=folder)
+    if astrasim:
+        from chakra.job.astrasim import astrasim_job
+
+        report = astrasim_job([o.et for o in outcomes], folder / "chakra")
+        for line in report.lines():
+            log.warning("%s", line)
+        if not job:
+            _replay_each(outcomes, mode, gaps)
     if job:
         _job_replay(outcomes, mode, gaps)
 
