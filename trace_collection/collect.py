@@ -36,32 +36,59 @@ import tarfile
 from pathlib import Path
 
 JOBS = ("mlp", "collectives")
+_PERTURB = ("hidden", "batch", "threads", "straggler_rank", "straggler_ms", "extra_broadcast")
 
 
 # --------------------------------------------------------------------------------------------- the jobs
-def _mlp_job(rank: int, world_size: int, device, steps: int, prof) -> None:
+def _mlp_job(rank: int, world_size: int, device, steps: int, prof, opts: dict | None = None) -> None:
+    """DDP over a 3-layer MLP; ``opts`` perturbs it (see ``--hidden``, ``--batch``, ``--straggler-*``,
+    ``--extra-broadcast`` in ``main``): the same job, one thing changed, to check what-if replays."""
+    import time
+
     import torch
     import torch.nn as nn
     from torch.nn.parallel import DistributedDataParallel as DDP
 
+    opts = opts or {}
+    hidden = int(opts.get("hidden") or 64)
+    batch = int(opts.get("batch") or 16)
+    straggler = opts.get("straggler_rank")
+    sleep_s = float(opts.get("straggler_ms") or 0.0) / 1000.0
+    extra = int(opts.get("extra_broadcast") or 0)
+
+    class Straggle(nn.Module):
+        """Sleeps inside the forward on the straggling rank (a slow host: the same ops, later)."""
+
+        def forward(self, x):  # noqa: D102 - a pass-through
+            if sleep_s > 0 and straggler is not None and rank == int(straggler):
+                time.sleep(sleep_s)
+            return x
+
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 8))
+    model = nn.Sequential(nn.Linear(32, hidden), nn.ReLU(), Straggle(), nn.Linear(hidden, hidden), nn.ReLU(),
+                          nn.Linear(hidden, 8))
     model = model.to(device)
     ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
     loss_fn = nn.CrossEntropyLoss()
     gen = torch.Generator().manual_seed(1234 + rank)
+    buf = torch.zeros(extra, device=device) if extra > 0 else None
     for _ in range(steps):
-        x = torch.randn(16, 32, generator=gen).to(device)
-        y = torch.randint(0, 8, (16,), generator=gen).to(device)
+        x = torch.randn(batch, 32, generator=gen).to(device)
+        y = torch.randint(0, 8, (batch,), generator=gen).to(device)
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(ddp(x), y)
         loss.backward()
         opt.step()
+        if buf is not None:
+            import torch.distributed as dist
+
+            dist.broadcast(buf, src=0)   # extra traffic of a chosen size (a gloo:broadcast per step)
         prof.step()
 
 
-def _collectives_job(rank: int, world_size: int, device, steps: int, prof) -> None:
+def _collectives_job(rank: int, world_size: int, device, steps: int, prof, opts: dict | None = None
+                     ) -> None:
     import torch
     import torch.distributed as dist
 
@@ -100,7 +127,7 @@ def _free_port() -> int:
 
 
 def run_rank(rank: int, world_size: int, job: str, out_dir: str, steps: int, wait: int, warmup: int,
-             active: int) -> None:
+             active: int, opts: dict | None = None) -> None:
     """Initialise the process group, profile ``job`` on this rank, write its two traces."""
     import torch
     import torch.distributed as dist
@@ -113,7 +140,7 @@ def run_rank(rank: int, world_size: int, job: str, out_dir: str, steps: int, wai
         device = torch.device("cuda", rank)
     else:
         device = torch.device("cpu")
-    torch.set_num_threads(1)
+    torch.set_num_threads(int((opts or {}).get("threads") or 1))
     dist.init_process_group(backend=backend, rank=rank, world_size=world_size)
 
     out = Path(out_dir)
@@ -129,9 +156,9 @@ def run_rank(rank: int, world_size: int, job: str, out_dir: str, steps: int, wai
     with profile(activities=activities, schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=1),
                  on_trace_ready=on_ready, record_shapes=True, execution_trace_observer=et) as prof:
         if job == "mlp":
-            _mlp_job(rank, world_size, device, total, prof)
+            _mlp_job(rank, world_size, device, total, prof, opts)
         else:
-            _collectives_job(rank, world_size, device, total, prof)
+            _collectives_job(rank, world_size, device, total, prof, opts)
     et.unregister_callback()
     if use_cuda:
         torch.cuda.synchronize()
@@ -140,11 +167,11 @@ def run_rank(rank: int, world_size: int, job: str, out_dir: str, steps: int, wai
 
 
 def _spawn_entry(rank: int, world_size: int, job: str, out_dir: str, steps: int, wait: int, warmup: int,
-                 active: int) -> None:
+                 active: int, opts: dict | None = None) -> None:
     os.environ["RANK"] = str(rank)
     os.environ["LOCAL_RANK"] = str(rank)
     os.environ["WORLD_SIZE"] = str(world_size)
-    run_rank(rank, world_size, job, out_dir, steps, wait, warmup, active)
+    run_rank(rank, world_size, job, out_dir, steps, wait, warmup, active, opts)
 
 
 # --------------------------------------------------------------------------------------------- packing
@@ -243,7 +270,8 @@ def collect(args: argparse.Namespace) -> int:
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     env_rank = os.environ.get("RANK")
-    common = (args.job, str(out), args.steps, args.wait, args.warmup, args.active)
+    opts = {k: getattr(args, k) for k in _PERTURB if getattr(args, k) is not None}
+    common = (args.job, str(out), args.steps, args.wait, args.warmup, args.active, opts)
     if env_rank is not None and os.environ.get("WORLD_SIZE"):
         # torchrun-style: this process is one rank; torchrun (or the user) set the rendezvous variables
         run_rank(int(env_rank), int(os.environ["WORLD_SIZE"]), *common)
@@ -277,6 +305,14 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--warmup", type=int, default=1)
     c.add_argument("--active", type=int, default=2, help="profiled steps (ProfilerStep windows)")
     c.add_argument("--gzip", action="store_true", help="write .json.gz files")
+    g = c.add_argument_group("perturbations (--job mlp; to check what-if replays against real runs)")
+    g.add_argument("--hidden", type=int, help="hidden width of the MLP (default 64)")
+    g.add_argument("--batch", type=int, help="batch size (default 16): more compute, same gradients")
+    g.add_argument("--threads", type=int, help="torch intra-op threads per rank (default 1)")
+    g.add_argument("--straggler-rank", type=int, help="the rank that sleeps inside its forward every step")
+    g.add_argument("--straggler-ms", type=float, help="how long it sleeps (ms)")
+    g.add_argument("--extra-broadcast", type=int, metavar="NELEM",
+                   help="broadcast a float32 buffer of NELEM elements from rank 0 every step (extra traffic)")
     c.add_argument("--archive", help="also pack NAME.tgz for the integration harness")
     p = sub.add_parser("pack", help="pack a collection folder into NAME.tgz (NAME/chakra_host_et_N.json ...)")
     p.add_argument("--src", required=True)

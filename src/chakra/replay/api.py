@@ -39,6 +39,7 @@ class ReplayResult:
     job: bool = False
     comm_wait: dict[int, float] = field(default_factory=dict)
     clock_offset: float = 0.0   # whole job: where this rank's time 0 lies on the job's common clock
+    trail_us: float = 0.0       # when the last tails of its threads end (after their last node)
 
     @property
     def rank(self) -> int | None:
@@ -52,7 +53,7 @@ class ReplayResult:
     def replayed_us(self) -> float:
         """Completion time of the rank: end of its last (non-metadata) node, from the replay start."""
         types = self.graph.types
-        best = 0.0
+        best = self.trail_us
         for i, e in enumerate(self.ends):
             if e > best and types[i] != METADATA_NODE:
                 best = e
@@ -153,8 +154,10 @@ def _results(graphs: Sequence[RankGraph], out: SimOutput, mode: str, gaps: bool,
         if b:
             starts = [x - b for x in starts]
             ends = [x - b for x in ends]
+        trail = out.trail[ri] - b if out.trail and out.trail[ri] else 0.0
         results.append(ReplayResult(graph=g, starts=starts, ends=ends, mode=mode,
-                                    gaps=gaps and mode == "lanes", job=job, comm_wait=waits, clock_offset=b))
+                                    gaps=gaps and mode == "lanes", job=job, comm_wait=waits, clock_offset=b,
+                                    trail_us=trail))
     return results
 
 

@@ -102,6 +102,7 @@ import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import chain, compress, count, islice, repeat
+from typing import Any
 
 from chakra.errors import ChakraError
 from chakra.replay.graph import WORLD_PG_NAMES, RankGraph
@@ -130,6 +131,7 @@ class SimOutput:
     lane_order: list[list[int]] = field(default_factory=list)   # per rank: local indices in lane order
     groups: int = 0                                             # coupled groups (collectives + p2p pairs)
     base: list[float] = field(default_factory=list)             # per rank: its time 0 on the common clock
+    trail: list[float] = field(default_factory=list)            # per rank: when its threads' last tails end
 
 
 def _fmt_ids(ids: Sequence[int]) -> str:
@@ -268,6 +270,164 @@ def _lane_plan(g: RankGraph, order: list[int], off: int, use_gaps: bool, lane_ne
                 cur = s
             cur += seg.get(i, rd[i])
     return rd
+
+
+@dataclass(slots=True)
+class _Plan:
+    """How the lanes of one rank run (local indices); see :func:`_pieces_plan`."""
+
+    rd: list[float]                     # replayed duration (a CPU parent: its lead)
+    rd_rec: list[float]                 # the same without the what-if (what the recording shows)
+    gap: list[float]                    # delay after the lane predecessor frees the lane
+    first: dict[int, float]             # a lane's first node: its offset from the window start
+    release: dict[int, float]           # node -> time after its start at which its lane is free
+    after: dict[int, list[tuple[int, float]]]   # node -> [(u, delay)]: starts >= end(u) + delay
+    lane_prev: list[int]                # lane predecessor (-1: first of its lane, or no lane)
+    trail: list[tuple[int, float]] = field(default_factory=list)   # (last node of a thread, its tails after)
+
+
+def _pieces_plan(g: RankGraph, order: Sequence[int], use_gaps: bool) -> _Plan:
+    """Lanes of a rank whose nodes carry their thread timing (``g.thread_timing``, chakra.convert.threads).
+
+    Each host thread is walked in lane order with a stack of open nodes rebuilt from ``thread_depth``.
+    A node starts after its lane predecessor frees the lane plus its gap: the tails of the nodes that
+    closed in between, and its enclosing node's ``work_before_us`` (each piece times its owner's
+    what-if factor), or, outside any node, its ``idle_before_us`` (dropped with ``use_gaps`` off).  A
+    node with children occupies the lane for its lead, ``duration - tail - work_before of its
+    children`` (an edited duration below those pieces shrinks them proportionally).  A record marked
+    ``frees_thread`` (an isend) frees its lane at once and keeps its duration.  ``wait_on`` adds
+    ``start >= end(waited) + wait_post_us (+ idle_before_us with gaps)``, where the end of a node with
+    children is when its tail ends (its last descendant's end plus the tails up to its own).  GPU
+    streams have no gaps.
+    """
+    n = len(g.ids)
+    durs, lanes, types = g.durations, g.lanes, g.types
+    ex = g.extra
+    depth = ex.get("thread_depth", {})
+    wb = ex.get("work_before_us", {})
+    tail = ex.get("tail_us", {})
+    idle = ex.get("idle_before_us", {})
+    wait_on = ex.get("wait_on", {})
+    wait_post = ex.get("wait_post_us", {})
+    frees = ex.get("frees_thread", {})
+    factor = g.factor
+    delay = g.delay
+    rd_rec = [0.0 if t == METADATA_NODE else float(d) for d, t in zip(durs, types)]
+    lane_prev = [-1] * n
+    gap = [0.0] * n
+    first: dict[int, float] = {}
+    release: dict[int, float] = {}
+    after: dict[int, list[tuple[int, float]]] = {}
+    seqs: dict[Any, list[int]] = {}
+    for i in order:
+        lane = lanes[i]
+        if lane is not None:
+            seqs.setdefault(lane, []).append(i)
+    parent = [-1] * n
+    cwb: dict[int, float] = {}          # a node's children's work_before, summed
+    closed_before: dict[int, list[int]] = {}   # node -> the nodes that closed just before it, innermost first
+    timed_lanes = []
+    for lane, seq in seqs.items():
+        for a, b in zip(seq, seq[1:]):
+            lane_prev[b] = a
+        if lane[0] != "cpu" and not any(map(depth.__contains__, seq)) \
+                and not any(map(idle.__contains__, seq)):
+            continue      # a GPU stream (a host record's own lane, e.g. a gloo worker, has the timing)
+        timed_lanes.append(seq)
+        stack: list[int] = []
+        for j in seq:
+            d = depth.get(j, 0)
+            while stack and depth.get(stack[-1], 0) >= d:
+                closed_before.setdefault(j, []).append(stack.pop())
+            if stack:
+                p = stack[-1]
+                parent[j] = p
+                w = wb.get(j)
+                cwb[p] = cwb.get(p, 0.0) + (w or 0.0)
+            stack.append(j)
+        if stack:
+            closed_before.setdefault(-1 - len(timed_lanes), []).extend(reversed(stack))
+    # a parent occupies its lane for its lead; its pieces scale with it
+    scale: dict[int, float] = {}
+    rd = list(rd_rec)
+    for i, w in cwb.items():
+        pieces = tail.get(i, 0) + w
+        d = rd_rec[i]
+        if d < pieces:
+            r = d / pieces if pieces else 1.0
+            lead = 0.0
+        else:
+            r = 1.0
+            lead = d - pieces
+        rd_rec[i] = lead
+        f = factor[i] if factor is not None else 1.0
+        rd[i] = lead * f
+        scale[i] = r * f
+    for i in frees:
+        if i not in cwb:
+            release[i] = 0.0     # a record that does not hold its thread (an isend)
+    if factor is not None:
+        for i in range(n):
+            if i not in cwb:
+                rd[i] *= factor[i]
+    if delay is not None:
+        for i in range(n):
+            if delay[i]:
+                rd[i] += delay[i]
+    close: dict[int, tuple[int, float]] = {}   # parent -> (its last descendant, tails up to its own)
+    trail: list[tuple[int, float]] = []
+    for li, seq in enumerate(timed_lanes):
+        for k, j in enumerate(seq):
+            t = 0.0
+            closed = closed_before.get(j)
+            if closed:
+                last = lane_prev[j]
+                for o in closed:
+                    tl = tail.get(o)
+                    if tl:
+                        t += tl * scale.get(o, 1.0)
+                    if o in cwb:
+                        close[o] = (last, t)
+            p = parent[j]
+            w = wb.get(j)
+            if w:
+                t += w * scale.get(p, 1.0)
+            if use_gaps:
+                t += idle.get(j, 0)
+            if k == 0:
+                if t:
+                    first[j] = t
+            else:
+                gap[j] = t
+        t = 0.0
+        for o in closed_before.get(-2 - li, ()):       # still open after the lane's last node
+            tl = tail.get(o)
+            if tl:
+                t += tl * scale.get(o, 1.0)
+            if o in cwb:
+                close[o] = (seq[-1], t)
+        if t:
+            trail.append((seq[-1], t))
+    if wait_on:
+        index = {nid: i for i, nid in enumerate(g.ids)} if len(wait_on) > 8 else None
+        for j, uid in wait_on.items():
+            u = index.get(uid) if index is not None else _find_id(g.ids, uid)
+            if u is None or uid not in g.deps[j]:
+                continue
+            post = float(wait_post.get(j, 0)) + (idle.get(j, 0) if use_gaps else 0.0)
+            c = close.get(u)
+            if c is not None and c[0] >= 0 and c[0] not in release:
+                u, post = c[0], post + c[1]
+            after.setdefault(j, []).append((u, post))
+    return _Plan(rd=rd, rd_rec=rd_rec, gap=gap, first=first, release=release, after=after,
+                 lane_prev=lane_prev, trail=trail)
+
+
+def _find_id(ids: Sequence[int], nid: int) -> int | None:
+    from bisect import bisect_left
+
+    k = bisect_left(ids, nid)
+    return k if k < len(ids) and ids[k] == nid else None
 
 
 def _finish_waits(g: RankGraph, deps: list[tuple[int, ...]], rd: list[float]
@@ -524,6 +684,8 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
     ff_succ: dict[int, list[tuple[int, float | None, float]]] = {}  # u -> [(v, tail after u's end, offset)]
     ff_min: dict[int, float] = {}   # v -> shortest tail: v's own time when nothing is waited for
     release: dict[int, float] = {}  # node -> time after its start at which its lane is free again
+    dsucc: dict[int, list[tuple[int, float]]] = {}  # u -> [(v, delay)]: v starts >= end(u) + delay
+    trails: list[list[tuple[int, float]]] = []      # per rank: (node, tails after it) of its threads
     if base is not None and lanes_mode:
         for ri, b in enumerate(base):
             if b:
@@ -533,11 +695,40 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
         deps = _resolve_deps(g, missing)
         order = _priority_topo_order(g, deps)
         orders.append(order)
-        dur.extend(g.durations)
+        scaled = _scaled_durations(g)
+        dur.extend(scaled)
         is_meta.extend(t == METADATA_NODE for t in g.types)
         if lanes_mode:
-            rd = _lane_plan(g, order, off, use_gaps, lane_next, rem, gap, ready_at, release)
-            waits = _finish_waits(g, deps, rd)
+            if g.thread_timing:
+                plan = _pieces_plan(g, order, use_gaps)
+                for b, a in enumerate(plan.lane_prev):
+                    if a >= 0:
+                        lane_next[off + a] = off + b
+                        rem[off + b] += 1
+                for i, v in enumerate(plan.gap):
+                    if v:
+                        gap[off + i] = v
+                for i, v in plan.first.items():
+                    ready_at[off + i] += v
+                for i, v in plan.release.items():
+                    release[off + i] = v
+                for j, pairs in plan.after.items():
+                    rem[off + j] += len(pairs)
+                    for u, dl in pairs:
+                        dsucc.setdefault(off + u, []).append((off + j, dl))
+                rd, rd_rec = plan.rd, plan.rd_rec
+                trails.append([(off + i, t) for i, t in plan.trail])
+            else:
+                trails.append([])
+                rd = _lane_plan(g, order, off, use_gaps, lane_next, rem, gap, ready_at, release)
+                rd_rec = rd
+                if g.factor is not None or g.delay is not None:
+                    rd = [x * y for x, y in zip(rd, g.factor)] if g.factor is not None else list(rd)
+                    if g.delay is not None:
+                        rd = [x + y for x, y in zip(rd, g.delay)]
+            waits = _finish_waits(g, deps, rd_rec)
+            f_of = g.factor
+            d_of = g.delay
             for i, pairs in waits.items():
                 skip = {j for j, _, _ in pairs}
                 deps[i] = tuple(j for j in deps[i] if j not in skip)
@@ -545,13 +736,18 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
                 tails = [t for _, t, _ in pairs if t is not None]
                 rem[gi] += len(pairs)
                 ff_rem[gi] = len(tails)
-                if tails:
-                    ff_min[gi] = min(tails)
+                if tails:   # the node's own time after what it waited for: a what-if scales it too
+                    ff_min[gi] = min(tails) * (f_of[i] if f_of is not None else 1.0) \
+                        + (d_of[i] if d_of is not None else 0.0)
                 for j, tail, offset in pairs:
+                    if tail is not None and f_of is not None:
+                        tail = tail * f_of[i] + (d_of[i] if d_of is not None else 0.0)
                     ff_succ.setdefault(off + j, []).append((gi, tail, offset))
             rdur.extend(rd)
+            if rd is not scaled:        # a coupled record with children lasts its lead, as on its own
+                dur[off:off + len(rd)] = rd
         else:
-            rdur.extend(g.durations)
+            rdur.extend(scaled)
             first_res = ri * 3
             types, cpu = g.types, g.is_cpu
             for i in range(len(g.ids)):
@@ -665,6 +861,15 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
                     rem[j] -= 1
                     if rem[j] == 0:
                         pending.append(j)
+            ds = dsucc.get(gi) if dsucc else None
+            if ds is not None:                 # waits with a recorded latency; closed records
+                for j, dl in ds:
+                    tj = t + dl
+                    if ready_at[j] < tj:
+                        ready_at[j] = tj
+                    rem[j] -= 1
+                    if rem[j] == 0:
+                        pending.append(j)
             j = lane_next[gi]
             if j >= 0 and gi not in release:
                 tj = t + gap[j]
@@ -739,8 +944,23 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
         raise ReplayError(_stall_message(graphs, ranks, offsets, coupling, arrived, arrived_nodes,
                                          total - done))
     bases = [float(b) for b in base] if base is not None and lanes_mode else [0.0] * len(graphs)
+    trail = [max((end[gi] + t for gi, t in tr), default=0.0) for tr in trails] if trails else []
     return SimOutput(starts=start, ends=end, offsets=offsets, comm_start=comm_start, lane_order=orders,
-                     base=bases, groups=n_groups)
+                     base=bases, groups=n_groups, trail=trail)
+
+
+def _scaled_durations(g: RankGraph) -> list[float]:
+    """Recorded durations under the what-if (``g.factor``, ``g.delay``); METADATA nodes unchanged."""
+    durs = g.durations
+    if g.factor is None and g.delay is None:
+        return durs
+    out = [d * f for d, f in zip(durs, g.factor)] if g.factor is not None else list(durs)
+    if g.delay is not None:
+        out = [d + x for d, x in zip(out, g.delay)]
+    for i, t in enumerate(g.types):
+        if t == METADATA_NODE:
+            out[i] = durs[i]
+    return out
 
 
 def _exact(g: RankGraph) -> bool:
@@ -748,6 +968,8 @@ def _exact(g: RankGraph) -> bool:
     whole µs (what a protobuf ET holds) small enough that no sum of them ever rounds.  Then the result
     does not depend on the order in which the constraints are applied (see :func:`_simulate_one`)."""
     starts, durs = g.starts, g.durations
+    if g.factor is not None or g.delay is not None:
+        return False        # a what-if: fractional times, the general path
     if not starts:
         return True
     is_int = float.is_integer
@@ -788,9 +1010,9 @@ def _simulate_one(g: RankGraph, use_gaps: bool, missing: str) -> SimOutput:
     del nodes
     out = _one_pass(g, deps, order, use_gaps)
     assert out is not None
-    start, end = out
+    start, end, trail = out
     return SimOutput(starts=start, ends=end, offsets=[0, n], comm_start={}, lane_order=[order],
-                     base=[0.0], groups=0)
+                     base=[0.0], groups=0, trail=[trail])
 
 
 def _topo_order(g: RankGraph, deps: list[tuple[int, ...]], nodes: list[int]) -> list[int]:
@@ -845,23 +1067,36 @@ def _topo_order(g: RankGraph, deps: list[tuple[int, ...]], nodes: list[int]) -> 
 
 
 def _one_pass(g: RankGraph, deps: list[tuple[int, ...]], order: list[int], use_gaps: bool
-              ) -> tuple[list[float], list[float]] | None:
-    """Start and end of every node, computed in ``order``; None if a dependency comes later in it."""
+              ) -> tuple[list[float], list[float], float] | None:
+    """Start and end of every node, computed in ``order``, and when the threads' last tails end; None if
+    a dependency comes later in it."""
     n = len(order)
     lanes, starts, is_cpu, durs, ids = g.lanes, g.starts, g.is_cpu, g.durations, g.ids
     parents = g.parents
-    rd = list(durs)
     timed = g.timed
-    # each lane's nodes in lane order: seqs[lanes[i]].append(i) for i in order, in C
-    by_order = list(map(lanes.__getitem__, order))
-    seqs: dict = {lane: [] for lane in dict.fromkeys(by_order)}
-    any(map(list.append, map(seqs.__getitem__, by_order), order))
-    del by_order
-    seqs.pop(None, None)
-    lane_prev = [-1] * n
-    gap = [0.0] * n
-    ready = [0.0] * n
-    release: dict[int, float] = {}
+    after: dict[int, list[tuple[int, float]]] = {}
+    trails: list[tuple[int, float]] = []
+    if g.thread_timing:
+        plan = _pieces_plan(g, order, use_gaps)
+        trails = plan.trail
+        rd, rd_rec, lane_prev, gap, release, after = (plan.rd, plan.rd_rec, plan.lane_prev, plan.gap,
+                                                      plan.release, plan.after)
+        ready = [0.0] * n
+        for i, v in plan.first.items():
+            ready[i] = v
+        seqs: dict = {}
+    else:
+        rd = list(durs)
+        # each lane's nodes in lane order: seqs[lanes[i]].append(i) for i in order, in C
+        by_order = list(map(lanes.__getitem__, order))
+        seqs = {lane: [] for lane in dict.fromkeys(by_order)}
+        any(map(list.append, map(seqs.__getitem__, by_order), order))
+        del by_order
+        seqs.pop(None, None)
+        lane_prev = [-1] * n
+        gap = [0.0] * n
+        ready = [0.0] * n
+        release = {}
     for lane, seq in seqs.items():
         if lane[0] != "cpu" or not (timed or use_gaps):
             any(map(lane_prev.__setitem__, islice(seq, 1, None), seq))   # lane_prev[b] = a, in C
@@ -890,6 +1125,8 @@ def _one_pass(g: RankGraph, deps: list[tuple[int, ...]], order: list[int], use_g
                 ready[b] += sb - cur
                 cur = sb
             a, sa = b, sb
+    if not g.thread_timing:
+        rd_rec = rd
     start = [0.0] * n
     end = [-1.0] * n
     if METADATA_NODE in g.types:          # a METADATA node ends when it starts
@@ -914,7 +1151,7 @@ def _one_pass(g: RankGraph, deps: list[tuple[int, ...]], order: list[int], use_g
                 # _finish_waits: a dependency on another lane that the recording shows this node
                 # already running while it finished bounds this node's end, not its start
                 s = starts[i]
-                e_rec = s + rd[i]
+                e_rec = s + rd_rec[i]
                 cand = -1.0
                 for j in d:
                     e = end[j]
@@ -943,13 +1180,20 @@ def _one_pass(g: RankGraph, deps: list[tuple[int, ...]], order: list[int], use_g
             c = end[p] + gap[i] if rel is None else start[p] + rel + gap[i]
             if c > t:
                 t = c
+        if after:
+            for u, dl in after.get(i, ()):
+                e = end[u]
+                if e < 0.0:
+                    return None
+                if e + dl > t:
+                    t = e + dl
         start[i] = t
         if m is None:
             end[i] = t + rd[i]
         else:
             e = t + m
             end[i] = cand if cand > e else e
-    return start, end
+    return start, end, max((end[i] + x for i, x in trails), default=0.0)
 
 
 def _stall_message(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: Sequence[int],
