@@ -22,9 +22,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "one GPU compute op and one GPU comm op at a time per rank")
     p.add_argument("--no-gaps", dest="gaps", action="store_false",
                    help="drop the recorded idle time between CPU ops (what-if: the ops alone)")
-    p.add_argument("--collective", choices=("min", "net"), default="min",
-                   help="--job: a collective lasts the shortest recording of its participants (min, "
-                        "default) or each participant's recording net of its recorded wait (net)")
+    p.add_argument("--collective", choices=("min", "net"), default="net",
+                   help="--job: a collective lasts each participant's recording net of its recorded wait "
+                        "for the last arrival (net, default: reproduces the recording) or the shortest "
+                        "recording of its participants, ending together (min)")
     p.add_argument("--no-align", dest="align", action="store_false",
                    help="--job: start every rank at 0 instead of at its recorded window start")
     p.add_argument("--ignore-missing-deps", action="store_true",

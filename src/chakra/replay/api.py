@@ -232,13 +232,13 @@ def load_job(inputs: Any) -> list[RankGraph]:
 
 
 def replay_job(inputs: Any, *, mode: str = "lanes", gaps: bool = True, missing: str = "error",
-               couple: bool = True, align: bool = True, collective: str = "min") -> JobResult:
+               couple: bool = True, align: bool = True, collective: str = "net") -> JobResult:
     """Replay every rank of a job; ``couple=False`` replays them side by side, independently.
 
     ``align`` (lanes mode, when every rank has ``measured_start_us``) starts each rank's
     replay at its recorded window start relative to the earliest rank (see
-    :mod:`chakra.replay.engine`, "Clock alignment").  ``collective``: ``"min"`` or
-    ``"net"`` transfer time of a coupled group (see :func:`chakra.replay.engine.simulate`).
+    :mod:`chakra.replay.engine`, "Clock alignment").  ``collective``: ``"net"`` (default) or
+    ``"min"`` transfer time of a coupled group (see :func:`chakra.replay.engine.simulate`).
     """
     graphs = load_job(inputs)
     if not graphs:

@@ -63,14 +63,19 @@ Whole-job coupling (``replay_job``)
     Collectives are matched across ranks by (process group, CPU-or-GPU side, sequence
     number of that node among the rank's collectives of that group, in lane order);
     ``pg_name`` ``""`` or ``"0"`` is the world.  The collective starts when the last
-    participant arrives and lasts the *shortest recorded duration among the
-    participants*: every recorded duration is communication plus waiting for the
-    peers, and the participant that arrived last waited least, so the minimum is the
-    best available estimate of the communication alone.  Every participant's node then
-    spans from its own arrival to the common end (its wait is kept separately).
-    ``collective="net"`` instead gives each participant its own recording minus the
-    time it was recorded waiting for the last arrival (ring collectives do not end
-    together on all ranks; this needs the clock alignment below to be meaningful).
+    participant arrives.  With ``collective="net"`` (the default) each participant
+    then lasts its own recording minus the time it was recorded waiting for the last
+    arrival: ring collectives do not end together on all ranks, and the threads that
+    wait for them (``wait_on``) need each rank's own end; this needs the clock
+    alignment below to be meaningful.  ``collective="min"`` instead gives every
+    participant the *shortest recorded duration among the participants* (every
+    recorded duration is communication plus waiting for the peers, and the
+    participant that arrived last waited least, so the minimum is the best estimate
+    of the communication alone) and ends them together.  Every participant's node
+    spans from its own arrival to its end (its wait is kept separately).  A record
+    with children on its thread (a gloo collective allocating, transferring and
+    copying out on its worker thread) couples its longest piece of own time, the
+    transfer, instead of its lead (see :func:`_couple_transfers`).
     COMM_SEND / COMM_RECV are matched by (src, dst, tag, order among that triple).  A
     send is eager: it never waits for its receiver and takes its recorded duration
     (blocking both sides would deadlock the common "everyone sends, then everyone
@@ -111,6 +116,7 @@ from chakra.schema import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, METADA
 log = logging.getLogger(__name__)
 
 MODES = ("lanes", "astrasim")
+_COMM_NODE_TYPES = frozenset((COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE))
 COLLECTIVE_DURATIONS = ("min", "net")
 _CPU, _GPU_COMP, _GPU_COMM = 0, 1, 2
 _MAX_LISTED = 5
@@ -284,6 +290,7 @@ class _Plan:
     after: dict[int, list[tuple[int, float]]]   # node -> [(u, delay)]: starts >= end(u) + delay
     lane_prev: list[int]                # lane predecessor (-1: first of its lane, or no lane)
     trail: list[tuple[int, float]] = field(default_factory=list)   # (last node of a thread, its tails after)
+    transfer: dict[int, tuple[int, float]] = field(default_factory=dict)   # record -> (child after, piece)
 
 
 def _pieces_plan(g: RankGraph, order: Sequence[int], use_gaps: bool) -> _Plan:
@@ -419,8 +426,17 @@ def _pieces_plan(g: RankGraph, order: Sequence[int], use_gaps: bool) -> _Plan:
             if c is not None and c[0] >= 0 and c[0] not in release:
                 u, post = c[0], post + c[1]
             after.setdefault(j, []).append((u, post))
+    # a communication record with children on its thread (gloo allocating, transferring, copying out):
+    # its longest piece of own time, before one of its children, is the transfer (a whole-job replay
+    # couples that piece with the peers, see simulate)
+    transfer: dict[int, tuple[int, float]] = {}
+    for j, p in enumerate(parent):
+        if p >= 0 and types[p] in _COMM_NODE_TYPES and not g.is_cpu[p]:
+            w = wb.get(j, 0) * scale.get(p, 1.0)
+            if w > 0 and (p not in transfer or w > transfer[p][1]):
+                transfer[p] = (j, w)
     return _Plan(rd=rd, rd_rec=rd_rec, gap=gap, first=first, release=release, after=after,
-                 lane_prev=lane_prev, trail=trail)
+                 lane_prev=lane_prev, trail=trail, transfer=transfer)
 
 
 def _find_id(ids: Sequence[int], nid: int) -> int | None:
@@ -609,6 +625,29 @@ def _build_coupling(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: 
     return c, couple
 
 
+def _couple_transfers(c: _Coupling, group_of: list[int], transfers: dict[int, tuple[int, float]],
+                      gap: list[float], rdur: list[float], after_transfer: dict[int, float]) -> None:
+    """A coupled record with children on its thread couples its transfer piece, not its lead.
+
+    The child ``k`` that follows the transfer stands in for the record in its group: it arrives when
+    its thread reaches the transfer (its gap without the transfer piece), and, once every peer has
+    arrived, runs the group's transfer time and then its own duration.  The record itself runs its
+    lead like any other node.
+    """
+    for x, (k, w) in transfers.items():
+        grp = group_of[x]
+        if grp < 0:
+            continue
+        members = c.members[grp]
+        members[members.index(x)] = k
+        if c.eager[grp] == x:
+            c.eager[grp] = k
+        group_of[k] = grp
+        group_of[x] = -1
+        gap[k] = max(0.0, gap[k] - w)
+        after_transfer[k] = rdur[k]
+
+
 def _net_durations(c: _Coupling, graphs: Sequence[RankGraph], offsets: Sequence[int],
                    durations: list[float], base: Sequence[float]) -> None:
     """``collective="net"``: each participant lasts its own recorded duration minus its recorded wait.
@@ -641,13 +680,13 @@ def _rank_of(offsets: Sequence[int], gi: int) -> int:
 
 def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None, mode: str = "lanes",
              gaps: bool = True, missing: str = "error", couple: bool = False,
-             base: Sequence[float] | None = None, collective: str = "min") -> SimOutput:
+             base: Sequence[float] | None = None, collective: str = "net") -> SimOutput:
     """Replay ``graphs`` (one per rank) together; ``couple`` ties collectives/send/recv across ranks.
 
     ``base`` (lanes mode) is the time at which each rank's replay begins on the common
     clock; results stay on that clock.  ``collective`` is the transfer time of a coupled
-    group: ``"min"`` (shortest recording, every participant ends together) or ``"net"``
-    (each participant's recording net of its recorded wait, see :func:`_net_durations`).
+    group: ``"net"`` (each participant's recording net of its recorded wait, see
+    :func:`_net_durations`) or ``"min"`` (shortest recording, every participant ends together).
     """
     if mode not in MODES:
         raise ChakraError(f"unknown replay mode {mode!r} (expected one of {', '.join(MODES)})")
@@ -686,6 +725,7 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
     release: dict[int, float] = {}  # node -> time after its start at which its lane is free again
     dsucc: dict[int, list[tuple[int, float]]] = {}  # u -> [(v, delay)]: v starts >= end(u) + delay
     trails: list[list[tuple[int, float]]] = []      # per rank: (node, tails after it) of its threads
+    transfers: dict[int, tuple[int, float]] = {}    # coupled record -> (child after its transfer, piece)
     if base is not None and lanes_mode:
         for ri, b in enumerate(base):
             if b:
@@ -718,6 +758,9 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
                         dsucc.setdefault(off + u, []).append((off + j, dl))
                 rd, rd_rec = plan.rd, plan.rd_rec
                 trails.append([(off + i, t) for i, t in plan.trail])
+                if couple:
+                    for x, (c, w) in plan.transfer.items():
+                        transfers[off + x] = (off + c, w)
             else:
                 trails.append([])
                 rd = _lane_plan(g, order, off, use_gaps, lane_next, rem, gap, ready_at, release)
@@ -744,7 +787,7 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
                         tail = tail * f_of[i] + (d_of[i] if d_of is not None else 0.0)
                     ff_succ.setdefault(off + j, []).append((gi, tail, offset))
             rdur.extend(rd)
-            if rd is not scaled:        # a coupled record with children lasts its lead, as on its own
+            if rd is not scaled:        # a coupled node lasts as long as on its own
                 dur[off:off + len(rd)] = rd
         else:
             rdur.extend(scaled)
@@ -764,11 +807,16 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
                     else:
                         s.append(gi)
 
+    for x, (_c, w) in transfers.items():
+        dur[x] = w                       # what the peers share of such a record: its transfer
     coupling, group_of = (_build_coupling(graphs, ranks, offsets, orders, dur) if couple
                           else (_Coupling(), None))
     if couple and collective == "net":
         _net_durations(coupling, graphs, offsets, dur,
                        base if base is not None and lanes_mode else [0.0] * len(graphs))
+    after_transfer: dict[int, float] = {}    # coupled child -> its own time, after the transfer
+    if transfers and group_of is not None:
+        _couple_transfers(coupling, group_of, transfers, gap, rdur, after_transfer)
     n_groups = len(coupling.members)
     arrived = [0] * n_groups
     latest = [0.0] * n_groups
@@ -801,7 +849,8 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
             for k, m in enumerate(coupling.members[grp]):
                 if m != eager:
                     comm_start[m] = cs
-                    schedule_end(m, e if per_member is None else cs + per_member[k])
+                    em = e if per_member is None else cs + per_member[k]
+                    schedule_end(m, em + after_transfer[m] if after_transfer and m in after_transfer else em)
 
     def schedule_end(gi: int, e: float) -> None:
         """End at ``e``, or later if a dependency it was recorded waiting for ends later."""

@@ -153,7 +153,7 @@ def results_table(results: Iterable[ReplayResult], title: str = "Replay") -> Any
 
 
 def replay_report(paths: list[str], *, job: bool = False, mode: str = "lanes", gaps: bool = True,
-                  align: bool = True, collective: str = "min", missing: str = "error",
+                  align: bool = True, collective: str = "net", missing: str = "error",
                   timeline_path: str | None = None,
                   log_path: str | None = None, as_json: bool = False, stream: Any = None) -> int:
     """What ``chakra replay`` does: replay, write the requested files, print a table (or JSON)."""
