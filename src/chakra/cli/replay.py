@@ -34,8 +34,51 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the replayed timeline (Chrome/Perfetto JSON)")
     p.add_argument("--log", metavar="FILE", help="write 'Node ID <id> completed at <T>us' lines")
     p.add_argument("--json", action="store_true", help="print a JSON summary instead of a table")
+    w = p.add_argument_group(
+        "what-if (replay as recorded and with the change; PATTERN: cpu, gpu, comm, all, or a regular "
+        "expression searched in node names; @R[,R...] restricts it to ranks)")
+    w.add_argument("--scale", action="append", default=[], metavar="PATTERN[@RANKS]=FACTOR",
+                   help="multiply matching nodes' own time (e.g. 'aten::(addmm|mm)=2', 'gpu=0.5@0')")
+    w.add_argument("--delay", action="append", default=[], metavar="PATTERN[@RANKS]=US",
+                   help="add US µs to each matching node (a straggler: "
+                        "'DistributedDataParallel.forward=20000@1')")
+    w.add_argument("--comm-size", action="append", default=[], metavar="PATTERN[@RANKS]=FACTOR",
+                   help="multiply matching collectives' bytes; the communication model re-times them")
+    w.add_argument("--bandwidth", type=float, metavar="GBPS",
+                   help="what if the network had this bandwidth (GB/s): the model re-times every collective")
+    w.add_argument("--latency", type=float, metavar="US", help="... and this latency per collective (µs)")
+    w.add_argument("--comm-model", metavar="fit|LATENCY_US,GBPS",
+                   help="the communication model: fitted on the trace's own collectives (default when one "
+                        "is needed) or given")
     add_common_args(p)
     return p
+
+
+def whatif_from_args(args: argparse.Namespace) -> object:
+    """The WhatIf the options ask for (None when none); a bad rule is a usage error."""
+    from chakra.replay.whatif import WhatIf, WhatIfError, parse_rule
+
+    try:
+        model: object = None
+        if args.comm_model:
+            if args.comm_model == "fit":
+                model = "fit"
+            else:
+                lat, _, gbps = args.comm_model.partition(",")
+                model = (float(lat), float(gbps))
+        w = WhatIf(scale=[parse_rule(r) for r in args.scale],
+                   delay=[parse_rule(r, "delay (µs)") for r in args.delay],
+                   comm_size=[parse_rule(r) for r in args.comm_size],
+                   bandwidth_gbps=args.bandwidth, latency_us=args.latency, model=model)  # type: ignore[arg-type]
+    except (WhatIfError, ValueError) as exc:
+        msg = str(exc) if isinstance(exc, WhatIfError) else f"--comm-model {args.comm_model!r}: expected " \
+            "'fit' or LATENCY_US,GBPS"
+        build_parser().error(msg)
+    if args.bandwidth is not None and args.bandwidth <= 0:
+        build_parser().error("--bandwidth must be > 0")
+    if args.latency is not None and args.latency < 0:
+        build_parser().error("--latency must be >= 0")
+    return None if w.empty and w.model is None else w
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -45,11 +88,13 @@ def _run(args: argparse.Namespace) -> int:
     return replay_report(args.inputs, job=args.job, mode=args.mode, gaps=args.gaps, align=args.align,
                          collective=args.collective,
                          missing="ignore" if args.ignore_missing_deps else "error",
-                         timeline_path=args.timeline, log_path=args.log, as_json=args.json)
+                         timeline_path=args.timeline, log_path=args.log, as_json=args.json,
+                         whatif=args.whatif)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.whatif = whatif_from_args(args)
     return run_command(_run, args, PROG)
 
 

@@ -18,6 +18,7 @@ from chakra.errors import ChakraError
 from chakra.io import gc_paused
 from chakra.replay.engine import ReplayError, SimOutput, simulate
 from chakra.replay.graph import NodeSpec, RankGraph, graph_from_protobuf, graph_from_specs, load_graph
+from chakra.replay.whatif import WhatIf, WhatIfReport, apply_whatif
 from chakra.schema import METADATA_NODE
 
 
@@ -116,6 +117,7 @@ class JobResult:
     gaps: bool = True
     coupled: bool = True
     groups: int = 0          # matched collectives + send/recv pairs
+    whatif: WhatIfReport | None = None   # what the what-if (and the communication model) did
 
     @property
     def replayed_us(self) -> float:
@@ -132,6 +134,7 @@ class JobResult:
             "replayed_us": self.replayed_us,
             "matched_comm_groups": self.groups,
             "ranks": [r.summary() for r in self],
+            **({"whatif": self.whatif.lines()} if self.whatif is not None and self.whatif.lines() else {}),
         }
 
 
@@ -174,9 +177,12 @@ def as_graph(nodes: Any, metadata: Any = None, *, rank: int | None = None) -> Ra
 
 
 def replay_rank(nodes: Any, *, metadata: Any = None, mode: str = "lanes", gaps: bool = True,
-                missing: str = "error", rank: int | None = None) -> ReplayResult:
-    """Replay one rank on its own: collectives and send/recv take their recorded durations."""
+                missing: str = "error", rank: int | None = None, whatif: WhatIf | None = None
+                ) -> ReplayResult:
+    """Replay one rank on its own: collectives and send/recv take their recorded durations (those
+    recorded without one, the communication model's: :mod:`chakra.replay.whatif`)."""
     g = as_graph(nodes, metadata, rank=rank)
+    g = apply_whatif([g], whatif)[0][0]
     with gc_paused():  # millions of acyclic tuples/lists: the cyclic GC would only rescan them
         out = simulate([g], ranks=[g.rank if g.rank is not None else 0], mode=mode, gaps=gaps,
                        missing=missing)
@@ -192,9 +198,9 @@ def replay_nodes(specs: Iterable[NodeSpec], *, mode: str = "lanes", gaps: bool =
 
 
 def replay_file(path: str | os.PathLike[str], *, mode: str = "lanes", gaps: bool = True,
-                missing: str = "error") -> ReplayResult:
+                missing: str = "error", whatif: WhatIf | None = None) -> ReplayResult:
     """Read and replay one Chakra ET file on its own."""
-    return replay_rank(load_graph(path), mode=mode, gaps=gaps, missing=missing)
+    return replay_rank(load_graph(path), mode=mode, gaps=gaps, missing=missing, whatif=whatif)
 
 
 JobInput = (Sequence[str | os.PathLike[str]] | Sequence[RankGraph]
@@ -232,17 +238,21 @@ def load_job(inputs: Any) -> list[RankGraph]:
 
 
 def replay_job(inputs: Any, *, mode: str = "lanes", gaps: bool = True, missing: str = "error",
-               couple: bool = True, align: bool = True, collective: str = "net") -> JobResult:
+               couple: bool = True, align: bool = True, collective: str = "net",
+               whatif: WhatIf | None = None) -> JobResult:
     """Replay every rank of a job; ``couple=False`` replays them side by side, independently.
 
     ``align`` (lanes mode, when every rank has ``measured_start_us``) starts each rank's
     replay at its recorded window start relative to the earliest rank (see
     :mod:`chakra.replay.engine`, "Clock alignment").  ``collective``: ``"net"`` (default) or
     ``"min"`` transfer time of a coupled group (see :func:`chakra.replay.engine.simulate`).
+    ``whatif`` changes the replay (:mod:`chakra.replay.whatif`); collectives recorded without a
+    duration take the communication model's in any case.  ``JobResult.whatif`` says what it did.
     """
     graphs = load_job(inputs)
     if not graphs:
         raise ChakraError("no ranks to replay")
+    graphs, report = apply_whatif(graphs, whatif)
     ranks = [g.rank for g in graphs]
     if couple:
         starts = [g.measured_start_us for g in graphs]
@@ -259,7 +269,7 @@ def replay_job(inputs: Any, *, mode: str = "lanes", gaps: bool = True, missing: 
         results = [replay_rank(g, mode=mode, gaps=gaps, missing=missing) for g in graphs]
         groups = 0
     return JobResult(ranks={r.rank: r for r in results}, mode=mode, gaps=gaps and mode == "lanes",  # type: ignore[misc]
-                     coupled=couple, groups=groups)
+                     coupled=couple, groups=groups, whatif=report)
 
 
 __all__ = ["JobResult", "ReplayError", "ReplayResult", "as_graph", "load_job", "replay_file", "replay_job",
