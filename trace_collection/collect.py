@@ -54,7 +54,7 @@ def _mlp_job(rank: int, world_size: int, device, steps: int, prof, opts: dict | 
     batch = int(opts.get("batch") or 16)
     straggler = opts.get("straggler_rank")
     sleep_s = float(opts.get("straggler_ms") or 0.0) / 1000.0
-    extra = int(opts.get("extra_broadcast") or 0)
+    extra = [int(x) for x in str(opts.get("extra_broadcast") or "").split(",") if x.strip() and int(x) > 0]
 
     class Straggle(nn.Module):
         """Sleeps inside the forward on the straggling rank (a slow host: the same ops, later)."""
@@ -72,7 +72,7 @@ def _mlp_job(rank: int, world_size: int, device, steps: int, prof, opts: dict | 
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
     loss_fn = nn.CrossEntropyLoss()
     gen = torch.Generator().manual_seed(1234 + rank)
-    buf = torch.zeros(extra, device=device) if extra > 0 else None
+    bufs = [torch.zeros(k, device=device) for k in extra]
     for _ in range(steps):
         x = torch.randn(batch, 32, generator=gen).to(device)
         y = torch.randint(0, 8, (batch,), generator=gen).to(device)
@@ -80,10 +80,11 @@ def _mlp_job(rank: int, world_size: int, device, steps: int, prof, opts: dict | 
         loss = loss_fn(ddp(x), y)
         loss.backward()
         opt.step()
-        if buf is not None:
+        if bufs:
             import torch.distributed as dist
 
-            dist.broadcast(buf, src=0)   # extra traffic of a chosen size (a gloo:broadcast per step)
+            for buf in bufs:             # extra traffic of chosen sizes (a gloo:broadcast each per step)
+                dist.broadcast(buf, src=0)
         prof.step()
 
 
@@ -311,8 +312,8 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--threads", type=int, help="torch intra-op threads per rank (default 1)")
     g.add_argument("--straggler-rank", type=int, help="the rank that sleeps inside its forward every step")
     g.add_argument("--straggler-ms", type=float, help="how long it sleeps (ms)")
-    g.add_argument("--extra-broadcast", type=int, metavar="NELEM",
-                   help="broadcast a float32 buffer of NELEM elements from rank 0 every step (extra traffic)")
+    g.add_argument("--extra-broadcast", metavar="NELEM[,NELEM...]",
+                   help="broadcast float32 buffers of these sizes from rank 0 every step (extra traffic)")
     c.add_argument("--archive", help="also pack NAME.tgz for the integration harness")
     p = sub.add_parser("pack", help="pack a collection folder into NAME.tgz (NAME/chakra_host_et_N.json ...)")
     p.add_argument("--src", required=True)

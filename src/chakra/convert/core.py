@@ -803,9 +803,10 @@ class _Converter:
         is_cpu = [not g and (k == METADATA or i not in cpu_comm)
                   for i, (g, k) in enumerate(zip(is_gpu, kinds))]
         host = {threads[i] for i in range(n) if is_cpu[i] and kinds[i] != METADATA}
-        # every host node sits on its thread; a thread without CPU ops (a gloo worker whose only records
-        # are collectives) is a lane of its own in the replay, with the same kind of timing
-        on_thread = [kinds[i] != METADATA and not is_gpu[i] for i in range(n)]
+        # every host op sits on its thread; a thread without CPU ops (a gloo worker whose only records
+        # are collectives) is a lane of its own in the replay, with the same kind of timing.  The thread
+        # and process roots are not ops: time inside them and in no op is idle time.
+        on_thread = [kinds[i] == OP and not is_gpu[i] for i in range(n)]
         end: list[int | None] = [None] * n
         raw_dur, dur_x = cols.dur, cols.dur_x
         for i, t in enumerate(ts):

@@ -23,7 +23,9 @@ the shortest recording: recorded durations include waiting for peers, the shorte
 waited least), or given, or, when the trace has nothing to fit, the defaults below (with
 a warning).  The model times collectives recorded without a duration (ASTRA-sim's
 micro-benchmark ETs) and changes of size or bandwidth: a recorded collective keeps its
-recording plus the model's difference, ``d + model'(S') - model(S)``.
+recording plus the model's difference, ``d + model'(S') - model(S)``.  A kind of
+collective recorded at two sizes or more gets its own latency and bandwidth (gloo's
+broadcast and all_reduce differ by more than the factor says).
 """
 
 from __future__ import annotations
@@ -158,25 +160,58 @@ def algo_factor(comm_type: int | None, ntype: int, n: int) -> float:
 
 @dataclass(slots=True)
 class CommModel:
-    """``latency_us + F * bytes / bytes_per_us``; ``source`` says where the numbers come from."""
+    """``latency_us + F * bytes / bytes_per_us``; ``source`` says where the numbers come from.
+
+    ``per_type`` holds separate (latency, bytes/µs) for collective kinds ((comm_type, node type)) that
+    the trace recorded at two sizes or more: gloo's broadcast and all_reduce differ by more than the
+    algorithm factor says (an all_reduce also adds on the CPU)."""
 
     latency_us: float
     bytes_per_us: float
     source: str = "given"
     points: int = 0
+    per_type: dict[Any, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def gbps(self) -> float:
         return self.bytes_per_us / 1000.0
 
     def time(self, comm_type: int | None, ntype: int, size: float, n: int) -> float:
-        return self.latency_us + algo_factor(comm_type, ntype, n) * size / self.bytes_per_us
+        lat, bw = self.per_type.get((comm_type, ntype), (self.latency_us, self.bytes_per_us))
+        return lat + algo_factor(comm_type, ntype, n) * size / bw
 
     def describe(self) -> str:
-        return f"latency {self.latency_us:.1f} µs, bandwidth {self.gbps:.3g} GB/s ({self.source})"
+        extra = ""
+        if self.per_type:
+            extra = "; per type: " + ", ".join(
+                f"{_TYPE_NAMES.get(k[0], k[0])} {lat:.1f} µs + {bw / 1000.0:.3g} GB/s"
+                for k, (lat, bw) in self.per_type.items())
+        return f"latency {self.latency_us:.1f} µs, bandwidth {self.gbps:.3g} GB/s ({self.source}){extra}"
 
 
-def fit_model(samples: Iterable[tuple[float, float]]) -> CommModel | None:
+_TYPE_NAMES = {ALL_REDUCE: "all_reduce", ALL_GATHER: "all_gather", REDUCE_SCATTER: "reduce_scatter",
+               ALL_TO_ALL: "all_to_all", BROADCAST: "broadcast", REDUCE: "reduce", GATHER: "gather",
+               SCATTER: "scatter", BARRIER: "barrier", None: "send/recv"}
+
+
+def fit_model(samples: Iterable[tuple[float, float, Any]]) -> CommModel | None:
+    """The pooled fit over every (x, d, kind) and a fit per kind that has two sizes or more."""
+    samples = list(samples)
+    pooled = _fit([(x, d) for x, d, _ in samples])
+    if pooled is None:
+        return None
+    kinds: dict[Any, list[tuple[float, float]]] = {}
+    for x, d, k in samples:
+        kinds.setdefault(k, []).append((x, d))
+    for k, pts in kinds.items():
+        if len({x for x, _ in pts}) >= 2:
+            m = _fit(pts)
+            if m is not None:
+                pooled.per_type[k] = (m.latency_us, m.bytes_per_us)
+    return pooled
+
+
+def _fit(samples: Iterable[tuple[float, float]]) -> CommModel | None:
     """Least squares of ``d = a + b * x`` (x = F * bytes) over (x, d); None without two distinct x.
 
     ``a`` is clamped to >= 0 (then ``b`` refitted through the origin); ``b`` must come out > 0."""
@@ -217,8 +252,9 @@ def group_size(g: RankGraph, i: int, job_ranks: int) -> int:
     return max(job_ranks, 1)
 
 
-def _comm_samples(graphs: Sequence[RankGraph], job_ranks: int) -> list[tuple[float, float]]:
-    """(F * bytes, shortest recorded duration) per distinct (type, size, group size) of the collectives."""
+def _comm_samples(graphs: Sequence[RankGraph], job_ranks: int) -> list[tuple[float, float, Any]]:
+    """(F * bytes, shortest recorded duration, type) per distinct (type, size, group size) of the
+    collectives."""
     best: dict[tuple[Any, ...], float] = {}
     for g in graphs:
         ctype = g.extra.get("comm_type", {})
@@ -234,7 +270,7 @@ def _comm_samples(graphs: Sequence[RankGraph], job_ranks: int) -> list[tuple[flo
     for (ct, nt, size, n), d in best.items():
         f = algo_factor(ct, nt, n)
         if f > 0 and size > 0:
-            out.append((f * size, d))
+            out.append((f * size, d, (ct, nt)))
     return out
 
 

@@ -1,0 +1,213 @@
+"""Check what-if replays against perturbed real runs of the same job.
+
+    python benchmarks/whatif_check.py RUNS_DIR [--work DIR] [--json OUT.json]
+
+``RUNS_DIR`` holds collections made by ``trace_collection/collect.py`` (see trace_collection/README.md,
+"Perturbed runs"): ``base_<i>`` (the unperturbed job, several times), and perturbed runs of the same
+job, ``strag_<i>`` (one rank sleeps inside its forward every step), ``compute_<i>`` (8x the batch:
+more compute, the same gradients) and ``comm_<i>`` (8x the bytes of the extra broadcast).
+
+Every rank of every run is linked and converted (cached in ``--work``).  A run's measured step per rank
+is the median of its profiled steps (ET+ ``measured.steps``); a configuration's is the median over its
+runs.  Each unperturbed run is replayed as recorded (whole job) and with the what-if matching each
+perturbation; a replayed step is the median of the replayed ProfilerStep spans.  The prediction of a
+perturbation is the median over the unperturbed runs, compared per rank with the perturbed runs'
+measured step; the bar is 5% or the unperturbed runs' spread (max - min over median of their
+measured steps), whichever is larger.
+
+The what-ifs (what a user would ask, knowing the change but not the step time):
+
+* straggler: ``--delay DistributedDataParallel.forward=D@R`` (the sleep, known);
+* compute:   ``--scale OP=F`` for the ops that carry the compute, ``F`` the ratio of their median
+  recorded durations in the perturbed and unperturbed runs (what a kernel benchmark of the larger
+  batch would say; only ops with at least 1% of a step's time are scaled);
+* comm:      ``--comm-size broadcast=8`` (the buffer is 8x larger, known), re-timed by the
+  communication model fitted on the unperturbed run's own collectives.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "src"))
+
+from chakra.replay import ReplayError, load_graph, replay_job  # noqa: E402
+from chakra.replay.whatif import WhatIf, parse_rule  # noqa: E402
+
+STRAGGLER_MS = 20.0
+STRAGGLER_RANK = 1
+SIZE_FACTOR = 8.0
+MIN_SHARE = 0.01
+
+
+def _load_json(path: Path) -> Any:
+    data = path.read_bytes()
+    return json.loads(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
+
+
+def convert_run(run: Path, work: Path) -> list[Path]:
+    """Link + convert every rank of a collection folder (cached); the .et paths in rank order."""
+    from chakra.convert import convert_file
+    from chakra.link.api import link_files
+
+    out = work / run.name
+    out.mkdir(parents=True, exist_ok=True)
+    ets = []
+    ranks = sorted(int(p.name.split("_")[2].split(".")[0]) for p in run.glob("host_et_*.json*"))
+    for r in ranks:
+        host = next(run.glob(f"host_et_{r}.json*"))
+        kin = next(run.glob(f"kineto_{r}.json*"))
+        plus, et = out / f"plus_{r}.json", out / f"job.{r}.et"
+        if not et.exists() or et.stat().st_mtime < max(host.stat().st_mtime, kin.stat().st_mtime):
+            link_files(host, kin, plus, rank=r)
+            convert_file(plus, et)
+        ets.append(et)
+    return ets
+
+
+def measured_steps(et: Path) -> list[float]:
+    """The profiled step durations of a rank (ET+ ``measured.steps``, in order)."""
+    plus = _load_json(et.with_name(et.name.replace("job.", "plus_").replace(".et", ".json")))
+    return [float(s["dur"]) for s in plus["measured"]["steps"]]
+
+
+def replayed_steps(res: Any) -> list[float]:
+    """Replayed step durations: a ProfilerStep node's replayed start to the next (the last: to the end)."""
+    g = res.graph
+    starts = sorted((res.starts[i], name) for i, name in enumerate(g.names)
+                    if name.startswith("ProfilerStep#"))
+    bounds = [s for s, _ in starts] + [res.replayed_us]
+    return [b - a for a, b in zip(bounds, bounds[1:])]
+
+
+def op_medians(ets: list[Path]) -> tuple[dict[str, float], float]:
+    """Median recorded duration per op name (all ranks), and the mean total time per rank."""
+    by: dict[str, list[float]] = defaultdict(list)
+    total = 0.0
+    for et in ets:
+        g = load_graph(et)
+        for name, d, t in zip(g.names, g.durations, g.types):
+            if t != 1 and d > 0:
+                by[name].append(d)
+                total += d
+    return {k: statistics.median(v) for k, v in by.items()}, total / max(1, len(ets))
+
+
+def compute_rules(base: list[list[Path]], pert: list[list[Path]]) -> list[str]:
+    """``OP=F`` for the ops with >= 1% of the time whose median duration changed by more than 10%."""
+    share: dict[str, float] = defaultdict(float)
+    med_b: dict[str, list[float]] = defaultdict(list)
+    med_p: dict[str, list[float]] = defaultdict(list)
+    for ets in base:
+        m, _ = op_medians(ets)
+        for k, v in m.items():
+            med_b[k].append(v)
+        for et in ets:
+            g = load_graph(et)
+            tot = sum(g.durations)
+            for name, d in zip(g.names, g.durations):
+                share[name] += d / tot / (len(base) * len(ets))
+    for ets in pert:
+        m, _ = op_medians(ets)
+        for k, v in m.items():
+            med_p[k].append(v)
+    rules = []
+    for name, sh in sorted(share.items(), key=lambda x: -x[1]):
+        if sh < MIN_SHARE or name not in med_p or name.startswith("ProfilerStep") or "gloo:" in name:
+            continue
+        f = statistics.median(med_p[name]) / statistics.median(med_b[name])
+        if abs(f - 1.0) > 0.10:
+            rules.append(f"^{_escape(name)}$={f:.3f}")
+    return rules
+
+
+def _escape(name: str) -> str:
+    import re
+
+    return re.escape(name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("runs", type=Path)
+    ap.add_argument("--work", type=Path, default=Path("/tmp/chakra_whatif_check"))
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+    runs: dict[str, list[list[Path]]] = defaultdict(list)
+    for d in sorted(args.runs.iterdir()):
+        if d.is_dir() and "_" in d.name and any(d.glob("kineto_*")):
+            kind = d.name.rsplit("_", 1)[0]
+            runs[kind].append(convert_run(d, args.work))
+    base = runs.get("base", [])
+    if not base:
+        print("no base_<i> runs", file=sys.stderr)
+        return 2
+    ranks = range(len(base[0]))
+
+    def measured(cfg: str) -> dict[int, float]:
+        per_run = [[statistics.median(measured_steps(et)) for et in ets] for ets in runs[cfg]]
+        return {r: statistics.median(x[r] for x in per_run) for r in ranks}
+
+    base_meas = {r: [statistics.median(measured_steps(ets[r])) for ets in base] for r in ranks}
+    spread = {r: (max(v) - min(v)) / statistics.median(v) for r, v in base_meas.items()}
+    whatifs: dict[str, WhatIf] = {
+        "strag": WhatIf(delay=[parse_rule(f"DistributedDataParallel.forward={STRAGGLER_MS * 1000:g}"
+                                          f"@{STRAGGLER_RANK}", "delay")]),
+        "comm": WhatIf(comm_size=[parse_rule(f"broadcast={SIZE_FACTOR:g}")]),
+    }
+    if runs.get("compute"):
+        whatifs["compute"] = WhatIf(scale=[parse_rule(r) for r in compute_rules(base, runs["compute"])])
+    table: dict[str, Any] = {"spread": spread, "configs": {}}
+    as_recorded = {r: [] for r in ranks}   # type: dict[int, list[float]]
+    preds: dict[str, dict[int, list[float]]] = {k: {r: [] for r in ranks} for k in whatifs}
+    usable = []
+    for ets in base:
+        try:
+            rec = replay_job(ets)
+        except ReplayError as exc:   # a collective cut by the window edge on one rank only
+            print(f"skipped {ets[0].parent.name}: {exc}", file=sys.stderr)
+            continue
+        usable.append(ets)
+        for res in rec:
+            as_recorded[res.rank].append(statistics.median(replayed_steps(res)))
+        for kind, w in whatifs.items():
+            job = replay_job(ets, whatif=w)
+            for res in job:
+                preds[kind][res.rank].append(statistics.median(replayed_steps(res)))
+    m_base = measured("base")
+    table["configs"]["base"] = {r: {"measured": m_base[r], "predicted": statistics.median(as_recorded[r])}
+                                for r in ranks}
+    for kind, w in whatifs.items():
+        if not runs.get(kind):
+            continue
+        m = measured(kind)
+        table["configs"][kind] = {r: {"measured": m[r], "predicted": statistics.median(preds[kind][r]),
+                                      "whatif": w.describe()} for r in ranks}
+    print(f"unperturbed runs: {len(base)}; measured median step per rank and run (µs): "
+          + "; ".join(f"rank {r}: " + ", ".join(f"{v:,.0f}" for v in base_meas[r]) for r in ranks))
+    print("spread of the unperturbed runs: " + ", ".join(f"rank {r} {100 * spread[r]:.1f}%" for r in ranks))
+    print("| run | what-if | rank | measured step (µs) | predicted (µs) | error | bar | within |")
+    print("|---|---|---|---:|---:|---:|---:|---|")
+    for kind, rows in table["configs"].items():
+        for r, row in rows.items():
+            err = 100.0 * (row["predicted"] - row["measured"]) / row["measured"]
+            bar = max(5.0, 100.0 * spread[r])
+            w = "; ".join(row.get("whatif", ["(as recorded)"]))
+            ok = "yes" if abs(err) <= bar else "NO"
+            print(f"| {kind} ({len(runs[kind])} runs) | {w[:80]} | {r} | {row['measured']:,.0f} | "
+                  f"{row['predicted']:,.0f} | {err:+.1f}% | {bar:.1f}% | {ok} |")
+    if args.json:
+        args.json.write_text(json.dumps(table, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
