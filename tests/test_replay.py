@@ -480,7 +480,7 @@ def test_two_inputs_with_the_same_rank_are_refused():
     from chakra.replay.graph import graph_from_specs
 
     with pytest.raises(Exception, match="two inputs claim rank 0"):
-        replay_job([graph_from_specs([N(1, 1)], rank=0), graph_from_specs([N(1, 1)], rank=0)], collective="min")
+        replay_job([graph_from_specs([N(1, 1)], rank=0), graph_from_specs([N(1, 1)], rank=0)])
 
 
 # ---------------------------------------------------------------- protobuf input and outputs
