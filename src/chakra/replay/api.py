@@ -190,11 +190,11 @@ def replay_rank(nodes: Any, *, metadata: Any = None, mode: str = "lanes", gaps: 
 
 
 def replay_nodes(specs: Iterable[NodeSpec], *, mode: str = "lanes", gaps: bool = True,
-                 missing: str = "error", rank: int | None = None, measured_us: float | None = None
-                 ) -> ReplayResult:
+                 missing: str = "error", rank: int | None = None, measured_us: float | None = None,
+                 world_size: int | None = None, whatif: WhatIf | None = None) -> ReplayResult:
     """Replay hand-written nodes (see :class:`NodeSpec`)."""
-    g = graph_from_specs(specs, rank=rank, measured_us=measured_us)
-    return replay_rank(g, mode=mode, gaps=gaps, missing=missing)
+    g = graph_from_specs(specs, rank=rank, measured_us=measured_us, world_size=world_size)
+    return replay_rank(g, mode=mode, gaps=gaps, missing=missing, whatif=whatif)
 
 
 def replay_file(path: str | os.PathLike[str], *, mode: str = "lanes", gaps: bool = True,

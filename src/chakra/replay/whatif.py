@@ -353,7 +353,10 @@ def _needs_model(graphs: Sequence[RankGraph], w: WhatIf) -> bool:
 def apply_whatif(graphs: Sequence[RankGraph], w: WhatIf | None) -> tuple[list[RankGraph], WhatIfReport]:
     """The graphs with ``w`` applied (copies: the inputs are left as they are) and what it did.
 
-    Collectives recorded without a duration are timed by the model even with no change asked."""
+    The recorded durations stay as they are (the replay compares them with the recorded start times);
+    a node's new time is ``duration * factor + delay``, where the delay also holds the model's re-timing
+    of a collective.  Collectives recorded without a duration are timed by the model even with no
+    change asked."""
     w = w or WhatIf()
     report = WhatIfReport()
     job_ranks = len(graphs)
@@ -372,7 +375,7 @@ def apply_whatif(graphs: Sequence[RankGraph], w: WhatIf | None) -> tuple[list[Ra
     for g in graphs:
         n = len(g.ids)
         kinds = [node_kind(g, i) for i in range(n)]
-        durs: list[float] | None = None
+        delay_l: list[float] | None = None      # µs added: delays, and the model's re-timing of collectives
         if model is not None:
             ctype = g.extra.get("comm_type", {})
             csize = g.extra.get("comm_size", {})
@@ -397,9 +400,9 @@ def apply_whatif(graphs: Sequence[RankGraph], w: WhatIf | None) -> tuple[list[Ra
                     report.retimed += 1
                 else:
                     continue
-                if durs is None:
-                    durs = list(g.durations)
-                durs[i] = nd
+                if delay_l is None:
+                    delay_l = [0.0] * n
+                delay_l[i] += nd - d
         factor_l: list[float] | None = None
         for r in w.scale:
             for i in range(n):
@@ -408,7 +411,6 @@ def apply_whatif(graphs: Sequence[RankGraph], w: WhatIf | None) -> tuple[list[Ra
                         factor_l = [1.0] * n
                     factor_l[i] *= r.value
                     report.matched[r.selector.text] += 1
-        delay_l: list[float] | None = None
         for r in w.delay:
             for i in range(n):
                 if kinds[i] != "metadata" and r.selector.matches(g, i, kinds[i]):
@@ -416,11 +418,10 @@ def apply_whatif(graphs: Sequence[RankGraph], w: WhatIf | None) -> tuple[list[Ra
                         delay_l = [0.0] * n
                     delay_l[i] += r.value
                     report.matched[r.selector.text] += 1
-        if durs is None and factor_l is None and delay_l is None:
+        if factor_l is None and delay_l is None:
             out.append(g)
             continue
-        out.append(replace(g, durations=durs if durs is not None else g.durations, factor=factor_l,
-                           delay=delay_l))
+        out.append(replace(g, factor=factor_l, delay=delay_l))
     for text, k in report.matched.items():
         if k == 0:
             log.warning("what-if %r matches no node", text)
