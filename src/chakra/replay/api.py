@@ -40,7 +40,7 @@ class ReplayResult:
     job: bool = False
     comm_wait: dict[int, float] = field(default_factory=dict)
     clock_offset: float = 0.0   # whole job: where this rank's time 0 lies on the job's common clock
-    trail_us: float = 0.0       # when the last tails of its threads end (after their last node)
+    closes: dict[int, float] = field(default_factory=dict)   # parent index -> when its tail ends
 
     @property
     def rank(self) -> int | None:
@@ -54,7 +54,7 @@ class ReplayResult:
     def replayed_us(self) -> float:
         """Completion time of the rank: end of its last (non-metadata) node, from the replay start."""
         types = self.graph.types
-        best = self.trail_us
+        best = max(self.closes.values(), default=0.0)
         for i, e in enumerate(self.ends):
             if e > best and types[i] != METADATA_NODE:
                 best = e
@@ -86,12 +86,19 @@ class ReplayResult:
         """node id -> (replayed start, replayed end)."""
         return {nid: (s, e) for nid, s, e in zip(self.graph.ids, self.starts, self.ends)}
 
+    def completion(self, i: int) -> float:
+        """When node ``i`` completed: its end, or for an op with children on its thread (files with
+        thread timing), when its tail after them ended."""
+        c = self.closes.get(i)
+        return self.ends[i] if c is None or c < self.ends[i] else c
+
     def completion_lines(self) -> Iterator[str]:
         """``[rank R] Node ID <id> completed at <T>us``, one per node, by completion time then id."""
         label = "-" if self.rank is None else str(self.rank)
         ids = self.graph.ids
-        for i in sorted(range(len(ids)), key=lambda i: (self.ends[i], ids[i])):
-            yield f"[rank {label}] Node ID {ids[i]} completed at {round_us(self.ends[i])}us"
+        done = [self.completion(i) for i in range(len(ids))] if self.closes else self.ends
+        for i in sorted(range(len(ids)), key=lambda i: (done[i], ids[i])):
+            yield f"[rank {label}] Node ID {ids[i]} completed at {round_us(done[i])}us"
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -157,10 +164,10 @@ def _results(graphs: Sequence[RankGraph], out: SimOutput, mode: str, gaps: bool,
         if b:
             starts = [x - b for x in starts]
             ends = [x - b for x in ends]
-        trail = out.trail[ri] - b if out.trail and out.trail[ri] else 0.0
+        closes = {gi - lo: e - b for gi, e in out.closes.items() if lo <= gi < hi}
         results.append(ReplayResult(graph=g, starts=starts, ends=ends, mode=mode,
                                     gaps=gaps and mode == "lanes", job=job, comm_wait=waits, clock_offset=b,
-                                    trail_us=trail))
+                                    closes=closes))
     return results
 
 

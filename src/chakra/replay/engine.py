@@ -137,7 +137,7 @@ class SimOutput:
     lane_order: list[list[int]] = field(default_factory=list)   # per rank: local indices in lane order
     groups: int = 0                                             # coupled groups (collectives + p2p pairs)
     base: list[float] = field(default_factory=list)             # per rank: its time 0 on the common clock
-    trail: list[float] = field(default_factory=list)            # per rank: when its threads' last tails end
+    closes: dict[int, float] = field(default_factory=dict)      # parent node -> when its tail ends
 
 
 def _fmt_ids(ids: Sequence[int]) -> str:
@@ -289,7 +289,7 @@ class _Plan:
     release: dict[int, float]           # node -> time after its start at which its lane is free
     after: dict[int, list[tuple[int, float]]]   # node -> [(u, delay)]: starts >= end(u) + delay
     lane_prev: list[int]                # lane predecessor (-1: first of its lane, or no lane)
-    trail: list[tuple[int, float]] = field(default_factory=list)   # (last node of a thread, its tails after)
+    close: dict[int, tuple[int, float]] = field(default_factory=dict)   # parent -> (last descendant, tails)
     transfer: dict[int, tuple[int, float]] = field(default_factory=dict)   # record -> (child after, piece)
 
 
@@ -382,7 +382,6 @@ def _pieces_plan(g: RankGraph, order: Sequence[int], use_gaps: bool) -> _Plan:
             if delay[i]:
                 rd[i] += delay[i]
     close: dict[int, tuple[int, float]] = {}   # parent -> (its last descendant, tails up to its own)
-    trail: list[tuple[int, float]] = []
     for li, seq in enumerate(timed_lanes):
         for k, j in enumerate(seq):
             t = 0.0
@@ -413,8 +412,6 @@ def _pieces_plan(g: RankGraph, order: Sequence[int], use_gaps: bool) -> _Plan:
                 t += tl * scale.get(o, 1.0)
             if o in cwb:
                 close[o] = (seq[-1], t)
-        if t:
-            trail.append((seq[-1], t))
     if wait_on:
         index = {nid: i for i, nid in enumerate(g.ids)} if len(wait_on) > 8 else None
         for j, uid in wait_on.items():
@@ -436,7 +433,7 @@ def _pieces_plan(g: RankGraph, order: Sequence[int], use_gaps: bool) -> _Plan:
             if w > 0 and (p not in transfer or w > transfer[p][1]):
                 transfer[p] = (j, w)
     return _Plan(rd=rd, rd_rec=rd_rec, gap=gap, first=first, release=release, after=after,
-                 lane_prev=lane_prev, trail=trail, transfer=transfer)
+                 lane_prev=lane_prev, close=close, transfer=transfer)
 
 
 def _find_id(ids: Sequence[int], nid: int) -> int | None:
@@ -724,7 +721,7 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
     ff_min: dict[int, float] = {}   # v -> shortest tail: v's own time when nothing is waited for
     release: dict[int, float] = {}  # node -> time after its start at which its lane is free again
     dsucc: dict[int, list[tuple[int, float]]] = {}  # u -> [(v, delay)]: v starts >= end(u) + delay
-    trails: list[list[tuple[int, float]]] = []      # per rank: (node, tails after it) of its threads
+    closes: dict[int, tuple[int, float]] = {}       # parent -> (its last descendant, the tails after it)
     transfers: dict[int, tuple[int, float]] = {}    # coupled record -> (child after its transfer, piece)
     if base is not None and lanes_mode:
         for ri, b in enumerate(base):
@@ -757,12 +754,12 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
                     for u, dl in pairs:
                         dsucc.setdefault(off + u, []).append((off + j, dl))
                 rd, rd_rec = plan.rd, plan.rd_rec
-                trails.append([(off + i, t) for i, t in plan.trail])
+                for x, (last, t) in plan.close.items():
+                    closes[off + x] = (off + last, t)
                 if couple:
                     for x, (c, w) in plan.transfer.items():
                         transfers[off + x] = (off + c, w)
             else:
-                trails.append([])
                 rd = _lane_plan(g, order, off, use_gaps, lane_next, rem, gap, ready_at, release)
                 rd_rec = rd
                 if g.factor is not None or g.delay is not None:
@@ -993,9 +990,9 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
         raise ReplayError(_stall_message(graphs, ranks, offsets, coupling, arrived, arrived_nodes,
                                          total - done))
     bases = [float(b) for b in base] if base is not None and lanes_mode else [0.0] * len(graphs)
-    trail = [max((end[gi] + t for gi, t in tr), default=0.0) for tr in trails] if trails else []
+    close_end = {x: end[last] + t for x, (last, t) in closes.items()}
     return SimOutput(starts=start, ends=end, offsets=offsets, comm_start=comm_start, lane_order=orders,
-                     base=bases, groups=n_groups, trail=trail)
+                     base=bases, groups=n_groups, closes=close_end)
 
 
 def _scaled_durations(g: RankGraph) -> list[float]:
@@ -1059,9 +1056,9 @@ def _simulate_one(g: RankGraph, use_gaps: bool, missing: str) -> SimOutput:
     del nodes
     out = _one_pass(g, deps, order, use_gaps)
     assert out is not None
-    start, end, trail = out
+    start, end, closes = out
     return SimOutput(starts=start, ends=end, offsets=[0, n], comm_start={}, lane_order=[order],
-                     base=[0.0], groups=0, trail=[trail])
+                     base=[0.0], groups=0, closes=closes)
 
 
 def _topo_order(g: RankGraph, deps: list[tuple[int, ...]], nodes: list[int]) -> list[int]:
@@ -1116,18 +1113,18 @@ def _topo_order(g: RankGraph, deps: list[tuple[int, ...]], nodes: list[int]) -> 
 
 
 def _one_pass(g: RankGraph, deps: list[tuple[int, ...]], order: list[int], use_gaps: bool
-              ) -> tuple[list[float], list[float], float] | None:
-    """Start and end of every node, computed in ``order``, and when the threads' last tails end; None if
-    a dependency comes later in it."""
+              ) -> tuple[list[float], list[float], dict[int, float]] | None:
+    """Start and end of every node, computed in ``order``, and when each parent's tail ends; None if a
+    dependency comes later in it."""
     n = len(order)
     lanes, starts, is_cpu, durs, ids = g.lanes, g.starts, g.is_cpu, g.durations, g.ids
     parents = g.parents
     timed = g.timed
     after: dict[int, list[tuple[int, float]]] = {}
-    trails: list[tuple[int, float]] = []
+    close: dict[int, tuple[int, float]] = {}
     if g.thread_timing:
         plan = _pieces_plan(g, order, use_gaps)
-        trails = plan.trail
+        close = plan.close
         rd, rd_rec, lane_prev, gap, release, after = (plan.rd, plan.rd_rec, plan.lane_prev, plan.gap,
                                                       plan.release, plan.after)
         ready = [0.0] * n
@@ -1242,7 +1239,7 @@ def _one_pass(g: RankGraph, deps: list[tuple[int, ...]], order: list[int], use_g
         else:
             e = t + m
             end[i] = cand if cand > e else e
-    return start, end, max((end[i] + x for i, x in trails), default=0.0)
+    return start, end, {x: end[last] + t for x, (last, t) in close.items()}
 
 
 def _stall_message(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: Sequence[int],

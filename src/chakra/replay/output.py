@@ -71,6 +71,9 @@ def _display_ends(res: ReplayResult) -> list[float]:
     """
     g = res.graph
     ends = list(res.ends)
+    for i, c in res.closes.items():       # thread timing: a parent ends when its tail does
+        if c > ends[i]:
+            ends[i] = c
     if not g.ctrl_parent:
         return ends
     index = {nid: i for i, nid in enumerate(g.ids)}
