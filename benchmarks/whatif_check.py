@@ -18,9 +18,9 @@ measured steps), whichever is larger.
 The what-ifs (what a user would ask, knowing the change but not the step time):
 
 * straggler: ``--delay DistributedDataParallel.forward=D@R`` (the sleep, known);
-* compute:   ``--scale OP=F`` for the ops that carry the compute, ``F`` the ratio of their median
-  recorded durations in the perturbed and unperturbed runs (what a kernel benchmark of the larger
-  batch would say; only ops with at least 1% of a step's time are scaled);
+* compute:   ``--scale OP=F`` for the aten ops that carry the compute, ``F`` the ratio of their
+  median recorded durations in the perturbed and unperturbed runs (what a kernel benchmark of the
+  larger batch would say; only ops with at least 1% of the time that changed by more than 10%);
 * comm:      ``--comm-size broadcast=8`` (the buffer is 8x larger, known), re-timed by the
   communication model fitted on the unperturbed run's own collectives.
 """
@@ -88,6 +88,110 @@ def replayed_steps(res: Any) -> list[float]:
     return [b - a for a, b in zip(bounds, bounds[1:])]
 
 
+def measured_named(et: Path) -> dict[int, float]:
+    """Step number -> measured duration (ET+ ``measured.steps``)."""
+    plus = _load_json(et.with_name(et.name.replace("job.", "plus_").replace(".et", ".json")))
+    return {int(s["name"].split("#")[1]): float(s["dur"]) for s in plus["measured"]["steps"]}
+
+
+def replayed_named(res: Any) -> dict[int, float]:
+    """Step number -> replayed duration (a ProfilerStep node's replayed start to the next's)."""
+    g = res.graph
+    starts = sorted((res.starts[i], int(name.split("#")[1])) for i, name in enumerate(g.names)
+                    if name.startswith("ProfilerStep#"))
+    bounds = [s for s, _ in starts] + [res.replayed_us]
+    return {k: b - a for (a, k), b in zip(starts, bounds[1:])}
+
+
+def parity_rules(ets: list[Path]) -> list[str]:
+    """``OP=F`` for the aten ops with >= 1% of the time whose median duration in the odd (perturbed)
+    steps differs from the even ones' by more than 10%: what a kernel benchmark would tell."""
+    odd: dict[str, list[float]] = defaultdict(list)
+    even: dict[str, list[float]] = defaultdict(list)
+    share: dict[str, float] = defaultdict(float)
+    for et in ets:
+        g = load_graph(et)
+        steps = sorted((g.starts[i], int(nm.split("#")[1])) for i, nm in enumerate(g.names)
+                       if nm.startswith("ProfilerStep#"))
+        import bisect
+
+        keys = [s for s, _ in steps]
+        tot = sum(g.durations) or 1.0
+        for i, nm in enumerate(g.names):
+            k = bisect.bisect_right(keys, g.starts[i]) - 1
+            if k < 0 or g.durations[i] <= 0:
+                continue
+            (odd if steps[k][1] % 2 else even)[nm].append(g.durations[i])
+            share[nm] += g.durations[i] / tot / len(ets)
+    rules = []
+    for nm, sh in sorted(share.items(), key=lambda x: -x[1]):
+        if sh < MIN_SHARE or not nm.startswith("aten::") or not odd[nm] or not even[nm]:
+            continue
+        f = statistics.median(odd[nm]) / statistics.median(even[nm])
+        if abs(f - 1.0) > 0.10:
+            rules.append(f"^{_escape(nm)}$={f:.3f}")
+    return rules
+
+
+def ab_check(runs: Path, work: Path) -> dict[str, Any]:
+    """The A/B runs (``ab_<kind>_<i>``, collected with ``--alternate``): per run and rank, the even
+    (unperturbed) steps replayed with the what-if against the odd (perturbed) steps measured."""
+    out: dict[str, Any] = {}
+    for d in sorted(runs.iterdir()):
+        if not (d.is_dir() and d.name.startswith("ab_") and any(d.glob("kineto_*"))):
+            continue
+        kind = d.name[3:].rsplit("_", 1)[0]
+        ets = convert_run(d, work)
+        if kind.startswith("strag"):
+            w = WhatIf(delay=[parse_rule(f"DistributedDataParallel.forward={STRAGGLER_MS * 1000:g}"
+                                         f"@{STRAGGLER_RANK}", "delay")])
+        elif kind == "comm":
+            w = WhatIf(comm_size=[parse_rule(f"broadcast={SIZE_FACTOR:g}")])
+        else:
+            w = WhatIf(scale=[parse_rule(r) for r in parity_rules(ets)])
+        try:
+            rec = replay_job(ets)
+            pred = replay_job(ets, whatif=w)
+        except ReplayError as exc:
+            print(f"skipped {d.name}: {exc}", file=sys.stderr)
+            continue
+        rows = {}
+        for res in rec:
+            r = res.rank
+            meas = measured_named(ets[r])
+            rep = replayed_named(res)
+            prd = replayed_named(pred.ranks[r])
+            even = sorted(k for k in meas if k % 2 == 0)
+            odd = sorted(k for k in meas if k % 2 == 1)
+            half = [statistics.median(meas[k] for k in even[0::2]),
+                    statistics.median(meas[k] for k in even[1::2])]
+            rows[r] = {
+                "unperturbed_measured": statistics.median(meas[k] for k in even),
+                "unperturbed_replayed": statistics.median(rep[k] for k in even),
+                "spread": abs(half[0] - half[1]) / statistics.median(meas[k] for k in even),
+                "perturbed_measured": statistics.median(meas[k] for k in odd),
+                "predicted": statistics.median(prd[k] for k in even),
+            }
+        out[d.name] = {"kind": kind, "whatif": w.describe(), "ranks": rows}
+    return out
+
+
+def print_ab(res: dict[str, Any]) -> None:
+    print("| run | what-if | rank | unperturbed measured (µs) | replayed (error) | spread | perturbed "
+          "measured (µs) | predicted (µs) | error | bar | within |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    for name, run in res.items():
+        w = "; ".join(run["whatif"])
+        for r, row in run["ranks"].items():
+            e0 = 100 * (row["unperturbed_replayed"] / row["unperturbed_measured"] - 1)
+            e = 100 * (row["predicted"] / row["perturbed_measured"] - 1)
+            bar = max(5.0, 100 * row["spread"])
+            print(f"| {name} | {w[:70]} | {r} | {row['unperturbed_measured']:,.0f} | "
+                  f"{row['unperturbed_replayed']:,.0f} ({e0:+.1f}%) | {100 * row['spread']:.1f}% | "
+                  f"{row['perturbed_measured']:,.0f} | {row['predicted']:,.0f} | {e:+.1f}% | {bar:.1f}% | "
+                  f"{'yes' if abs(e) <= bar else 'NO'} |")
+
+
 def op_medians(ets: list[Path]) -> tuple[dict[str, float], float]:
     """Median recorded duration per op name (all ranks), and the mean total time per rank."""
     by: dict[str, list[float]] = defaultdict(list)
@@ -121,8 +225,8 @@ def compute_rules(base: list[list[Path]], pert: list[list[Path]]) -> list[str]:
             med_p[k].append(v)
     rules = []
     for name, sh in sorted(share.items(), key=lambda x: -x[1]):
-        if sh < MIN_SHARE or name not in med_p or name.startswith("ProfilerStep") or "gloo:" in name:
-            continue
+        if sh < MIN_SHARE or name not in med_p or not name.startswith("aten::"):
+            continue   # compute is in the aten ops; the others' recorded times hold waits and Python
         f = statistics.median(med_p[name]) / statistics.median(med_b[name])
         if abs(f - 1.0) > 0.10:
             rules.append(f"^{_escape(name)}$={f:.3f}")
@@ -140,10 +244,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("runs", type=Path)
     ap.add_argument("--work", type=Path, default=Path("/tmp/chakra_whatif_check"))
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--ab", action="store_true",
+                    help="the A/B runs (ab_<kind>_<i>, collected with --alternate)")
     args = ap.parse_args(argv)
+    if args.ab:
+        res = ab_check(args.runs, args.work)
+        print_ab(res)
+        if args.json:
+            args.json.write_text(json.dumps(res, indent=1, default=str))
+        return 0
     runs: dict[str, list[list[Path]]] = defaultdict(list)
     for d in sorted(args.runs.iterdir()):
-        if d.is_dir() and "_" in d.name and any(d.glob("kineto_*")):
+        if d.is_dir() and "_" in d.name and not d.name.startswith("ab_") and any(d.glob("kineto_*")):
             kind = d.name.rsplit("_", 1)[0]
             runs[kind].append(convert_run(d, args.work))
     base = runs.get("base", [])
@@ -182,6 +294,7 @@ def main(argv: list[str] | None = None) -> int:
             job = replay_job(ets, whatif=w)
             for res in job:
                 preds[kind][res.rank].append(statistics.median(replayed_steps(res)))
+    runs["base"] = usable                     # the unperturbed row: the runs that replayed
     m_base = measured("base")
     table["configs"]["base"] = {r: {"measured": m_base[r], "predicted": statistics.median(as_recorded[r])}
                                 for r in ranks}

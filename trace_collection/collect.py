@@ -36,13 +36,17 @@ import tarfile
 from pathlib import Path
 
 JOBS = ("mlp", "collectives")
-_PERTURB = ("hidden", "batch", "threads", "straggler_rank", "straggler_ms", "extra_broadcast")
+_PERTURB = ("hidden", "batch", "threads", "straggler_rank", "straggler_ms", "straggler_mode",
+            "extra_broadcast", "alternate", "base_batch", "base_extra_broadcast")
 
 
 # --------------------------------------------------------------------------------------------- the jobs
 def _mlp_job(rank: int, world_size: int, device, steps: int, prof, opts: dict | None = None) -> None:
     """DDP over a 3-layer MLP; ``opts`` perturbs it (see ``--hidden``, ``--batch``, ``--straggler-*``,
-    ``--extra-broadcast`` in ``main``): the same job, one thing changed, to check what-if replays."""
+    ``--extra-broadcast``, ``--alternate`` in ``main``): the same job, one thing changed, to check
+    what-if replays.  With ``alternate`` only odd-numbered steps are perturbed and even steps run
+    ``base_batch`` / ``base_extra_broadcast`` (a perturbed and an unperturbed step side by side, under
+    the same load of the machine)."""
     import time
 
     import torch
@@ -50,18 +54,33 @@ def _mlp_job(rank: int, world_size: int, device, steps: int, prof, opts: dict | 
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     opts = opts or {}
+    alternate = bool(opts.get("alternate"))
+
+    def sizes(text):
+        return [int(x) for x in str(text or "").split(",") if x.strip() and int(x) > 0]
+
     hidden = int(opts.get("hidden") or 64)
     batch = int(opts.get("batch") or 16)
+    base_batch = int(opts.get("base_batch") or batch) if alternate else batch
     straggler = opts.get("straggler_rank")
     sleep_s = float(opts.get("straggler_ms") or 0.0) / 1000.0
-    extra = [int(x) for x in str(opts.get("extra_broadcast") or "").split(",") if x.strip() and int(x) > 0]
+    spin = opts.get("straggler_mode") == "spin"
+    extra = sizes(opts.get("extra_broadcast"))
+    base_extra = (sizes(opts.get("base_extra_broadcast") or opts.get("extra_broadcast")) if alternate
+                  else extra)
+    perturbed = [True]
 
     class Straggle(nn.Module):
         """Sleeps inside the forward on the straggling rank (a slow host: the same ops, later)."""
 
         def forward(self, x):  # noqa: D102 - a pass-through
-            if sleep_s > 0 and straggler is not None and rank == int(straggler):
-                time.sleep(sleep_s)
+            if sleep_s > 0 and perturbed[0] and straggler is not None and rank == int(straggler):
+                if spin:     # busy: the core stays taken, as on a slower host
+                    until = time.perf_counter() + sleep_s
+                    while time.perf_counter() < until:
+                        pass
+                else:        # asleep: the core is free for the other ranks meanwhile
+                    time.sleep(sleep_s)
             return x
 
     torch.manual_seed(0)
@@ -72,19 +91,22 @@ def _mlp_job(rank: int, world_size: int, device, steps: int, prof, opts: dict | 
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
     loss_fn = nn.CrossEntropyLoss()
     gen = torch.Generator().manual_seed(1234 + rank)
-    bufs = [torch.zeros(k, device=device) for k in extra]
-    for _ in range(steps):
-        x = torch.randn(batch, 32, generator=gen).to(device)
-        y = torch.randint(0, 8, (batch,), generator=gen).to(device)
+    bufs = {k: torch.zeros(k, device=device) for k in (*extra, *base_extra)}
+    for it in range(steps):
+        perturbed[0] = not alternate or it % 2 == 1
+        b = batch if perturbed[0] else base_batch
+        x = torch.randn(b, 32, generator=gen).to(device)
+        y = torch.randint(0, 8, (b,), generator=gen).to(device)
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(ddp(x), y)
         loss.backward()
         opt.step()
-        if bufs:
+        sizes_now = extra if perturbed[0] else base_extra
+        if sizes_now:
             import torch.distributed as dist
 
-            for buf in bufs:             # extra traffic of chosen sizes (a gloo:broadcast each per step)
-                dist.broadcast(buf, src=0)
+            for k in sizes_now:          # extra traffic of chosen sizes (a gloo:broadcast each per step)
+                dist.broadcast(bufs[k], src=0)
         prof.step()
 
 
@@ -312,8 +334,16 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--threads", type=int, help="torch intra-op threads per rank (default 1)")
     g.add_argument("--straggler-rank", type=int, help="the rank that sleeps inside its forward every step")
     g.add_argument("--straggler-ms", type=float, help="how long it sleeps (ms)")
+    g.add_argument("--straggler-mode", choices=("sleep", "spin"), default="sleep",
+                   help="sleep (frees its core meanwhile) or spin (keeps it busy, like a slower host)")
     g.add_argument("--extra-broadcast", metavar="NELEM[,NELEM...]",
                    help="broadcast float32 buffers of these sizes from rank 0 every step (extra traffic)")
+    g.add_argument("--alternate", action="store_true",
+                   help="perturb odd-numbered steps only; even steps run --base-batch / "
+                        "--base-extra-broadcast and no straggler (A/B under the same machine load)")
+    g.add_argument("--base-batch", type=int, help="--alternate: the batch of the unperturbed steps")
+    g.add_argument("--base-extra-broadcast", metavar="NELEM[,NELEM...]",
+                   help="--alternate: the broadcasts of the unperturbed steps")
     c.add_argument("--archive", help="also pack NAME.tgz for the integration harness")
     p = sub.add_parser("pack", help="pack a collection folder into NAME.tgz (NAME/chakra_host_et_N.json ...)")
     p.add_argument("--src", required=True)
