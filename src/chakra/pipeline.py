@@ -133,6 +133,7 @@ class RankTask:
     gaps: bool = True
     annotation: str | None = None
     timeline: bool = False       # also return the rank's timeline events (per-rank replay)
+    whatif: Any = None           # chakra.replay.whatif.WhatIf: replay with that change
 
 
 @dataclass(slots=True)
@@ -183,7 +184,7 @@ def process_rank(task: RankTask) -> RankResult:
     from chakra.replay.output import timeline, write_completion_log
 
     t2 = time.perf_counter()
-    rep = replay_file(task.et, mode=task.mode, gaps=task.gaps)
+    rep = replay_file(task.et, mode=task.mode, gaps=task.gaps, whatif=task.whatif)
     write_completion_log(task.log, [rep])
     res.log = task.log
     _set_replay(res, rep)
@@ -517,8 +518,8 @@ def auto_jobs(files: Sequence[RankFiles]) -> int:
 
 def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str], *, jobs: int | None = None,
                  scheduler: Any = None, job_replay: bool = False, mode: str = "lanes", gaps: bool = True,
-                 progress: bool = False, name: str | None = None, annotation: str | None = None
-                 ) -> PipelineResult:
+                 progress: bool = False, name: str | None = None, annotation: str | None = None,
+                 whatif: Any = None) -> PipelineResult:
     """Link, convert and replay every rank of ``folder`` into ``out_dir``.
 
     Per rank N: ``et_plus_N.json`` (ET+), ``<name>.N.et`` (Chakra protobuf; ``name`` defaults to
@@ -528,7 +529,8 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
     Ranks are linked and converted ``jobs`` processes at a time (default: :func:`auto_jobs`), or on a
     Dask cluster with ``scheduler`` (an address, ``"local"``, or a ``dask.distributed.Client``); each rank is
     replayed on its own (in its worker), or with ``job_replay`` all ranks together with their
-    collectives coupled.  ``progress`` shows rich progress bars on stderr.
+    collectives coupled.  ``progress`` shows rich progress bars on stderr.  ``whatif``
+    (:class:`chakra.replay.whatif.WhatIf`) replays with that change: "replayed" is then the prediction.
     """
     from chakra.io import atomic_output, dump_json
     from chakra.replay.engine import MODES as REPLAY_MODES
@@ -550,7 +552,7 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
                  et_plus=os.path.abspath(out / f"et_plus_{f.rank}.json"),
                  et=os.path.abspath(out / f"{job_name}.{f.rank}.et"),
                  log=None if job_replay else os.path.abspath(out / f"replay_{f.rank}.log"),
-                 mode=mode, gaps=gaps, annotation=annotation, timeline=not job_replay)
+                 mode=mode, gaps=gaps, annotation=annotation, timeline=not job_replay, whatif=whatif)
         for f in files
     ]
     if jobs is None and scheduler is None:
@@ -571,7 +573,7 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
                                               progress=bars, label=label, where=src)
         events: list[dict[str, Any]] = []
         if job_replay:
-            events = _replay_job(results, out, mode, gaps, bars)
+            events = _replay_job(results, out, mode, gaps, bars, whatif)
         else:
             for r in results:
                 events.extend(r.timeline_events)
@@ -586,6 +588,8 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
     out_files = {"et_plus": "et_plus_N.json", "et": f"{job_name}.N.et", "completion_log": "replay_N.log",
                  "timeline": TIMELINE, "summary_json": SUMMARY_JSON, "summary_md": SUMMARY_MD}
     summary = _summary(job_name, src, files, results, mode, gaps, job_replay, out_files)
+    if whatif is not None:
+        summary["whatif"] = whatif.describe()   # "replayed" is the prediction under these changes
 
     dump_json(out / SUMMARY_JSON, summary)
     with atomic_output(out / SUMMARY_MD) as fh:
@@ -616,7 +620,7 @@ def _log_above(bars: Any) -> list[tuple[logging.StreamHandler[Any], Any]]:
     return moved
 
 
-def _replay_job(results: list[RankResult], out: Path, mode: str, gaps: bool, bars: Any
+def _replay_job(results: list[RankResult], out: Path, mode: str, gaps: bool, bars: Any, whatif: Any = None
                 ) -> list[dict[str, Any]]:
     """Whole-job replay in this process (collectives couple the ranks): logs, timeline events."""
     from chakra.replay.api import replay_job
@@ -624,7 +628,7 @@ def _replay_job(results: list[RankResult], out: Path, mode: str, gaps: bool, bar
 
     bar = bars.add_task("replay (whole job)", total=len(results) + 1) if bars is not None else None
     t0 = time.perf_counter()
-    job = replay_job([r.et for r in results], mode=mode, gaps=gaps, couple=True)
+    job = replay_job([r.et for r in results], mode=mode, gaps=gaps, couple=True, whatif=whatif)
     if bars is not None:
         bars.advance(bar)
     for r in results:
@@ -698,10 +702,10 @@ def _rank_list(result: PipelineResult) -> str:
 
 def pipeline_command(folder: str, output_dir: str, *, jobs: int | None = None, scheduler: str | None = None,
                      job_replay: bool = False, mode: str = "lanes", progress: bool = False,
-                     name: str | None = None, stream: TextIO | None = None) -> int:
+                     name: str | None = None, stream: TextIO | None = None, whatif: Any = None) -> int:
     """What ``chakra pipeline`` does: run the pipeline, print the table and where the files are."""
     result = run_pipeline(folder, output_dir, jobs=jobs, scheduler=scheduler, job_replay=job_replay,
-                          mode=mode, progress=progress, name=name)
+                          mode=mode, progress=progress, name=name, whatif=whatif)
     _print_result(result, stream if stream is not None else sys.stdout)
     return 0
 

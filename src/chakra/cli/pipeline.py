@@ -30,6 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="replay mode (see chakra replay --help)")
     p.add_argument("--name", default=None,
                    help="file-name prefix of the Chakra ETs (default: the folder's name)")
+    from chakra.cli.replay import add_whatif_args
+
+    add_whatif_args(p)
     add_common_args(p)
     p.set_defaults(log_level="WARNING")
     return p
@@ -41,11 +44,15 @@ def _run(args: argparse.Namespace) -> int:
     setup_logging(args.log_level, None, args.quiet)
     return pipeline_command(args.folder, args.output_dir, jobs=args.jobs, scheduler=args.scheduler,
                             job_replay=args.job, mode=args.mode, name=args.name,
-                            progress=show_progress(args.quiet))
+                            progress=show_progress(args.quiet), whatif=args.whatif)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    from chakra.cli.replay import whatif_from_args
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.whatif = whatif_from_args(args, parser)
     return run_command(_run, args, PROG)
 
 

@@ -34,6 +34,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the replayed timeline (Chrome/Perfetto JSON)")
     p.add_argument("--log", metavar="FILE", help="write 'Node ID <id> completed at <T>us' lines")
     p.add_argument("--json", action="store_true", help="print a JSON summary instead of a table")
+    add_whatif_args(p)
+    add_common_args(p)
+    return p
+
+
+def add_whatif_args(p: argparse.ArgumentParser) -> None:
+    """The what-if options (shared by ``chakra replay`` and ``chakra pipeline``)."""
     w = p.add_argument_group(
         "what-if (replay as recorded and with the change; PATTERN: cpu, gpu, comm, all, or a regular "
         "expression searched in node names; @R[,R...] restricts it to ranks)")
@@ -50,14 +57,13 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--comm-model", metavar="fit|LATENCY_US,GBPS",
                    help="the communication model: fitted on the trace's own collectives (default when one "
                         "is needed) or given")
-    add_common_args(p)
-    return p
 
 
-def whatif_from_args(args: argparse.Namespace) -> object:
+def whatif_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser | None = None) -> object:
     """The WhatIf the options ask for (None when none); a bad rule is a usage error."""
     from chakra.replay.whatif import WhatIf, WhatIfError, parse_rule
 
+    parser = parser or build_parser()
     try:
         model: object = None
         if args.comm_model:
@@ -73,11 +79,11 @@ def whatif_from_args(args: argparse.Namespace) -> object:
     except (WhatIfError, ValueError) as exc:
         msg = str(exc) if isinstance(exc, WhatIfError) else f"--comm-model {args.comm_model!r}: expected " \
             "'fit' or LATENCY_US,GBPS"
-        build_parser().error(msg)
+        parser.error(msg)
     if args.bandwidth is not None and args.bandwidth <= 0:
-        build_parser().error("--bandwidth must be > 0")
+        parser.error("--bandwidth must be > 0")
     if args.latency is not None and args.latency < 0:
-        build_parser().error("--latency must be >= 0")
+        parser.error("--latency must be >= 0")
     return None if w.empty and w.model is None else w
 
 
