@@ -259,3 +259,16 @@ def test_cli_bad_what_if_is_a_usage_error(tmp_path, capsys, args):
         main([str(p), *args])
     assert exc.value.code == 2
     assert "chakra replay: error:" in capsys.readouterr().err
+
+
+def test_pipeline_what_if(tmp_path, data_dir):
+    from chakra.cli.pipeline import main as pipeline_main
+
+    src = str(data_dir / "gloo_mlp_2r")
+    assert pipeline_main([src, "--output-dir", str(tmp_path / "a"), "--job", "-q"]) == 0
+    assert pipeline_main([src, "--output-dir", str(tmp_path / "b"), "--job", "-q", "--scale", "cpu=0.5"]) == 0
+    a = json.loads((tmp_path / "a" / "summary.json").read_text())
+    b = json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert "whatif" not in a and b["whatif"] == ["scale cpu x0.5"]
+    for ra, rb in zip(a["ranks"], b["ranks"]):
+        assert rb["replayed_us"] < 0.9 * ra["replayed_us"]
