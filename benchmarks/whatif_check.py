@@ -20,7 +20,9 @@ The what-ifs (what a user would ask, knowing the change but not the step time):
 * straggler: ``--delay DistributedDataParallel.forward=D@R`` (the sleep, known);
 * compute:   ``--scale OP=F`` for the aten ops that carry the compute, ``F`` the ratio of their
   median recorded durations in the perturbed and unperturbed runs (what a kernel benchmark of the
-  larger batch would say; only ops with at least 1% of the time that changed by more than 10%);
+  larger batch would say; only ops with at least 1% of the time that changed by more than 10%); in
+  the A/B runs, each op (not the collectives) plus the mean increase (without the largest recording)
+  of the same op from the unperturbed to the perturbed steps (``position_factors``);
 * comm:      ``--comm-size broadcast=8`` (the buffer is 8x larger, known), re-timed by the
   communication model fitted on the unperturbed run's own collectives.
 """
@@ -39,13 +41,15 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 
-from chakra.replay import ReplayError, load_graph, replay_job  # noqa: E402
+from chakra.replay import ReplayError, load_graph, load_job, replay_job  # noqa: E402
 from chakra.replay.whatif import WhatIf, parse_rule  # noqa: E402
 
 STRAGGLER_MS = 20.0
 STRAGGLER_RANK = 1
 SIZE_FACTOR = 8.0
 MIN_SHARE = 0.01
+COMM_COLL = 7
+CHANGED = 0.0          # compute what-if: ops whose perturbed median differs by more than this
 
 
 def _load_json(path: Path) -> Any:
@@ -133,6 +137,51 @@ def parity_rules(ets: list[Path]) -> list[str]:
     return rules
 
 
+def position_factors(g: Any) -> tuple[list[float], int]:
+    """Per node of one rank: the factor that adds to an op (not a collective) the increase of the op at
+    the same place (same thread, same position, same name) from the even (unperturbed) to the odd
+    (perturbed) steps, in mean time without each side's largest recording.  What a benchmark of each op
+    at both sizes would say, op by op, on this busy machine; an op's own recording (a preempted op) is
+    kept, not scaled up."""
+    import bisect
+
+    n = len(g.ids)
+    steps = sorted((g.starts[i], int(nm.split("#")[1])) for i, nm in enumerate(g.names)
+                   if nm.startswith("ProfilerStep#"))
+    keys = [st for st, _ in steps]
+    seqs: dict[tuple[int, Any], list[int]] = defaultdict(list)   # (step, lane) -> nodes in start order
+    for i in sorted(range(n), key=lambda i: (g.starts[i], g.ids[i])):
+        k = bisect.bisect_right(keys, g.starts[i]) - 1
+        if k >= 0 and g.lanes[i] is not None and not g.names[i].startswith("ProfilerStep#"):
+            seqs[(steps[k][1], g.lanes[i])].append(i)
+    durs: dict[tuple[Any, int, int], list[float]] = defaultdict(list)   # (lane, position, parity)
+    names: dict[tuple[Any, int], str] = {}
+    for (step, lane), seq in seqs.items():
+        for pos, i in enumerate(seq):
+            if names.setdefault((lane, pos), g.names[i]) == g.names[i]:
+                durs[(lane, pos, step % 2)].append(g.durations[i])
+    factor = [1.0] * n
+    scaled = 0
+    for (step, lane), seq in seqs.items():
+        for pos, i in enumerate(seq):
+            odd, even = durs.get((lane, pos, 1)), durs.get((lane, pos, 0))
+            if not odd or not even or g.types[i] == COMM_COLL or g.durations[i] <= 0:
+                continue
+            mo, me = _trimmed_mean(odd), _trimmed_mean(even)
+            if me > 0 and abs(mo / me - 1.0) > CHANGED:
+                # the op's typical increase, added to this recording (its own noise is not scaled up)
+                factor[i] = max(0.0, g.durations[i] + mo - me) / g.durations[i]
+                scaled += step % 2 == 0
+    return factor, scaled
+
+
+def _trimmed_mean(v: list[float]) -> float:
+    """The mean without the largest value (when there are 4 or more): the expected time of an op on a
+    busy machine (its share of preemptions) without the one preemption that would dominate it."""
+    v = sorted(v)
+    return statistics.fmean(v[:-1] if len(v) >= 4 else v)
+
+
 def ab_check(runs: Path, work: Path) -> dict[str, Any]:
     """The A/B runs (``ab_<kind>_<i>``, collected with ``--alternate``): per run and rank, the even
     (unperturbed) steps replayed with the what-if against the odd (perturbed) steps measured."""
@@ -148,10 +197,23 @@ def ab_check(runs: Path, work: Path) -> dict[str, Any]:
         elif kind == "comm":
             w = WhatIf(comm_size=[parse_rule(f"broadcast={SIZE_FACTOR:g}")])
         else:
-            w = WhatIf(scale=[parse_rule(r) for r in parity_rules(ets)])
+            w = None
         try:
             rec = replay_job(ets)
-            pred = replay_job(ets, whatif=w)
+            if w is not None:
+                pred = replay_job(ets, whatif=w)
+            else:       # compute: each aten op scaled by its own perturbed/unperturbed ratio
+                from dataclasses import replace
+
+                graphs = load_job(ets)
+                scaled = []
+                for g in graphs:
+                    f, k = position_factors(g)
+                    scaled.append(replace(g, factor=f))
+                    per_step = k // max(1, sum(1 for nm in g.names if nm.startswith("ProfilerStep#")) // 2)
+                w = WhatIf()
+                w_text = [f"each op (~{per_step} a step) + its mean increase in the perturbed steps"]
+                pred = replay_job(scaled)
         except ReplayError as exc:
             print(f"skipped {d.name}: {exc}", file=sys.stderr)
             continue
@@ -172,7 +234,7 @@ def ab_check(runs: Path, work: Path) -> dict[str, Any]:
                 "perturbed_measured": statistics.median(meas[k] for k in odd),
                 "predicted": statistics.median(prd[k] for k in even),
             }
-        out[d.name] = {"kind": kind, "whatif": w.describe(), "ranks": rows}
+        out[d.name] = {"kind": kind, "whatif": w.describe() if kind != "compute" else w_text, "ranks": rows}
     return out
 
 

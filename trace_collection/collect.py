@@ -37,7 +37,7 @@ from pathlib import Path
 
 JOBS = ("mlp", "collectives")
 _PERTURB = ("hidden", "batch", "threads", "straggler_rank", "straggler_ms", "straggler_mode",
-            "extra_broadcast", "alternate", "base_batch", "base_extra_broadcast")
+            "extra_broadcast", "alternate", "base_batch", "base_extra_broadcast", "step_barrier")
 
 
 # --------------------------------------------------------------------------------------------- the jobs
@@ -69,6 +69,7 @@ def _mlp_job(rank: int, world_size: int, device, steps: int, prof, opts: dict | 
     base_extra = (sizes(opts.get("base_extra_broadcast") or opts.get("extra_broadcast")) if alternate
                   else extra)
     perturbed = [True]
+    step_barrier = bool(opts.get("step_barrier"))
 
     class Straggle(nn.Module):
         """Sleeps inside the forward on the straggling rank (a slow host: the same ops, later)."""
@@ -102,11 +103,13 @@ def _mlp_job(rank: int, world_size: int, device, steps: int, prof, opts: dict | 
         loss.backward()
         opt.step()
         sizes_now = extra if perturbed[0] else base_extra
-        if sizes_now:
+        if sizes_now or step_barrier:
             import torch.distributed as dist
 
             for k in sizes_now:          # extra traffic of chosen sizes (a gloo:broadcast each per step)
                 dist.broadcast(bufs[k], src=0)
+            if step_barrier:             # every rank ends the step together: no step's cost spills over
+                dist.barrier()
         prof.step()
 
 
@@ -341,6 +344,9 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--alternate", action="store_true",
                    help="perturb odd-numbered steps only; even steps run --base-batch / "
                         "--base-extra-broadcast and no straggler (A/B under the same machine load)")
+    g.add_argument("--step-barrier", action="store_true",
+                   help="end every step with a barrier (a rank's step then holds its own costs only: the "
+                        "source of a broadcast otherwise runs ahead into the next step)")
     g.add_argument("--base-batch", type=int, help="--alternate: the batch of the unperturbed steps")
     g.add_argument("--base-extra-broadcast", metavar="NELEM[,NELEM...]",
                    help="--alternate: the broadcasts of the unperturbed steps")
