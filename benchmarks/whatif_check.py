@@ -228,6 +228,10 @@ def ab_check(runs: Path, work: Path) -> dict[str, Any]:
             half = [statistics.median(meas[k] for k in even[0::2]),
                     statistics.median(meas[k] for k in even[1::2])]
             rows[r] = {
+                "steps": {"unperturbed_measured": [meas[k] for k in even],
+                          "unperturbed_replayed": [rep[k] for k in even],
+                          "perturbed_measured": [meas[k] for k in odd],
+                          "predicted": [prd[k] for k in even]},
                 "unperturbed_measured": statistics.median(meas[k] for k in even),
                 "unperturbed_replayed": statistics.median(rep[k] for k in even),
                 "spread": abs(half[0] - half[1]) / statistics.median(meas[k] for k in even),
@@ -236,6 +240,49 @@ def ab_check(runs: Path, work: Path) -> dict[str, Any]:
             }
         out[d.name] = {"kind": kind, "whatif": w.describe() if kind != "compute" else w_text, "ranks": rows}
     return out
+
+
+def pooled_ab(res: dict[str, Any]) -> dict[str, Any]:
+    """Per kind and rank, every run's steps together: the median unperturbed step measured and replayed,
+    the median perturbed step measured and predicted; the spread of the unperturbed job over its runs
+    (max - min of the runs' median unperturbed steps, over their median)."""
+    kinds: dict[str, dict[int, dict[str, list[float]]]] = {}
+    per_run: dict[str, dict[int, list[float]]] = {}
+    whatif: dict[str, list[str]] = {}
+    for run in res.values():
+        k = run["kind"]
+        whatif.setdefault(k, run["whatif"])
+        for r, row in run["ranks"].items():
+            d = kinds.setdefault(k, {}).setdefault(r, defaultdict(list))
+            for key, v in row["steps"].items():
+                d[key] += v
+            per_run.setdefault(k, {}).setdefault(r, []).append(row["unperturbed_measured"])
+    out: dict[str, Any] = {}
+    for k, ranks in kinds.items():
+        out[k] = {"whatif": whatif[k], "runs": len(next(iter(per_run[k].values()))), "ranks": {}}
+        for r, d in ranks.items():
+            runs_u = per_run[k][r]
+            out[k]["ranks"][r] = {key: statistics.median(v) for key, v in d.items()}
+            out[k]["ranks"][r]["spread"] = (max(runs_u) - min(runs_u)) / statistics.median(runs_u)
+            out[k]["ranks"][r]["steps"] = len(d["perturbed_measured"])
+    return out
+
+
+def print_pooled(pooled: dict[str, Any]) -> None:
+    print("| perturbation (runs) | what-if | rank | unperturbed step measured (µs) | replayed as recorded | "
+          "spread of the unperturbed runs | perturbed step measured (µs) | predicted (µs) | error | "
+          "bar: max(5%, spread) | within |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    for k, v in pooled.items():
+        w = "; ".join(v["whatif"])
+        for r, row in v["ranks"].items():
+            e0 = 100 * (row["unperturbed_replayed"] / row["unperturbed_measured"] - 1)
+            e = 100 * (row["predicted"] / row["perturbed_measured"] - 1)
+            bar = max(5.0, 100 * row["spread"])
+            print(f"| {k} ({v['runs']}) | {w[:70]} | {r} | {row['unperturbed_measured']:,.0f} | "
+                  f"{row['unperturbed_replayed']:,.0f} ({e0:+.1f}%) | {100 * row['spread']:.1f}% | "
+                  f"{row['perturbed_measured']:,.0f} | {row['predicted']:,.0f} | {e:+.1f}% | {bar:.1f}% | "
+                  f"{'yes' if abs(e) <= bar else 'NO'} |")
 
 
 def print_ab(res: dict[str, Any]) -> None:
@@ -311,7 +358,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.ab:
         res = ab_check(args.runs, args.work)
+        print("Per run (8 unperturbed and 8 perturbed steps each; spread: the two halves of its unperturbed "
+              "steps):")
         print_ab(res)
+        print("\nAll runs of a perturbation together:")
+        print_pooled(pooled_ab(res))
         if args.json:
             args.json.write_text(json.dumps(res, indent=1, default=str))
         return 0
