@@ -799,33 +799,34 @@ class _Converter:
         if not self.stats.timed:
             return
         n, cols, is_gpu, kinds, ts = self.n, self.cols, self.is_gpu, self.kinds, self.ts
-        threads, cpu_comm, origin = cols.threads, self.cpu_comm, self.origin
+        threads, cpu_comm, origin, start = cols.threads, self.cpu_comm, self.origin, self.start
         is_cpu = [not g and (k == METADATA or i not in cpu_comm)
                   for i, (g, k) in enumerate(zip(is_gpu, kinds))]
-        host = {threads[i] for i in range(n) if is_cpu[i] and kinds[i] != METADATA}
+        host = {t for t, c, k in zip(threads, is_cpu, kinds) if c and k != METADATA}
         # every host op sits on its thread; a thread without CPU ops (a gloo worker whose only records
         # are collectives) is a lane of its own in the replay, with the same kind of timing.  The thread
         # and process roots are not ops: time inside them and in no op is idle time.
-        on_thread = [kinds[i] == OP and not is_gpu[i] for i in range(n)]
+        on_thread = [k == OP and not g for k, g in zip(kinds, is_gpu)]
         end: list[int | None] = [None] * n
         raw_dur, dur_x = cols.dur, cols.dur_x
+        lane: list[Any] = [None] * n
+        skeys = cols.skeys
+        keys: dict[Any, Any] = {}
         for i, t in enumerate(ts):
+            if kinds[i] != METADATA:
+                th = threads[i]
+                key = ("gpu", skeys[i]) if is_gpu[i] else ("cpu" if th in host else "host", th)
+                lane[i] = keys.setdefault(key, key)
             if t is None:
                 continue
-            d = raw(raw_dur, dur_x, i)
+            d = raw_dur[i]
+            if d != d:
+                d = dur_x.get(i)
             if not _num(d) or d < 0:
                 d = 0.0
             v = t + d - origin
-            end[i] = max(self.start[i], int(v + 0.5) if v > 0 else 0)
-        skeys = cols.skeys
-        lane: list[Any] = [None] * n
-        for i in range(n):
-            if kinds[i] == METADATA:
-                continue
-            if is_gpu[i]:
-                lane[i] = ("gpu", skeys[i])
-            else:
-                lane[i] = ("cpu" if threads[i] in host else "host", threads[i])
+            e = int(v + 0.5) if v > 0 else 0
+            end[i] = e if e > start[i] else start[i]
         sync_lanes: dict[int, set[Any]] = {}
         index = self.index
         for i, (_, sd) in cols.xdeps.items():
@@ -987,32 +988,31 @@ class _Converter:
         stats.data_edges = data_edges
 
     def _thread_attrs(self) -> Any:
-        """``i -> bytes``: node ``i``'s thread-timing attributes (convert.threads), framed; b"" if none."""
+        """``i -> bytes``: node ``i``'s thread-timing attributes (convert.threads), framed; b"" if none.
+
+        Built once for the nodes that have any (a framed (name, value) is made once: values repeat)."""
         tt = self.tt
         if tt is None:
             return lambda i: b""
         ids = self.ids
-        cols = ((_DEPTH, tt.depth), (_WORK, tt.work_before), (_TAIL, tt.tail), (_IDLE, tt.idle_before),
-                (_POST, tt.wait_post))
-        wait_on = tt.wait_on
-        frees = tt.frees_thread
-        frees_attr = int_attr(_FREES[0], _FREES[1], 1)
-        keyed = [(name, d) for name, d in cols if d]
-
-        def attrs(i: int) -> bytes:
-            out = b""
-            for (name_field, name), d in keyed:
-                v = d.get(i)
+        framed: dict[tuple[str, int], bytes] = {}
+        out: dict[int, bytes] = {}
+        for (name_field, name), d in ((_DEPTH, tt.depth), (_WORK, tt.work_before), (_TAIL, tt.tail),
+                                      (_IDLE, tt.idle_before), (_POST, tt.wait_post)):
+            for i, v in d.items():
                 if v:
-                    out += int_attr(name_field, name, v)
-            u = wait_on.get(i)
-            if u is not None:
-                out += int_attr(_WAIT_ON[0], _WAIT_ON[1], ids[u])
-            if i in frees:
-                out += frees_attr
-            return out
-
-        return attrs
+                    b = framed.get((name, v))
+                    if b is None:
+                        b = framed[(name, v)] = int_attr(name_field, name, v)
+                    out[i] = out.get(i, b"") + b
+        for i, u in tt.wait_on.items():
+            out[i] = out.get(i, b"") + int_attr(_WAIT_ON[0], _WAIT_ON[1], ids[u])
+        if tt.frees_thread:
+            frees_attr = int_attr(_FREES[0], _FREES[1], 1)
+            for i in tt.frees_thread:
+                out[i] = out.get(i, b"") + frees_attr
+        get = out.get
+        return lambda i: get(i, b"")
 
     def _meta_io(self, op: HostOp) -> bytes:
         """inputs + outputs of the METADATA node: the inputs' values are the process-group table."""

@@ -66,7 +66,7 @@ waiting, so the replay without idle time never exceeds the recording.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -185,15 +185,19 @@ class _EndIndex:
     """Timed nodes by recorded end, and each lane's busy intervals: wait candidates by bisection."""
 
     def __init__(self, inp: ThreadInput) -> None:
-        end, start, lane = inp.end, inp.start, inp.lane
-        items = sorted((e, i) for i, e in enumerate(end) if e is not None and lane[i] is not None)
-        self.keys = [e for e, _ in items]
-        self.nodes = [i for _, i in items]
+        end, start, lane, on_thread = inp.end, inp.start, inp.lane, inp.on_thread
+        timed = [i for i, e in enumerate(end) if e is not None and lane[i] is not None]
+        timed.sort(key=end.__getitem__)
+        self.keys = [end[i] for i in timed]
+        self.nodes = timed
         spans: dict[Any, list[tuple[int, int]]] = {}
-        for i in range(inp.n):
-            e = end[i]
-            if e is not None and lane[i] is not None and inp.on_thread[i]:
-                spans.setdefault(lane[i], []).append((start[i], max(e, start[i])))
+        for i in timed:
+            if on_thread[i]:
+                ln = lane[i]
+                sp = spans.get(ln)
+                if sp is None:
+                    sp = spans[ln] = []
+                sp.append((start[i], end[i]))   # type: ignore[arg-type]
         busy: dict[Any, tuple[list[int], list[int]]] = {}
         for ln, v in spans.items():
             v.sort()
@@ -209,11 +213,12 @@ class _EndIndex:
             busy[ln] = (lo, hi)
         self.busy = busy
 
-    def ending_in(self, a: int, b: int) -> list[int]:
+    def ending_in(self, a: int, b: int) -> Iterator[int]:
         """Nodes whose recorded end lies in ``(a, b]``, latest end first."""
-        lo = bisect_right(self.keys, a)
-        hi = bisect_right(self.keys, b)
-        return self.nodes[lo:hi][::-1]
+        keys, nodes = self.keys, self.nodes
+        lo = bisect_right(keys, a)
+        for k in range(bisect_right(keys, b) - 1, lo - 1, -1):
+            yield nodes[k]
 
     def idle_after(self, lane: Any, r: int, b: int) -> bool:
         """Whether host thread ``lane`` goes idle at ``r`` and stays idle until after ``b``."""
@@ -230,7 +235,7 @@ def _sweep(inp: ThreadInput, members: list[int], ends: _EndIndex, out: ThreadTim
         e = end[i]
         return start[i] if e is None or e < start[i] else e
 
-    members.sort(key=lambda i: (start[i], -end_of(i), pos[i]))
+    members.sort(key=lambda i: (start[i], -(end[i] or 0), pos[i]))   # untimed: end = start, sorts after
     stack: list[tuple[int, int]] = []       # (end clipped to the enclosing node's, index) of open nodes
     cursor = 0                              # the window start: a thread's first node keeps its offset
     lane = inp.lane[members[0]]
@@ -241,10 +246,13 @@ def _sweep(inp: ThreadInput, members: list[int], ends: _EndIndex, out: ThreadTim
         # "leaf" (the whole time of the leaf just before j), "lead" (the enclosing node's time before its
         # first child j), "tail", "work" (the enclosing node's time after its previous child) or "idle"
         pieces: list[tuple[int, int, int, str]] = []
+        longest = 0
         while stack and stack[-1][0] <= s:
             e, o = stack.pop()
             if e > cursor:
                 pieces.append((o, cursor, e, "leaf" if o == prev else "tail"))
+                if e - cursor > longest:
+                    longest = e - cursor
                 cursor = e
         if s > cursor:
             if stack:
@@ -252,8 +260,10 @@ def _sweep(inp: ThreadInput, members: list[int], ends: _EndIndex, out: ThreadTim
                 pieces.append((o, cursor, s, "lead" if o == prev else "work"))
             else:
                 pieces.append((-1, cursor, s, "idle"))
+            if s - cursor > longest:
+                longest = s - cursor
             cursor = s
-        r = _wait(inp, j, lane, pieces, ends, out)
+        r = _wait(inp, j, lane, pieces, ends, out) if longest >= MIN_WAIT_US else None
         for o, a, b, kind in pieces:
             if b <= a or kind in ("leaf", "lead"):     # a node's lead is what its duration leaves
                 continue
@@ -294,7 +304,7 @@ def _wait(inp: ThreadInput, j: int, lane: Any, pieces: list[tuple[int, int, int,
           out: ThreadTiming) -> int | None:
     """Find the latest wait among ``pieces`` before ``j``; cut it out of its piece (in place); return
     the end of what ``j`` waited for (``wait_on`` set), or None."""
-    deps_j = set(inp.deps[j])
+    deps_j = inp.deps[j]
     for k in range(len(pieces) - 1, -1, -1):
         o, a, b, kind = pieces[k]
         if b - a < MIN_WAIT_US or (o >= 0 and not inp.is_cpu[o]):
@@ -319,8 +329,8 @@ def _wait(inp: ThreadInput, j: int, lane: Any, pieces: list[tuple[int, int, int,
     return None
 
 
-def _wait_target(inp: ThreadInput, j: int, lane: Any, a: int, b: int, kind: str, o: int, deps_j: set[int],
-                 ends: _EndIndex) -> tuple[int, int, bool] | None:
+def _wait_target(inp: ThreadInput, j: int, lane: Any, a: int, b: int, kind: str, o: int,
+                 deps_j: Sequence[int], ends: _EndIndex) -> tuple[int, int, bool] | None:
     """What the thread waited for in piece ``[a, b]`` (owner ``o``): (node, release time, whether the
     release is the node's end), or None.
 

@@ -334,6 +334,7 @@ def _pieces_plan(g: RankGraph, order: Sequence[int], use_gaps: bool) -> _Plan:
     cwb: dict[int, float] = {}          # a node's children's work_before, summed
     closed_before: dict[int, list[int]] = {}   # node -> the nodes that closed just before it, innermost first
     timed_lanes = []
+    record_kids: list[int] = []         # children of a communication record on its thread
     for lane, seq in seqs.items():
         for a, b in zip(seq, seq[1:]):
             lane_prev[b] = a
@@ -342,16 +343,24 @@ def _pieces_plan(g: RankGraph, order: Sequence[int], use_gaps: bool) -> _Plan:
             continue      # a GPU stream (a host record's own lane, e.g. a gloo worker, has the timing)
         timed_lanes.append(seq)
         stack: list[int] = []
+        depths: list[int] = []
+        dget, wget = depth.get, wb.get
         for j in seq:
-            d = depth.get(j, 0)
-            while stack and depth.get(stack[-1], 0) >= d:
-                closed_before.setdefault(j, []).append(stack.pop())
+            d = dget(j, 0)
+            if depths and depths[-1] >= d:
+                closed = closed_before[j] = []
+                while depths and depths[-1] >= d:
+                    closed.append(stack.pop())
+                    depths.pop()
             if stack:
                 p = stack[-1]
                 parent[j] = p
-                w = wb.get(j)
+                w = wget(j)
                 cwb[p] = cwb.get(p, 0.0) + (w or 0.0)
+                if types[p] in _COMM_NODE_TYPES and w:
+                    record_kids.append(j)
             stack.append(j)
+            depths.append(d)
         if stack:
             closed_before.setdefault(-1 - len(timed_lanes), []).extend(reversed(stack))
     # a parent occupies its lane for its lead; its pieces scale with it
@@ -382,29 +391,31 @@ def _pieces_plan(g: RankGraph, order: Sequence[int], use_gaps: bool) -> _Plan:
             if delay[i]:
                 rd[i] += delay[i]
     close: dict[int, tuple[int, float]] = {}   # parent -> (its last descendant, tails up to its own)
+    cget, tget, wget, iget, sget = closed_before.get, tail.get, wb.get, idle.get, scale.get
     for li, seq in enumerate(timed_lanes):
-        for k, j in enumerate(seq):
+        for j in seq:
             t = 0.0
-            closed = closed_before.get(j)
+            closed = cget(j)
             if closed:
                 last = lane_prev[j]
                 for o in closed:
-                    tl = tail.get(o)
+                    tl = tget(o)
                     if tl:
-                        t += tl * scale.get(o, 1.0)
+                        t += tl * sget(o, 1.0)
                     if o in cwb:
                         close[o] = (last, t)
-            p = parent[j]
-            w = wb.get(j)
+            w = wget(j)
             if w:
-                t += w * scale.get(p, 1.0)
+                t += w * sget(parent[j], 1.0)
             if use_gaps:
-                t += idle.get(j, 0)
-            if k == 0:
-                if t:
-                    first[j] = t
-            else:
+                x = iget(j)
+                if x:
+                    t += x
+            if t:
                 gap[j] = t
+        if gap[seq[0]]:
+            first[seq[0]] = gap[seq[0]]
+            gap[seq[0]] = 0.0
         t = 0.0
         for o in closed_before.get(-2 - li, ()):       # still open after the lane's last node
             tl = tail.get(o)
@@ -427,8 +438,9 @@ def _pieces_plan(g: RankGraph, order: Sequence[int], use_gaps: bool) -> _Plan:
     # its longest piece of own time, before one of its children, is the transfer (a whole-job replay
     # couples that piece with the peers, see simulate)
     transfer: dict[int, tuple[int, float]] = {}
-    for j, p in enumerate(parent):
-        if p >= 0 and types[p] in _COMM_NODE_TYPES and not g.is_cpu[p]:
+    for j in record_kids:
+        p = parent[j]
+        if not g.is_cpu[p]:
             w = wb.get(j, 0) * scale.get(p, 1.0)
             if w > 0 and (p not in transfer or w > transfer[p][1]):
                 transfer[p] = (j, w)

@@ -344,8 +344,9 @@ def _needs_model(graphs: Sequence[RankGraph], w: WhatIf) -> bool:
     if w.model is not None or w.comm_size or w.bandwidth_gbps is not None or w.latency_us is not None:
         return True
     for g in graphs:
-        for i, t in enumerate(g.types):
-            if t in COMM_TYPES and g.durations[i] <= 0:
+        durs = g.durations
+        for i in g.comm:                  # the communication nodes
+            if durs[i] <= 0:
                 return True
     return False
 
@@ -371,6 +372,8 @@ def apply_whatif(graphs: Sequence[RankGraph], w: WhatIf | None) -> tuple[list[Ra
             raise WhatIfError("what-if bandwidth must be > 0 and latency >= 0")
     for r in (*w.scale, *w.delay, *w.comm_size):
         report.matched.setdefault(r.selector.text, 0)
+    if model is None and not (w.scale or w.delay):
+        return list(graphs), report
     out = []
     for g in graphs:
         n = len(g.ids)
