@@ -50,6 +50,18 @@ Segments and gaps (CPU lanes of a rank with recorded start times)
     parent before its children) and each thread runs its ops back to back, so a
     thread's time is the sum of its ops' exclusive times.
 
+Thread timing as data (files whose GlobalMetadata says ``thread_timing``)
+    The converter writes how each host thread spent its recorded time (see
+    :mod:`chakra.convert.threads`): the pieces of an op's exclusive time before, between and
+    after its children, the idle time outside any op, and the blocking waits it found, as
+    ``wait_on`` dependencies.  Such a rank takes its lanes from those attributes instead of
+    the segments and gaps above (:func:`_pieces_plan`): a node waits for its lane predecessor,
+    the pieces in between (each times its owner's what-if factor) and its idle time (dropped
+    with ``gaps=False``); a wait starts a node at the waited node's end plus the recorded
+    latency.  A parent op ends, for the completion log and the replayed time, when its tail
+    after its children does.  A what-if (``RankGraph.factor`` / ``delay``, see
+    :mod:`chakra.replay.whatif`) then moves everything that depends on a change, both ways.
+
 ASTRA-sim rule (mode ``"astrasim"``)
     Per rank at most one CPU op, one GPU compute op and one GPU communication op run
     at once; among ready nodes of one kind the lowest id goes first.  No lanes and no
