@@ -78,7 +78,9 @@ def attrs(node):
 def test_durations_are_exclusive_for_cpu_and_dur_for_gpu():
     meta, nodes = convert_trace(build_host_trace(small_etplus()))
     n = by_id(nodes)
-    assert {i: n[i].duration_micros for i in (1, 2, 3, 4, 5, 6, 7)} == {1: 0, 2: 0, 3: 30, 4: 20, 5: 10,
+    # C (160..170) synchronises with k1 (130..170): its 10 µs are waiting for k1, not work (see
+    # test_a_synchronize_becomes_a_wait_of_the_next_op)
+    assert {i: n[i].duration_micros for i in (1, 2, 3, 4, 5, 6, 7)} == {1: 0, 2: 0, 3: 30, 4: 20, 5: 0,
                                                                         6: 10, 7: 20}
     assert {i: n[i].duration_micros for i in (20, 21, 22)} == {20: 40, 21: 5, 22: 100}
     # start = ts - measured start (90)
@@ -106,9 +108,8 @@ def test_dependencies():
     # ctrl = ET parent; data = call order on the thread (A, B, C, R, N)
     assert list(n[4].ctrl_deps) == [3] and list(n[3].ctrl_deps) == [2]
     assert list(n[4].data_deps) == []             # previous in call order is its parent: ctrl only, once
-    assert list(n[5].data_deps)[0] == 4           # C after B ...
-    assert 20 in n[5].data_deps                   # ... and after the kernel it synchronised with
-    assert list(n[6].data_deps) == [5]
+    assert list(n[5].data_deps) == [4]            # C after B; its synchronize with k1 became R's wait
+    assert list(n[6].data_deps) == [5, 20]        # R after C, and after k1, which C waited for
     # GPU: after its launcher, then the previous kernel of its stream
     assert list(n[20].data_deps) == [4]
     assert list(n[21].data_deps) == [5, 20]
@@ -119,6 +120,24 @@ def test_dependencies():
     for x in nodes:
         assert set(x.ctrl_deps) | set(x.data_deps) <= seen
         seen.add(x.id)
+
+
+def test_thread_timing_attributes():
+    # thread 1, µs from the window start (90): A [10,60] > B [20,40]; C [70,80]; R [110,140] > N [115,135].
+    # The thread root is not an op: time in no op is idle.
+    _, nodes = convert_trace(build_host_trace(small_etplus()))
+    n = by_id(nodes)
+    keys = ("thread_depth", "work_before_us", "tail_us", "idle_before_us", "wait_on", "wait_post_us")
+    got = {i: {k: v for k, v in attrs(n[i]).items() if k in keys} for i in (3, 4, 5, 6, 7)}
+    assert got == {
+        3: {"idle_before_us": 10, "tail_us": 20},      # A: 10 µs after the window start; 40..60 after B
+        4: {"thread_depth": 1},                         # B: A's first child (A's lead 10 = 30 - 20 tail)
+        5: {"idle_before_us": 10},                      # C: 60 -> 70 idle
+        # R: C's [70,80] was waiting for k1 (ends 80, C synchronises with its stream), then idle to 110;
+        # its 10 µs: lead 110..115, tail 135..140
+        6: {"wait_on": 20, "idle_before_us": 30, "tail_us": 5},
+        7: {"thread_depth": 1},                         # N: R's first child
+    }
 
 
 def test_global_metadata():

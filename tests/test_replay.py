@@ -115,7 +115,7 @@ def test_a_delay_shifts_the_rest_of_the_thread_but_keeps_its_gaps():
     assert times(replay_nodes(rank(10))) == {1: (0, 10), 2: (10, 20), 3: (25, 30), 4: (35, 40)}
     # whole job: rank 1 launches at 30, so C runs [30,40] on both ranks. Rank 0's A: its thread allows
     # 10 + 15 = 25, C ends at 40 -> [40,45]; B keeps its 5 µs gap -> [50,55]
-    job = replay_job({0: rank(10), 1: rank(30)})
+    job = replay_job({0: rank(10), 1: rank(30)}, collective="min")
     assert times(job.ranks[0]) == {1: (0, 10), 2: (10, 40), 3: (40, 45), 4: (50, 55)}
     assert times(job.ranks[1]) == {1: (0, 30), 2: (30, 40), 3: (45, 50), 4: (55, 60)}
     assert job.ranks[0].comm_wait == {2: 20}
@@ -134,7 +134,7 @@ def test_asynchronous_record_on_a_host_thread_does_not_block_it():
     assert times(replay_nodes(rank(10))) == {1: (0, 10), 2: (10, 110), 3: (15, 20), 4: (120, 125)}
     # whole job: rank 1 arrives at 40, the collective runs [40,140]; rank 0's op 3 still runs at 15,
     # op 4 waits for the collective
-    job = replay_job({0: rank(10), 1: rank(40)})
+    job = replay_job({0: rank(10), 1: rank(40)}, collective="min")
     assert times(job.ranks[0]) == {1: (0, 10), 2: (10, 140), 3: (15, 20), 4: (140, 145)}
     assert times(job.ranks[1]) == {1: (0, 40), 2: (40, 140), 3: (45, 50), 4: (150, 155)}
 
@@ -157,7 +157,7 @@ def test_a_synchronize_does_not_count_its_wait_twice():
     assert times(alone) == {1: (0, 10), 2: (10, 40), 3: (12, 42), 4: (42, 47)}
     # whole job: rank 1 launches at 30, so C runs [30,60] on both ranks; rank 0's synchronize starts
     # when its thread gets there (12) and ends 2 µs after C: 62 -- not 60 + 30
-    job = replay_job({0: rank(10), 1: rank(30)})
+    job = replay_job({0: rank(10), 1: rank(30)}, collective="min")
     assert times(job.ranks[0])[3] == (12, 62) and times(job.ranks[0])[4] == (62, 67)
     assert times(job.ranks[1])[3] == (32, 62)
 
@@ -321,7 +321,7 @@ def two_rank_collective():
 
 
 def test_collective_waits_for_the_slowest_participant_and_lasts_the_shortest_recording():
-    job = replay_job(two_rank_collective())
+    job = replay_job(two_rank_collective(), collective="min")
     t0, t1 = job.ranks[0].node_times(), job.ranks[1].node_times()
     # arrivals 10 and 30 -> starts at 30, lasts min(50, 25) = 25 -> ends 55 on both ranks
     assert t0[2] == (10, 55) and t1[2] == (30, 55)
@@ -349,7 +349,7 @@ def test_whole_job_aligns_the_ranks_on_their_recorded_window_starts():
 
     # rank 0's window starts at 1000, it arrives at 1010 and waits 15 µs (recorded 25); rank 1's window
     # starts at 1020, it arrives at 1025 and waits for nobody (recorded 10)
-    job = replay_job({0: rank(10, 25, 1000.0), 1: rank(5, 10, 1020.0)})
+    job = replay_job({0: rank(10, 25, 1000.0), 1: rank(5, 10, 1020.0)}, collective="min")
     t0, t1 = times(job.ranks[0]), times(job.ranks[1])
     # collective on the common clock: [1025, 1035]; each rank reported from its own window start
     assert t0 == {1: (0, 10), 2: (10, 35), 3: (35, 40)}
@@ -360,7 +360,7 @@ def test_whole_job_aligns_the_ranks_on_their_recorded_window_starts():
     coll = [(e["pid"], e["ts"], e["dur"]) for e in events if e.get("cat") == "collective"]
     assert coll == [(0, 10.0, 25.0), (1, 25.0, 10.0)]
     # without alignment both ranks start together: the collective runs [10, 20] on both
-    job = replay_job({0: rank(10, 25, 1000.0), 1: rank(5, 10, 1020.0)}, align=False)
+    job = replay_job({0: rank(10, 25, 1000.0), 1: rank(5, 10, 1020.0)}, align=False, collective="min")
     assert times(job.ranks[1]) == {1: (0, 5), 2: (5, 20), 3: (20, 25)}
     assert times(job.ranks[0])[3] == (35, 40)
 
@@ -377,7 +377,7 @@ def test_net_collective_durations_keep_each_ranks_recorded_finish():
     ranks = {0: rank(10, 28, 1000.0), 1: rank(5, 12, 1020.0)}
     # recorded arrivals on the common clock: 1010 and 1025; the transfer starts at 1025
     # min: both last min(28, 12) = 12 -> end at 1037
-    job = replay_job(ranks)
+    job = replay_job(ranks, collective="min")
     assert times(job.ranks[0])[2] == (10, 37) and times(job.ranks[1])[2] == (5, 17)
     # net: rank 0 waited 15 of its 28 µs -> 13; rank 1 arrived last -> 12
     job = replay_job(ranks, collective="net")
@@ -399,7 +399,7 @@ def test_collectives_match_by_process_group_and_sequence():
         1: graph_from_specs([N(1, 100), coll(2, 9, "0", [1])], process_groups=pgs),
         2: graph_from_specs([N(1, 20), coll(2, 30, "5", [1]), coll(3, 12, "", [2])], process_groups=pgs),
     }
-    job = replay_job(ranks)
+    job = replay_job(ranks, collective="min")
     t = {r: job.ranks[r].node_times() for r in ranks}
     # pg 5 (ranks 0, 2): arrivals 10, 20 -> [20, 50]; world: arrivals 50, 100, 50 -> [100, 108]
     assert t[0][2] == (10, 50) and t[2][2] == (20, 50)
@@ -412,7 +412,7 @@ def test_unknown_process_group_is_an_error():
 
     g = graph_from_specs([N(1, 1, is_cpu=False, type=COMM_COLL_NODE, pg_name="7")], process_groups="[]")
     with pytest.raises(ReplayError, match="process group '7'"):
-        replay_job({0: g, 1: graph_from_specs([N(1, 1)])})
+        replay_job({0: g, 1: graph_from_specs([N(1, 1)])}, collective="min")
 
 
 def test_collective_without_counterpart_runs_alone(caplog):
@@ -421,7 +421,7 @@ def test_collective_without_counterpart_runs_alone(caplog):
     r0 = [N(1, 2, is_cpu=False, type=COMM_COLL_NODE), N(2, 3, is_cpu=False, type=COMM_COLL_NODE, deps=[1])]
     r1 = [N(1, 5, is_cpu=False, type=COMM_COLL_NODE)]
     with caplog.at_level("WARNING"):
-        job = replay_job({0: r0, 1: r1})
+        job = replay_job({0: r0, 1: r1}, collective="min")
     assert job.ranks[0].node_times() == {1: (0, 2), 2: (2, 5)}
     assert job.ranks[1].node_times() == {1: (0, 2)}
     assert job.groups == 1
@@ -443,7 +443,7 @@ def test_crossed_collective_orders_are_a_deadlock_not_a_hang():
                "of process group '2'; rank 1 issues collective #0 of process group '2', collective #0 of "
                "process group '1'")
     with pytest.raises(ReplayError, match=crossed):
-        replay_job({0: r0, 1: r1})
+        replay_job({0: r0, 1: r1}, collective="min")
 
 
 def test_recv_waits_for_its_send_and_send_is_eager():
@@ -451,7 +451,7 @@ def test_recv_waits_for_its_send_and_send_is_eager():
           N(3, 4, deps=[2], is_cpu=False, type=COMM_SEND_NODE, comm_dst=1, comm_tag=3)]
     r1 = [N(1, 20, is_cpu=False, type=COMM_RECV_NODE, comm_src=0, comm_tag=3),
           N(2, 2, deps=[1], is_cpu=False, type=COMM_RECV_NODE, comm_src=0, comm_tag=3)]
-    job = replay_job({0: r0, 1: r1})
+    job = replay_job({0: r0, 1: r1}, collective="min")
     t0, t1 = job.ranks[0].node_times(), job.ranks[1].node_times()
     # first pair: the send runs [5,13] on its own; the recv (ready at 0) waits for the send to start
     # at 5, then lasts min(8, 20) = 8 -> [0,13]
@@ -467,7 +467,7 @@ def test_everyone_sends_then_receives_does_not_deadlock():
         return [N(1, 10, is_cpu=False, type=COMM_SEND_NODE, comm_dst=peer),
                 N(2, 30, deps=[1], is_cpu=False, type=COMM_RECV_NODE, comm_src=peer)]
 
-    job = replay_job({0: rank(0, 1), 1: rank(1, 0)})
+    job = replay_job({0: rank(0, 1), 1: rank(1, 0)}, collective="min")
     # sends [0,10]; recvs ready at 10, their sends started at 0: last min(10, 30) = 10 -> [10,20]
     assert job.ranks[0].node_times() == {1: (0, 10), 2: (10, 20)}
     assert job.replayed_us == 20
@@ -477,13 +477,13 @@ def test_send_without_recv_runs_alone(caplog):
     # rank 1's window holds no receive: the send runs its recorded 5 us, uncoupled, and says so
     r0 = [N(1, 5, is_cpu=False, type=COMM_SEND_NODE, comm_dst=1, comm_tag=0)]
     with caplog.at_level("WARNING"):
-        job = replay_job({0: r0, 1: [N(1, 1)]})
+        job = replay_job({0: r0, 1: [N(1, 1)]}, collective="min")
     assert job.ranks[0].node_times() == {1: (0, 5)} and job.groups == 0
     assert "send/recv 0->1 tag 0: outside the window" in caplog.text
 
 
 def test_astrasim_mode_couples_collectives_too():
-    job = replay_job(two_rank_collective(), mode="astrasim")
+    job = replay_job(two_rank_collective(), mode="astrasim", collective="min")
     assert job.ranks[0].node_times()[2] == (10, 55)
     assert job.replayed_us == 60
 
@@ -559,7 +559,7 @@ def test_protobuf_files_per_rank_and_whole_job(tmp_path):
     assert r0.replayed_us == 42
     assert r0.error_pct == pytest.approx(100 * (42 - 45) / 45)
 
-    job = replay_job([p1, p0])
+    job = replay_job([p1, p0], collective="min")
     # arrivals 12 (rank 0) and 27 (rank 1); lasts min(30, 12) = 12 -> ends 39
     assert job.ranks[0].node_times()[4] == (12, 39)
     assert job.ranks[1].node_times()[4] == (27, 39)

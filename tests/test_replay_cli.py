@@ -34,7 +34,8 @@ def test_table_per_rank(tmp_path, capsys):
 def test_json_whole_job_log_and_timeline(tmp_path, capsys):
     p0, p1 = job(tmp_path)
     log, tl = tmp_path / "replay.log", tmp_path / "tl.json"
-    assert main([str(p0), str(p1), "--job", "--json", "--log", str(log), "--timeline", str(tl), "-q"]) == 0
+    assert main([str(p0), str(p1), "--job", "--collective", "min", "--json", "--log", str(log), "--timeline",
+                 str(tl), "-q"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["job"] is True and summary["matched_comm_groups"] == 1
     assert [r["replayed_us"] for r in summary["ranks"]] == [39.0, 41.0]

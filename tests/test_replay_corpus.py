@@ -1,10 +1,11 @@
 """Fidelity on the real corpus: link + convert every rank, replay, compare with the measured step.
 
-The numbers asserted here were measured on the corpus (see the table in the replay notes):
-per-rank replay within 1% on every rank of dlrm_8r_v100 and of every cpu_gloo job; whole-job
-replay (ranks aligned on their recorded window starts) within 1% on dlrm_8r_v100, tp_like_2r and
-fsdp_2r with the default "min" collective duration (ddp_mlp_4r: +6.4% on rank 2, gloo's ring
-all_reduce does not end together on all ranks), and within 0.1% on every job with "net".
+The numbers asserted here were measured on the corpus: per-rank replay within 1% on every rank of
+dlrm_8r_v100 and of every cpu_gloo job; whole-job replay (ranks aligned on their recorded window starts,
+the default "net" collective durations) within 1% on every job; "min" ends every collective together,
+which the gloo recordings contradict (ddp_mlp_4r rank 0 +4.1%, tp_like_2r rank 1 -19%).  Converted
+files carry their thread timing as data (chakra.convert.threads): waits are dependencies, so
+``--no-gaps`` stays below the measured step, and halving the CPU ops shortens every rank.
 """
 
 from __future__ import annotations
@@ -57,26 +58,22 @@ def test_per_rank_replay_reproduces_the_measured_step(converted, job):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("job", ["dlrm_8r_v100", "cpu_gloo/tp_like_2r", "cpu_gloo/fsdp_2r"])
+@pytest.mark.parametrize("job", [j for j in JOBS if JOBS[j][0] > 1])
 def test_whole_job_replay_reproduces_the_measured_steps(converted, job):
     result = replay_job(converted[job])
     assert result.groups > 0
     for res in result:
-        assert abs(res.error_pct) < 1.5, (job, res.rank, res.replayed_us, res.measured_us)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("job", [j for j in JOBS if JOBS[j][0] > 1])
-def test_whole_job_replay_with_net_collective_durations(converted, job):
-    result = replay_job(converted[job], collective="net")
-    for res in result:
         assert abs(res.error_pct) < 1.0, (job, res.rank, res.replayed_us, res.measured_us)
 
 
-def test_min_collective_duration_ends_ring_collectives_together(converted):
-    # ddp_mlp_4r rank 2 finished its gloo all_reduces ~3 ms before the others: "min" ends them together
-    result = replay_job(converted["cpu_gloo/ddp_mlp_4r"])
-    assert result.ranks[2].error_pct == pytest.approx(6.4, abs=0.5)
+@pytest.mark.slow
+def test_min_collective_duration_ends_collectives_together(converted):
+    # gloo's ring all_reduce does not end together on all ranks: ddp_mlp_4r rank 0 +4.1% with "min"
+    result = replay_job(converted["cpu_gloo/ddp_mlp_4r"], collective="min")
+    assert result.ranks[0].error_pct == pytest.approx(4.1, abs=0.5)
+    # fsdp_2r's collectives did end together: "min" reproduces it too
+    for res in replay_job(converted["cpu_gloo/fsdp_2r"], collective="min"):
+        assert abs(res.error_pct) < 1.0
 
 
 @pytest.mark.slow
@@ -84,3 +81,42 @@ def test_whole_job_replay_needs_the_clock_alignment(converted):
     # DLRM ranks enter ProfilerStep#10 up to 7.5 ms apart; started together, the early finishers wait
     result = replay_job(converted["dlrm_8r_v100"], align=False)
     assert max(res.error_pct for res in result) > 40
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("job", list(JOBS))
+def test_no_gaps_never_exceeds_the_measured_step(converted, job):
+    # waits are dependencies, not durations: the ops alone fit in the step, per rank and whole job
+    for couple in (False, True):
+        if couple and JOBS[job][0] == 1:
+            continue
+        for res in replay_job(converted[job], gaps=False, couple=couple):
+            assert res.replayed_us <= res.measured_us, (job, couple, res.rank, res.replayed_us)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("job", list(JOBS))
+def test_halving_the_cpu_ops_shortens_every_rank(converted, job):
+    from chakra.replay.critical import critical_path
+    from chakra.replay.whatif import WhatIf, parse_rule
+
+    couple = JOBS[job][0] > 1
+    base = replay_job(converted[job], couple=couple)
+    half = replay_job(converted[job], couple=couple, whatif=WhatIf(scale=[parse_rule("cpu=0.5")]))
+    for res in base:
+        on_path = critical_path(res).by_category["cpu"]
+        assert on_path > 0
+        saved = res.replayed_us - half.ranks[res.rank].replayed_us
+        # at least a quarter of the CPU time on the critical path (half of it, if the path stayed)
+        assert saved >= 0.25 * on_path, (job, res.rank, saved, on_path)
+
+
+@pytest.mark.slow
+def test_thread_timing_is_written_and_waits_found(converted):
+    from chakra.replay import load_graph
+
+    g = load_graph(converted["cpu_gloo/ddp_mlp_4r"][0])
+    assert g.thread_timing
+    # DDP's reducer waits for each bucket's gloo all_reduce: a wait on the collective, per profiled step
+    waited = {g.names[g.ids.index(u)] for u in g.extra["wait_on"].values()}
+    assert "gloo:all_reduce" in waited

@@ -20,10 +20,21 @@ def test_astrasim_microbench_whole_job(corpus, coll, mode):
     for rank, res in job.ranks.items():
         assert res.graph.ids == [rank]
         assert res.graph.lanes == [("gpu", 0, 0)]
-        assert list(res.completion_lines()) == [f"[rank {rank}] Node ID {rank} completed at 0us"]
-    # one world collective matched across the 4 ranks (the files carry duration 0)
+    # one world collective matched across the 4 ranks; the files carry duration 0 and nothing to fit a
+    # communication model on: the default model times it, 10 µs + F * 1 MiB / 10 GB/s with F the
+    # algorithm's factor for 4 ranks (all_reduce 2*3/4, the others 3/4)
+    factor = 1.5 if coll == "all_reduce" else 0.75
+    expected = 10 + factor * (1 << 20) / 10_000
     assert job.groups == 1
-    assert job.replayed_us == 0
+    assert job.replayed_us == pytest.approx(expected)
+    for rank, res in job.ranks.items():
+        assert list(res.completion_lines()) == [f"[rank {rank}] Node ID {rank} completed at "
+                                                f"{int(expected + 0.5)}us"]
+    # with a given model: 5 µs + 25 GB/s
+    from chakra.replay.whatif import WhatIf
+
+    given = replay_job(files, mode=mode, whatif=WhatIf(model=(5.0, 25.0)))
+    assert given.replayed_us == pytest.approx(5 + factor * (1 << 20) / 25_000)
 
 
 def test_astrasim_microbench_ranks_do_not_pair_across_different_collective_counts(corpus):

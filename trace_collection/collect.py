@@ -36,32 +36,85 @@ import tarfile
 from pathlib import Path
 
 JOBS = ("mlp", "collectives")
+_PERTURB = ("hidden", "batch", "threads", "straggler_rank", "straggler_ms", "straggler_mode",
+            "extra_broadcast", "alternate", "base_batch", "base_extra_broadcast", "step_barrier")
 
 
 # --------------------------------------------------------------------------------------------- the jobs
-def _mlp_job(rank: int, world_size: int, device, steps: int, prof) -> None:
+def _mlp_job(rank: int, world_size: int, device, steps: int, prof, opts: dict | None = None) -> None:
+    """DDP over a 3-layer MLP; ``opts`` perturbs it (see ``--hidden``, ``--batch``, ``--straggler-*``,
+    ``--extra-broadcast``, ``--alternate`` in ``main``): the same job, one thing changed, to check
+    what-if replays.  With ``alternate`` only odd-numbered steps are perturbed and even steps run
+    ``base_batch`` / ``base_extra_broadcast`` (a perturbed and an unperturbed step side by side, under
+    the same load of the machine)."""
+    import time
+
     import torch
     import torch.nn as nn
     from torch.nn.parallel import DistributedDataParallel as DDP
 
+    opts = opts or {}
+    alternate = bool(opts.get("alternate"))
+
+    def sizes(text):
+        return [int(x) for x in str(text or "").split(",") if x.strip() and int(x) > 0]
+
+    hidden = int(opts.get("hidden") or 64)
+    batch = int(opts.get("batch") or 16)
+    base_batch = int(opts.get("base_batch") or batch) if alternate else batch
+    straggler = opts.get("straggler_rank")
+    sleep_s = float(opts.get("straggler_ms") or 0.0) / 1000.0
+    spin = opts.get("straggler_mode") == "spin"
+    extra = sizes(opts.get("extra_broadcast"))
+    base_extra = (sizes(opts.get("base_extra_broadcast") or opts.get("extra_broadcast")) if alternate
+                  else extra)
+    perturbed = [True]
+    step_barrier = bool(opts.get("step_barrier"))
+
+    class Straggle(nn.Module):
+        """Sleeps inside the forward on the straggling rank (a slow host: the same ops, later)."""
+
+        def forward(self, x):  # noqa: D102 - a pass-through
+            if sleep_s > 0 and perturbed[0] and straggler is not None and rank == int(straggler):
+                if spin:     # busy: the core stays taken, as on a slower host
+                    until = time.perf_counter() + sleep_s
+                    while time.perf_counter() < until:
+                        pass
+                else:        # asleep: the core is free for the other ranks meanwhile
+                    time.sleep(sleep_s)
+            return x
+
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 8))
+    model = nn.Sequential(nn.Linear(32, hidden), nn.ReLU(), Straggle(), nn.Linear(hidden, hidden), nn.ReLU(),
+                          nn.Linear(hidden, 8))
     model = model.to(device)
     ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
     loss_fn = nn.CrossEntropyLoss()
     gen = torch.Generator().manual_seed(1234 + rank)
-    for _ in range(steps):
-        x = torch.randn(16, 32, generator=gen).to(device)
-        y = torch.randint(0, 8, (16,), generator=gen).to(device)
+    bufs = {k: torch.zeros(k, device=device) for k in (*extra, *base_extra)}
+    for it in range(steps):
+        perturbed[0] = not alternate or it % 2 == 1
+        b = batch if perturbed[0] else base_batch
+        x = torch.randn(b, 32, generator=gen).to(device)
+        y = torch.randint(0, 8, (b,), generator=gen).to(device)
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(ddp(x), y)
         loss.backward()
         opt.step()
+        sizes_now = extra if perturbed[0] else base_extra
+        if sizes_now or step_barrier:
+            import torch.distributed as dist
+
+            for k in sizes_now:          # extra traffic of chosen sizes (a gloo:broadcast each per step)
+                dist.broadcast(bufs[k], src=0)
+            if step_barrier:             # every rank ends the step together: no step's cost spills over
+                dist.barrier()
         prof.step()
 
 
-def _collectives_job(rank: int, world_size: int, device, steps: int, prof) -> None:
+def _collectives_job(rank: int, world_size: int, device, steps: int, prof, opts: dict | None = None
+                     ) -> None:
     import torch
     import torch.distributed as dist
 
@@ -100,7 +153,7 @@ def _free_port() -> int:
 
 
 def run_rank(rank: int, world_size: int, job: str, out_dir: str, steps: int, wait: int, warmup: int,
-             active: int) -> None:
+             active: int, opts: dict | None = None) -> None:
     """Initialise the process group, profile ``job`` on this rank, write its two traces."""
     import torch
     import torch.distributed as dist
@@ -113,7 +166,7 @@ def run_rank(rank: int, world_size: int, job: str, out_dir: str, steps: int, wai
         device = torch.device("cuda", rank)
     else:
         device = torch.device("cpu")
-    torch.set_num_threads(1)
+    torch.set_num_threads(int((opts or {}).get("threads") or 1))
     dist.init_process_group(backend=backend, rank=rank, world_size=world_size)
 
     out = Path(out_dir)
@@ -129,9 +182,9 @@ def run_rank(rank: int, world_size: int, job: str, out_dir: str, steps: int, wai
     with profile(activities=activities, schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=1),
                  on_trace_ready=on_ready, record_shapes=True, execution_trace_observer=et) as prof:
         if job == "mlp":
-            _mlp_job(rank, world_size, device, total, prof)
+            _mlp_job(rank, world_size, device, total, prof, opts)
         else:
-            _collectives_job(rank, world_size, device, total, prof)
+            _collectives_job(rank, world_size, device, total, prof, opts)
     et.unregister_callback()
     if use_cuda:
         torch.cuda.synchronize()
@@ -140,11 +193,11 @@ def run_rank(rank: int, world_size: int, job: str, out_dir: str, steps: int, wai
 
 
 def _spawn_entry(rank: int, world_size: int, job: str, out_dir: str, steps: int, wait: int, warmup: int,
-                 active: int) -> None:
+                 active: int, opts: dict | None = None) -> None:
     os.environ["RANK"] = str(rank)
     os.environ["LOCAL_RANK"] = str(rank)
     os.environ["WORLD_SIZE"] = str(world_size)
-    run_rank(rank, world_size, job, out_dir, steps, wait, warmup, active)
+    run_rank(rank, world_size, job, out_dir, steps, wait, warmup, active, opts)
 
 
 # --------------------------------------------------------------------------------------------- packing
@@ -243,7 +296,8 @@ def collect(args: argparse.Namespace) -> int:
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     env_rank = os.environ.get("RANK")
-    common = (args.job, str(out), args.steps, args.wait, args.warmup, args.active)
+    opts = {k: getattr(args, k) for k in _PERTURB if getattr(args, k) is not None}
+    common = (args.job, str(out), args.steps, args.wait, args.warmup, args.active, opts)
     if env_rank is not None and os.environ.get("WORLD_SIZE"):
         # torchrun-style: this process is one rank; torchrun (or the user) set the rendezvous variables
         run_rank(int(env_rank), int(os.environ["WORLD_SIZE"]), *common)
@@ -277,6 +331,25 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--warmup", type=int, default=1)
     c.add_argument("--active", type=int, default=2, help="profiled steps (ProfilerStep windows)")
     c.add_argument("--gzip", action="store_true", help="write .json.gz files")
+    g = c.add_argument_group("perturbations (--job mlp; to check what-if replays against real runs)")
+    g.add_argument("--hidden", type=int, help="hidden width of the MLP (default 64)")
+    g.add_argument("--batch", type=int, help="batch size (default 16): more compute, same gradients")
+    g.add_argument("--threads", type=int, help="torch intra-op threads per rank (default 1)")
+    g.add_argument("--straggler-rank", type=int, help="the rank that sleeps inside its forward every step")
+    g.add_argument("--straggler-ms", type=float, help="how long it sleeps (ms)")
+    g.add_argument("--straggler-mode", choices=("sleep", "spin"), default="sleep",
+                   help="sleep (frees its core meanwhile) or spin (keeps it busy, like a slower host)")
+    g.add_argument("--extra-broadcast", metavar="NELEM[,NELEM...]",
+                   help="broadcast float32 buffers of these sizes from rank 0 every step (extra traffic)")
+    g.add_argument("--alternate", action="store_true",
+                   help="perturb odd-numbered steps only; even steps run --base-batch / "
+                        "--base-extra-broadcast and no straggler (A/B under the same machine load)")
+    g.add_argument("--step-barrier", action="store_true",
+                   help="end every step with a barrier (a rank's step then holds its own costs only: the "
+                        "source of a broadcast otherwise runs ahead into the next step)")
+    g.add_argument("--base-batch", type=int, help="--alternate: the batch of the unperturbed steps")
+    g.add_argument("--base-extra-broadcast", metavar="NELEM[,NELEM...]",
+                   help="--alternate: the broadcasts of the unperturbed steps")
     c.add_argument("--archive", help="also pack NAME.tgz for the integration harness")
     p = sub.add_parser("pack", help="pack a collection folder into NAME.tgz (NAME/chakra_host_et_N.json ...)")
     p.add_argument("--src", required=True)

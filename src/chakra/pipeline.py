@@ -271,6 +271,7 @@ class RankTask:
     annotation: str | None = None
     timeline: bool = False       # also return the rank's timeline events (per-rank replay)
     step: int | None = None      # ProfilerStep#<step> only
+    whatif: Any = None           # chakra.replay.whatif.WhatIf: replay with that change
 
 
 @dataclass(slots=True)
@@ -321,7 +322,7 @@ def process_rank(task: RankTask) -> RankResult:
     from chakra.replay.output import timeline, write_completion_log
 
     t2 = time.perf_counter()
-    rep = replay_file(task.et, mode=task.mode, gaps=task.gaps)
+    rep = replay_file(task.et, mode=task.mode, gaps=task.gaps, whatif=task.whatif)
     write_completion_log(task.log, [rep])
     res.log = task.log
     _set_replay(res, rep)
@@ -671,7 +672,8 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
                  scheduler: Any = None, job_replay: bool = False, mode: str = "lanes", gaps: bool = True,
                  progress: bool = False, name: str | None = None, annotation: str | None = None,
                  astrasim: bool = False, simulator: str | os.PathLike[str] | None = None,
-                 naming: RankNaming | None = None, step: int | None = None) -> PipelineResult:
+                 naming: RankNaming | None = None, step: int | None = None, whatif: Any = None
+                 ) -> PipelineResult:
     """Link, convert and replay every rank of ``folder`` into ``out_dir``.
 
     Per rank N: ``et_plus_N.json`` (ET+), ``<name>.N.et`` (Chakra protobuf; ``name`` defaults to
@@ -690,6 +692,8 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
     ``summary.json``.  The replay then replays those files.  ``simulator``: a launcher script with the
     interface of ASTRA-sim's ``run.sh`` (:mod:`chakra.job.simulator`), run on the result (implies
     ``astrasim``); its time per rank goes beside measured and replayed.
+    ``whatif`` (:class:`chakra.replay.whatif.WhatIf`) replays with that change: "replayed" is then the
+    prediction.
     """
     from chakra.io import atomic_output, dump_json
     from chakra.replay.engine import MODES as REPLAY_MODES
@@ -712,7 +716,8 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
                  kineto=os.path.abspath(f.kineto), et_plus=os.path.abspath(out / f"et_plus_{f.rank}.json"),
                  et=os.path.abspath(out / f"{job_name}.{f.rank}.et"),
                  log=None if job_replay or astrasim else os.path.abspath(out / f"replay_{f.rank}.log"),
-                 mode=mode, gaps=gaps, annotation=annotation, timeline=not job_replay, step=step)
+                 mode=mode, gaps=gaps, annotation=annotation, timeline=not job_replay, step=step,
+                 whatif=whatif)
         for f in files
     ]
     if jobs is None and scheduler is None:
@@ -739,9 +744,9 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
             target = astrasim_job([r.et for r in results], out / job_name)  # type: ignore[misc]
         whole_job: dict[str, Any] | None = None
         if job_replay:
-            events, whole_job = _replay_job(results, out, mode, gaps, bars)
+            events, whole_job = _replay_job(results, out, mode, gaps, bars, whatif)
         elif astrasim:
-            events = _replay_ranks(results, out, mode, gaps)
+            events = _replay_ranks(results, out, mode, gaps, whatif)
         else:
             for r in results:
                 events.extend(r.timeline_events)
@@ -776,6 +781,8 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
             r["simulated_us"] = sim.us(r["rank"])
     if whole_job is not None:
         summary["whole_job"] = whole_job
+    if whatif is not None:
+        summary["whatif"] = whatif.describe()   # "replayed" is the prediction under these changes
 
     dump_json(out / SUMMARY_JSON, summary)
     with atomic_output(out / SUMMARY_MD) as fh:
@@ -806,7 +813,8 @@ def _log_above(bars: Any) -> list[tuple[logging.StreamHandler[Any], Any]]:
     return moved
 
 
-def _replay_ranks(results: list[RankResult], out: Path, mode: str, gaps: bool) -> list[dict[str, Any]]:
+def _replay_ranks(results: list[RankResult], out: Path, mode: str, gaps: bool, whatif: Any = None
+                  ) -> list[dict[str, Any]]:
     """Each rank replayed alone, in this process (after a job-level pass rewrote the files)."""
     from chakra.replay.api import replay_file
     from chakra.replay.output import timeline, write_completion_log
@@ -814,7 +822,7 @@ def _replay_ranks(results: list[RankResult], out: Path, mode: str, gaps: bool) -
     events: list[dict[str, Any]] = []
     for r in results:
         t0 = time.perf_counter()
-        rep = replay_file(r.et, mode=mode, gaps=gaps)   # type: ignore[arg-type]
+        rep = replay_file(r.et, mode=mode, gaps=gaps, whatif=whatif)   # type: ignore[arg-type]
         r.log = os.path.abspath(out / f"replay_{r.rank}.log")
         write_completion_log(r.log, [rep])
         _set_replay(r, rep)
@@ -823,7 +831,7 @@ def _replay_ranks(results: list[RankResult], out: Path, mode: str, gaps: bool) -
     return events
 
 
-def _replay_job(results: list[RankResult], out: Path, mode: str, gaps: bool, bars: Any
+def _replay_job(results: list[RankResult], out: Path, mode: str, gaps: bool, bars: Any, whatif: Any = None
                 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Whole-job replay in this process (collectives couple the ranks): logs, timeline events, and the
     job's numbers (:func:`job_times`)."""
@@ -832,7 +840,7 @@ def _replay_job(results: list[RankResult], out: Path, mode: str, gaps: bool, bar
 
     bar = bars.add_task("replay (whole job)", total=len(results) + 1) if bars is not None else None
     t0 = time.perf_counter()
-    job = replay_job([r.et for r in results], mode=mode, gaps=gaps, couple=True)
+    job = replay_job([r.et for r in results], mode=mode, gaps=gaps, couple=True, whatif=whatif)
     if bars is not None:
         bars.advance(bar)
     for r in results:
@@ -978,11 +986,11 @@ def pipeline_command(folder: str, output_dir: str, *, jobs: int | None = None, s
                      job_replay: bool = False, mode: str = "lanes", progress: bool = False,
                      name: str | None = None, stream: TextIO | None = None, astrasim: bool = False,
                      simulator: str | None = None, naming: RankNaming | None = None,
-                     step: int | None = None) -> int:
+                     step: int | None = None, whatif: Any = None) -> int:
     """What ``chakra pipeline`` does: run the pipeline, print the table and where the files are."""
     result = run_pipeline(folder, output_dir, jobs=jobs, scheduler=scheduler, job_replay=job_replay,
                           mode=mode, progress=progress, name=name, astrasim=astrasim, simulator=simulator,
-                          naming=naming, step=step)
+                          naming=naming, step=step, whatif=whatif)
     _print_result(result, stream if stream is not None else sys.stdout)
     return 0
 

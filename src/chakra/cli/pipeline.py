@@ -57,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kineto-only", "--kineto_only", dest="kineto_only", action="store_true",
                    help="link every rank from its Kineto trace alone, host ETs ignored (automatic when "
                         "FOLDER has none): no tensor ids, outputs or op schemas")
+    from chakra.cli.replay import add_whatif_args
+
+    add_whatif_args(p)
     add_common_args(p)
     p.set_defaults(log_level="WARNING")
     return p
@@ -70,11 +73,15 @@ def _run(args: argparse.Namespace) -> int:
     return pipeline_command(args.folder, args.output_dir, jobs=args.jobs, scheduler=args.scheduler,
                             job_replay=args.job, mode=args.mode, name=args.name, step=args.step,
                             progress=show_progress(args.quiet), astrasim=args.astrasim,
-                            simulator=args.simulator, naming=naming)
+                            simulator=args.simulator, naming=naming, whatif=args.whatif)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    from chakra.cli.replay import whatif_from_args
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.whatif = whatif_from_args(args, parser)
     return run_command(_run, args, PROG)
 
 

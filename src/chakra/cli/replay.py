@@ -32,9 +32,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "one GPU compute op and one GPU comm op at a time per rank")
     p.add_argument("--no-gaps", dest="gaps", action="store_false",
                    help="drop the recorded idle time between CPU ops (what-if: the ops alone)")
-    p.add_argument("--collective", choices=("min", "net"), default="min",
-                   help="--job: a collective lasts the shortest recording of its participants (min, "
-                        "default) or each participant's recording net of its recorded wait (net)")
+    p.add_argument("--collective", choices=("min", "net"), default="net",
+                   help="--job: a collective lasts each participant's recording net of its recorded wait "
+                        "for the last arrival (net, default: reproduces the recording) or the shortest "
+                        "recording of its participants, ending together (min)")
     p.add_argument("--no-align", dest="align", action="store_false",
                    help="--job: start every rank at 0 instead of at its recorded window start")
     p.add_argument("--comm-group", metavar="FILE", default=None,
@@ -49,8 +50,57 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the replayed timeline (Chrome/Perfetto JSON)")
     p.add_argument("--log", metavar="FILE", help="write 'Node ID <id> completed at <T>us' lines")
     p.add_argument("--json", action="store_true", help="print a JSON summary instead of a table")
+    add_whatif_args(p)
     add_common_args(p)
     return p
+
+
+def add_whatif_args(p: argparse.ArgumentParser) -> None:
+    """The what-if options (shared by ``chakra replay`` and ``chakra pipeline``)."""
+    w = p.add_argument_group(
+        "what-if (replay as recorded and with the change; PATTERN: cpu, gpu, comm, all, or a regular "
+        "expression searched in node names; @R[,R...] restricts it to ranks)")
+    w.add_argument("--scale", action="append", default=[], metavar="PATTERN[@RANKS]=FACTOR",
+                   help="multiply matching nodes' own time (e.g. 'aten::(addmm|mm)=2', 'gpu=0.5@0')")
+    w.add_argument("--delay", action="append", default=[], metavar="PATTERN[@RANKS]=US",
+                   help="add US µs to each matching node (a straggler: "
+                        "'DistributedDataParallel.forward=20000@1')")
+    w.add_argument("--comm-size", action="append", default=[], metavar="PATTERN[@RANKS]=FACTOR",
+                   help="multiply matching collectives' bytes; the communication model re-times them")
+    w.add_argument("--bandwidth", type=float, metavar="GBPS",
+                   help="what if the network had this bandwidth (GB/s): the model re-times every collective")
+    w.add_argument("--latency", type=float, metavar="US", help="... and this latency per collective (µs)")
+    w.add_argument("--comm-model", metavar="fit|LATENCY_US,GBPS",
+                   help="the communication model: fitted on the trace's own collectives (default when one "
+                        "is needed) or given")
+
+
+def whatif_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser | None = None) -> object:
+    """The WhatIf the options ask for (None when none); a bad rule is a usage error."""
+    from chakra.replay.whatif import WhatIf, WhatIfError, parse_rule
+
+    parser = parser or build_parser()
+    try:
+        model: object = None
+        if args.comm_model:
+            if args.comm_model == "fit":
+                model = "fit"
+            else:
+                lat, _, gbps = args.comm_model.partition(",")
+                model = (float(lat), float(gbps))
+        w = WhatIf(scale=[parse_rule(r) for r in args.scale],
+                   delay=[parse_rule(r, "delay (µs)") for r in args.delay],
+                   comm_size=[parse_rule(r) for r in args.comm_size],
+                   bandwidth_gbps=args.bandwidth, latency_us=args.latency, model=model)  # type: ignore[arg-type]
+    except (WhatIfError, ValueError) as exc:
+        msg = str(exc) if isinstance(exc, WhatIfError) else f"--comm-model {args.comm_model!r}: expected " \
+            "'fit' or LATENCY_US,GBPS"
+        parser.error(msg)
+    if args.bandwidth is not None and args.bandwidth <= 0:
+        parser.error("--bandwidth must be > 0")
+    if args.latency is not None and args.latency < 0:
+        parser.error("--latency must be >= 0")
+    return None if w.empty and w.model is None else w
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -61,11 +111,13 @@ def _run(args: argparse.Namespace) -> int:
                          collective=args.collective,
                          missing="ignore" if args.ignore_missing_deps else "error",
                          timeline_path=args.timeline, log_path=args.log, as_json=args.json,
-                         comm_groups=args.comm_group, unknown_group=args.unknown_group)
+                         comm_groups=args.comm_group, unknown_group=args.unknown_group,
+                         whatif=args.whatif)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.whatif = whatif_from_args(args)
     return run_command(_run, args, PROG)
 
 

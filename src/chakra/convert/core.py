@@ -86,7 +86,8 @@ from chakra.convert.comm import (
     pair_gloo_with_c10d,
 )
 from chakra.convert.graph import CycleError, kahn_order, topological_order
-from chakra.convert.serial import GPU_CATS, IN_TAG, OUT_TAG, Serializer, dumps_any
+from chakra.convert.serial import GPU_CATS, IN_TAG, OUT_TAG, Serializer, dumps_any, int_attr
+from chakra.convert.threads import THREAD_TIMING, ThreadInput, ThreadTiming, thread_timing
 from chakra.errors import TraceFormatError
 from chakra.host.loader import self_parent_message
 from chakra.host.model import METADATA, OP, PROCESS_ROOT, HostOp, HostTrace, is_comm_name
@@ -118,6 +119,8 @@ class ConvertStats:
     data_edges: int = 0
     sync_edges: int = 0
     inter_thread_edges: int = 0
+    waits: int = 0              # blocking waits taken out of exclusive/idle time, now dependencies
+    waited_us: int = 0          # ... and how much time they were
     timed: bool = False
     rank: int | None = None
     warnings: list[str] = field(default_factory=list)
@@ -247,6 +250,7 @@ class _Converter:
         self.rank: int | None = None
         self.ser = serializer if serializer is not None else Serializer()
         self.soft: set[tuple[int, int]] = set()   # derived edges a cycle may break (see _order)
+        self.tt: ThreadTiming | None = None       # per-thread pieces and waits (convert.threads)
 
     # -- driver -------------------------------------------------------------------------------------
     def plan(self) -> list[int]:
@@ -256,6 +260,7 @@ class _Converter:
         self._timing()
         self._comm()
         self._deps()
+        self._threads()
         self.index.clear()   # id -> position is not needed any more (iter_serialized reads ids)
         order = self._order()
         self.stats.nodes = len(order)
@@ -830,6 +835,73 @@ class _Converter:
                 data[i] = out
         self.ctrl = ctrl
 
+    # -- 4b. thread timing: work, waiting and idle per host thread (convert.threads) ------------------
+    def _threads(self) -> None:
+        """Pieces, depths and waits of the host threads; waits become (soft) data dependencies."""
+        if not self.stats.timed:
+            return
+        n, cols, is_gpu, kinds, ts = self.n, self.cols, self.is_gpu, self.kinds, self.ts
+        threads, cpu_comm, origin, start = cols.threads, self.cpu_comm, self.origin, self.start
+        is_cpu = [not g and (k == METADATA or i not in cpu_comm)
+                  for i, (g, k) in enumerate(zip(is_gpu, kinds))]
+        host = {t for t, c, k in zip(threads, is_cpu, kinds) if c and k != METADATA}
+        # every host op sits on its thread; a thread without CPU ops (a gloo worker whose only records
+        # are collectives) is a lane of its own in the replay, with the same kind of timing.  The thread
+        # and process roots are not ops: time inside them and in no op is idle time.
+        on_thread = [k == OP and not g for k, g in zip(kinds, is_gpu)]
+        end: list[int | None] = [None] * n
+        raw_dur, dur_x = cols.dur, cols.dur_x
+        lane: list[Any] = [None] * n
+        skeys = cols.skeys
+        keys: dict[Any, Any] = {}
+        for i, t in enumerate(ts):
+            if kinds[i] != METADATA:
+                th = threads[i]
+                key = ("gpu", skeys[i]) if is_gpu[i] else ("cpu" if th in host else "host", th)
+                lane[i] = keys.setdefault(key, key)
+            if t is None:
+                continue
+            d = raw_dur[i]
+            if d != d:
+                d = dur_x.get(i)
+            if not _num(d) or d < 0:
+                d = 0.0
+            v = t + d - origin
+            e = int(v + 0.5) if v > 0 else 0
+            end[i] = e if e > start[i] else start[i]
+        sync_lanes: dict[int, set[Any]] = {}
+        index = self.index
+        for i, (_, sd) in cols.xdeps.items():
+            if sd is None:
+                continue
+            for d in sd if isinstance(sd, list) else [sd]:
+                j = index.get(d) if type(d) is int else None
+                if j is not None and is_gpu[j]:
+                    sync_lanes.setdefault(i, set()).add(lane[j])
+        inp = ThreadInput(n=n, start=self.start, end=end, excl=self.dur, thread=threads, on_thread=on_thread,
+                          is_cpu=is_cpu, lane=lane, pos=self.pos, deps=self.data, host_comm=cpu_comm,
+                          is_gpu=is_gpu, sync_lanes=sync_lanes,
+                          launcher=[self.par[i] if is_gpu[i] else -1 for i in range(n)],
+                          gpu_comm={i for i in self.comm if is_gpu[i]})
+        tt = thread_timing(inp)
+        data, ctrl, soft = self.data, self.ctrl, self.soft
+        # an op whose synchronize became a wait of the node after it no longer waits itself: its sync_dep
+        # (a start dependency on a GPU op that was recorded still running) goes
+        for o in tt.synced:
+            _, sd = cols.xdeps.get(o, (None, None))
+            for d in sd if isinstance(sd, list) else [sd]:
+                j = index.get(d) if type(d) is int else None
+                if j is not None and (o, j) in soft and j in data[o]:
+                    data[o].remove(j)
+                    soft.discard((o, j))
+        for j, u in tt.wait_on.items():
+            if u != ctrl[j] and u not in data[j]:
+                data[j].append(u)
+                soft.add((j, u))
+        self.stats.waits = len(tt.wait_on)
+        self.stats.waited_us = tt.waited_us
+        self.tt = tt
+
     # -- 5. order and cycle check ---------------------------------------------------------------------
     def _order(self) -> list[int]:
         """Topological order; also the cycle check.
@@ -895,6 +967,7 @@ class _Converter:
         join = b"".join
         counts: dict[int, int] = {}   # node type -> count, in first-seen order
         stats = self.stats
+        thread_attrs = self._thread_attrs()
         ctrl_edges = data_edges = 0
         meta_t = pb.METADATA_NODE
 
@@ -930,11 +1003,12 @@ class _Converter:
             head = m.SerializeToString()
             f = comm.get(i)
             tail = tails[i] if tails is not None else None
+            ta = thread_attrs(i)
             if tail is not None:   # neither METADATA nor a host comm node (those are kept whole)
                 if f is None:
-                    yield head + tail
+                    yield head + tail + ta if ta else head + tail
                 else:
-                    yield join((head, tail, *[frame_attr(a) for a in _comm_attrs(f, t)]))
+                    yield join((head, tail, *[frame_attr(a) for a in _comm_attrs(f, t)], ta))
                 continue
             op = full[i]
             if is_gpu[i]:
@@ -945,6 +1019,8 @@ class _Converter:
                 attrs = ser.cpu_attrs(op, cpu=i not in cpu_comm, skip=f is not None)
             if f is not None:
                 attrs.extend(frame_attr(a) for a in _comm_attrs(f, t))
+            if ta:
+                attrs.append(ta)
             if t == meta_t:
                 yield join((head, self._meta_io(op), *attrs))
             else:
@@ -952,6 +1028,33 @@ class _Converter:
         stats.by_type = {_TYPE_NAMES[t]: k for t, k in counts.items()}
         stats.ctrl_edges = ctrl_edges
         stats.data_edges = data_edges
+
+    def _thread_attrs(self) -> Any:
+        """``i -> bytes``: node ``i``'s thread-timing attributes (convert.threads), framed; b"" if none.
+
+        Built once for the nodes that have any (a framed (name, value) is made once: values repeat)."""
+        tt = self.tt
+        if tt is None:
+            return lambda i: b""
+        ids = self.ids
+        framed: dict[tuple[str, int], bytes] = {}
+        out: dict[int, bytes] = {}
+        for (name_field, name), d in ((_DEPTH, tt.depth), (_WORK, tt.work_before), (_TAIL, tt.tail),
+                                      (_IDLE, tt.idle_before), (_POST, tt.wait_post)):
+            for i, v in d.items():
+                if v:
+                    b = framed.get((name, v))
+                    if b is None:
+                        b = framed[(name, v)] = int_attr(name_field, name, v)
+                    out[i] = out.get(i, b"") + b
+        for i, u in tt.wait_on.items():
+            out[i] = out.get(i, b"") + int_attr(_WAIT_ON[0], _WAIT_ON[1], ids[u])
+        if tt.frees_thread:
+            frees_attr = int_attr(_FREES[0], _FREES[1], 1)
+            for i in tt.frees_thread:
+                out[i] = out.get(i, b"") + frees_attr
+        get = out.get
+        return lambda i: get(i, b"")
 
     def _meta_io(self, op: HostOp) -> bytes:
         """inputs + outputs of the METADATA node: the inputs' values are the process-group table."""
@@ -1014,7 +1117,23 @@ class _Converter:
         attrs.append(pb.AttributeProto(name="measured_start_us", double_val=m_start))
         attrs.append(pb.AttributeProto(name="measured_dur_us", double_val=m_dur))
         attrs.append(pb.AttributeProto(name="measured_window", string_val=window))
+        if self.tt is not None:
+            attrs.append(pb.AttributeProto(name="thread_timing", string_val=THREAD_TIMING))
         return pb.GlobalMetadata(version=ET_VERSION, attr=attrs)
+
+
+def _name_field(name: str) -> tuple[bytes, str]:
+    b = name.encode()
+    return b"\x0a" + bytes((len(b),)) + b, name
+
+
+_DEPTH = _name_field("thread_depth")
+_WORK = _name_field("work_before_us")
+_TAIL = _name_field("tail_us")
+_IDLE = _name_field("idle_before_us")
+_POST = _name_field("wait_post_us")
+_WAIT_ON = _name_field("wait_on")
+_FREES = _name_field("frees_thread")
 
 
 def _comm_attrs(f: CommFields, t: int) -> list[pb.AttributeProto]:

@@ -15,11 +15,10 @@ import json
 import logging
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from chakra import schema as pb
-from chakra.errors import TraceFormatError, UsageError
+from chakra.errors import TraceFormatError
 from chakra.io.pbstream import read_messages
 from chakra.job.match import COMM_COLL, COMM_RECV, COMM_SEND, Comm, RankComms
 
@@ -98,21 +97,19 @@ def groups_from_metadata_node(values: str, where: str | None) -> Any:
 
 
 def read_comm_groups(path: str | os.PathLike[str]) -> dict[str, tuple[int, ...]]:
-    """A comm-group JSON (``{"<pg id>": [global ranks]}``, ASTRA-sim's format) -> {pg: ranks}."""
-    p = Path(path)
-    try:
-        data = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise UsageError("comm-group file not found", p) from None
-    except (OSError, ValueError) as exc:
-        raise TraceFormatError(f"not a comm-group JSON ({exc})", p) from None
-    if not isinstance(data, dict):
-        raise TraceFormatError('a comm-group JSON is an object {"<pg id>": [ranks]}', p)
+    """ASTRA-sim's communicator-group file, ``{"<pg id>": [global ranks], ...}`` -> {pg_name: ranks}."""
+    from chakra.io import load_json
+
+    doc = load_json(path)
+    if not isinstance(doc, dict):
+        raise TraceFormatError('a comm-group file is a JSON object {"<pg id>": [global ranks], ...}', path)
     out: dict[str, tuple[int, ...]] = {}
-    for k, v in data.items():
-        if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-            raise TraceFormatError(f"group {k!r}: ranks must be a list of integers", p)
-        out[str(k)] = tuple(v)
+    for key, ranks in doc.items():
+        if not isinstance(ranks, list) or not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0
+                                                  for r in ranks):
+            raise TraceFormatError(f"group {key!r}: expected a list of global ranks (integers >= 0), got "
+                                   f"{str(ranks)[:60]}", path)
+        out[str(key)] = tuple(ranks)
     return out
 
 

@@ -15,8 +15,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from chakra.errors import ChakraError, TraceFormatError, UsageError
+from chakra.errors import ChakraError, UsageError
 from chakra.io import gc_paused
+from chakra.job.etfile import read_comm_groups as load_comm_groups
 from chakra.replay.engine import ReplayError, SimOutput, simulate
 from chakra.replay.graph import (
     WORLD_PG_NAMES,
@@ -26,6 +27,7 @@ from chakra.replay.graph import (
     graph_from_specs,
     load_graph,
 )
+from chakra.replay.whatif import WhatIf, WhatIfReport, apply_whatif
 from chakra.schema import COMM_COLL_NODE, METADATA_NODE
 
 log = logging.getLogger(__name__)
@@ -49,6 +51,7 @@ class ReplayResult:
     job: bool = False
     comm_wait: dict[int, float] = field(default_factory=dict)
     clock_offset: float = 0.0   # whole job: where this rank's time 0 lies on the job's common clock
+    closes: dict[int, float] = field(default_factory=dict)   # parent index -> when its tail ends
 
     @property
     def rank(self) -> int | None:
@@ -62,7 +65,7 @@ class ReplayResult:
     def replayed_us(self) -> float:
         """Completion time of the rank: end of its last (non-metadata) node, from the replay start."""
         types = self.graph.types
-        best = 0.0
+        best = max(self.closes.values(), default=0.0)
         for i, e in enumerate(self.ends):
             if e > best and types[i] != METADATA_NODE:
                 best = e
@@ -94,12 +97,19 @@ class ReplayResult:
         """node id -> (replayed start, replayed end)."""
         return {nid: (s, e) for nid, s, e in zip(self.graph.ids, self.starts, self.ends)}
 
+    def completion(self, i: int) -> float:
+        """When node ``i`` completed: its end, or for an op with children on its thread (files with
+        thread timing), when its tail after them ended."""
+        c = self.closes.get(i)
+        return self.ends[i] if c is None or c < self.ends[i] else c
+
     def completion_lines(self) -> Iterator[str]:
         """``[rank R] Node ID <id> completed at <T>us``, one per node, by completion time then id."""
         label = "-" if self.rank is None else str(self.rank)
         ids = self.graph.ids
-        for i in sorted(range(len(ids)), key=lambda i: (self.ends[i], ids[i])):
-            yield f"[rank {label}] Node ID {ids[i]} completed at {round_us(self.ends[i])}us"
+        done = [self.completion(i) for i in range(len(ids))] if self.closes else self.ends
+        for i in sorted(range(len(ids)), key=lambda i: (done[i], ids[i])):
+            yield f"[rank {label}] Node ID {ids[i]} completed at {round_us(done[i])}us"
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -125,6 +135,7 @@ class JobResult:
     gaps: bool = True
     coupled: bool = True
     groups: int = 0          # matched collectives + send/recv pairs
+    whatif: WhatIfReport | None = None   # what the what-if (and the communication model) did
 
     @property
     def replayed_us(self) -> float:
@@ -141,6 +152,7 @@ class JobResult:
             "replayed_us": self.replayed_us,
             "matched_comm_groups": self.groups,
             "ranks": [r.summary() for r in self],
+            **({"whatif": self.whatif.lines()} if self.whatif is not None and self.whatif.lines() else {}),
         }
 
 
@@ -163,8 +175,10 @@ def _results(graphs: Sequence[RankGraph], out: SimOutput, mode: str, gaps: bool,
         if b:
             starts = [x - b for x in starts]
             ends = [x - b for x in ends]
+        closes = {gi - lo: e - b for gi, e in out.closes.items() if lo <= gi < hi}
         results.append(ReplayResult(graph=g, starts=starts, ends=ends, mode=mode,
-                                    gaps=gaps and mode == "lanes", job=job, comm_wait=waits, clock_offset=b))
+                                    gaps=gaps and mode == "lanes", job=job, comm_wait=waits, clock_offset=b,
+                                    closes=closes))
     return results
 
 
@@ -181,9 +195,12 @@ def as_graph(nodes: Any, metadata: Any = None, *, rank: int | None = None) -> Ra
 
 
 def replay_rank(nodes: Any, *, metadata: Any = None, mode: str = "lanes", gaps: bool = True,
-                missing: str = "error", rank: int | None = None) -> ReplayResult:
-    """Replay one rank on its own: collectives and send/recv take their recorded durations."""
+                missing: str = "error", rank: int | None = None, whatif: WhatIf | None = None
+                ) -> ReplayResult:
+    """Replay one rank on its own: collectives and send/recv take their recorded durations (those
+    recorded without one, the communication model's: :mod:`chakra.replay.whatif`)."""
     g = as_graph(nodes, metadata, rank=rank)
+    g = apply_whatif([g], whatif)[0][0]
     with gc_paused():  # millions of acyclic tuples/lists: the cyclic GC would only rescan them
         out = simulate([g], ranks=[g.rank if g.rank is not None else 0], mode=mode, gaps=gaps,
                        missing=missing)
@@ -191,17 +208,17 @@ def replay_rank(nodes: Any, *, metadata: Any = None, mode: str = "lanes", gaps: 
 
 
 def replay_nodes(specs: Iterable[NodeSpec], *, mode: str = "lanes", gaps: bool = True,
-                 missing: str = "error", rank: int | None = None, measured_us: float | None = None
-                 ) -> ReplayResult:
+                 missing: str = "error", rank: int | None = None, measured_us: float | None = None,
+                 world_size: int | None = None, whatif: WhatIf | None = None) -> ReplayResult:
     """Replay hand-written nodes (see :class:`NodeSpec`)."""
-    g = graph_from_specs(specs, rank=rank, measured_us=measured_us)
-    return replay_rank(g, mode=mode, gaps=gaps, missing=missing)
+    g = graph_from_specs(specs, rank=rank, measured_us=measured_us, world_size=world_size)
+    return replay_rank(g, mode=mode, gaps=gaps, missing=missing, whatif=whatif)
 
 
 def replay_file(path: str | os.PathLike[str], *, mode: str = "lanes", gaps: bool = True,
-                missing: str = "error") -> ReplayResult:
+                missing: str = "error", whatif: WhatIf | None = None) -> ReplayResult:
     """Read and replay one Chakra ET file on its own."""
-    return replay_rank(load_graph(path), mode=mode, gaps=gaps, missing=missing)
+    return replay_rank(load_graph(path), mode=mode, gaps=gaps, missing=missing, whatif=whatif)
 
 
 JobInput = (Sequence[str | os.PathLike[str]] | Sequence[RankGraph]
@@ -239,23 +256,6 @@ def load_job(inputs: Any) -> list[RankGraph]:
 
 
 UNKNOWN_GROUP_CHOICES = ("error", "world")
-
-
-def load_comm_groups(path: str | os.PathLike[str]) -> dict[str, tuple[int, ...]]:
-    """ASTRA-sim's communicator-group file, ``{"<pg id>": [global ranks], ...}`` -> {pg_name: ranks}."""
-    from chakra.io import load_json
-
-    doc = load_json(path)
-    if not isinstance(doc, dict):
-        raise TraceFormatError('a comm-group file is a JSON object {"<pg id>": [global ranks], ...}', path)
-    out: dict[str, tuple[int, ...]] = {}
-    for key, ranks in doc.items():
-        if not isinstance(ranks, list) or not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0
-                                                  for r in ranks):
-            raise TraceFormatError(f"group {key!r}: expected a list of global ranks (integers >= 0), got "
-                                   f"{str(ranks)[:60]}", path)
-        out[str(key)] = tuple(ranks)
-    return out
 
 
 def apply_comm_groups(graphs: Sequence[RankGraph], groups: Mapping[str, Sequence[int]] | None = None,
@@ -298,15 +298,17 @@ def apply_comm_groups(graphs: Sequence[RankGraph], groups: Mapping[str, Sequence
 
 
 def replay_job(inputs: Any, *, mode: str = "lanes", gaps: bool = True, missing: str = "error",
-               couple: bool = True, align: bool = True, collective: str = "min",
+               couple: bool = True, align: bool = True, collective: str = "net",
                comm_groups: Mapping[str, Sequence[int]] | str | os.PathLike[str] | None = None,
-               unknown_group: str = "error") -> JobResult:
+               unknown_group: str = "error", whatif: WhatIf | None = None) -> JobResult:
     """Replay every rank of a job; ``couple=False`` replays them side by side, independently.
 
     ``align`` (lanes mode, when every rank has ``measured_start_us``) starts each rank's
     replay at its recorded window start relative to the earliest rank (see
-    :mod:`chakra.replay.engine`, "Clock alignment").  ``collective``: ``"min"`` or
-    ``"net"`` transfer time of a coupled group (see :func:`chakra.replay.engine.simulate`).
+    :mod:`chakra.replay.engine`, "Clock alignment").  ``collective``: ``"net"`` (default) or
+    ``"min"`` transfer time of a coupled group (see :func:`chakra.replay.engine.simulate`).
+    ``whatif`` changes the replay (:mod:`chakra.replay.whatif`); collectives recorded without a
+    duration take the communication model's in any case.  ``JobResult.whatif`` says what it did.
     ``comm_groups`` (a mapping or the path of a comm-group file) and ``unknown_group``: see
     :func:`apply_comm_groups`.
     """
@@ -317,6 +319,7 @@ def replay_job(inputs: Any, *, mode: str = "lanes", gaps: bool = True, missing: 
         if isinstance(comm_groups, (str, os.PathLike)):
             comm_groups = load_comm_groups(comm_groups)
         apply_comm_groups(graphs, comm_groups, unknown_group)
+    graphs, report = apply_whatif(graphs, whatif)
     ranks = [g.rank for g in graphs]
     if couple:
         starts = [g.measured_start_us for g in graphs]
@@ -333,7 +336,7 @@ def replay_job(inputs: Any, *, mode: str = "lanes", gaps: bool = True, missing: 
         results = [replay_rank(g, mode=mode, gaps=gaps, missing=missing) for g in graphs]
         groups = 0
     return JobResult(ranks={r.rank: r for r in results}, mode=mode, gaps=gaps and mode == "lanes",  # type: ignore[misc]
-                     coupled=couple, groups=groups)
+                     coupled=couple, groups=groups, whatif=report)
 
 
 __all__ = ["JobResult", "ReplayError", "ReplayResult", "apply_comm_groups", "as_graph", "load_comm_groups",

@@ -50,6 +50,18 @@ Segments and gaps (CPU lanes of a rank with recorded start times)
     parent before its children) and each thread runs its ops back to back, so a
     thread's time is the sum of its ops' exclusive times.
 
+Thread timing as data (files whose GlobalMetadata says ``thread_timing``)
+    The converter writes how each host thread spent its recorded time (see
+    :mod:`chakra.convert.threads`): the pieces of an op's exclusive time before, between and
+    after its children, the idle time outside any op, and the blocking waits it found, as
+    ``wait_on`` dependencies.  Such a rank takes its lanes from those attributes instead of
+    the segments and gaps above (:func:`_pieces_plan`): a node waits for its lane predecessor,
+    the pieces in between (each times its owner's what-if factor) and its idle time (dropped
+    with ``gaps=False``); a wait starts a node at the waited node's end plus the recorded
+    latency.  A parent op ends, for the completion log and the replayed time, when its tail
+    after its children does.  A what-if (``RankGraph.factor`` / ``delay``, see
+    :mod:`chakra.replay.whatif`) then moves everything that depends on a change, both ways.
+
 ASTRA-sim rule (mode ``"astrasim"``)
     Per rank at most one CPU op, one GPU compute op and one GPU communication op run
     at once; among ready nodes of one kind the lowest id goes first.  No lanes and no
@@ -67,14 +79,19 @@ Whole-job coupling (``replay_job``)
     a group no rank lists is an error, or with ``"world"`` the whole job).  A node
     without a counterpart (profiler windows cut at different collectives) runs alone for
     its recorded duration, with a warning.  The collective starts when the last
-    participant arrives and lasts the *shortest recorded duration among the
-    participants*: every recorded duration is communication plus waiting for the
-    peers, and the participant that arrived last waited least, so the minimum is the
-    best available estimate of the communication alone.  Every participant's node then
-    spans from its own arrival to the common end (its wait is kept separately).
-    ``collective="net"`` instead gives each participant its own recording minus the
-    time it was recorded waiting for the last arrival (ring collectives do not end
-    together on all ranks; this needs the clock alignment below to be meaningful).
+    participant arrives.  With ``collective="net"`` (the default) each participant
+    then lasts its own recording minus the time it was recorded waiting for the last
+    arrival: ring collectives do not end together on all ranks, and the threads that
+    wait for them (``wait_on``) need each rank's own end; this needs the clock
+    alignment below to be meaningful.  ``collective="min"`` instead gives every
+    participant the *shortest recorded duration among the participants* (every
+    recorded duration is communication plus waiting for the peers, and the
+    participant that arrived last waited least, so the minimum is the best estimate
+    of the communication alone) and ends them together.  Every participant's node
+    spans from its own arrival to its end (its wait is kept separately).  A record
+    with children on its thread (a gloo collective allocating, transferring and
+    copying out on its worker thread) couples its longest piece of own time, the
+    transfer, instead of its lead (see :func:`_couple_transfers`).
     COMM_SEND / COMM_RECV are matched per (src, dst, tag) channel, in order.  A
     send is eager: it never waits for its receiver and takes its recorded duration
     (blocking both sides would deadlock the common "everyone sends, then everyone
@@ -106,6 +123,7 @@ import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import chain, compress, count, islice, repeat
+from typing import Any
 
 from chakra.errors import ChakraError
 from chakra.job.match import Comm, JobMatchError, RankComms, match_job
@@ -115,6 +133,7 @@ from chakra.schema import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, METADA
 log = logging.getLogger(__name__)
 
 MODES = ("lanes", "astrasim")
+_COMM_NODE_TYPES = frozenset((COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE))
 COLLECTIVE_DURATIONS = ("min", "net")
 _CPU, _GPU_COMP, _GPU_COMM = 0, 1, 2
 _MAX_LISTED = 5
@@ -135,6 +154,7 @@ class SimOutput:
     lane_order: list[list[int]] = field(default_factory=list)   # per rank: local indices in lane order
     groups: int = 0                                             # coupled groups (collectives + p2p pairs)
     base: list[float] = field(default_factory=list)             # per rank: its time 0 on the common clock
+    closes: dict[int, float] = field(default_factory=dict)      # parent node -> when its tail ends
 
 
 def _fmt_ids(ids: Sequence[int]) -> str:
@@ -275,6 +295,183 @@ def _lane_plan(g: RankGraph, order: list[int], off: int, use_gaps: bool, lane_ne
     return rd
 
 
+@dataclass(slots=True)
+class _Plan:
+    """How the lanes of one rank run (local indices); see :func:`_pieces_plan`."""
+
+    rd: list[float]                     # replayed duration (a CPU parent: its lead)
+    rd_rec: list[float]                 # the same without the what-if (what the recording shows)
+    gap: list[float]                    # delay after the lane predecessor frees the lane
+    first: dict[int, float]             # a lane's first node: its offset from the window start
+    release: dict[int, float]           # node -> time after its start at which its lane is free
+    after: dict[int, list[tuple[int, float]]]   # node -> [(u, delay)]: starts >= end(u) + delay
+    lane_prev: list[int]                # lane predecessor (-1: first of its lane, or no lane)
+    close: dict[int, tuple[int, float]] = field(default_factory=dict)   # parent -> (last descendant, tails)
+    transfer: dict[int, tuple[int, float]] = field(default_factory=dict)   # record -> (child after, piece)
+
+
+def _pieces_plan(g: RankGraph, order: Sequence[int], use_gaps: bool) -> _Plan:
+    """Lanes of a rank whose nodes carry their thread timing (``g.thread_timing``, chakra.convert.threads).
+
+    Each host thread is walked in lane order with a stack of open nodes rebuilt from ``thread_depth``.
+    A node starts after its lane predecessor frees the lane plus its gap: the tails of the nodes that
+    closed in between, and its enclosing node's ``work_before_us`` (each piece times its owner's
+    what-if factor), or, outside any node, its ``idle_before_us`` (dropped with ``use_gaps`` off).  A
+    node with children occupies the lane for its lead, ``duration - tail - work_before of its
+    children`` (an edited duration below those pieces shrinks them proportionally).  A record marked
+    ``frees_thread`` (an isend) frees its lane at once and keeps its duration.  ``wait_on`` adds
+    ``start >= end(waited) + wait_post_us (+ idle_before_us with gaps)``, where the end of a node with
+    children is when its tail ends (its last descendant's end plus the tails up to its own).  GPU
+    streams have no gaps.
+    """
+    n = len(g.ids)
+    durs, lanes, types = g.durations, g.lanes, g.types
+    ex = g.extra
+    depth = ex.get("thread_depth", {})
+    wb = ex.get("work_before_us", {})
+    tail = ex.get("tail_us", {})
+    idle = ex.get("idle_before_us", {})
+    wait_on = ex.get("wait_on", {})
+    wait_post = ex.get("wait_post_us", {})
+    frees = ex.get("frees_thread", {})
+    factor = g.factor
+    delay = g.delay
+    rd_rec = [0.0 if t == METADATA_NODE else float(d) for d, t in zip(durs, types)]
+    lane_prev = [-1] * n
+    gap = [0.0] * n
+    first: dict[int, float] = {}
+    release: dict[int, float] = {}
+    after: dict[int, list[tuple[int, float]]] = {}
+    seqs: dict[Any, list[int]] = {}
+    for i in order:
+        lane = lanes[i]
+        if lane is not None:
+            seqs.setdefault(lane, []).append(i)
+    parent = [-1] * n
+    cwb: dict[int, float] = {}          # a node's children's work_before, summed
+    closed_before: dict[int, list[int]] = {}   # node -> the nodes that closed just before it, innermost first
+    timed_lanes = []
+    record_kids: list[int] = []         # children of a communication record on its thread
+    for lane, seq in seqs.items():
+        for a, b in zip(seq, seq[1:]):
+            lane_prev[b] = a
+        if lane[0] != "cpu" and not any(map(depth.__contains__, seq)) \
+                and not any(map(idle.__contains__, seq)):
+            continue      # a GPU stream (a host record's own lane, e.g. a gloo worker, has the timing)
+        timed_lanes.append(seq)
+        stack: list[int] = []
+        depths: list[int] = []
+        dget, wget = depth.get, wb.get
+        for j in seq:
+            d = dget(j, 0)
+            if depths and depths[-1] >= d:
+                closed = closed_before[j] = []
+                while depths and depths[-1] >= d:
+                    closed.append(stack.pop())
+                    depths.pop()
+            if stack:
+                p = stack[-1]
+                parent[j] = p
+                w = wget(j)
+                cwb[p] = cwb.get(p, 0.0) + (w or 0.0)
+                if types[p] in _COMM_NODE_TYPES and w:
+                    record_kids.append(j)
+            stack.append(j)
+            depths.append(d)
+        if stack:
+            closed_before.setdefault(-1 - len(timed_lanes), []).extend(reversed(stack))
+    # a parent occupies its lane for its lead; its pieces scale with it
+    scale: dict[int, float] = {}
+    rd = list(rd_rec)
+    for i, w in cwb.items():
+        pieces = tail.get(i, 0) + w
+        d = rd_rec[i]
+        if d < pieces:
+            r = d / pieces if pieces else 1.0
+            lead = 0.0
+        else:
+            r = 1.0
+            lead = d - pieces
+        rd_rec[i] = lead
+        f = factor[i] if factor is not None else 1.0
+        rd[i] = lead * f
+        scale[i] = r * f
+    for i in frees:
+        if i not in cwb:
+            release[i] = 0.0     # a record that does not hold its thread (an isend)
+    if factor is not None:
+        for i in range(n):
+            if i not in cwb:
+                rd[i] *= factor[i]
+    if delay is not None:
+        for i in range(n):
+            if delay[i]:
+                rd[i] += delay[i]
+    close: dict[int, tuple[int, float]] = {}   # parent -> (its last descendant, tails up to its own)
+    cget, tget, wget, iget, sget = closed_before.get, tail.get, wb.get, idle.get, scale.get
+    for li, seq in enumerate(timed_lanes):
+        for j in seq:
+            t = 0.0
+            closed = cget(j)
+            if closed:
+                last = lane_prev[j]
+                for o in closed:
+                    tl = tget(o)
+                    if tl:
+                        t += tl * sget(o, 1.0)
+                    if o in cwb:
+                        close[o] = (last, t)
+            w = wget(j)
+            if w:
+                t += w * sget(parent[j], 1.0)
+            if use_gaps:
+                x = iget(j)
+                if x:
+                    t += x
+            if t:
+                gap[j] = t
+        if gap[seq[0]]:
+            first[seq[0]] = gap[seq[0]]
+            gap[seq[0]] = 0.0
+        t = 0.0
+        for o in closed_before.get(-2 - li, ()):       # still open after the lane's last node
+            tl = tail.get(o)
+            if tl:
+                t += tl * scale.get(o, 1.0)
+            if o in cwb:
+                close[o] = (seq[-1], t)
+    if wait_on:
+        index = {nid: i for i, nid in enumerate(g.ids)} if len(wait_on) > 8 else None
+        for j, uid in wait_on.items():
+            u = index.get(uid) if index is not None else _find_id(g.ids, uid)
+            if u is None or uid not in g.deps[j]:
+                continue
+            post = float(wait_post.get(j, 0)) + (idle.get(j, 0) if use_gaps else 0.0)
+            c = close.get(u)
+            if c is not None and c[0] >= 0 and c[0] not in release:
+                u, post = c[0], post + c[1]
+            after.setdefault(j, []).append((u, post))
+    # a communication record with children on its thread (gloo allocating, transferring, copying out):
+    # its longest piece of own time, before one of its children, is the transfer (a whole-job replay
+    # couples that piece with the peers, see simulate)
+    transfer: dict[int, tuple[int, float]] = {}
+    for j in record_kids:
+        p = parent[j]
+        if not g.is_cpu[p]:
+            w = wb.get(j, 0) * scale.get(p, 1.0)
+            if w > 0 and (p not in transfer or w > transfer[p][1]):
+                transfer[p] = (j, w)
+    return _Plan(rd=rd, rd_rec=rd_rec, gap=gap, first=first, release=release, after=after,
+                 lane_prev=lane_prev, close=close, transfer=transfer)
+
+
+def _find_id(ids: Sequence[int], nid: int) -> int | None:
+    from bisect import bisect_left
+
+    k = bisect_left(ids, nid)
+    return k if k < len(ids) and ids[k] == nid else None
+
+
 def _finish_waits(g: RankGraph, deps: list[tuple[int, ...]], rd: list[float]
                   ) -> dict[int, list[tuple[int, float | None, float]]]:
     """Nodes that were recorded already running while a dependency on another lane finished.
@@ -362,6 +559,7 @@ def _build_coupling(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: 
     for r, g, off, order in zip(ranks, graphs, offsets, orders):
         comms = []
         base = g.measured_start_us
+        ctypes, csizes = g.extra.get("comm_type", {}), g.extra.get("comm_size", {})
         for i in order:
             info = g.comm.get(i)
             if info is None:
@@ -372,8 +570,10 @@ def _build_coupling(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: 
             if ntype == COMM_RECV_NODE and info.src is None:
                 raise ReplayError(f"recv node {g.ids[i]} has no comm_src", g.path)
             end = None if base is None or not g.starts[i] else base + g.starts[i] + g.durations[i]
-            comms.append(Comm(pos=off + i, node_id=g.ids[i], kind=ntype, comm_type=info.comm_type,
-                              size=info.size, pg=info.pg_name,
+            ctype = ctypes.get(i)
+            comms.append(Comm(pos=off + i, node_id=g.ids[i], kind=ntype,
+                              comm_type=int(ctype) if isinstance(ctype, (int, float)) else None,
+                              size=int(csizes.get(i) or 0), pg=info.pg_name,
                               peer=info.dst if ntype == COMM_SEND_NODE else info.src, tag=info.tag,
                               seq=info.seq, end=end, name=g.names[i]))
         job.append(RankComms(r, comms, dict(g.process_groups), g.path))
@@ -401,6 +601,29 @@ def _build_coupling(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: 
         for m in members:
             couple[m] = gid
     return c, couple
+
+
+def _couple_transfers(c: _Coupling, group_of: list[int], transfers: dict[int, tuple[int, float]],
+                      gap: list[float], rdur: list[float], after_transfer: dict[int, float]) -> None:
+    """A coupled record with children on its thread couples its transfer piece, not its lead.
+
+    The child ``k`` that follows the transfer stands in for the record in its group: it arrives when
+    its thread reaches the transfer (its gap without the transfer piece), and, once every peer has
+    arrived, runs the group's transfer time and then its own duration.  The record itself runs its
+    lead like any other node.
+    """
+    for x, (k, w) in transfers.items():
+        grp = group_of[x]
+        if grp < 0:
+            continue
+        members = c.members[grp]
+        members[members.index(x)] = k
+        if c.eager[grp] == x:
+            c.eager[grp] = k
+        group_of[k] = grp
+        group_of[x] = -1
+        gap[k] = max(0.0, gap[k] - w)
+        after_transfer[k] = rdur[k]
 
 
 def _net_durations(c: _Coupling, graphs: Sequence[RankGraph], offsets: Sequence[int],
@@ -435,14 +658,14 @@ def _rank_of(offsets: Sequence[int], gi: int) -> int:
 
 def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None, mode: str = "lanes",
              gaps: bool = True, missing: str = "error", couple: bool = False,
-             base: Sequence[float] | None = None, collective: str = "min", unknown_group: str = "error"
+             base: Sequence[float] | None = None, collective: str = "net", unknown_group: str = "error"
              ) -> SimOutput:
     """Replay ``graphs`` (one per rank) together; ``couple`` ties collectives/send/recv across ranks.
 
     ``base`` (lanes mode) is the time at which each rank's replay begins on the common
     clock; results stay on that clock.  ``collective`` is the transfer time of a coupled
-    group: ``"min"`` (shortest recording, every participant ends together) or ``"net"``
-    (each participant's recording net of its recorded wait, see :func:`_net_durations`).
+    group: ``"net"`` (each participant's recording net of its recorded wait, see
+    :func:`_net_durations`) or ``"min"`` (shortest recording, every participant ends together).
     """
     if mode not in MODES:
         raise ChakraError(f"unknown replay mode {mode!r} (expected one of {', '.join(MODES)})")
@@ -479,6 +702,9 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
     ff_succ: dict[int, list[tuple[int, float | None, float]]] = {}  # u -> [(v, tail after u's end, offset)]
     ff_min: dict[int, float] = {}   # v -> shortest tail: v's own time when nothing is waited for
     release: dict[int, float] = {}  # node -> time after its start at which its lane is free again
+    dsucc: dict[int, list[tuple[int, float]]] = {}  # u -> [(v, delay)]: v starts >= end(u) + delay
+    closes: dict[int, tuple[int, float]] = {}       # parent -> (its last descendant, the tails after it)
+    transfers: dict[int, tuple[int, float]] = {}    # coupled record -> (child after its transfer, piece)
     if base is not None and lanes_mode:
         for ri, b in enumerate(base):
             if b:
@@ -488,11 +714,43 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
         deps = _resolve_deps(g, missing)
         order = _priority_topo_order(g, deps)
         orders.append(order)
-        dur.extend(g.durations)
+        scaled = _scaled_durations(g)
+        dur.extend(scaled)
         is_meta.extend(t == METADATA_NODE for t in g.types)
         if lanes_mode:
-            rd = _lane_plan(g, order, off, use_gaps, lane_next, rem, gap, ready_at, release)
-            waits = _finish_waits(g, deps, rd)
+            if g.thread_timing:
+                plan = _pieces_plan(g, order, use_gaps)
+                for b, a in enumerate(plan.lane_prev):
+                    if a >= 0:
+                        lane_next[off + a] = off + b
+                        rem[off + b] += 1
+                for i, v in enumerate(plan.gap):
+                    if v:
+                        gap[off + i] = v
+                for i, v in plan.first.items():
+                    ready_at[off + i] += v
+                for i, v in plan.release.items():
+                    release[off + i] = v
+                for j, pairs in plan.after.items():
+                    rem[off + j] += len(pairs)
+                    for u, dl in pairs:
+                        dsucc.setdefault(off + u, []).append((off + j, dl))
+                rd, rd_rec = plan.rd, plan.rd_rec
+                for x, (last, t) in plan.close.items():
+                    closes[off + x] = (off + last, t)
+                if couple:
+                    for x, (c, w) in plan.transfer.items():
+                        transfers[off + x] = (off + c, w)
+            else:
+                rd = _lane_plan(g, order, off, use_gaps, lane_next, rem, gap, ready_at, release)
+                rd_rec = rd
+                if g.factor is not None or g.delay is not None:
+                    rd = [x * y for x, y in zip(rd, g.factor)] if g.factor is not None else list(rd)
+                    if g.delay is not None:
+                        rd = [x + y for x, y in zip(rd, g.delay)]
+            waits = _finish_waits(g, deps, rd_rec)
+            f_of = g.factor
+            d_of = g.delay
             for i, pairs in waits.items():
                 skip = {j for j, _, _ in pairs}
                 deps[i] = tuple(j for j in deps[i] if j not in skip)
@@ -500,13 +758,18 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
                 tails = [t for _, t, _ in pairs if t is not None]
                 rem[gi] += len(pairs)
                 ff_rem[gi] = len(tails)
-                if tails:
-                    ff_min[gi] = min(tails)
+                if tails:   # the node's own time after what it waited for: a what-if scales it too
+                    ff_min[gi] = min(tails) * (f_of[i] if f_of is not None else 1.0) \
+                        + (d_of[i] if d_of is not None else 0.0)
                 for j, tail, offset in pairs:
+                    if tail is not None and f_of is not None:
+                        tail = tail * f_of[i] + (d_of[i] if d_of is not None else 0.0)
                     ff_succ.setdefault(off + j, []).append((gi, tail, offset))
             rdur.extend(rd)
+            if rd is not scaled:        # a coupled node lasts as long as on its own
+                dur[off:off + len(rd)] = rd
         else:
-            rdur.extend(g.durations)
+            rdur.extend(scaled)
             first_res = ri * 3
             types, cpu = g.types, g.is_cpu
             for i in range(len(g.ids)):
@@ -523,11 +786,16 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
                     else:
                         s.append(gi)
 
+    for x, (_c, w) in transfers.items():
+        dur[x] = w                       # what the peers share of such a record: its transfer
     coupling, group_of = (_build_coupling(graphs, ranks, offsets, orders, dur, unknown_group) if couple
                           else (_Coupling(), None))
     if couple and collective == "net":
         _net_durations(coupling, graphs, offsets, dur,
                        base if base is not None and lanes_mode else [0.0] * len(graphs))
+    after_transfer: dict[int, float] = {}    # coupled child -> its own time, after the transfer
+    if transfers and group_of is not None:
+        _couple_transfers(coupling, group_of, transfers, gap, rdur, after_transfer)
     n_groups = len(coupling.members)
     arrived = [0] * n_groups
     latest = [0.0] * n_groups
@@ -560,7 +828,8 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
             for k, m in enumerate(coupling.members[grp]):
                 if m != eager:
                     comm_start[m] = cs
-                    schedule_end(m, e if per_member is None else cs + per_member[k])
+                    em = e if per_member is None else cs + per_member[k]
+                    schedule_end(m, em + after_transfer[m] if after_transfer and m in after_transfer else em)
 
     def schedule_end(gi: int, e: float) -> None:
         """End at ``e``, or later if a dependency it was recorded waiting for ends later."""
@@ -617,6 +886,15 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
                 for j in s:
                     if ready_at[j] < t:
                         ready_at[j] = t
+                    rem[j] -= 1
+                    if rem[j] == 0:
+                        pending.append(j)
+            ds = dsucc.get(gi) if dsucc else None
+            if ds is not None:                 # waits with a recorded latency; closed records
+                for j, dl in ds:
+                    tj = t + dl
+                    if ready_at[j] < tj:
+                        ready_at[j] = tj
                     rem[j] -= 1
                     if rem[j] == 0:
                         pending.append(j)
@@ -694,8 +972,23 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
         raise ReplayError(_stall_message(graphs, ranks, offsets, coupling, arrived, arrived_nodes,
                                          total - done))
     bases = [float(b) for b in base] if base is not None and lanes_mode else [0.0] * len(graphs)
+    close_end = {x: end[last] + t for x, (last, t) in closes.items()}
     return SimOutput(starts=start, ends=end, offsets=offsets, comm_start=comm_start, lane_order=orders,
-                     base=bases, groups=n_groups)
+                     base=bases, groups=n_groups, closes=close_end)
+
+
+def _scaled_durations(g: RankGraph) -> list[float]:
+    """Recorded durations under the what-if (``g.factor``, ``g.delay``); METADATA nodes unchanged."""
+    durs = g.durations
+    if g.factor is None and g.delay is None:
+        return durs
+    out = [d * f for d, f in zip(durs, g.factor)] if g.factor is not None else list(durs)
+    if g.delay is not None:
+        out = [d + x for d, x in zip(out, g.delay)]
+    for i, t in enumerate(g.types):
+        if t == METADATA_NODE:
+            out[i] = durs[i]
+    return out
 
 
 def _exact(g: RankGraph) -> bool:
@@ -703,6 +996,8 @@ def _exact(g: RankGraph) -> bool:
     whole µs (what a protobuf ET holds) small enough that no sum of them ever rounds.  Then the result
     does not depend on the order in which the constraints are applied (see :func:`_simulate_one`)."""
     starts, durs = g.starts, g.durations
+    if g.factor is not None or g.delay is not None:
+        return False        # a what-if: fractional times, the general path
     if not starts:
         return True
     is_int = float.is_integer
@@ -743,9 +1038,9 @@ def _simulate_one(g: RankGraph, use_gaps: bool, missing: str) -> SimOutput:
     del nodes
     out = _one_pass(g, deps, order, use_gaps)
     assert out is not None
-    start, end = out
+    start, end, closes = out
     return SimOutput(starts=start, ends=end, offsets=[0, n], comm_start={}, lane_order=[order],
-                     base=[0.0], groups=0)
+                     base=[0.0], groups=0, closes=closes)
 
 
 def _topo_order(g: RankGraph, deps: list[tuple[int, ...]], nodes: list[int]) -> list[int]:
@@ -800,23 +1095,36 @@ def _topo_order(g: RankGraph, deps: list[tuple[int, ...]], nodes: list[int]) -> 
 
 
 def _one_pass(g: RankGraph, deps: list[tuple[int, ...]], order: list[int], use_gaps: bool
-              ) -> tuple[list[float], list[float]] | None:
-    """Start and end of every node, computed in ``order``; None if a dependency comes later in it."""
+              ) -> tuple[list[float], list[float], dict[int, float]] | None:
+    """Start and end of every node, computed in ``order``, and when each parent's tail ends; None if a
+    dependency comes later in it."""
     n = len(order)
     lanes, starts, is_cpu, durs, ids = g.lanes, g.starts, g.is_cpu, g.durations, g.ids
     parents = g.parents
-    rd = list(durs)
     timed = g.timed
-    # each lane's nodes in lane order: seqs[lanes[i]].append(i) for i in order, in C
-    by_order = list(map(lanes.__getitem__, order))
-    seqs: dict = {lane: [] for lane in dict.fromkeys(by_order)}
-    any(map(list.append, map(seqs.__getitem__, by_order), order))
-    del by_order
-    seqs.pop(None, None)
-    lane_prev = [-1] * n
-    gap = [0.0] * n
-    ready = [0.0] * n
-    release: dict[int, float] = {}
+    after: dict[int, list[tuple[int, float]]] = {}
+    close: dict[int, tuple[int, float]] = {}
+    if g.thread_timing:
+        plan = _pieces_plan(g, order, use_gaps)
+        close = plan.close
+        rd, rd_rec, lane_prev, gap, release, after = (plan.rd, plan.rd_rec, plan.lane_prev, plan.gap,
+                                                      plan.release, plan.after)
+        ready = [0.0] * n
+        for i, v in plan.first.items():
+            ready[i] = v
+        seqs: dict = {}
+    else:
+        rd = list(durs)
+        # each lane's nodes in lane order: seqs[lanes[i]].append(i) for i in order, in C
+        by_order = list(map(lanes.__getitem__, order))
+        seqs = {lane: [] for lane in dict.fromkeys(by_order)}
+        any(map(list.append, map(seqs.__getitem__, by_order), order))
+        del by_order
+        seqs.pop(None, None)
+        lane_prev = [-1] * n
+        gap = [0.0] * n
+        ready = [0.0] * n
+        release = {}
     for lane, seq in seqs.items():
         if lane[0] != "cpu" or not (timed or use_gaps):
             any(map(lane_prev.__setitem__, islice(seq, 1, None), seq))   # lane_prev[b] = a, in C
@@ -845,6 +1153,8 @@ def _one_pass(g: RankGraph, deps: list[tuple[int, ...]], order: list[int], use_g
                 ready[b] += sb - cur
                 cur = sb
             a, sa = b, sb
+    if not g.thread_timing:
+        rd_rec = rd
     start = [0.0] * n
     end = [-1.0] * n
     if METADATA_NODE in g.types:          # a METADATA node ends when it starts
@@ -869,7 +1179,7 @@ def _one_pass(g: RankGraph, deps: list[tuple[int, ...]], order: list[int], use_g
                 # _finish_waits: a dependency on another lane that the recording shows this node
                 # already running while it finished bounds this node's end, not its start
                 s = starts[i]
-                e_rec = s + rd[i]
+                e_rec = s + rd_rec[i]
                 cand = -1.0
                 for j in d:
                     e = end[j]
@@ -898,13 +1208,20 @@ def _one_pass(g: RankGraph, deps: list[tuple[int, ...]], order: list[int], use_g
             c = end[p] + gap[i] if rel is None else start[p] + rel + gap[i]
             if c > t:
                 t = c
+        if after:
+            for u, dl in after.get(i, ()):
+                e = end[u]
+                if e < 0.0:
+                    return None
+                if e + dl > t:
+                    t = e + dl
         start[i] = t
         if m is None:
             end[i] = t + rd[i]
         else:
             e = t + m
             end[i] = cand if cand > e else e
-    return start, end
+    return start, end, {x: end[last] + t for x, (last, t) in close.items()}
 
 
 def _stall_message(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: Sequence[int],

@@ -32,7 +32,12 @@ COMM_TYPES = frozenset((COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE))
 WORLD_PG_NAMES = frozenset(("", "0"))
 
 # comm attributes the replay reads (besides is_cpu_op, tid, stream, device)
-_COMM_ATTRS = frozenset(("pg_name", "comm_src", "comm_dst", "comm_tag", "comm_type", "comm_size", "comm_seq"))
+_COMM_ATTRS = frozenset(("pg_name", "comm_src", "comm_dst", "comm_tag", "comm_seq"))
+# per-node numbers the replay reads when present (RankGraph.extra): the thread timing written by the
+# converter (chakra.convert.threads) and the size and kind of a collective (the communication model)
+EXTRA_ATTRS = frozenset(("thread_depth", "work_before_us", "tail_us", "idle_before_us", "wait_on",
+                         "wait_post_us", "frees_thread", "comm_type", "comm_size"))
+THREAD_TIMING = "pieces-1"   # GlobalMetadata ``thread_timing`` of files whose nodes carry it
 
 
 @dataclass(slots=True)
@@ -57,6 +62,17 @@ class NodeSpec:
     comm_dst: int | None = None
     comm_tag: int = 0
     lane: Any = None
+    # thread timing (see chakra.convert.threads); a graph uses it when any node sets one of these, or
+    # graph_from_specs(thread_timing=True)
+    depth: int = 0
+    work_before: float = 0.0
+    tail: float = 0.0
+    idle_before: float = 0.0
+    wait_on: int | None = None
+    wait_post: float = 0.0
+    frees_thread: bool = False
+    comm_type: int | None = None
+    comm_size: int | None = None
 
 
 @dataclass(slots=True)
@@ -67,17 +83,15 @@ class CommInfo:
     src: int | None = None
     dst: int | None = None
     tag: int = 0
-    comm_type: int | None = None
-    size: int = 0
-    seq: int | None = None
+    seq: int | None = None   # the group's collective sequence number (comm_seq), when recorded
 
     @classmethod
     def from_attrs(cls, raw: dict[str, Any]) -> CommInfo:
-        """From the node's comm attributes (name -> value; the one constructor every reader uses)."""
+        """From the node's comm attributes (name -> value; the one constructor every reader uses).
+        A collective's type and size are in ``RankGraph.extra`` (the communication model reads them too)."""
         seq = raw.get("comm_seq")
         return cls(pg_name=str(raw.get("pg_name") or ""), src=_int_or_none(raw.get("comm_src")),
                    dst=_int_or_none(raw.get("comm_dst")), tag=_int_or_none(raw.get("comm_tag")) or 0,
-                   comm_type=_int_or_none(raw.get("comm_type")), size=_int_or_none(raw.get("comm_size")) or 0,
                    seq=seq if type(seq) is int else None)
 
 
@@ -102,6 +116,12 @@ class RankGraph:
     measured_us: float | None = None
     measured_start_us: float | None = None
     path: str | None = None
+    # index -> value of the EXTRA_ATTRS a node carries, per attribute name (absent: 0 / none)
+    extra: dict[str, dict[int, Any]] = field(default_factory=dict)
+    thread_timing: bool = False   # the nodes carry the thread timing (idle, pieces, waits) as data
+    # what-if (chakra.replay.whatif), per node index: multiplies all of a node's own time / adds to it
+    factor: list[float] | None = None
+    delay: list[float] | None = None
 
     @property
     def timed(self) -> bool:
@@ -195,7 +215,19 @@ def graph_for_metadata(metadata: Any, path: str | None, rank: int | None) -> Ran
     g.measured_us = float(mdur) if isinstance(mdur, (int, float)) and mdur > 0 else None
     mstart = info.get("measured_start_us")
     g.measured_start_us = float(mstart) if isinstance(mstart, (int, float)) else None
+    g.thread_timing = info.get("thread_timing") == THREAD_TIMING
     return g
+
+
+def extra_by_index(extra_by_id: dict[str, dict[int, Any]], ids: Sequence[int]) -> dict[str, dict[int, Any]]:
+    """{name: {node id: value}} -> {name: {index: value}} for ``ids`` in index order (sorted)."""
+    from bisect import bisect_left
+
+    out: dict[str, dict[int, Any]] = {}
+    for name, by_id in extra_by_id.items():
+        if by_id:
+            out[name] = {bisect_left(ids, nid): v for nid, v in by_id.items()}
+    return out
 
 
 def graph_from_protobuf(nodes: Iterable[Any], metadata: Any = None, *, path: str | None = None,
@@ -215,6 +247,7 @@ def graph_from_protobuf(nodes: Iterable[Any], metadata: Any = None, *, path: str
     streams: list[Any] = []
     devices: list[Any] = []
     comm_raw: dict[int, dict[str, Any]] = {}
+    extra: dict[str, dict[int, Any]] = {}
     parents: set[int] = set()
     ctrl_parent: dict[int, int] = {}
     meta_payload = None
@@ -233,6 +266,10 @@ def graph_from_protobuf(nodes: Iterable[Any], metadata: Any = None, *, path: str
                 device = _scalar(getattr(a, a.WhichOneof("value") or "int64_val"))
             elif name in _COMM_ATTRS:
                 comm_raw.setdefault(len(ids), {})[name] = attr_value(a)
+            elif name in EXTRA_ATTRS:
+                v = _scalar(attr_value(a))
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    extra.setdefault(name, {})[n.id] = v
         ntype = n.type
         if ntype == METADATA_NODE and meta_payload is None and n.inputs.values:
             meta_payload = n.inputs.values
@@ -304,6 +341,8 @@ def graph_from_protobuf(nodes: Iterable[Any], metadata: Any = None, *, path: str
         g.lanes = [lanes[i] for i in perm]
         where_now = {old: new for new, old in enumerate(perm)}
         g.comm = {where_now[i]: c for i, c in comm.items()}
+    if extra:
+        g.extra = extra_by_index(extra, g.ids)
     if not g.process_groups and meta_payload:
         groups = _groups_from_metadata_node(meta_payload, where)
         if groups:
@@ -313,8 +352,11 @@ def graph_from_protobuf(nodes: Iterable[Any], metadata: Any = None, *, path: str
 
 def graph_from_specs(specs: Iterable[NodeSpec], *, rank: int | None = None, world_size: int | None = None,
                      process_groups: Any = None, measured_us: float | None = None,
-                     path: str | None = None) -> RankGraph:
-    """Build a RankGraph from hand-written NodeSpecs."""
+                     path: str | None = None, thread_timing: bool | None = None) -> RankGraph:
+    """Build a RankGraph from hand-written NodeSpecs.
+
+    ``thread_timing`` (None: when some node sets depth, work_before, tail, idle_before or wait_on) makes
+    the replay take the thread timing from the nodes instead of from their start times."""
     g = RankGraph(rank=rank, world_size=world_size, measured_us=measured_us, path=path)
     if process_groups:
         g.process_groups = (dict(process_groups) if isinstance(process_groups, dict)
@@ -342,6 +384,18 @@ def graph_from_specs(specs: Iterable[NodeSpec], *, rank: int | None = None, worl
         g.deps.append(tuple(s.deps))
         g.is_cpu.append(bool(s.is_cpu))
         g.lanes.append(lane)
+        k = len(g.ids) - 1
+        for name, v in (("thread_depth", s.depth), ("work_before_us", s.work_before), ("tail_us", s.tail),
+                        ("idle_before_us", s.idle_before), ("wait_on", s.wait_on),
+                        ("wait_post_us", s.wait_post), ("frees_thread", int(s.frees_thread)),
+                        ("comm_type", s.comm_type),
+                        ("comm_size", s.comm_size)):
+            if v or (name == "comm_type" and v is not None):
+                g.extra.setdefault(name, {})[k] = v
+    if thread_timing is None:
+        thread_timing = any(name in g.extra for name in ("thread_depth", "work_before_us", "tail_us",
+                                                         "idle_before_us", "wait_on"))
+    g.thread_timing = thread_timing
     return g
 
 

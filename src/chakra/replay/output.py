@@ -71,6 +71,9 @@ def _display_ends(res: ReplayResult) -> list[float]:
     """
     g = res.graph
     ends = list(res.ends)
+    for i, c in res.closes.items():       # thread timing: a parent ends when its tail does
+        if c > ends[i]:
+            ends[i] = c
     if not g.ctrl_parent:
         return ends
     index = {nid: i for i, nid in enumerate(g.ids)}
@@ -153,22 +156,35 @@ def results_table(results: Iterable[ReplayResult], title: str = "Replay") -> Any
 
 
 def replay_report(paths: list[str], *, job: bool = False, mode: str = "lanes", gaps: bool = True,
-                  align: bool = True, collective: str = "min", missing: str = "error",
+                  align: bool = True, collective: str = "net", missing: str = "error",
                   timeline_path: str | None = None,
                   log_path: str | None = None, as_json: bool = False, stream: Any = None,
-                  comm_groups: str | None = None, unknown_group: str = "error") -> int:
-    """What ``chakra replay`` does: replay, write the requested files, print a table (or JSON)."""
+                  comm_groups: str | None = None, unknown_group: str = "error", whatif: Any = None) -> int:
+    """What ``chakra replay`` does: replay, write the requested files, print a table (or JSON).
+
+    With a what-if (:class:`chakra.replay.whatif.WhatIf`), the files are replayed as recorded and
+    with the change, and the table says, per rank, the recorded step, the replay as recorded, the
+    predicted step and what moved on the critical path; the log and timeline are the prediction's."""
     import sys
 
     import orjson
 
-    from chakra.replay.api import replay_job
+    from chakra.replay.api import load_job, replay_job
 
     out = stream if stream is not None else sys.stdout
     if (comm_groups or unknown_group != "error") and not job:
         from chakra.errors import UsageError
 
         raise UsageError("--comm-group and --unknown-group are for the whole-job replay: add --job")
+    if whatif is not None and not whatif.empty:
+        graphs = load_job(paths)
+        kw = {"mode": mode, "gaps": gaps, "missing": missing, "couple": job, "align": align,
+              "collective": collective}
+        if job:
+            kw.update(comm_groups=comm_groups, unknown_group=unknown_group)
+        base = replay_job(graphs, **kw)
+        result = replay_job(graphs, whatif=whatif, **kw)
+        return _whatif_output(base, result, whatif, out, as_json, log_path, timeline_path)
     result = replay_job(paths, mode=mode, gaps=gaps, missing=missing, couple=job, align=align,
                         collective=collective, comm_groups=comm_groups, unknown_group=unknown_group)
     if log_path:
@@ -187,4 +203,60 @@ def replay_report(paths: list[str], *, job: bool = False, mode: str = "lanes", g
     if job:
         console.print(f"matched communication groups: {result.groups}; "
                       f"job replayed time: {fmt_us(result.replayed_us)} µs")
+    return 0
+
+
+def whatif_summary(base: Any, pred: Any) -> dict[str, Any]:
+    """Per rank: recorded step, replay as recorded, prediction, and the critical path before/after."""
+    from chakra.replay.critical import compare_paths, critical_path
+
+    ranks = []
+    for res in pred:
+        b = base.ranks[res.rank]
+        before, after = critical_path(b), critical_path(res)
+        cmp = compare_paths(before, after)
+        ranks.append({
+            "rank": res.rank, "measured_us": res.measured_us, "replayed_us": b.replayed_us,
+            "predicted_us": res.replayed_us,
+            "change_pct": (100.0 * (res.replayed_us - b.replayed_us) / b.replayed_us
+                           if b.replayed_us else None),
+            "critical_path_us": [before.total_us, after.total_us],
+            "critical_path_by_category": {k: list(v) for k, v in cmp["categories"].items()},  # type: ignore[union-attr]
+            "moved_most": [{"name": k, "delta_us": d} for k, d in cmp["moved"]],  # type: ignore[union-attr]
+        })
+    return {"job": pred.coupled, "mode": pred.mode, "gaps": pred.gaps,
+            "whatif_applied": pred.whatif.lines() if pred.whatif is not None else [], "ranks": ranks}
+
+
+def _whatif_output(base: Any, pred: Any, whatif: Any, out: Any, as_json: bool, log_path: str | None,
+                   timeline_path: str | None) -> int:
+    import orjson
+    from rich.console import Console
+    from rich.table import Table
+
+    from chakra.replay.critical import critical_path, describe_change
+
+    if log_path:
+        write_completion_log(log_path, pred)
+    if timeline_path:
+        write_timeline(timeline_path, pred)
+    summary = whatif_summary(base, pred)
+    if as_json:
+        out.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return 0
+    console = Console(file=out, width=130)
+    how = "whole job" if pred.coupled else "per rank"
+    table = Table(title=f"What-if ({how}): {'; '.join(whatif.describe())}")
+    for col in ("rank", "measured (µs)", "replayed as recorded (µs)", "predicted (µs)", "change"):
+        table.add_column(col, justify="right")
+    for r in summary["ranks"]:
+        table.add_row(str(r["rank"]), fmt_us(r["measured_us"]), fmt_us(r["replayed_us"]),
+                      fmt_us(r["predicted_us"]), fmt_pct(r["change_pct"]))
+    console.print(table)
+    for line in summary["whatif_applied"]:
+        console.print(f"  {line}")
+    for res in pred:
+        b = base.ranks[res.rank]
+        for line in describe_change(critical_path(b), critical_path(res)):
+            console.print(f"  rank {res.rank}: {line}")
     return 0

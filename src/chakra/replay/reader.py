@@ -41,11 +41,13 @@ from typing import Any
 from chakra.errors import TraceFormatError
 from chakra.replay.graph import (
     COMM_TYPES,
+    EXTRA_ATTRS,
     CommInfo,
     RankGraph,
     _groups_from_metadata_node,
     _int_or_none,
     _scalar,
+    extra_by_index,
     graph_for_metadata,
     parse_process_groups,
 )
@@ -130,10 +132,10 @@ def _lean_classes() -> tuple[Any, ...]:
 _classes: tuple[Any, ...] | None = None
 
 # Attribute codes (the first item of an attribute's cache entry)
-_SKIP, _IS_CPU, _TID, _STREAM, _DEVICE, _COMM = range(6)
+_SKIP, _IS_CPU, _TID, _STREAM, _DEVICE, _COMM, _EXTRA = range(7)
 _NAMES = {"is_cpu_op": _IS_CPU, "tid": _TID, "stream": _STREAM, "device": _DEVICE,
-          "pg_name": _COMM, "comm_src": _COMM, "comm_dst": _COMM, "comm_tag": _COMM, "comm_type": _COMM,
-          "comm_size": _COMM, "comm_seq": _COMM}
+          "pg_name": _COMM, "comm_src": _COMM, "comm_dst": _COMM, "comm_tag": _COMM, "comm_seq": _COMM,
+          **{name: _EXTRA for name in sorted(EXTRA_ATTRS)}}
 # An attribute's name is in its bytes, literally: bytes without any of these names are none of them
 # (no name contains a NUL byte, so a match never spans two attributes joined with one).
 _MAYBE_NEEDED = re.compile(b"|".join(re.escape(n.encode()) for n in _NAMES)).search
@@ -154,6 +156,11 @@ def _classify(raw: bytes) -> tuple[int, Any, Any]:
         return (code, bool(getattr(a, a.WhichOneof("value") or "bool_val")), name)
     if code == _COMM:
         return (code, attr_value(a), name)
+    if code == _EXTRA:
+        v = _scalar(attr_value(a))
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            return (_SKIP, None, None)
+        return (code, v, name)
     return (code, _scalar(getattr(a, a.WhichOneof("value") or "int64_val")), name)
 
 
@@ -170,6 +177,7 @@ class _Reader:
         self.cpu: list[bool] = []
         self.lanes: list[Any] = []
         self.comm_raw: dict[int, dict[str, Any]] = {}
+        self.extra: dict[str, dict[int, Any]] = {}   # EXTRA_ATTRS: name -> {node id: value}
         self.parents: set[int] = set()
         self.ctrl_parent: dict[int, int] = {}
         self.deferred: list[tuple[int, Any]] = []   # (index, tid) of _DEFER lanes
@@ -208,11 +216,13 @@ class _Reader:
             self.lane_cache[key] = lane
         return lane
 
-    def node_info(self, infos: Any) -> tuple[bool, Any, Any, dict | None]:
-        """(is_cpu, lane, tid, comm attrs) from a node's attribute entries, in order (the last wins)."""
+    def node_info(self, infos: Any) -> tuple[bool, Any, Any, dict | None, tuple | None]:
+        """(is_cpu, lane, tid, comm attrs, extra (name, value) pairs) from a node's attribute entries,
+        in order (the last wins)."""
         is_cpu = False
         tid = stream = device = None
         comm = None
+        extra: Any = None
         for code, value, name in infos:
             if code == _SKIP:
                 continue
@@ -224,13 +234,26 @@ class _Reader:
                 stream = value
             elif code == _DEVICE:
                 device = value
+            elif code == _EXTRA:
+                if extra is None:
+                    extra = {}
+                extra[name] = value
             else:
                 if comm is None:
                     comm = {}
                 comm[name] = value
         if is_cpu:
             self.host_tids_raw.add(tid)
-        return (is_cpu, self.lane_of(is_cpu, tid, stream, device), tid, comm)
+        return (is_cpu, self.lane_of(is_cpu, tid, stream, device), tid, comm,
+                tuple(extra.items()) if extra else None)
+
+    def add_extra(self, nid: int, pairs: tuple) -> None:
+        extra = self.extra
+        for name, value in pairs:
+            d = extra.get(name)
+            if d is None:
+                d = extra[name] = {}
+            d[nid] = value
 
     def learn(self, raw: bytes) -> bool:
         """Give one attribute's bytes a key; False when no key is left."""
@@ -316,6 +339,9 @@ class _Reader:
         if any(map(_fourth, infos)):
             for k in compress(count(), map(_fourth, infos)):
                 self.comm_raw[base + k] = infos[k][3]
+        if any(map(_fifth, infos)):
+            for k in compress(count(), map(_fifth, infos)):
+                self.add_extra(ids[k], infos[k][4])
         self.ids += ids
         self.types += types
         self.starts += map(float, starts)
@@ -398,9 +424,11 @@ class _Reader:
                         continue
                     k = kcache[raw]
                 infos.append(kinfo[ord(k)])
-            is_cpu, lane, tid, comm = self.node_info(infos)
+            is_cpu, lane, tid, comm, extra = self.node_info(infos)
             index = len(self.ids)
             nid = n.id
+            if extra:
+                self.add_extra(nid, extra)
             ntype = n.type
             cd = tuple(n.ctrl_deps)
             dd = tuple(n.data_deps)
@@ -440,6 +468,7 @@ class _Floats(dict):
 _first = operator.itemgetter(0)
 _second = operator.itemgetter(1)
 _fourth = operator.itemgetter(3)
+_fifth = operator.itemgetter(4)
 
 
 def _decode_varint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -673,7 +702,7 @@ def _sorted_part(rd: _Reader) -> tuple:
             cols[c] = new
         del perm
     return (cols, comm, deferred, rd.parents, rd.ctrl_parent, rd.meta_cpu_tids, rd.meta_payload,
-            rd.host_tids_raw, rd.lane_cache)
+            rd.host_tids_raw, rd.lane_cache, rd.extra)
 
 
 def _merge_blocks(a: Any, b: Any) -> list[tuple[int, int, int]] | None:
@@ -758,9 +787,9 @@ def _finish_parts(g: RankGraph, mine: tuple, theirs: tuple, where: str) -> RankG
     """:func:`_finish` for two parts in id order (:func:`_sorted_part`, the first one of this process);
     None when an id is in both."""
     cols_a, comm_a, deferred_a, parents, ctrl_parent, meta_cpu_tids, meta_payload, host_tids_raw, \
-        lane_cache = mine
+        lane_cache, extra = mine
     cols_b, comm_b, deferred_b, parents_b, ctrl_parent_b, meta_cpu_tids_b, meta_payload_b, \
-        host_tids_raw_b, lane_cache_b = theirs
+        host_tids_raw_b, lane_cache_b, extra_b = theirs
     import pickle
 
     cols_b[5] = pickle.loads(cols_b[5])
@@ -822,6 +851,10 @@ def _finish_parts(g: RankGraph, mine: tuple, theirs: tuple, where: str) -> RankG
     comm = {find(ids, nid): c for nid, c in chain(comm_a, comm_b)}
     g.ids, g.names, g.types, g.durations, g.starts = ids, names, types, durs, starts
     g.deps, g.is_cpu, g.lanes, g.comm = deps_l, cpu_l, lanes, comm
+    for name, d in extra_b.items():
+        extra.setdefault(name, {}).update(d)
+    if extra:
+        g.extra = extra_by_index(extra, ids)
     if not g.process_groups and meta_payload:
         groups = _groups_from_metadata_node(meta_payload, where)
         if groups:
@@ -886,6 +919,8 @@ def _finish(g: RankGraph, rd: _Reader, where: str) -> RankGraph:
         g.deps, g.is_cpu, g.lanes = deps_l, cpu_l, lanes
         find = bisect.bisect_left
         g.comm = {find(ids, nid): c for nid, c in zip(comm_ids, comm.values())}
+    if rd.extra:
+        g.extra = extra_by_index(rd.extra, g.ids)
     if not g.process_groups and rd.meta_payload:
         groups = _groups_from_metadata_node(rd.meta_payload, where)
         if groups:
