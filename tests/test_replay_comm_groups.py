@@ -44,7 +44,9 @@ def test_comm_group_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     paths = other_tool_job(tmp_path)
     groups = tmp_path / "groups.json"
     groups.write_text(json.dumps({"1": [0, 1]}))
-    assert main([*map(str, paths), "--job", "--comm-group", str(groups), "--json"]) == 0
+    # --collective min: every participant lasts the shortest recording (the default, net, keeps each own end)
+    assert main([*map(str, paths), "--job", "--comm-group", str(groups), "--json", "--collective", "min"]) \
+        == 0
     summary = json.loads(capsys.readouterr().out)
     # coupled: the all_reduce starts when rank 1 arrives (25 µs) and lasts the shorter recording (12 µs)
     assert [r["replayed_us"] for r in summary["ranks"]] == [37.0, 37.0]
@@ -55,7 +57,7 @@ def test_comm_group_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
 
 def test_unknown_group_as_the_world(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     paths = other_tool_job(tmp_path)
-    assert main([*map(str, paths), "--job", "--unknown-group", "world", "--json"]) == 0
+    assert main([*map(str, paths), "--job", "--unknown-group", "world", "--json", "--collective", "min"]) == 0
     got = capsys.readouterr()
     assert [r["replayed_us"] for r in json.loads(got.out)["ranks"]] == [37.0, 37.0]
     assert got.err.count("process group '1' is not listed") == 1      # warned once, not per rank

@@ -444,14 +444,18 @@ def graph_stats(graph: EtGraph, top: int = 10) -> dict[str, Any]:
 def scheduled_path(graph: EtGraph, forward_only: bool = False) -> dict[str, Any] | None:
     """The critical path on the replay's schedule (see the module docstring), or None without messages.
 
-    Returns ``{"length_us", "path": [ids, first to last], "adds": [µs each node adds], "lane_links",
-    "dep_links"}``: how many steps of the path are "waited for the op before it on its thread / stream" and
-    how many "waited for a dependency".  ``forward_only``: only the dependencies that point to an earlier
-    node of the file (a graph with cycles).
+    The walk is the replay's own (:func:`chakra.replay.critical.critical_path`, the one the what-if report
+    uses): from the op that completes last, back through whichever dependency or op before it on its thread
+    or stream released it.  Returns ``{"length_us", "path": [ids, first to last], "adds": [µs each node adds
+    to how far the path has come; they sum to its length], "lane_links", "dep_links"}``: how many steps of
+    the path are "waited for the op before it on its thread / stream" and how many "waited for a
+    dependency".  ``forward_only``: only the dependencies that point to an earlier node of the file (a
+    graph with cycles).
     """
     if graph.source is None:
         return None
     from chakra.replay.api import replay_rank
+    from chakra.replay.critical import critical_path as replay_critical_path
     from chakra.replay.graph import graph_from_protobuf
 
     meta, messages = graph.source
@@ -460,67 +464,24 @@ def scheduled_path(graph: EtGraph, forward_only: bool = False) -> dict[str, Any]
     g.deps = [tuple(d for d in deps if d in fpos and (not forward_only or fpos[d] < fpos[nid]))
               for nid, deps in zip(g.ids, g.deps)]
     res = replay_rank(g, gaps=False, missing="ignore")
-    starts, ends, ids, types = res.starts, res.ends, g.ids, g.types
-    count = len(ids)
-    if not count:
-        return {"length_us": 0.0, "path": [], "adds": [], "lane_links": 0, "dep_links": 0}
-    index = {nid: i for i, nid in enumerate(ids)}
-    lane_before: dict[int, int] = {}
-    by_lane: dict[Any, list[int]] = {}
-    for i, lane in enumerate(g.lanes):
-        if lane is not None:
-            by_lane.setdefault(lane, []).append(i)
-    for members in by_lane.values():
-        members.sort(key=lambda i: (starts[i], ends[i], ids[i]))
-        for a, b in zip(members, members[1:]):
-            lane_before[b] = a
-    eps = 1e-6
-    rec_start, durs = g.starts, g.durations
-
-    def starts_it(j: int, i: int, t: float) -> bool:
-        """Dependency ``j`` fixed time ``t`` (the start) of ``i``: it ended then, or ``i`` waited inside it
-        (recorded starting before ``j`` ended: it starts its recorded offset after ``j`` started)."""
-        return (abs(ends[j] - t) <= eps
-                or abs(starts[j] + max(0.0, rec_start[i] - rec_start[j]) - t) <= eps)
-
-    def ends_it(j: int, i: int, t: float) -> bool:
-        """Dependency ``j`` fixed the end ``t`` of ``i`` (a wait recorded inside ``i``)."""
-        rec_end_i, rec_end_j = rec_start[i] + durs[i], rec_start[j] + durs[j]
-        return abs(ends[j] + max(0.0, rec_end_i - rec_end_j) - t) <= eps
-
-    cur = max((i for i in range(count) if types[i] != METADATA_NODE), key=lambda i: (ends[i], -i),
-              default=max(range(count), key=lambda i: (ends[i], -i)))
-    chain = [cur]
+    cp = replay_critical_path(res)
+    index = {nid: i for i, nid in enumerate(g.ids)}
+    chain = [index[nid] for nid in cp.nodes]
     lane_links = dep_links = 0
-    for _ in range(count):
-        s, e = starts[cur], ends[cur]
-        deps = [index[d] for d in g.deps[cur]]
-        nxt = -1
-        if e > s + durs[cur] + eps:       # its end waited for a dependency (a synchronize, a wait)
-            nxt = max((j for j in deps if ends_it(j, cur, e)), key=lambda j: ends[j], default=-1)
-        if nxt < 0 and s > eps:
-            nxt = max((j for j in deps if starts_it(j, cur, s)), key=lambda j: ends[j], default=-1)
-            if nxt < 0:
-                j = lane_before.get(cur, -1)
-                if j >= 0 and abs(ends[j] - s) <= eps:
-                    nxt = j
-                    lane_links += 1
-            else:
-                dep_links += 1
-        elif nxt >= 0:
+    for a, b in zip(chain, chain[1:]):
+        if g.ids[a] in g.deps[b]:
             dep_links += 1
-        if nxt < 0 or nxt in chain:
-            break
-        cur = nxt
-        chain.append(cur)
-    chain.reverse()
+        else:
+            lane_links += 1
     adds = []
     reach = 0.0
-    for i in chain:          # what each op adds to how far the chain has come: they sum to its length
-        adds.append(max(0.0, ends[i] - reach))
-        reach = max(reach, ends[i])
-    return {"length_us": ends[chain[-1]], "path": [ids[i] for i in chain], "adds": adds,
-            "lane_links": lane_links, "dep_links": dep_links}
+    for i in chain:          # what each op adds to how far the chain has come
+        adds.append(max(0.0, res.ends[i] - reach))
+        reach = max(reach, res.ends[i])
+    if adds:
+        adds[-1] += max(0.0, cp.total_us - reach)   # a parent op's tail after its last child
+    return {"length_us": cp.total_us, "path": list(cp.nodes), "adds": adds, "lane_links": lane_links,
+            "dep_links": dep_links}
 
 
 def _critical_report(graph: EtGraph, top: int) -> dict[str, Any]:
