@@ -294,3 +294,36 @@ def test_harness_astrasim_target(tmp_path):
     files = [tmp_path / "gloo_collectives_2r" / f"chakra.{r}.et" for r in range(2)]
     assert validate(files).ok
     assert all(pb.METADATA_NODE not in node_types(f) for f in files)
+
+
+def test_windows_cut_at_different_collectives(tmp_path):
+    # tests/data/gloo_skew_2r (trace_collection/collect.py --straggler-rank 1 --straggler-ms 20 --window-skew
+    # 1:1): rank 1 profiled steps 3-5, rank 0 steps 2-4; each rank's window holds three DDP all_reduces of
+    # 27,168 B, so counts and sizes agree and only the end times tell which are the same: rank 0's ends at
+    # +0/+37/+61 ms and rank 1's at +33/+62/+93 ms (from rank 0's first) pair rank 0's 2nd and 3rd with rank
+    # 1's 1st and 2nd (4 and 1 ms apart; unshifted they would be 33, 25 and 32 ms apart)
+    from chakra.job.etfile import rank_comms, read_et
+    from chakra.replay.api import replay_job
+
+    run_pipeline(DATA / "gloo_skew_2r", tmp_path / "plain")
+    files = [tmp_path / "plain" / f"gloo_skew_2r.{r}.et" for r in range(2)]
+    ends = [[c.end for c in rank_comms(read_et(f, r)).comms] for r, f in enumerate(files)]
+    assert [len(e) for e in ends] == [3, 3]
+    assert abs(ends[0][1] - ends[1][0]) < 5000 and abs(ends[0][2] - ends[1][1]) < 5000
+    assert min(abs(a - b) for a, b in zip(ends[0], ends[1])) > 20000
+    job = replay_job(files)
+    assert job.groups == 2
+    for r in range(2):
+        assert abs(job.ranks[r].error_pct) < 1.0
+    report = astrasim_job(files, tmp_path / "skew")
+    assert report.collectives == 2 and report.as_comp == {0: 1, 1: 1}
+    first0 = rank_comms(read_et(files[0], 0)).comms[0].node_id
+    last1 = rank_comms(read_et(files[1], 1)).comms[-1].node_id
+    left = [n for n in report.notes if "has no counterpart" in n]
+    assert f"(node {first0} 'gloo:all_reduce')" in left[0] and f"(node {last1} 'gloo:all_reduce')" in left[1]
+    assert validate([tmp_path / f"skew.{r}.et" for r in range(2)]).ok
+    sim = _sim_or_skip()
+    import subprocess
+
+    out = subprocess.run([str(sim), str(tmp_path / "skew"), "2"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr

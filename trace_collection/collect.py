@@ -37,7 +37,8 @@ from pathlib import Path
 
 JOBS = ("mlp", "collectives")
 _PERTURB = ("hidden", "batch", "threads", "straggler_rank", "straggler_ms", "straggler_mode",
-            "extra_broadcast", "alternate", "base_batch", "base_extra_broadcast", "step_barrier")
+            "extra_broadcast", "alternate", "base_batch", "base_extra_broadcast", "step_barrier",
+            "window_skew")
 
 
 # --------------------------------------------------------------------------------------------- the jobs
@@ -178,9 +179,15 @@ def run_rank(rank: int, world_size: int, job: str, out_dir: str, steps: int, wai
     def on_ready(p) -> None:
         p.export_chrome_trace(str(kineto_path))
 
-    total = max(steps, wait + warmup + active)
-    with profile(activities=activities, schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=1),
-                 on_trace_ready=on_ready, record_shapes=True, execution_trace_observer=et) as prof:
+    # --window-skew R:K: rank R starts (and stops) profiling K steps later than the others, as on-demand
+    # profiling triggered on every rank at its own moment does: the ranks' windows hold different collectives
+    skew_rank, _, skew_steps = str((opts or {}).get("window_skew") or "-1:0").partition(":")
+    skew = int(skew_steps or 0)
+    late = skew if rank == int(skew_rank) else 0
+    total = max(steps, wait + warmup + active) + skew
+    plan = schedule(wait=wait + late, warmup=warmup, active=active, repeat=1)
+    with profile(activities=activities, schedule=plan, on_trace_ready=on_ready, record_shapes=True,
+                 execution_trace_observer=et) as prof:
         if job == "mlp":
             _mlp_job(rank, world_size, device, total, prof, opts)
         else:
@@ -350,6 +357,9 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--base-batch", type=int, help="--alternate: the batch of the unperturbed steps")
     g.add_argument("--base-extra-broadcast", metavar="NELEM[,NELEM...]",
                    help="--alternate: the broadcasts of the unperturbed steps")
+    g.add_argument("--window-skew", metavar="RANK:STEPS",
+                   help="RANK starts and stops profiling STEPS steps after the other ranks (profiler windows "
+                        "that cut the job at different collectives)")
     c.add_argument("--archive", help="also pack NAME.tgz for the integration harness")
     p = sub.add_parser("pack", help="pack a collection folder into NAME.tgz (NAME/chakra_host_et_N.json ...)")
     p.add_argument("--src", required=True)

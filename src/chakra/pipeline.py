@@ -894,20 +894,25 @@ def job_table(result: PipelineResult, title: str | None = None) -> Any:
     whole = result.summary["whole_job"]
     table = Table(title=title or f"{result.name}: whole job replayed (collectives coupled, mode "
                   f"{result.mode})")
+    simulated = any("simulated_us" in r for r in result.summary["ranks"])
     for col in ("rank", "nodes", "starts at (µs)", "measured (µs)", "replayed (µs)", "error",
-                "comm wait (µs)", "wait share"):
+                *(("ASTRA-sim (µs)",) if simulated else ()), "comm wait (µs)", "wait share"):
         table.add_column(col, justify="right")
     offsets = whole["start_offsets_us"]
     for r in result.summary["ranks"]:
         err, wait, rep = r["error_pct"], r["comm_wait_us"], r["replayed_us"]
         style = None if err is None or abs(err) <= 5.0 else "yellow"
         share = fmt_pct(100.0 * wait / rep).lstrip("+") if wait is not None and rep else "-"
+        sim = (fmt_us(r.get("simulated_us")),) if simulated else ()
         table.add_row(str(r["rank"]), f"{r['nodes']:,}", fmt_us(offsets.get(str(r["rank"]))),
-                      fmt_us(r["measured_us"]), fmt_us(rep), fmt_pct(err), fmt_us(wait), share, style=style)
+                      fmt_us(r["measured_us"]), fmt_us(rep), fmt_pct(err), *sim, fmt_us(wait), share,
+                      style=style)
     table.add_section()
+    sim_job = (fmt_us(max((r.get("simulated_us") or 0.0) for r in result.summary["ranks"])),) if simulated \
+        else ()
     table.add_row("job", f"{sum(r['nodes'] for r in result.summary['ranks']):,}", fmt_us(0.0),
                   fmt_us(whole["measured_us"]), fmt_us(whole["replayed_us"]), fmt_pct(whole["error_pct"]),
-                  fmt_us(whole["comm_wait_us"]), "", style="bold")
+                  *sim_job, fmt_us(whole["comm_wait_us"]), "", style="bold")
     table.caption = (f"job: first rank's start to last rank's end; {whole['matched_comm_groups']} "
                      "collectives and send/recv pairs matched across ranks; comm wait: time a collective "
                      "waited for its peers")
