@@ -20,6 +20,8 @@ Host ET variants (1.1.1-chakra.0.0.4 layout, or flat 1.0.1 detected from the sch
   level (schema, pid, time, start_ts, finish_ts, nodes) and per node id, name, ctrl_deps, ``attrs`` as a
   list of (name, type, value) Structs, ``inputs`` / ``outputs`` as ``msgspec.Raw`` (passed through);
 * ``msgspec-copy``: the same, each ``Raw`` copied out of the input buffer;
+* ``msgspec-nametype``: attrs as (name, value) Structs, the ``type`` string skipped (what the attr types
+  cost: the converter would then derive them from the names);
 * ``msgspec-rawattrs``: ``attrs`` as ``Raw`` too (the floor of what a typed decoder can do here).
 
 Kineto variants (``--kineto``): ``json``, ``orjson``, ``load_kineto`` (the project's loader) and
@@ -44,7 +46,8 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-HOST_VARIANTS = ("json", "orjson", "load_host_et", "msgspec", "msgspec-copy", "msgspec-rawattrs")
+HOST_VARIANTS = ("json", "orjson", "load_host_et", "msgspec", "msgspec-copy", "msgspec-nametype",
+                 "msgspec-rawattrs")
 KINETO_VARIANTS = ("json", "orjson", "load_kineto", "msgspec")
 MB = float(1 << 20)
 
@@ -79,6 +82,28 @@ if msgspec is not None:
         inputs: msgspec.Raw = msgspec.Raw(b"{}")
         outputs: msgspec.Raw = msgspec.Raw(b"{}")
         attrs: list[Attr] = []
+
+    class NameValue(msgspec.Struct, gc=False):
+        """An ``attrs`` entry without its type string."""
+
+        name: str
+        value: Any = None
+
+    class ChakraNodeNV(msgspec.Struct, gc=False):
+        id: int
+        name: str
+        ctrl_deps: int = 0
+        inputs: msgspec.Raw = msgspec.Raw(b"{}")
+        outputs: msgspec.Raw = msgspec.Raw(b"{}")
+        attrs: list[NameValue] = []
+
+    class ChakraDocNV(msgspec.Struct, gc=False):
+        nodes: list[ChakraNodeNV]
+        schema: str = ""
+        pid: int | None = None
+        time: str | None = None
+        start_ts: int | None = None
+        finish_ts: int | None = None
 
     class ChakraNodeRawAttrs(msgspec.Struct, gc=False):
         id: int
@@ -175,7 +200,8 @@ def child(kind: str, variant: str, path: str) -> None:
         if kind == "host":
             with open(path, "rb") as fh:
                 flat = b'"schema":"1.0.1"' in fh.read(4096).replace(b" ", b"")
-            doc_type: Any = ChakraDocRawAttrs if variant == "msgspec-rawattrs" else ChakraDoc
+            doc_type: Any = {"msgspec-rawattrs": ChakraDocRawAttrs, "msgspec-nametype": ChakraDocNV}.get(
+                variant, ChakraDoc)
             if flat:
                 doc_type = FlatDoc
             decoder = msgspec.json.Decoder(doc_type)
