@@ -114,7 +114,8 @@ def test_demo_default_output_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 def test_demo_without_the_source_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                       capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(chakra.pipeline, "bundled_data_dir", lambda: tmp_path / "site-packages" / "data")
+    missing = tmp_path / "site-packages" / "data"
+    monkeypatch.setattr(chakra.pipeline.commands, "bundled_data_dir", lambda: missing)
     with pytest.raises(UsageError, match="missing from this installation.*--input FOLDER"):
         demo_command(str(tmp_path / "o"), stream=io.StringIO())
     assert demo_cli.main(["--output-dir", str(tmp_path / "o")]) == 2

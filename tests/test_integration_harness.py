@@ -1,4 +1,4 @@
-"""ci_tools/integration_tests.py and chakra.replay.harness."""
+"""ci_tools/integration_tests.py and chakra.pipeline.harness."""
 
 from __future__ import annotations
 
@@ -11,14 +11,15 @@ from pathlib import Path
 import pytest
 
 from chakra.errors import TraceFormatError, UsageError
-from chakra.replay import harness, read_completion_time
-from chakra.replay.harness import (
+from chakra.pipeline import harness
+from chakra.pipeline.harness import (
     RankOutcome,
     archive_folder_name,
     find_rank_files,
     run_integration,
     safe_extract,
 )
+from chakra.replay import read_completion_time
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "ci_tools" / "integration_tests.py"

@@ -15,7 +15,8 @@ import pytest
 from chakra.device.loader import load_kineto
 from chakra.host.loader import load_host_et
 from chakra.io import load_json
-from chakra.link import find_rank_pairs, link_folder, link_traces
+from chakra.link import link_traces
+from chakra.pipeline.link import find_rank_pairs, link_folder
 from tests.test_link import by_id, check_dependencies
 
 pytestmark = pytest.mark.corpus

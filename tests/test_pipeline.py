@@ -21,8 +21,8 @@ from rich.console import Console
 from chakra.cli import pipeline as pipeline_cli
 from chakra.errors import ChakraError, TraceFormatError, UsageError
 from chakra.io import load_json, read_messages
-from chakra.link import find_rank_pairs
 from chakra.pipeline import RankFiles, find_ranks, pipeline_table, run_pipeline
+from chakra.pipeline.link import find_rank_pairs
 from chakra.schema import METADATA_NODE, GlobalMetadata, Node
 
 REPO = Path(__file__).resolve().parent.parent
@@ -73,7 +73,7 @@ def test_find_ranks_namings_subfolders_and_preference(tmp_path: Path,
     assert "rank 3 has only a host ET file" in caplog.text
     # the link batch mode and the harness use the same finder
     assert find_rank_pairs(tmp_path) == [tuple(f) for f in found]
-    from chakra.replay.harness import find_rank_files
+    from chakra.pipeline.harness import find_rank_files
 
     assert find_rank_files(tmp_path, 10) == (tmp_path / "host" / "host_et_10.json",
                                              tmp_path / "device" / "kineto_10.json")
@@ -289,7 +289,7 @@ def test_pipeline_dlrm_8_ranks(corpus: Path, tmp_path: Path) -> None:
 def test_auto_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
-    import chakra.pipeline as pl
+    import chakra.io.executor as pl
 
     files = find_ranks(DATA / "gloo_mlp_2r")       # 65 KB in all: not worth a worker process
     assert pl.auto_jobs(files) == 1

@@ -17,8 +17,8 @@ import pytest
 from chakra.cli import pipeline as pipeline_cli
 from chakra.errors import TraceFormatError, UsageError
 from chakra.io import load_json
-from chakra.link import link_folder
 from chakra.pipeline import RankFiles, RankNaming, find_ranks, run_pipeline
+from chakra.pipeline.link import link_folder
 
 DATA = Path(__file__).resolve().parent / "data"
 HOST = '{"schema": "1.1.1-chakra.0.0.4", "pid": 1, "nodes": []}'
@@ -187,7 +187,7 @@ def test_harness_on_an_archive_of_kineto_traces(tmp_path: Path) -> None:
     import io
     import tarfile
 
-    from chakra.replay.harness import run_integration
+    from chakra.pipeline.harness import run_integration
 
     tgz = tmp_path / "gloo_kineto_2r.tgz"
     with tarfile.open(tgz, "w:gz") as tar:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
-import os
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -27,6 +26,7 @@ from typing import Any
 
 from chakra import __version__
 from chakra.errors import ChakraError, UsageError
+from chakra.io.executor import show_progress  # noqa: F401  (the commands' one progress rule)
 
 LOG_FORMAT = "[%(asctime)s] %(levelname)s %(name)s: %(message)s"
 DEFAULT_LOG_LEVEL = "WARNING"
@@ -180,11 +180,6 @@ def setup_logging(level: str = DEFAULT_LOG_LEVEL, filename: str | None = None, q
     logging.basicConfig(level=root_level, format=LOG_FORMAT, handlers=handlers, force=True)
 
 
-def show_progress(quiet: bool = False) -> bool:
-    """Progress bars only on a terminal and when not asked to be quiet."""
-    return not quiet and sys.stderr.isatty() and os.environ.get("CHAKRA_NO_PROGRESS") is None
-
-
 class Terminated(KeyboardInterrupt):
     """SIGTERM, delivered like Ctrl-C so that every ``finally`` and atomic-output cleanup runs."""
 
@@ -319,13 +314,3 @@ def run_command(func: Callable[[argparse.Namespace], int | None], args: argparse
     finally:
         if previous is not None:
             _Signals.restore(previous)
-
-
-def not_built(prog: str) -> Callable[[Sequence[str] | None], int]:
-    """Entry point for a command that does not exist yet: say so, exit 2."""
-
-    def main(argv: Sequence[str] | None = None) -> int:
-        sys.stderr.write(f"{prog}: not built yet in this version of the toolkit\n")
-        return 2
-
-    return main

@@ -114,7 +114,7 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from chakra.link import link_command
+    from chakra.pipeline.link import link_command
 
     setup_logging(args.log_level, None, args.quiet)
     return link_command(

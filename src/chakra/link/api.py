@@ -2,7 +2,7 @@
 
 ``link_traces`` runs the passes in order (window -> matching -> GPU attachment
 -> collectives -> dependencies) and assembles the ET+ document described in the
-data contract; ``link_files`` adds loading and an atomic write; ``link_folder``
+data contract; ``link_files`` adds loading and an atomic write; ``chakra.pipeline.link.link_folder``
 links every rank of a folder in parallel processes.
 """
 
@@ -11,12 +11,10 @@ from __future__ import annotations
 import logging
 import math
 import os
-import sys
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from itertools import chain
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -47,7 +45,7 @@ _GPU_CAT = {KERNEL: "kernel", MEMCPY: "gpu_memcpy", MEMSET: "gpu_memset"}
 
 @dataclass(slots=True)
 class LinkReport:
-    """What one link did (also what ``link_folder`` returns per rank)."""
+    """What one link did (also what ``chakra.pipeline.link.link_folder`` returns per rank)."""
 
     host_path: str | None  # None: linked from the Kineto trace alone
     kineto_path: str
@@ -639,114 +637,3 @@ def _report(doc: dict[str, Any], host_path: str | None, kineto_path: str, out: s
         gpu_launched_before_trace=s["gpu_orphans_no_launch"],
         step=s.get("step"),
     )
-
-
-# ---- batch mode ---------------------------------------------------------------------------------
-
-
-def find_rank_pairs(folder: str | os.PathLike[str]) -> list[tuple[int, Path | None, Path]]:
-    """``(rank, host ET, Kineto)`` of every rank in ``folder`` (also in ``host/`` + ``device/``).
-
-    The one rank-file finder is :func:`chakra.pipeline.find_ranks`; this name stays for callers."""
-    from chakra.pipeline import find_ranks
-
-    return list(find_ranks(folder))
-
-
-def _output_name(rank: int, host: Path | None, kineto: Path) -> str:
-    """``et_plus_N.json``, gzip (``.gz``) when the host ET (else the Kineto trace) is."""
-    return f"et_plus_{rank}.json.gz" if (host or kineto).name.endswith(".gz") else f"et_plus_{rank}.json"
-
-
-def link_folder(
-    folder: str | os.PathLike[str],
-    out_dir: str | os.PathLike[str],
-    jobs: int | None = None,
-    *,
-    annotation: str | None = None,
-    quiet: bool = False,
-    kineto_only: bool = False,
-    step: int | None = None,
-) -> list[LinkReport]:
-    """Link every rank of ``folder`` into ``out_dir/et_plus_N.json(.gz)``, ``jobs`` processes at a time;
-    ``kineto_only``: every rank from its Kineto trace alone (also when the folder has no host ET).
-
-    The ranks, the per-rank worker and the process pool are those of :mod:`chakra.pipeline`."""
-    from chakra.cli.common import show_progress
-    from chakra.pipeline import RankNaming, RankTask, find_ranks, process_rank, run_ranks
-
-    files = find_ranks(folder, naming=RankNaming(kineto_only=kineto_only))
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    tasks = [
-        RankTask(rank=r, host=str(h) if h else None, kineto=str(k), et_plus=str(out / _output_name(r, h, k)),
-                 annotation=annotation, step=step)
-        for r, h, k in files
-    ]
-    progress = None
-    if show_progress(quiet):
-        from rich.progress import Progress
-
-        progress = Progress(transient=True)
-        progress.start()
-    try:
-        results = run_ranks(process_rank, tasks, jobs=jobs, progress=progress, label="linking", where=folder)
-    finally:
-        if progress:
-            progress.stop()
-    return [res.link for res in results]
-
-
-def link_command(
-    *,
-    host: str | None = None,
-    kineto: str | None = None,
-    output: str | None = None,
-    rank: int | None = None,
-    annotation: str | None = None,
-    batch: str | None = None,
-    output_dir: str | None = None,
-    jobs: int | None = None,
-    quiet: bool = False,
-    strict: bool = False,
-    kineto_only: bool = False,
-    step: int | None = None,
-) -> int:
-    """What ``chakra_trace_link`` does: one pair, a Kineto trace alone (``kineto_only``, implied when
-    no host ET is given), or a folder with ``batch``.  Returns the exit code."""
-    if batch is not None:
-        if host or kineto or output:
-            raise UsageError("--batch links a whole folder: do not also give trace files or --output-file")
-        if strict:
-            raise UsageError("--strict checks one host ET + Kineto pair; it is not available with --batch")
-        reports = link_folder(batch, output_dir or batch, jobs, annotation=annotation, quiet=quiet,
-                              kineto_only=kineto_only, step=step)
-        if not quiet:  # the result, once, on stdout (the INFO log has the details with -v)
-            for r in reports:
-                sys.stdout.write(f"{r.summary()} -> {r.output_path}\n")
-        return 0
-    if kineto_only and host:
-        raise UsageError("--kineto-only links the Kineto trace alone: do not also give a host ET")
-    if not host and kineto and not kineto_only:
-        log.info("no host ET given: linking the Kineto trace alone (--kineto-only)")
-        kineto_only = True
-    missing = [
-        name
-        for name, v in (
-            ("host ET (--chakra-host-trace / --pytorch-et-file; or --kineto-only)", host or kineto_only),
-            ("Kineto trace (--chakra-device-trace / --kineto-file)", kineto),
-            ("--output-file", output),
-        )
-        if not v
-    ]
-    if missing:
-        raise UsageError("missing " + ", ".join(missing))
-    report = link_files(None if kineto_only else host, kineto, output,  # type: ignore[arg-type]
-                        rank=rank, annotation=annotation, strict=strict, step=step)
-    if not quiet:
-        sys.stdout.write(f"{report.summary()} -> {output}\n")
-    return 0
-
-
-def report_dict(report: LinkReport) -> dict[str, Any]:
-    return asdict(report)

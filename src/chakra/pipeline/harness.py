@@ -126,7 +126,7 @@ def extract_job(tgz: Path, target: Path) -> Path:
 
 def find_rank_files(folder: Path, rank: int) -> tuple[Path | None, Path]:
     """(host ET, Kineto trace) of one rank, accepting both naming schemes (``chakra.pipeline.find_ranks``)."""
-    from chakra.pipeline import find_ranks
+    from chakra.io.ranks import find_ranks
 
     (files,) = find_ranks(folder, [rank])
     return files.host, files.kineto
@@ -135,8 +135,8 @@ def find_rank_files(folder: Path, rank: int) -> tuple[Path | None, Path]:
 def process_rank(rank: int, host: str | None, kineto: str, workdir: str, mode: str = "lanes",
                  gaps: bool = True) -> RankOutcome:
     """Link, convert and replay one rank (the worker of :mod:`chakra.pipeline`, the harness's file names)."""
-    from chakra.pipeline import RankTask
-    from chakra.pipeline import process_rank as work
+    from chakra.pipeline.model import RankTask
+    from chakra.pipeline.run import process_rank as work
     from chakra.replay.output import read_completion_time
 
     wd = Path(workdir)
@@ -185,7 +185,7 @@ def _check_ranks(folder: Path, num_ranks: int) -> list[Any]:
     the expected times were written for another archive (or the count is a typo), so this is refused
     rather than warned about, naming both counts.
     """
-    from chakra.pipeline import find_ranks
+    from chakra.io.ranks import find_ranks
 
     try:
         files = find_ranks(folder, range(num_ranks))
@@ -264,7 +264,7 @@ def run_integration(tgz_path: str | os.PathLike[str], num_ranks: int, tolerance:
             else:
                 p.unlink(missing_ok=True)
         raise
-    from chakra.pipeline import run_ranks
+    from chakra.io.executor import run_ranks
 
     tasks = [(f.rank, str(f.host) if f.host else None, str(f.kineto), str(folder), mode, gaps) for f in files]
     outcomes: list[RankOutcome] = run_ranks(_rank_task, tasks, jobs=jobs, where=folder)

@@ -1,0 +1,239 @@
+"""Which files of a folder are which rank's host ET and Kineto trace (the one finder of every multi-rank
+command).
+
+Built-in names, name patterns with ``{rank}``, ``host/`` + ``device/`` subfolders, and folders of Kineto
+traces alone; :func:`find_ranks` is the one entry point.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from chakra.errors import TraceFormatError, UsageError
+from chakra.io.jsonio import trace_kind
+
+log = logging.getLogger(__name__)
+
+
+# Built-in file names (N = the rank, .json or .json.gz), by preference when a rank has several: the folder
+# itself before host/ and device/, then the names in this order, then .json before .json.gz.  PARAM's
+# rank-N.json names either trace: the subfolder (host/, device/) or the file's content says which.
+_HOST_NAMES = ("chakra_host_et_", "host_et_", "et_", "pytorch_et_")
+_KINETO_NAMES = ("kineto_", "chakra_device_trace_", "kineto_trace_")
+_EITHER_NAMES = ("rank-", "rank_", "rank")
+_NAMES = _HOST_NAMES + _KINETO_NAMES + _EITHER_NAMES
+_NAME_RE = re.compile(r"^(" + "|".join(map(re.escape, _NAMES)) + r")(\d+)\.json(\.gz)?$")
+_SUBDIRS = ("", "host", "device")
+HOST_PATTERNS = ", ".join(n + "N" for n in _HOST_NAMES)
+KINETO_PATTERNS = ", ".join(n + "N" for n in _KINETO_NAMES)
+EITHER_PATTERNS = ", ".join(n + "N" for n in _EITHER_NAMES)
+RANK_FIELD = "{rank}"
+
+
+class RankFiles(NamedTuple):
+    """The inputs of one rank (a tuple: ``rank, host, kineto = files`` works); ``host`` is None when the
+    rank's Kineto trace is linked alone."""
+
+    rank: int
+    host: Path | None
+    kineto: Path
+
+
+@dataclass(frozen=True, slots=True)
+class RankNaming:
+    """How the files of a folder are found (``chakra pipeline --host-pattern / --device-pattern /
+    --kineto-only``).
+
+    A pattern is a path relative to the folder with ``{rank}`` where the rank is (digits) and shell
+    wildcards (``*``, ``?``, ``[...]``) elsewhere, e.g. ``et_{rank}.json`` or
+    ``kineto/worker{rank}_*.pt.trace.json``; a pattern ending in ``.json`` also finds ``.json.gz``.  A
+    pattern replaces the built-in names of its kind.  ``kineto_only``: every rank from its Kineto trace
+    alone, host ETs ignored (also what happens when the folder holds no host ET at all)."""
+
+    host_pattern: str | None = None
+    device_pattern: str | None = None
+    kineto_only: bool = False
+
+
+def _pattern_regex(pattern: str) -> re.Pattern[str]:
+    """``{rank}`` -> a digits group; ``*``, ``?`` and ``[...]`` as in a shell, never across ``/``."""
+    out = []
+    i = 0
+    while i < len(pattern):
+        if pattern.startswith(RANK_FIELD, i):
+            out.append(r"(\d+)")
+            i += len(RANK_FIELD)
+            continue
+        ch = pattern[i]
+        if ch == "*":
+            out.append(r"[^/]*")
+        elif ch == "?":
+            out.append(r"[^/]")
+        elif ch == "[":
+            j = pattern.find("]", i + 1)
+            if j < 0:
+                out.append(re.escape(ch))
+            else:
+                body = pattern[i + 1:j].replace("\\", "\\\\")
+                out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
+                i = j
+        else:
+            out.append(re.escape(ch))
+        i += 1
+    return re.compile("".join(out) + (r"(\.gz)?" if pattern.endswith(".json") else ""))
+
+
+def _check_pattern(option: str, pattern: str) -> None:
+    if pattern.count(RANK_FIELD) != 1:
+        raise UsageError(f"{option} {pattern!r}: put {RANK_FIELD} exactly once where the rank is "
+                         "(e.g. 'et_{rank}.json')")
+    if pattern.startswith("/") or ".." in Path(pattern).parts:
+        raise UsageError(f"{option} {pattern!r}: give a path inside the folder")
+
+
+def _pattern_files(root: Path, pattern: str, option: str) -> dict[int, Path]:
+    """``{rank: file}`` of the files under ``root`` that match ``pattern`` (see :class:`RankNaming`)."""
+    regex = _pattern_regex(pattern)
+    glob = re.sub(r"\*+", "*", pattern.replace(RANK_FIELD, "*"))   # "*{rank}" is one wildcard, not "**"
+    found: dict[int, tuple[bool, Path]] = {}
+    for g in ([glob, glob + ".gz"] if pattern.endswith(".json") else [glob]):
+        for p in root.glob(g):
+            m = regex.fullmatch(p.relative_to(root).as_posix())
+            if not m or not p.is_file():
+                continue
+            rank = int(m.group(1))
+            gz = bool(m.lastindex and m.lastindex > 1 and m.group(m.lastindex))
+            old = found.get(rank)
+            if old is None or (old[0] and not gz):
+                found[rank] = (gz, p)
+            elif old[0] == gz and old[1] != p:
+                raise UsageError(f"{option} {pattern!r} matches two files of rank {rank}: "
+                                 f"{old[1].relative_to(root)} and {p.relative_to(root)}")
+    return {r: v[1] for r, v in found.items()}
+
+
+def _scan(root: Path, naming: RankNaming | None = None) -> tuple[dict[int, Path], dict[int, Path]]:
+    """``(host ETs, Kineto traces)`` by rank: by the patterns of ``naming``, else by the built-in names."""
+    naming = naming or RankNaming()
+    best_host: dict[int, tuple[tuple[int, int, int], Path]] = {}
+    best_kineto: dict[int, tuple[tuple[int, int, int], Path]] = {}
+    builtin_host = naming.host_pattern is None and not naming.kineto_only
+    builtin_kineto = naming.device_pattern is None
+    if builtin_host or builtin_kineto:
+        for di, sub in enumerate(_SUBDIRS):
+            d = root / sub if sub else root
+            if not d.is_dir():
+                continue
+            for p in d.iterdir():
+                m = _NAME_RE.match(p.name)
+                if not m or not p.is_file():
+                    continue
+                prefix = m.group(1)
+                if prefix in _HOST_NAMES:
+                    kind = "host"
+                elif prefix in _KINETO_NAMES:
+                    kind = "kineto"
+                else:  # rank-N: the subfolder says which, else the content
+                    kind = {"host": "host", "device": "kineto"}.get(sub) or trace_kind(p)
+                    if kind is None:
+                        log.warning("%s: neither a host ET ('nodes') nor a Kineto trace ('traceEvents') in "
+                                    "its first MiB; skipped", p)
+                        continue
+                if kind == "host" and not builtin_host or kind == "kineto" and not builtin_kineto:
+                    continue
+                table = best_host if kind == "host" else best_kineto
+                rank = int(m.group(2))
+                key = (di, _NAMES.index(prefix), 1 if m.group(3) else 0)
+                old = table.get(rank)
+                if old is None or key < old[0]:
+                    table[rank] = (key, p)
+    hosts = {r: v[1] for r, v in best_host.items()}
+    kinetos = {r: v[1] for r, v in best_kineto.items()}
+    if naming.host_pattern is not None and not naming.kineto_only:
+        _check_pattern("--host-pattern", naming.host_pattern)
+        hosts = _pattern_files(root, naming.host_pattern, "--host-pattern")
+    if naming.device_pattern is not None:
+        _check_pattern("--device-pattern", naming.device_pattern)
+        kinetos = _pattern_files(root, naming.device_pattern, "--device-pattern")
+    return hosts, kinetos
+
+
+def _looked_for(naming: RankNaming, rank: int | None = None, what: str = "both") -> str:
+    """What the finder looked for, for an error message (``N`` replaced by ``rank`` when given)."""
+    def names(text: str) -> str:
+        return text if rank is None else ", ".join(n.replace("N", str(rank)) for n in text.split(", "))
+
+    parts = []
+    if what in ("both", "host") and not naming.kineto_only:
+        parts.append(f"host ETs matching {naming.host_pattern!r}" if naming.host_pattern is not None
+                     else f"host ETs named {names(HOST_PATTERNS)}")
+    if what in ("both", "kineto"):
+        parts.append(f"Kineto traces matching {naming.device_pattern!r}" if naming.device_pattern is not None
+                     else f"Kineto traces named {names(KINETO_PATTERNS)}")
+    if (what == "both" or what == "host" and naming.host_pattern is None
+            or what == "kineto" and naming.device_pattern is None):
+        parts.append(f"either named {names(EITHER_PATTERNS)} (told apart by subfolder or content)")
+    builtin = naming.host_pattern is None or naming.device_pattern is None
+    where = " (.json or .json.gz, in the folder and its host/ and device/ subfolders)" if builtin else ""
+    return "; ".join(parts) + where
+
+
+def find_ranks(folder: str | os.PathLike[str], ranks: Iterable[int] | None = None,
+               naming: RankNaming | None = None) -> list[RankFiles]:
+    """The host ET + Kineto trace of every rank of ``folder``, by rank.
+
+    Looks in ``folder`` itself and in its ``host/`` and ``device/`` subfolders for the built-in names
+    (host ETs ``chakra_host_et_N``, ``host_et_N``, ``et_N`` (PARAM), ``pytorch_et_N``; Kineto traces
+    ``kineto_N``, ``chakra_device_trace_N``, ``kineto_trace_N``; PARAM's ``rank-N`` / ``rank_N`` /
+    ``rankN`` for either, told apart by the subfolder or the file's first MiB; ``.json`` or ``.json.gz``;
+    when a rank has several, the folder itself, then the names in that order, then ``.json`` before
+    ``.json.gz`` win), or for the patterns of ``naming`` (:class:`RankNaming`).
+
+    When the folder holds Kineto traces and no host ET at all (or ``naming.kineto_only``), every rank
+    is its Kineto trace alone (``RankFiles.host`` None).  Otherwise, without ``ranks``, every rank that
+    has both files (a rank with only one is skipped with a warning); with ``ranks``, exactly those, and
+    a missing file is an error.  Nothing found is a UsageError that lists what was looked for.
+    """
+    naming = naming or RankNaming()
+    root = Path(folder)
+    if not root.is_dir():
+        raise UsageError(f"{root}: not a directory")
+    hosts, kinetos = _scan(root, naming)
+    kineto_only = naming.kineto_only
+    if not kineto_only and not hosts and kinetos:
+        log.info("%s: no host ET found (looked for %s): linking each rank's Kineto trace alone", root,
+                 _looked_for(naming, what="host"))
+        kineto_only = True
+    if ranks is not None:
+        out = []
+        for r in ranks:
+            if not kineto_only and r not in hosts:
+                raise TraceFormatError(f"no host ET for rank {r} (looked for "
+                                       f"{_looked_for(naming, r, 'host')})", os.fspath(root))
+            if r not in kinetos:
+                raise TraceFormatError(f"no Kineto trace for rank {r} (looked for "
+                                       f"{_looked_for(naming, r, 'kineto')})", os.fspath(root))
+            out.append(RankFiles(r, None if kineto_only else hosts[r], kinetos[r]))
+        return out
+    if kineto_only:
+        found = sorted(kinetos)
+    else:
+        found = sorted(set(hosts) & set(kinetos))
+    if not found:
+        raise UsageError(f"{root}: no traces found; looked for {_looked_for(naming)}. Other names: "
+                         "--host-pattern / --device-pattern, e.g. --device-pattern "
+                         "'traces/worker{rank}.pt.trace.json'")
+    if not kineto_only:
+        for r in sorted(set(hosts) ^ set(kinetos)):
+            log.warning("%s: rank %d has only a %s file; skipped%s", root, r,
+                        "host ET" if r in hosts else "Kineto",
+                        "" if r in hosts else " (--kineto-only links every rank's Kineto trace alone)")
+    return [RankFiles(r, None if kineto_only else hosts[r], kinetos[r]) for r in found]
+
+

@@ -1,0 +1,299 @@
+"""Link, convert and replay every rank of a folder: the per-rank worker and the job around it."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from chakra.errors import ChakraError, UsageError
+from chakra.io.executor import auto_jobs, run_ranks
+from chakra.io.ranks import RankNaming, find_ranks
+from chakra.pipeline.model import (
+    SUMMARY_JSON,
+    SUMMARY_MD,
+    TIMELINE,
+    PipelineResult,
+    RankResult,
+    RankTask,
+)
+from chakra.pipeline.report import _summary, summary_markdown
+
+log = logging.getLogger(__name__)
+
+
+def process_rank(task: RankTask) -> RankResult:
+    """Link one rank (and convert / replay it as ``task`` asks); raises ChakraError on bad input."""
+    from chakra.link.api import link_files
+
+    t0 = time.perf_counter()
+    # the rank of the file names only stands in for a trace without one: the trace's own rank is what its
+    # collectives were recorded with
+    report = link_files(task.host, task.kineto, task.et_plus, fallback_rank=task.rank,
+                        annotation=task.annotation, step=task.step)
+    if report.rank != task.rank:
+        log.warning("%s: the files of rank %d say rank %s; the ET+ (and Chakra ET) record rank %s",
+                    task.kineto, task.rank, report.rank, report.rank)
+    res = RankResult(rank=task.rank, link=report, et_plus=task.et_plus, link_s=time.perf_counter() - t0)
+    if task.et is None:
+        return res
+    from chakra.convert import convert_file
+
+    t1 = time.perf_counter()
+    conv = convert_file(task.et_plus, task.et)
+    res.et = task.et
+    res.nodes = conv.stats.nodes
+    res.convert_s = time.perf_counter() - t1
+    if task.log is None:
+        return res
+    from chakra.replay.api import replay_file
+    from chakra.replay.output import timeline, write_completion_log
+
+    t2 = time.perf_counter()
+    rep = replay_file(task.et, mode=task.mode, gaps=task.gaps, whatif=task.whatif)
+    write_completion_log(task.log, [rep])
+    res.log = task.log
+    _set_replay(res, rep)
+    if task.timeline:
+        res.timeline_events = timeline([rep])["traceEvents"]
+    res.replay_s = time.perf_counter() - t2
+    return res
+
+
+def _set_replay(res: RankResult, rep: Any) -> None:
+    res.nodes = rep.num_nodes
+    res.measured_us = rep.measured_us
+    res.replayed_us = rep.replayed_us
+    res.error_pct = rep.error_pct
+    res.comm_wait_us = rep.total_wait_us if rep.job else None
+
+
+
+def _check_name(name: str) -> str:
+    if not name or "/" in name or "\\" in name or name in (".", ".."):
+        raise UsageError(f"--name {name!r}: give a plain file-name prefix")
+    return name
+
+
+
+def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str], *, jobs: int | None = None,
+                 scheduler: Any = None, job_replay: bool = False, mode: str = "lanes", gaps: bool = True,
+                 progress: bool = False, name: str | None = None, annotation: str | None = None,
+                 astrasim: bool = False, simulator: str | os.PathLike[str] | None = None,
+                 naming: RankNaming | None = None, step: int | None = None, whatif: Any = None
+                 ) -> PipelineResult:
+    """Link, convert and replay every rank of ``folder`` into ``out_dir``.
+
+    Per rank N: ``et_plus_N.json`` (ET+), ``<name>.N.et`` (Chakra protobuf; ``name`` defaults to
+    the folder's name, so ``out_dir/<name>`` is the ASTRA-sim workload prefix), ``replay_N.log``
+    (per-node completion times); for the job: ``timeline.json`` (Chrome/Perfetto trace of the
+    replay), ``summary.json`` and ``summary.md`` (measured vs replayed, error, nodes, match rates).
+    Ranks are linked and converted ``jobs`` processes at a time (default: :func:`auto_jobs`), or on a
+    Dask cluster with ``scheduler`` (an address, ``"local"``, or a ``dask.distributed.Client``); each rank is
+    replayed on its own (in its worker), or with ``job_replay`` all ranks together with their
+    collectives coupled.  ``progress`` shows rich progress bars on stderr.  ``naming``: how the rank
+    files are found (:func:`find_ranks`).
+
+    ``astrasim``: the job's ``.et`` files are made to run in ASTRA-sim together (:mod:`chakra.job.astrasim`:
+    no METADATA nodes, ``comm_group.json``, collectives matched across ranks with one size and one order,
+    unsupported ones as COMP nodes); what the pass changed is in ``PipelineResult.astrasim`` and
+    ``summary.json``.  The replay then replays those files.  ``simulator``: a launcher script with the
+    interface of ASTRA-sim's ``run.sh`` (:mod:`chakra.job.simulator`), run on the result (implies
+    ``astrasim``); its time per rank goes beside measured and replayed.
+    ``whatif`` (:class:`chakra.replay.whatif.WhatIf`) replays with that change: "replayed" is then the
+    prediction.
+    """
+    from chakra.io import atomic_output, dump_json
+    from chakra.replay.engine import MODES as REPLAY_MODES
+
+    if mode not in REPLAY_MODES:
+        raise UsageError(f"unknown replay mode {mode!r} (choose from {', '.join(REPLAY_MODES)})")
+    if jobs is not None and jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    t0 = time.perf_counter()
+    astrasim = astrasim or simulator is not None
+    src = Path(folder)
+    files = find_ranks(src, naming=naming)
+    job_name = _check_name(name if name is not None else (src.resolve().name or "chakra"))
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out}: exists and is not a directory")
+    out.mkdir(parents=True, exist_ok=True)
+    tasks = [
+        RankTask(rank=f.rank, host=os.path.abspath(f.host) if f.host else None,
+                 kineto=os.path.abspath(f.kineto), et_plus=os.path.abspath(out / f"et_plus_{f.rank}.json"),
+                 et=os.path.abspath(out / f"{job_name}.{f.rank}.et"),
+                 log=None if job_replay or astrasim else os.path.abspath(out / f"replay_{f.rank}.log"),
+                 mode=mode, gaps=gaps, annotation=annotation, timeline=not job_replay, step=step,
+                 whatif=whatif)
+        for f in files
+    ]
+    if jobs is None and scheduler is None:
+        jobs = auto_jobs(files)
+    if scheduler is None:
+        n = max(1, min(jobs or os.cpu_count() or 1, len(tasks)))
+        executor = "this process" if n == 1 else f"{n} worker processes"
+    else:
+        executor = f"dask ({scheduler if isinstance(scheduler, str) else 'client'})"
+    bars = _progress() if progress else None
+    moved: list[tuple[logging.StreamHandler[Any], Any]] = []
+    try:
+        if bars is not None:
+            bars.start()
+            moved = _log_above(bars)
+        label = "link + convert" + ("" if job_replay or astrasim else " + replay")
+        results: list[RankResult] = run_ranks(process_rank, tasks, jobs=jobs, scheduler=scheduler,
+                                              progress=bars, label=label, where=src)
+        events: list[dict[str, Any]] = []
+        target = None
+        if astrasim:
+            from chakra.job.astrasim import astrasim_job
+
+            target = astrasim_job([r.et for r in results], out / job_name)  # type: ignore[misc]
+        whole_job: dict[str, Any] | None = None
+        if job_replay:
+            events, whole_job = _replay_job(results, out, mode, gaps, bars, whatif)
+        elif astrasim:
+            events = _replay_ranks(results, out, mode, gaps, whatif)
+        else:
+            for r in results:
+                events.extend(r.timeline_events)
+                r.timeline_events = []
+        dump_json(out / TIMELINE, {"traceEvents": events, "displayTimeUnit": "ms",
+                                   "otherData": {"producer": "chakra replay"}})
+    finally:
+        if bars is not None:
+            for handler, stream in moved:
+                handler.setStream(stream)
+            bars.stop()
+    out_files = {"et_plus": "et_plus_N.json", "et": f"{job_name}.N.et", "completion_log": "replay_N.log",
+                 "timeline": TIMELINE, "summary_json": SUMMARY_JSON, "summary_md": SUMMARY_MD}
+    sim = None
+    if target is not None:
+        if target.comm_group is not None:
+            out_files["comm_group"] = target.comm_group.name
+        if simulator is not None:
+            from chakra.job.simulator import run_simulator
+
+            sim = run_simulator(simulator, out / job_name, len(target.ranks), comm_group=target.comm_group)
+    summary = _summary(job_name, src, files, results, mode, gaps, job_replay, out_files)
+    if target is not None:
+        summary["astrasim"] = {
+            "ranks": target.ranks, "collectives": target.collectives, "send_recv_pairs": target.p2p,
+            "as_comp": {str(r): k for r, k in sorted(target.as_comp.items())},
+            "metadata_dropped": target.metadata_dropped, "sizes_unified": target.sizes_unified,
+            "comm_group": target.groups or None, "notes": target.notes,
+        }
+    if sim is not None:
+        for r in summary["ranks"]:
+            r["simulated_us"] = sim.us(r["rank"])
+    if whole_job is not None:
+        summary["whole_job"] = whole_job
+    if whatif is not None:
+        summary["whatif"] = whatif.describe()   # "replayed" is the prediction under these changes
+
+    dump_json(out / SUMMARY_JSON, summary)
+    with atomic_output(out / SUMMARY_MD) as fh:
+        fh.write(summary_markdown(summary).encode())
+    return PipelineResult(name=job_name, out_dir=out, ranks=results, mode=mode, job_replay=job_replay,
+                          files=out_files, summary=summary, seconds=time.perf_counter() - t0,
+                          executor=executor, astrasim=target)
+
+
+def _progress() -> Any:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=Console(stderr=True), transient=False)
+
+
+def _log_above(bars: Any) -> list[tuple[logging.StreamHandler[Any], Any]]:
+    """While the bars show, log lines of this process go through rich (printed above the bars)."""
+    moved: list[tuple[logging.StreamHandler[Any], Any]] = []
+    proxy = sys.stderr          # rich's proxy while the bars show on a terminal
+    if proxy is sys.__stderr__:
+        return moved
+    for handler in logging.getLogger().handlers:
+        if type(handler) is logging.StreamHandler and handler.stream is sys.__stderr__:
+            moved.append((handler, handler.stream))
+            handler.setStream(proxy)
+    return moved
+
+
+def _replay_ranks(results: list[RankResult], out: Path, mode: str, gaps: bool, whatif: Any = None
+                  ) -> list[dict[str, Any]]:
+    """Each rank replayed alone, in this process (after a job-level pass rewrote the files)."""
+    from chakra.replay.api import replay_file
+    from chakra.replay.output import timeline, write_completion_log
+
+    events: list[dict[str, Any]] = []
+    for r in results:
+        t0 = time.perf_counter()
+        rep = replay_file(r.et, mode=mode, gaps=gaps, whatif=whatif)   # type: ignore[arg-type]
+        r.log = os.path.abspath(out / f"replay_{r.rank}.log")
+        write_completion_log(r.log, [rep])
+        _set_replay(r, rep)
+        events.extend(timeline([rep])["traceEvents"])
+        r.replay_s = time.perf_counter() - t0
+    return events
+
+
+def _replay_job(results: list[RankResult], out: Path, mode: str, gaps: bool, bars: Any, whatif: Any = None
+                ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Whole-job replay in this process (collectives couple the ranks): logs, timeline events, and the
+    job's numbers (:func:`job_times`)."""
+    from chakra.replay.api import replay_job
+    from chakra.replay.output import timeline, write_completion_log
+
+    bar = bars.add_task("replay (whole job)", total=len(results) + 1) if bars is not None else None
+    t0 = time.perf_counter()
+    job = replay_job([r.et for r in results], mode=mode, gaps=gaps, couple=True, whatif=whatif)
+    if bars is not None:
+        bars.advance(bar)
+    for r in results:
+        rep = job.ranks.get(r.rank)
+        if rep is None:
+            raise ChakraError(f"rank {r.rank}: the converted file says another rank", r.et)
+        r.log = os.path.abspath(out / f"replay_{r.rank}.log")
+        write_completion_log(r.log, [rep])
+        _set_replay(r, rep)
+        if bars is not None:
+            bars.advance(bar)
+    dt = time.perf_counter() - t0
+    for r in results:
+        r.replay_s = dt / max(1, len(results))
+    return timeline(job)["traceEvents"], job_times(job)
+
+
+def job_times(job: Any) -> dict[str, Any]:
+    """The job as one: its time from the first rank's start to the last rank's end, measured and replayed.
+
+    On the replay's common clock each rank starts at its ``clock_offset`` (its recorded window start
+    relative to the earliest rank's); measured, each rank's window runs from ``measured_start_us`` for
+    ``measured_us``.  Without recorded starts, the slowest rank's time.  ``comm_wait_us``: the time the
+    collectives of all ranks waited for their peers.
+    """
+    reps = list(job)
+    replayed = max((r.clock_offset + r.replayed_us for r in reps), default=0.0)
+    starts = [r.graph.measured_start_us for r in reps]
+    spans = [r.measured_us for r in reps]
+    measured: float | None = None
+    if reps and all(s is not None for s in starts) and all(m is not None for m in spans):
+        first = min(starts)  # type: ignore[type-var]
+        measured = max(s + m for s, m in zip(starts, spans)) - first  # type: ignore[operator]
+    elif reps and all(m is not None for m in spans):
+        measured = max(spans)  # type: ignore[type-var]
+    return {
+        "measured_us": measured,
+        "replayed_us": replayed,
+        "error_pct": 100.0 * (replayed - measured) / measured if measured else None,
+        "comm_wait_us": sum(r.total_wait_us for r in reps),
+        "matched_comm_groups": job.groups,
+        "start_offsets_us": {str(r.rank): r.clock_offset for r in reps},
+    }
+
+

@@ -1,0 +1,60 @@
+"""The package is layered: a stage imports only the stages below it (DESIGN.md, "One implementation per
+stage"), read off the source with ``ast`` (module-level and function-level imports alike)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parent.parent / "src" / "chakra"
+
+#: bottom to top; a package may import its own modules and any package of a lower layer
+LAYERS: list[tuple[str, ...]] = [
+    ("__init__", "errors", "schema"),
+    ("io",),
+    ("host", "device"),
+    ("link",),
+    ("convert",),
+    ("job",),
+    ("replay",),
+    ("pipeline",),
+    ("tools",),
+    ("cli", "src"),
+]
+LEVEL = {pkg: k for k, pkgs in enumerate(LAYERS) for pkg in pkgs}
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _imports() -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for path in SRC.rglob("*.py"):
+        rel = path.relative_to(SRC.parent).with_suffix("")
+        module = ".".join(rel.parts).removesuffix(".__init__")
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "chakra":
+                found.add(node.module)
+            elif isinstance(node, ast.Import):
+                found.update(a.name for a in node.names if a.name.split(".")[0] == "chakra")
+        out[module] = found
+    return out
+
+
+def test_every_package_has_a_layer():
+    packages = {_package(m) for m in _imports()}
+    assert packages <= set(LEVEL), sorted(packages - set(LEVEL))
+
+
+def test_nothing_imports_upward():
+    upward = []
+    for module, targets in _imports().items():
+        mine = _package(module)
+        for t in targets:
+            theirs = _package(t)
+            if theirs != mine and LEVEL[theirs] > LEVEL[mine]:
+                upward.append(f"{module} imports {t}")
+    assert not upward, "\n".join(sorted(upward))
