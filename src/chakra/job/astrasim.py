@@ -434,6 +434,7 @@ def convert_for_astrasim(input_path: str | os.PathLike[str], output_path: str | 
 
     report = convert_file(input_path, output_path, astrasim_safe=True, **convert_args)  # type: ignore[arg-type]
     out = Path(output_path)
+    idle = out.with_name(out.name[:-len(".0.et")] + ".1.et") if out.name.endswith(".0.et") else None
     try:
         f = read_et(out, 0)
         _, target = prepare_job([f], cross_rank=False)
@@ -444,8 +445,15 @@ def convert_for_astrasim(input_path: str | os.PathLike[str], output_path: str | 
             target.comm_group = cg
         write_messages(out, [f.meta, *f.nodes])
         target.outputs = [out]
+        if idle is not None and (f.world_size or 1) == 1:   # one rank in all: an idle NPU beside it
+            files = [f]
+            pad_single_rank(files, target)
+            write_messages(idle, [files[1].meta, *files[1].nodes])
+            target.outputs.append(idle)
     except BaseException:
         out.unlink(missing_ok=True)
+        if idle is not None:
+            idle.unlink(missing_ok=True)
         raise
     return report, target
 

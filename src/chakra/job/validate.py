@@ -75,6 +75,7 @@ class Validation:
     collectives: int = 0          # per rank, summed
     groups: int = 0
     problems: list[Problem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)     # worth knowing, not against the contract
 
     @property
     def ok(self) -> bool:
@@ -344,9 +345,10 @@ def validate(inputs: Sequence[str | os.PathLike[str]], *, comm_group: str | os.P
         res.collectives += len(cs)
         comms.append(RankComms(f.rank, cs, dict(f.groups), f.path))
     if len(files) == 1 and (files[0].world_size or 1) == 1:
-        res.problems.append(Problem(None, "a one-rank job: ASTRA-sim's analytical network refuses one NPU "
-                                          "(npus_count should be larger than 1); --astrasim adds an idle "
-                                          "second NPU"))
+        # not the file's fault, the network's: said, not counted as a problem
+        res.notes.append("a one-rank job: ASTRA-sim's analytical network refuses one NPU (npus_count should "
+                         "be larger than 1); run it with an idle second rank (chakra pipeline --astrasim and "
+                         "chakra_converter --astrasim write one)")
     if len(files) > 1:
         res.groups = _job_checks(comms, {k: v for k, v in groups.items() if not world_pg(k)}, res.problems)
     else:
@@ -360,6 +362,8 @@ def validate_command(inputs: Sequence[str], *, comm_group: str | None = None, li
 
     out = stream if stream is not None else sys.stdout
     res = validate(expand_inputs(inputs), comm_group=comm_group)
+    for note in res.notes:
+        out.write(f"note: {note}\n")   # type: ignore[attr-defined]
     if res.ok:
         out.write(res.summary() + "\n")   # type: ignore[attr-defined]
         return 0
