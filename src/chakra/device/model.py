@@ -1,10 +1,12 @@
-"""The typed model of a Kineto (PyTorch profiler) trace."""
+"""The typed model of a Kineto (PyTorch profiler) trace: one compact record per X event."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 # KinetoEvent.kind values (ints: cheap to compare and store)
 HOST_OP = 0        # cat cpu_op
@@ -22,10 +24,16 @@ OTHER = 10         # python_function, Trace, instant, metadata, anything else
 GPU_KINDS = frozenset((KERNEL, MEMCPY, MEMSET))
 CPU_KINDS = frozenset((HOST_OP, ANNOTATION, RUNTIME, LAUNCH, SYNC, DRIVER))
 
+#: the ``args`` of an event whose args no stage reads: shared, never written to
+NO_ARGS: dict[str, Any] = {}
 
-@dataclass(slots=True)
-class KinetoEvent:
-    """One Kineto event. Times are in microseconds (float: Kineto writes fractions)."""
+
+class KinetoEvent(msgspec.Struct, gc=False):
+    """One Kineto X event. Times are in microseconds (float: Kineto writes fractions).
+
+    A msgspec Struct without GC tracking: a million of them are about 150 MB and the cyclic collector
+    never walks them.  Made by the loader (positional, in this field order) from the decoded event.
+    """
 
     index: int             # position in the file's traceEvents (for messages); NOT a position in events
     kind: int
@@ -41,7 +49,10 @@ class KinetoEvent:
     correlation: int | None = None  # launch <-> GPU op
     stream: int | None = None
     device: int | None = None
-    args: dict[str, Any] = field(default_factory=dict)
+    # The whole ``args`` object, only where a stage reads more than the fields above: GPU events (written
+    # into ET+), synchronizing calls (which stream they wait on) and, loaded with ``op_args``, host ops and
+    # annotations (a Kineto-only link's inputs and collective fields).  Every other event: NO_ARGS.
+    args: dict[str, Any] = msgspec.field(default_factory=lambda: NO_ARGS)
     excl_dur: float = 0.0           # exclusive duration on its thread (CPU events)
     parent: int | None = None       # position in KinetoTrace.events of the innermost enclosing CPU event
                                     # on the same (pid, tid); None for GPU/OTHER events and thread roots
@@ -79,7 +90,9 @@ class KinetoTrace:
     # positions in ``events`` (trace.events[i]), not traceEvents indices
     launch_by_correlation: dict[int, int] = field(default_factory=dict)  # correlation -> event index
     gpu_by_correlation: dict[int, list[int]] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)        # other top-level keys
+    # the other top-level keys PyTorch writes (``chakra.device.decode.TOP_KEYS``: schemaVersion,
+    # baseTimeNanoseconds, host_name, ...); keys outside that table are not read
+    extra: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     distributed_info: dict[str, Any] = field(default_factory=dict)  # the raw distributedInfo object
     flow_count: int = 0                                        # ph s/f events (not kept in events)
