@@ -5,10 +5,12 @@ One decoder per shape, built once from a table, instead of ``get`` calls scatter
 - the document (:data:`TOP_KEYS`): ``traceEvents`` as a list of ``msgspec.Raw`` (each event's bytes,
   decoded one at a time by the loader, which then knows the index of an event that is wrong), plus the
   small top-level values PyTorch writes.  Top-level keys outside the table are skipped unread;
-- an event (:data:`EVENT_KEYS`): the Chrome-trace fields, every one typed ``Any`` so that an odd value
-  (a string ``dur``, a list ``pid``) reaches the loader, which decides what it means, instead of failing
-  the whole file;
-- an event's ``args`` (:data:`ARG_KEYS`): only the ids and placement every event is read for.  Every
+- an event (:data:`EVENT_FIELDS`): the Chrome-trace fields, typed as PyTorch writes them, so that the
+  usual event needs no check in Python.  An event with a value of another type (a string ``dur``, a float
+  id, a list ``pid``, an ``args`` that is not an object) fails that decoder and is read again by the
+  lenient one (:data:`LenientEvent`, every value as it is), for the loader to judge: one odd event costs
+  a second decode, never the whole file;
+- an event's ``args`` (:data:`ARG_FIELDS`): only the ids and placement every event is read for.  Every
   other key (input shapes, concrete inputs, strides ...: most of the bytes of a ``cpu_op``) is skipped by
   the decoder without becoming a Python object.  The few events whose whole ``args`` a stage reads (GPU
   events, synchronizing calls, host ops of a Kineto-only link) get it from :func:`event_args`.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from typing import Any
 
@@ -63,48 +66,66 @@ TOP_KEYS: tuple[tuple[str, str], ...] = (
 #: the top-level keys the loader interprets itself (not copied into ``extra``)
 INTERPRETED_TOP = frozenset(("distributedInfo", "deviceProperties", "traceName"))
 
-#: (attribute, JSON key) of an event
-EVENT_KEYS: tuple[tuple[str, str], ...] = (
-    ("ph", "ph"),
-    ("cat", "cat"),
-    ("name", "name"),
-    ("pid", "pid"),
-    ("tid", "tid"),
-    ("ts", "ts"),
-    ("dur", "dur"),
-    ("flow_id", "id"),       # flow events (ph s/f): the ac2g arrow's correlation
+_NAN = math.nan
+
+#: (attribute, JSON key, type of the usual value, default when absent) of an event.  An absent ``ts`` or
+#: ``dur`` reads as NaN, which the loader's range checks refuse (ts) or clamp (dur).
+EVENT_FIELDS: tuple[tuple[str, str, Any, Any], ...] = (
+    ("ph", "ph", str | None, None),
+    ("cat", "cat", str, ""),
+    ("name", "name", str, ""),
+    ("pid", "pid", int | str | None, None),
+    ("tid", "tid", int | str | None, None),
+    ("ts", "ts", float, _NAN),
+    ("dur", "dur", float, _NAN),
+    ("flow_id", "id", Any, None),  # flow events (ph s/f): the ac2g arrow's correlation
 )
 
-#: (attribute, JSON key) of the ``args`` every X event is read for
-ARG_KEYS: tuple[tuple[str, str], ...] = (
-    ("external_id", "External id"),
-    ("external_id_lc", "external id"),   # spelled so by some older Kineto versions
-    ("rf_id", "Record function id"),
-    ("correlation", "correlation"),
-    ("stream", "stream"),
-    ("device", "device"),
+#: (attribute, JSON key, type, default) of the ``args`` every X event is read for
+ARG_FIELDS: tuple[tuple[str, str, Any, Any], ...] = (
+    ("external_id", "External id", int | None, None),
+    ("external_id_lc", "external id", int | None, None),   # spelled so by some older Kineto versions
+    ("rf_id", "Record function id", int | None, None),
+    ("correlation", "correlation", int | None, None),
+    ("stream", "stream", int | None, None),
+    ("device", "device", int | None, None),
+    # present or not (any value): a kernel Kineto labels with its collective
+    ("collective", "Collective name", Any, UNSET),
 )
 
 
-def _struct(name: str, keys: tuple[tuple[str, str], ...], default: Any = None,
-            extra: list[tuple[str, Any, Any]] | None = None) -> type[msgspec.Struct]:
-    """A Struct type with one ``Any`` field per ``(attribute, JSON key)`` of ``keys``."""
-    fields: list[tuple[str, Any, Any]] = [(attr, Any, msgspec.field(default=default, name=key))
-                                          for attr, key in keys]
+def _struct(name: str, table: tuple[tuple[str, str, Any, Any], ...], lenient: bool = False,
+            extra: list[tuple[str, Any, Any]] | None = None) -> Any:
+    """A Struct type with one field per ``(attribute, JSON key, type, default)`` of ``table``; ``lenient``:
+    every field ``Any`` (absent: None), so that any value of an object decodes."""
+    fields: list[tuple[str, Any, Any]] = [
+        (attr, Any if lenient else typ,
+         msgspec.field(default=None if lenient and default is not UNSET else default, name=key))
+        for attr, key, typ, default in table]
     return msgspec.defstruct(name, fields + (extra or []), gc=False)
 
 
-EventArgs = _struct("EventArgs", ARG_KEYS)
-Event = _struct("Event", EVENT_KEYS,
-                extra=[("args", EventArgs | None, msgspec.field(default=None))])  # type: ignore[operator]
-Document = _struct("Document", TOP_KEYS, default=UNSET,
-                   extra=[("events", list[msgspec.Raw] | msgspec.UnsetType,
-                           msgspec.field(default=UNSET, name="traceEvents"))])
+EventArgs = _struct("EventArgs", ARG_FIELDS)
+#: one event, its values of the usual types
+Event = _struct("Event", EVENT_FIELDS, extra=[("args", EventArgs | None, msgspec.field(default=None))])
+#: one event whose values are not all of the usual types: everything as it is in the file, for the
+#: loader to judge (a string ``dur``, a float id, a list ``pid``, an ``args`` that is not an object)
+LenientEvent = _struct("LenientEvent", EVENT_FIELDS, lenient=True,
+                       extra=[("args", Any, msgspec.field(default=None))])
+Document = msgspec.defstruct(
+    "Document",
+    [(attr, Any, msgspec.field(default=UNSET, name=key)) for attr, key in TOP_KEYS]
+    + [("events", list[msgspec.Raw] | msgspec.UnsetType, msgspec.field(default=UNSET, name="traceEvents"))],
+    gc=False)
 
 _document_decoder = msgspec.json.Decoder(Document)
-#: decodes one event's bytes (``traceEvents[i]``); raises msgspec.ValidationError when the event is not
-#: an object or its ``args`` is neither an object nor null (see :func:`odd_event`)
+#: decodes one event's bytes (``traceEvents[i]``) into an :data:`Event`; raises msgspec.DecodeError
+#: (ValidationError) when a value is not of the usual type: :func:`lenient_event` then reads it
 event_decoder = msgspec.json.Decoder(Event)
+_lenient_decoder = msgspec.json.Decoder(LenientEvent)
+_ArgsText = msgspec.defstruct("_ArgsText", [("args", msgspec.Raw, msgspec.field(default=msgspec.Raw(b"")))],
+                              gc=False)
+_args_text_decoder = msgspec.json.Decoder(_ArgsText)
 
 
 def decode_document(data: bytes, path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[msgspec.Raw]]:
@@ -151,18 +172,19 @@ def _type_name(value: Any) -> str:
     return type(value).__name__
 
 
-def odd_event(raw: msgspec.Raw, index: int, path: str | os.PathLike[str]) -> Any:
-    """An event the typed decoder refused: not an object (TraceFormatError naming ``traceEvents[index]``),
-    or an object whose ``args`` is not an object (decoded without its args, as events without any)."""
+def lenient_event(raw: msgspec.Raw, index: int, path: str | os.PathLike[str]) -> Any:
+    """An event :data:`event_decoder` refused, as a :data:`LenientEvent`; TraceFormatError naming
+    ``traceEvents[index]`` when it is not an object or not valid JSON (a string that is not UTF-8, a
+    number beyond the float range: the document's scan does not look that closely)."""
+    try:
+        return _lenient_decoder.decode(raw)
+    except msgspec.DecodeError:
+        pass
     try:
         value = msgspec.json.decode(raw)
-    except msgspec.DecodeError as exc:  # a string that is not UTF-8: the document scan does not look
+    except msgspec.DecodeError as exc:
         raise TraceFormatError(f"traceEvents[{index}] is not valid JSON ({exc})", path) from None
-    if not isinstance(value, dict):
-        raise TraceFormatError(f"traceEvents[{index}] is a JSON {_type_name(value)}, expected an object",
-                               path)
-    value.pop("args", None)
-    return msgspec.convert(value, Event)
+    raise TraceFormatError(f"traceEvents[{index}] is a JSON {_type_name(value)}, expected an object", path)
 
 
 def event_args(raw: msgspec.Raw, index: int, path: str | os.PathLike[str]) -> dict[str, Any] | None:
@@ -173,3 +195,15 @@ def event_args(raw: msgspec.Raw, index: int, path: str | os.PathLike[str]) -> di
     except orjson.JSONDecodeError as exc:
         raise TraceFormatError(f"traceEvents[{index}] is not valid JSON ({exc})", path) from None
     return args if type(args) is dict else None
+
+
+def args_text(raw: msgspec.Raw, index: int, path: str | os.PathLike[str]) -> bytes:
+    """The JSON text of the ``args`` object of one event's bytes (which the caller knows to be an object),
+    copied out of the document's buffer; checked to be valid JSON, as :func:`event_args` would."""
+    text = bytes(_args_text_decoder.decode(raw).args)
+    if not text.isascii():  # the one property the document's scan leaves unchecked: UTF-8 in strings
+        try:
+            orjson.loads(text)
+        except orjson.JSONDecodeError as exc:
+            raise TraceFormatError(f"traceEvents[{index}] is not valid JSON ({exc})", path) from None
+    return text

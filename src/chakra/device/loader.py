@@ -11,7 +11,7 @@ Decisions, so that the linker and the converter can rely on them:
   ``flow_count``; ``ac2g`` flow ids are used only to count how many GPU correlations they confirm
   (``stats["ac2g_confirmed"]``): the ``correlation`` args are authoritative.
 - Positions: ``KinetoEvent.parent``, ``launch_by_correlation`` and ``gpu_by_correlation`` hold positions in
-  ``trace.events``; ``KinetoEvent.index`` is the position in the file's ``traceEvents`` (for messages).
+  ``trace.events``; ``KinetoTrace.file_index`` the position in the file's ``traceEvents`` (for messages).
 - Bad times: an X event without a usable ``ts`` (missing, not a number, NaN, infinite) cannot be placed on a
   timeline: TraceFormatError naming the event index.  A missing, NaN, infinite, negative or huge
   (> 1e12 µs) ``dur`` is clamped to 0 and reported once in ``warnings`` (count + first event indices): one
@@ -27,6 +27,8 @@ Decisions, so that the linker and the converter can rely on them:
   clipped to its parent's end; never negative.  GPU events: ``excl_dur = dur``.  OTHER events
   (python_function, Trace, gpu_user_annotation, ...) are not part of the CPU stacks: ``excl_dur = dur``,
   ``parent = None``.
+- A GPU op's stream is its ``args.stream``, else (missing, or not an integer) its ``tid``; its device
+  ``args.device``, else its ``pid``.
 - ``args``: the ids and placement (External id, Record function id, correlation, stream, device) are read
   from every event into typed fields; the whole ``args`` object only where a stage reads more (see
   :class:`~chakra.device.model.KinetoEvent`).
@@ -43,7 +45,17 @@ from typing import Any
 import msgspec
 import orjson
 
-from chakra.device.decode import INTERPRETED_TOP, decode_document, event_args, event_decoder, odd_event
+from chakra.device.decode import (
+    INTERPRETED_TOP,
+    UNSET,
+    Event,
+    EventArgs,
+    args_text,
+    decode_document,
+    event_args,
+    event_decoder,
+    lenient_event,
+)
 from chakra.device.kinds import CATEGORY_KIND, runtime_kind
 from chakra.device.model import (
     ANNOTATION,
@@ -84,6 +96,7 @@ PROFILER_STEP_RE = re.compile(r"ProfilerStep#\d+\Z")
 
 _MAX_LISTED = 5  # event indices quoted in one aggregated warning
 _INF = math.inf
+_NAN = math.nan
 # Longer than this (11.6 days, in µs) is a corrupt record, not a measurement: clamped like a NaN; a
 # 1e300 µs kernel would otherwise overflow every integer field downstream.
 _MAX_DUR = 1e12
@@ -203,7 +216,7 @@ def _read_events(trace: KinetoTrace, raws: list[msgspec.Raw], op_args: bool = Fa
     """The single pass: decode each event, build the X records, the GPU correlation table and the
     positions by role, count everything else.  Returns the positions of the runtime/driver calls that
     carry a correlation id (the launches, and the calls that may turn out to be launches) and the count
-    of events per kind.
+    of events per kind (as read: promotions move some later).
 
     ``op_args``: host ops and annotations keep their ``args`` too (see :func:`load_kineto`)."""
     path = trace.path
@@ -213,32 +226,36 @@ def _read_events(trace: KinetoTrace, raws: list[msgspec.Raw], op_args: bool = Fa
     op_positions = trace.op_positions
     gpu_positions = trace.gpu_positions
     sync_positions = trace.sync_positions
-    # runtime/driver/sync calls with a correlation id: launches, and candidates for promotion once every
-    # GPU event is known (see _classify_launches)
     calls: list[int] = []
-    kinds = [0] * (max(KIND_NAMES) + 1)  # events per kind (as read: promotions move some later)
+    kinds = [0] * (max(KIND_NAMES) + 1)
     non_x: dict[str, int] = {}
     ac2g_ids: set[Any] = set()
     flows = 0
     bad_dur: list[int] = []
-    # one str object per distinct name/category instead of one per event
-    strings: dict[str, str] = {}
-    intern = strings.setdefault
-    rt_cache: dict[tuple[int, str], tuple[int, bool]] = {}
+    # what a (category, name) pair decides, once per distinct pair: one shared str object per name and
+    # category (instead of one per event), the kind, whether the call synchronizes
     by_cat: dict[str, dict[str, tuple[str, str, int, bool]]] = {}
+    rt_cache: dict[tuple[int, str], tuple[int, bool]] = {}
     decode = event_decoder.decode
     decode_error = msgspec.DecodeError
     record = KinetoEvent
     no_args = NO_ARGS
+    unset = UNSET
     whole_args = (HOST_OP, ANNOTATION) if op_args else ()
-    i = -1
-    for i, raw in enumerate(raws):
+    file_index = trace.file_index
+    add_index = file_index.append
+    # the events' bytes are dropped as they are read: the last one releases the document's buffer
+    total = len(raws)
+    raws.reverse()
+    pop = raws.pop
+    for i in range(total):
+        raw = pop()
         try:
             e = decode(raw)
-        except decode_error:  # not an object, args not an object, or not UTF-8
-            e = odd_event(raw, i, path)
-        ph = e.ph
-        if ph != "X":
+        except decode_error:  # a value of an unusual type (or no object at all): judged by _lenient
+            e = _lenient(raw, i, path)
+        if e.ph != "X":
+            ph = e.ph
             key = ph if isinstance(ph, str) else "?"
             non_x[key] = non_x.get(key, 0) + 1
             if ph == "s" or ph == "f":
@@ -246,92 +263,54 @@ def _read_events(trace: KinetoTrace, raws: list[msgspec.Raw], op_args: bool = Fa
                 if ph == "s" and e.cat == "ac2g":
                     ac2g_ids.add(_as_int(e.flow_id))
             continue
+        by_name = by_cat.get(e.cat)
+        if by_name is None:
+            by_name = by_cat[e.cat] = {}
+        hit = by_name.get(e.name)
+        if hit is None:
+            hit = by_name[e.name] = _classify(e.cat, e.name, rt_cache)
+        cat, name, kind, is_sync = hit
         ts = e.ts
+        if not (-_INF < ts < _INF):  # only NaN gets here: no ts at all
+            raise _no_ts(i, e.name, None, path)
         dur = e.dur
-        cat = e.cat
-        name = e.name
-        pid = e.pid
-        tid = e.tid
-        # the usual event (float ts/dur, str cat/name, int pid/tid) takes one lookup for what its
-        # (category, name) pair decides: the shared str objects and the kind; anything else goes through
-        # the checked path below, which decides what is wrong with it
-        if (type(ts) is float and type(dur) is float and type(cat) is str and type(name) is str
-                and type(pid) is int and type(tid) is int and -_INF < ts < _INF and 0.0 <= dur <= _MAX_DUR):
-            by_name = by_cat.get(cat)
-            if by_name is None:
-                by_name = by_cat[cat] = {}
-            hit = by_name.get(name)
-            if hit is None:
-                hit = by_name[name] = _classify(intern(cat, cat), intern(name, name), rt_cache)
-            cat, name, kind, is_sync = hit
-        else:
-            if type(ts) is int:
-                ts = float(ts)
-            elif type(ts) is not float or not (-_INF < ts < _INF):
-                ts = _as_float(ts)
-                if ts is None:
-                    raise TraceFormatError(
-                        f"traceEvents[{i}] ({e.name!r}): 'ts' is missing or not a finite number ({e.ts!r})",
-                        path,
-                    )
-            if type(dur) is int:
-                dur = float(dur)
-                if not (0.0 <= dur <= _MAX_DUR):
-                    bad_dur.append(i)
-                    dur = 0.0
-            elif type(dur) is not float or not (0.0 <= dur <= _MAX_DUR):
-                dur = _as_float(dur)
-                if dur is None or not (0.0 <= dur <= _MAX_DUR):
-                    bad_dur.append(i)
-                    dur = 0.0
-            cat = intern(cat, cat) if type(cat) is str else ("" if cat is None else str(cat))
-            name = intern(name, name) if type(name) is str else ("" if name is None else str(name))
-            if type(pid) is not int:
-                pid = _key(pid)
-            if type(tid) is not int:
-                tid = _key(tid)
-            cat, name, kind, is_sync = _classify(cat, name, rt_cache)
-
+        if not (0.0 <= dur <= _MAX_DUR):
+            bad_dur.append(i)
+            dur = 0.0
         a = e.args
         if a is None:
             ext = rf = corr = stream = device = None
         else:
             corr = a.correlation
-            if corr is not None and type(corr) is not int:
-                corr = _as_int(corr)
             ext = a.external_id
             if ext is None:
                 ext = a.external_id_lc
-            if ext is not None and type(ext) is not int:
-                ext = _as_int(ext)
             rf = a.rf_id
-            if rf is not None and type(rf) is not int:
-                rf = _as_int(rf)
             stream = a.stream
             device = a.device
-
         pos = len(events)
         kinds[kind] += 1
-        if kind == KERNEL or kind == MEMCPY or kind == MEMSET:
-            # the whole args object: written into ET+ with the GPU node
-            args = event_args(raw, i, path) if a is not None else None
-            if stream is None:
-                stream = tid
-            if device is None:
-                device = pid
-            append(record(
-                i, kind, name, cat, "X", pid, tid, ts, dur, ext, rf, corr,
-                stream if type(stream) is int else _as_int(stream),
-                device if type(device) is int else _as_int(device),
-                args if args is not None else no_args, dur, None, is_sync,
-            ))
-            gpu_positions.append(pos)
-            if corr is not None:
-                lst = gpu_by_corr.get(corr)
-                if lst is None:
-                    gpu_by_corr[corr] = [pos]
-                else:
-                    lst.append(pos)
+        if kind >= KERNEL:
+            if kind != OTHER:  # KERNEL, MEMCPY, MEMSET: a GPU op, with its whole args (written into ET+)
+                append(record(
+                    kind, name, cat, e.pid, e.tid, ts, dur, ext, rf, corr,
+                    stream if stream is not None else _as_int(e.tid),
+                    device if device is not None else _as_int(e.pid),
+                    args_text(raw, i, path) if a is not None else no_args, dur, None, is_sync,
+                    a is not None and a.collective is not unset,
+                ))
+                add_index(i)
+                gpu_positions.append(pos)
+                if corr is not None:
+                    lst = gpu_by_corr.get(corr)
+                    if lst is None:
+                        gpu_by_corr[corr] = [pos]
+                    else:
+                        lst.append(pos)
+            else:
+                append(record(kind, name, cat, e.pid, e.tid, ts, dur, ext, rf, corr, stream, device,
+                              no_args, dur))
+                add_index(i)
             continue
         args = None
         if is_sync:
@@ -340,20 +319,17 @@ def _read_events(trace: KinetoTrace, raws: list[msgspec.Raw], op_args: bool = Fa
                 args = event_args(raw, i, path)  # which stream it waits on (chakra.link.deps)
         elif kind in whole_args and a is not None:
             args = event_args(raw, i, path)
-        append(record(
-            i, kind, name, cat, "X", pid, tid, ts, dur, ext, rf, corr,
-            None if stream is None else (stream if type(stream) is int else _as_int(stream)),
-            None if device is None else (device if type(device) is int else _as_int(device)),
-            args if args is not None else no_args, dur if kind == OTHER else 0.0, None, is_sync,
-        ))
-        if kind == HOST_OP or kind == ANNOTATION:
+        append(record(kind, name, cat, e.pid, e.tid, ts, dur, ext, rf, corr, stream, device,
+                      args if args is not None else no_args, 0.0, None, is_sync))
+        add_index(i)
+        if kind <= ANNOTATION:
             op_positions.append(pos)
-        elif corr is not None and kind != OTHER:
+        elif corr is not None:
             calls.append(pos)
 
     trace.flow_count = flows
     stats = trace.stats
-    stats["events_total"] = i + 1
+    stats["events_total"] = total
     stats["x_events"] = len(events)
     stats["flows"] = flows
     for ph, n in sorted(non_x.items()):
@@ -373,6 +349,46 @@ def _read_events(trace: KinetoTrace, raws: list[msgspec.Raw], op_args: bool = Fa
             + ", ".join(f"{n} ph={ph!r}" for ph, n in sorted(ignored.items()))
         )
     return calls, kinds
+
+
+def _no_ts(index: int, name: Any, ts: Any, path: str) -> TraceFormatError:
+    return TraceFormatError(
+        f"traceEvents[{index}] ({name!r}): 'ts' is missing or not a finite number ({ts!r})", path)
+
+
+def _lenient(raw: msgspec.Raw, index: int, path: str) -> Any:
+    """An event with a value of an unusual type, its values made what :func:`_read_events` expects (the
+    types of :data:`chakra.device.decode.EVENT_FIELDS`): a ts that is an int or a number in a string is a
+    float, one that is no finite number an error; a dur that is not a usable number is NaN (clamped, with
+    a warning); a missing or non-string name or category is text; a pid/tid that is a list or an object is
+    its text; ids are ints (digit strings and integral floats convert) or None; ``args`` that is not an
+    object counts as no args."""
+    e = lenient_event(raw, index, path)
+    if e.ph != "X":
+        return e
+    ts = e.ts
+    if type(ts) is int:
+        ts = float(ts)
+    else:
+        ts = _as_float(ts)
+        if ts is None:
+            raise _no_ts(index, e.name, e.ts, path)
+    dur = e.dur
+    dur = float(dur) if type(dur) is int else _as_float(dur)
+    cat, name = e.cat, e.name
+    args = e.args
+    if type(args) is dict:
+        ext = args.get("External id")
+        a = EventArgs(
+            _as_int(ext if ext is not None else args.get("external id")), None,
+            _as_int(args.get("Record function id")), _as_int(args.get("correlation")),
+            _as_int(args.get("stream")), _as_int(args.get("device")), args.get("Collective name", UNSET))
+    else:
+        a = None
+    return Event(
+        "X", cat if type(cat) is str else ("" if cat is None else str(cat)),
+        name if type(name) is str else ("" if name is None else str(name)),
+        _key(e.pid), _key(e.tid), ts, _NAN if dur is None else dur, None, a)
 
 
 def _listed(items: list[int]) -> str:

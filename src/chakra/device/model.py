@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from array import array
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import msgspec
+import orjson
 
 # KinetoEvent.kind values (ints: cheap to compare and store)
 HOST_OP = 0        # cat cpu_op
@@ -31,15 +33,14 @@ NO_ARGS: dict[str, Any] = {}
 class KinetoEvent(msgspec.Struct, gc=False):
     """One Kineto X event. Times are in microseconds (float: Kineto writes fractions).
 
-    A msgspec Struct without GC tracking: a million of them are about 150 MB and the cyclic collector
-    never walks them.  Made by the loader (positional, in this field order) from the decoded event.
+    A msgspec Struct without GC tracking: the cyclic collector never walks a million of them.  Made by the
+    loader, positionally in this field order.  Its position in the file's ``traceEvents`` is
+    ``KinetoTrace.file_index[position]`` (only messages need it: a column, not a field of every record).
     """
 
-    index: int             # position in the file's traceEvents (for messages); NOT a position in events
     kind: int
     name: str
     cat: str
-    ph: str
     pid: Any
     tid: Any
     ts: float
@@ -49,16 +50,27 @@ class KinetoEvent(msgspec.Struct, gc=False):
     correlation: int | None = None  # launch <-> GPU op
     stream: int | None = None
     device: int | None = None
-    # The whole ``args`` object, only where a stage reads more than the fields above: GPU events (written
-    # into ET+), synchronizing calls (which stream they wait on) and, loaded with ``op_args``, host ops and
-    # annotations (a Kineto-only link's inputs and collective fields).  Every other event: NO_ARGS.
-    args: dict[str, Any] = msgspec.field(default_factory=lambda: NO_ARGS)
+    # What :attr:`args` returns: the args object where a stage reads more than the fields above --
+    # synchronizing calls (which stream they wait on) and, loaded with ``op_args``, host ops and
+    # annotations (a Kineto-only link's inputs and collective fields) hold it decoded; GPU events (written
+    # into ET+) hold its JSON text, decoded when asked (a decoded args object is about four times its
+    # text); every other event holds NO_ARGS.
+    args_source: dict[str, Any] | bytes = msgspec.field(default_factory=lambda: NO_ARGS)
     excl_dur: float = 0.0           # exclusive duration on its thread (CPU events)
     parent: int | None = None       # position in KinetoTrace.events of the innermost enclosing CPU event
                                     # on the same (pid, tid); None for GPU/OTHER events and thread roots
     # True when the call blocks the host until GPU work is done: every SYNC event, and synchronous
     # copies (cudaMemcpy, hipMemcpyWithStream, ...) which are LAUNCH events that also synchronize.
     is_sync: bool = False
+    collective: bool = False        # args holds "Collective name" (Kineto labels a collective's kernel)
+
+    ph: ClassVar[str] = "X"         # only X events are kept
+
+    @property
+    def args(self) -> dict[str, Any]:
+        """The event's ``args`` object (see ``args_source``); a new dict on each call for GPU events."""
+        src = self.args_source
+        return orjson.loads(src) if type(src) is bytes else src
 
     @property
     def end(self) -> float:
@@ -80,6 +92,8 @@ class KinetoTrace:
 
     path: str
     events: list[KinetoEvent] = field(default_factory=list)   # X events only, file order
+    # position in the file's traceEvents of each event (for messages): file_index[i] of events[i]
+    file_index: array[int] = field(default_factory=lambda: array("q"))
     rank: int | None = None
     world_size: int | None = None
     backend: str | None = None
