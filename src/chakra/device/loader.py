@@ -59,7 +59,6 @@ from chakra.device.decode import (
 from chakra.device.kinds import CATEGORY_KIND, runtime_kind
 from chakra.device.model import (
     ANNOTATION,
-    CPU_KINDS,
     DRIVER,
     HOST_OP,
     KERNEL,
@@ -309,9 +308,10 @@ def _read_events(trace: KinetoTrace, raws: list[msgspec.Raw], op_args: bool = Fa
                         lst.append(pos)
             else:
                 append(record(kind, name, cat, e.pid, e.tid, ts, dur, ext, rf, corr, stream, device,
-                              no_args, dur))
+                              no_args, dur, None, False, a is not None and a.collective is not unset))
                 add_index(i)
             continue
+        # a CPU event
         args = None
         if is_sync:
             sync_positions.append(pos)
@@ -320,7 +320,8 @@ def _read_events(trace: KinetoTrace, raws: list[msgspec.Raw], op_args: bool = Fa
         elif kind in whole_args and a is not None:
             args = event_args(raw, i, path)
         append(record(kind, name, cat, e.pid, e.tid, ts, dur, ext, rf, corr, stream, device,
-                      args if args is not None else no_args, 0.0, None, is_sync))
+                      args if args is not None else no_args, dur, None, is_sync,
+                      a is not None and a.collective is not unset))
         add_index(i)
         if kind <= ANNOTATION:
             op_positions.append(pos)
@@ -457,9 +458,10 @@ def _classify_launches(trace: KinetoTrace, calls: list[int], kinds: list[int]) -
 def _sweep_threads(trace: KinetoTrace) -> None:
     """Exclusive durations and parents: one sorted stack sweep per (pid, tid).
 
-    Each stack entry is ``[position, effective end, covered-by-children]``.  A child that runs past its
-    parent's end is clipped to it (and counted in ``stats["overrun_children"]``), so siblings never overlap
-    and the union of the direct children is simply the sum of their clipped lengths.  Intervals are
+    Every CPU event comes from the loader with ``excl_dur = dur``.  Each stack entry is ``[event, position,
+    effective end, covered-by-children]``.  A child that runs past its parent's end is clipped to it (and
+    counted in ``stats["overrun_children"]``), so siblings never overlap and the union of the direct
+    children is simply the sum of their clipped lengths.  Intervals are
     half-open: an event starting exactly where the top of the stack ends is not its child, which also
     means a zero-length event never has children.  Ties (same ts and dur) keep file order: the earlier one
     is the parent.
@@ -478,54 +480,67 @@ def _sweep_threads(trace: KinetoTrace) -> None:
     therefore allow ``|ts| * 5e-16`` (about two ulps): a child that ends "after" its parent only by
     rounding is not an overrun, and an event starting where the previous one ends is its sibling.
     """
-    events = trace.events
-    # per thread, (ts, -dur, position, event): sorted as is, that is start order, longer first, then file
-    # order (positions are unique: the event itself is never compared)
-    threads: dict[tuple[Any, Any], list[tuple[float, float, int, KinetoEvent]]] = {}
-    cpu_kinds = CPU_KINDS
-    for pos, ev in enumerate(events):
-        if ev.kind in cpu_kinds:
-            key = (ev.pid, ev.tid)
-            lst = threads.get(key)
-            if lst is None:
-                threads[key] = [(ev.ts, -ev.dur, pos, ev)]
-            else:
-                lst.append((ev.ts, -ev.dur, pos, ev))
+    # per thread, (ts, -dur, position, event, is_op): made once the document's buffer is released (this
+    # is a hundred bytes per event)
+    threads: dict[tuple[Any, Any], list[tuple[Any, ...]]] = {}
+    thread: list[tuple[Any, ...]] = []
+    last_pid: Any = _NAN  # equal to no pid
+    last_tid: Any = _NAN
+    for pos, ev in enumerate(trace.events):
+        kind = ev.kind
+        if kind >= KERNEL:  # GPU events and OTHER
+            continue
+        pid = ev.pid
+        tid = ev.tid
+        if pid != last_pid or tid != last_tid:  # runs of events of one thread are the usual case
+            last_pid = pid
+            last_tid = tid
+            thread = threads.get((pid, tid))  # type: ignore[assignment]
+            if thread is None:
+                thread = threads[(pid, tid)] = []
+        ts = ev.ts
+        thread.append((ts, -ev.dur, pos, ev, kind <= ANNOTATION or ev.is_sync))
 
     overrun = 0
-    op_kinds = (HOST_OP, ANNOTATION, SYNC)
+    rel_eps = _REL_EPS
     for items in threads.values():
+        # (ts, -dur, position): start order, longer first, then file order (positions are unique: the
+        # event itself is never compared)
         items.sort()
-        # entries [event, position, effective end, covered by children]
         stack: list[list[Any]] = []
-        for ts, _, pos, ev in items:
-            tol = (ts if ts >= 0.0 else -ts) * _REL_EPS
-            while stack and stack[-1][2] <= ts + tol:
-                top_ev, _, _, covered = stack.pop()
-                if covered:
+        push = stack.append
+        pop = stack.pop
+        top: list[Any] | None = None  # stack[-1]
+        for ts, neg_dur, pos, ev, is_op in items:
+            tol = (ts if ts >= 0.0 else -ts) * rel_eps
+            lim = ts + tol
+            while top is not None and top[2] <= lim:
+                pop()
+                covered = top[3]
+                if covered:  # else excl_dur stays dur, as the loader made it
+                    top_ev = top[0]
                     excl = top_ev.dur - covered
                     top_ev.excl_dur = excl if excl > 0.0 else 0.0
-                else:
-                    top_ev.excl_dur = top_ev.dur
-            end = ts + ev.dur
-            if stack:
-                parent = stack[-1]
-                ev.parent = parent[1]
-                is_op = ev.kind in op_kinds or ev.is_sync
-                if end > parent[2] + tol:
-                    end = parent[2]
+                top = stack[-1] if stack else None
+            end = ts - neg_dur
+            if top is not None:
+                ev.parent = top[1]
+                if end > top[2] + tol:
+                    end = top[2]
                     overrun += 1
                     if is_op:
-                        parent[3] += end - ts
+                        top[3] += end - ts
                 else:
-                    if end > parent[2]:
-                        end = parent[2]  # rounding noise only: keep the ends nested
+                    if end > top[2]:
+                        end = top[2]  # rounding noise only: keep the ends nested
                     if is_op:
-                        parent[3] += ev.dur  # exact: no float round trip through absolute times
-            stack.append([ev, pos, end, 0.0])
+                        top[3] -= neg_dur  # exact: no float round trip through absolute times
+            top = [ev, pos, end, 0.0]
+            push(top)
         for top_ev, _, _, covered in stack:
-            excl = top_ev.dur - covered
-            top_ev.excl_dur = excl if excl > 0.0 else 0.0
+            if covered:
+                excl = top_ev.dur - covered
+                top_ev.excl_dur = excl if excl > 0.0 else 0.0
     trace.stats["overrun_children"] = overrun
     trace.stats["cpu_threads"] = len(threads)
     if overrun:
