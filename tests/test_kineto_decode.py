@@ -217,3 +217,10 @@ def test_number_out_of_float_range(tmp_path: Path) -> None:
 def test_build_from_a_parsed_document_refuses_what_json_cannot_hold() -> None:
     with pytest.raises(TraceFormatError, match="not a JSON document"):
         build_kineto_trace({"traceEvents": [{"ph": "X", "ts": 2**70}]}, "mem.json")
+
+
+def test_number_out_of_float_range_at_the_top_level(tmp_path: Path) -> None:
+    path = tmp_path / "k.json"
+    path.write_text('{"distributedInfo": {"rank": 1e400}, "traceEvents": []}')
+    with pytest.raises(TraceFormatError, match="not valid JSON .*out of range"):
+        load_kineto(path)

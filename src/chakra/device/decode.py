@@ -137,8 +137,8 @@ def decode_document(data: bytes, path: str | os.PathLike[str]) -> tuple[dict[str
         raise TraceFormatError("file is empty", path)
     try:
         doc = _document_decoder.decode(data)
-    except msgspec.ValidationError:  # well-formed JSON of another shape (a subclass of DecodeError)
-        raise TraceFormatError(_shape_problem(data), path) from None
+    except msgspec.ValidationError as exc:  # JSON of another shape (a subclass of DecodeError)
+        raise TraceFormatError(_shape_problem(data, exc), path) from None
     except msgspec.DecodeError as exc:
         if b"NaN" not in data and b"Infinity" not in data:
             raise TraceFormatError(f"not valid JSON ({exc})", path) from None
@@ -160,9 +160,13 @@ def decode_document(data: bytes, path: str | os.PathLike[str]) -> tuple[dict[str
     return top, doc.events
 
 
-def _shape_problem(data: bytes) -> str:
-    """Why a well-formed JSON document is not a Kineto document (the error path only: parsed again)."""
-    value = msgspec.json.decode(data)
+def _shape_problem(data: bytes, exc: msgspec.ValidationError) -> str:
+    """Why a document the typed decoder refused is not a Kineto document (the error path only: parsed
+    again, generically)."""
+    try:
+        value = msgspec.json.decode(data)
+    except msgspec.DecodeError:  # a number beyond the float range
+        return f"not valid JSON ({exc})"
     if not isinstance(value, dict):
         return f"top level is a JSON {_type_name(value)}, expected a JSON object"
     return f"'traceEvents' is a JSON {_type_name(value.get('traceEvents'))}, expected a list"
