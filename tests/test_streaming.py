@@ -1,5 +1,7 @@
 """The chunked JSON readers (used above STREAM_MIN_BYTES) build exactly the models of the one-piece parse.
 
+(Host ETs and ET+ only: Kineto traces are decoded in one piece at every size, ``chakra.device.decode``.)
+
 No corpus file is large enough to take the chunked path on its own, so these tests force it with 4 KB
 blocks (thousands of chunk boundaries per file) and compare every field of every op/event.
 """
@@ -14,42 +16,34 @@ from pathlib import Path
 
 import pytest
 
-from chakra.device import loader as kineto_loader
 from chakra.host import loader as host_loader
 from chakra.io import jsonio
 
 
-def _both(path: Path, kineto: bool):
-    key = "traceEvents" if kineto else "nodes"
-    got = jsonio.iter_json_array(path, key, min_bytes=0, block=4096)
+def _both(path: Path):
+    got = jsonio.iter_json_array(path, "nodes", min_bytes=0, block=4096)
     assert got is not None, "the chunked reader declined a well-formed file"
     top, chunks = got
     whole = jsonio.load_json(path)
-    if kineto:
-        return (kineto_loader._build_streamed(top, chunks, str(path), None),
-                kineto_loader.build_kineto_trace(whole, str(path)))
     return host_loader._build_streamed(top, chunks, str(path)), host_loader.build_host_trace(whole, str(path))
 
 
-@pytest.mark.parametrize("rel, kineto", [
-    ("dlrm_8r_v100/host/host_et_3.json.gz", False),
-    ("dlrm_8r_v100/device/kineto_3.json.gz", True),
-    ("dlrm_8r_v100/et_plus_2023/et_plus_1.json.gz", False),
-    ("cpu_gloo/tp_like_2r/host_et_1.json.gz", False),
-    ("cpu_gloo/tp_like_2r/kineto_1.json.gz", True),
-    ("host_only/resnet_2gpu_rank0_1.1.0-chakra.0.0.4.json.gz", False),
+@pytest.mark.parametrize("rel", [
+    "dlrm_8r_v100/host/host_et_3.json.gz",
+    "dlrm_8r_v100/et_plus_2023/et_plus_1.json.gz",
+    "cpu_gloo/tp_like_2r/host_et_1.json.gz",
+    "host_only/resnet_2gpu_rank0_1.1.0-chakra.0.0.4.json.gz",
 ])
-def test_chunked_equals_whole_on_corpus(corpus: Path, rel: str, kineto: bool) -> None:
-    streamed, whole = _both(corpus / rel, kineto)
+def test_chunked_equals_whole_on_corpus(corpus: Path, rel: str) -> None:
+    streamed, whole = _both(corpus / rel)
     assert streamed == whole
-    assert len(streamed.events if kineto else streamed.ops) > 100
+    assert len(streamed.ops) > 100
 
 
 def test_chunked_equals_whole_on_project_data(data_dir: Path, tmp_path: Path) -> None:
     for rank in (0, 1):
-        for name, kineto in ((f"host_et_{rank}.json.gz", False), (f"kineto_{rank}.json.gz", True)):
-            streamed, whole = _both(data_dir / "gloo_collectives_2r" / name, kineto)
-            assert streamed == whole
+        streamed, whole = _both(data_dir / "gloo_collectives_2r" / f"host_et_{rank}.json.gz")
+        assert streamed == whole
 
 
 def test_chunk_boundary_inside_strings_and_escapes(tmp_path: Path) -> None:
@@ -65,7 +59,7 @@ def test_chunk_boundary_inside_strings_and_escapes(tmp_path: Path) -> None:
     p = tmp_path / "et.json.gz"
     doc = {"schema": "1.1.1-chakra.0.0.4", "pid": 1, "nodes": nodes}
     p.write_bytes(gzip.compress(json.dumps(doc).encode()))
-    streamed, whole = _both(p, False)
+    streamed, whole = _both(p)
     assert streamed == whole and whole.by_id[5].name.startswith('op "5" ]}')
 
 

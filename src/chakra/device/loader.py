@@ -1,6 +1,8 @@
 """Load a Kineto (PyTorch profiler, Chrome-trace JSON) file into a :class:`KinetoTrace`.
 
-One pass over ``traceEvents`` builds the typed events and the correlation tables; one sorted stack sweep
+One path for every size: the file's bytes are decoded by msgspec (:mod:`chakra.device.decode`: typed
+Structs declaring only the fields the stages read), one event at a time in one pass that builds the
+records (:class:`~chakra.device.model.KinetoEvent`) and the correlation tables; one sorted stack sweep
 per CPU thread fills exclusive durations and parents.  Nothing scans all events per kernel.
 
 Decisions, so that the linker and the converter can rely on them:
@@ -9,7 +11,7 @@ Decisions, so that the linker and the converter can rely on them:
   ``flow_count``; ``ac2g`` flow ids are used only to count how many GPU correlations they confirm
   (``stats["ac2g_confirmed"]``): the ``correlation`` args are authoritative.
 - Positions: ``KinetoEvent.parent``, ``launch_by_correlation`` and ``gpu_by_correlation`` hold positions in
-  ``trace.events``; ``KinetoEvent.index`` is the position in the file's ``traceEvents`` (for messages).
+  ``trace.events``; ``KinetoTrace.file_index`` the position in the file's ``traceEvents`` (for messages).
 - Bad times: an X event without a usable ``ts`` (missing, not a number, NaN, infinite) cannot be placed on a
   timeline: TraceFormatError naming the event index.  A missing, NaN, infinite, negative or huge
   (> 1e12 µs) ``dur`` is clamped to 0 and reported once in ``warnings`` (count + first event indices): one
@@ -25,6 +27,11 @@ Decisions, so that the linker and the converter can rely on them:
   clipped to its parent's end; never negative.  GPU events: ``excl_dur = dur``.  OTHER events
   (python_function, Trace, gpu_user_annotation, ...) are not part of the CPU stacks: ``excl_dur = dur``,
   ``parent = None``.
+- A GPU op's stream is its ``args.stream``, else (missing, or not an integer) its ``tid``; its device
+  ``args.device``, else its ``pid``.
+- ``args``: the ids and placement (External id, Record function id, correlation, stream, device) are read
+  from every event into typed fields; the whole ``args`` object only where a stage reads more (see
+  :class:`~chakra.device.model.KinetoEvent`).
 """
 
 from __future__ import annotations
@@ -33,22 +40,32 @@ import logging
 import math
 import os
 import re
-from collections.abc import Iterable
-from itertools import chain
-from operator import itemgetter
 from typing import Any
 
+import msgspec
+import orjson
+
+from chakra.device.decode import (
+    INTERPRETED_TOP,
+    UNSET,
+    Event,
+    EventArgs,
+    args_text,
+    decode_document,
+    event_args,
+    event_decoder,
+    lenient_event,
+)
 from chakra.device.kinds import CATEGORY_KIND, runtime_kind
 from chakra.device.model import (
     ANNOTATION,
-    CPU_KINDS,
     DRIVER,
-    GPU_KINDS,
     HOST_OP,
     KERNEL,
     LAUNCH,
     MEMCPY,
     MEMSET,
+    NO_ARGS,
     OTHER,
     RUNTIME,
     SYNC,
@@ -57,8 +74,7 @@ from chakra.device.model import (
     StepWindow,
 )
 from chakra.errors import TraceFormatError
-from chakra.io import gc_paused, load_json
-from chakra.io.jsonio import iter_json_array, top_level_array
+from chakra.io import gc_paused, read_bytes
 
 log = logging.getLogger(__name__)
 
@@ -77,15 +93,13 @@ KIND_NAMES = {
 
 PROFILER_STEP_RE = re.compile(r"ProfilerStep#\d+\Z")
 
-_KNOWN_TOP = ("traceEvents", "distributedInfo", "deviceProperties", "traceName")
 _MAX_LISTED = 5  # event indices quoted in one aggregated warning
 _INF = math.inf
+_NAN = math.nan
 # Longer than this (11.6 days, in µs) is a corrupt record, not a measurement: clamped like a NaN; a
 # 1e300 µs kernel would otherwise overflow every integer field downstream.
 _MAX_DUR = 1e12
 _REL_EPS = 5e-16  # ~2 ulp of a float64 timestamp, relative
-# the args of events whose args are not kept (see _read_events); shared, never written to
-_NO_ARGS: dict[str, Any] = {}
 
 
 def _as_int(value: Any) -> int | None:
@@ -137,52 +151,29 @@ def load_kineto(path: str | os.PathLike[str], annotation: str | None = None, *,
     would otherwise tell, needed when the Kineto trace is linked alone (``chakra.link.kineto_only``).
     """
     with gc_paused():
-        return _load(path, annotation, op_args)
-
-
-def _load(path: str | os.PathLike[str], annotation: str | None, op_args: bool = False) -> KinetoTrace:
-    # Large files: traceEvents parsed a few MB at a time, each chunk's dicts freed once its events are
-    # built (the whole parsed document of a 3M-event trace is about 2 GB on top of the model).  Anything
-    # unexpected on that path (including a malformed event) falls back to the one-piece parse, so errors
-    # and results are exactly those of build_kineto_trace.
-    streamed = iter_json_array(path, "traceEvents")
-    if streamed is not None:
-        try:
-            return _build_streamed(streamed[0], streamed[1], str(path), annotation, op_args)
-        except Exception:  # noqa: BLE001 (see above: the one-piece path decides)
-            pass
-    return build_kineto_trace(load_json(path), path, annotation, op_args=op_args)
-
-
-def _build_streamed(top: dict[str, Any], chunks: Iterable[list[Any]], spath: str,
-                    annotation: str | None, op_args: bool = False) -> KinetoTrace:
-    trace = KinetoTrace(path=spath)
-    _read_events(trace, chain.from_iterable(chunks), op_args)
-    # the top-level keys after traceEvents are complete only now; their warnings come first, as in
-    # build_kineto_trace
-    event_warnings = trace.warnings
-    trace.warnings = []
-    _read_top_level(trace, top)
-    trace.warnings.extend(event_warnings)
-    return _finish(trace, annotation)
+        return _build(read_bytes(path), str(path), annotation, op_args)
 
 
 def build_kineto_trace(data: Any, path: str | os.PathLike[str] = "<memory>",
                        annotation: str | None = None, *, op_args: bool = False) -> KinetoTrace:
-    """Build the model from an already parsed Kineto document (``path`` only names it in errors)."""
-    spath = str(path)
-    raw_events = top_level_array(data, "traceEvents", "no 'traceEvents' key: not a Kineto/Chrome trace",
-                                 spath)
+    """Build the model from an already parsed Kineto document (``path`` only names it in errors): it is
+    encoded once and read as a file would be, by the one decoder."""
+    try:
+        raw = orjson.dumps(data)
+    except (orjson.JSONEncodeError, TypeError) as exc:
+        raise TraceFormatError(f"not a JSON document ({exc})", path) from None
+    with gc_paused():
+        return _build(raw, str(path), annotation, op_args)
 
+
+def _build(data: bytes, spath: str, annotation: str | None, op_args: bool) -> KinetoTrace:
+    top, raws = decode_document(data, spath)
+    del data  # the events' bytes (``raws``) keep the buffer alive until they are read
     trace = KinetoTrace(path=spath)
-    _read_top_level(trace, data)
-    _read_events(trace, raw_events, op_args)
-    return _finish(trace, annotation)
-
-
-def _finish(trace: KinetoTrace, annotation: str | None) -> KinetoTrace:
-    spath = trace.path
-    _classify_launches(trace)
+    _read_top_level(trace, top)
+    calls, kinds = _read_events(trace, raws, op_args)
+    del raws
+    _classify_launches(trace, calls, kinds)
     _sweep_threads(trace)
     trace.steps = _find_steps(trace, annotation)
     for w in trace.warnings:
@@ -190,8 +181,8 @@ def _finish(trace: KinetoTrace, annotation: str | None) -> KinetoTrace:
     return trace
 
 
-def _read_top_level(trace: KinetoTrace, data: dict[str, Any]) -> None:
-    info = data.get("distributedInfo")
+def _read_top_level(trace: KinetoTrace, top: dict[str, Any]) -> None:
+    info = top.get("distributedInfo")
     if isinstance(info, dict):
         trace.distributed_info = info
         trace.rank = _as_int(info.get("rank"))
@@ -208,158 +199,138 @@ def _read_top_level(trace: KinetoTrace, data: dict[str, Any]) -> None:
     elif info is not None:
         trace.warnings.append("distributedInfo is not an object: ignored")
 
-    props = data.get("deviceProperties")
+    props = top.get("deviceProperties")
     if isinstance(props, list):
         trace.device_properties = [p for p in props if isinstance(p, dict)]
     elif props is not None:
         trace.warnings.append("deviceProperties is not a list: ignored")
 
-    name = data.get("traceName")
+    name = top.get("traceName")
     trace.trace_name = str(name) if name is not None else None
-    trace.extra = {k: v for k, v in data.items() if k not in _KNOWN_TOP}
+    trace.extra = {k: v for k, v in top.items() if k not in INTERPRETED_TOP}
 
 
-def _read_events(trace: KinetoTrace, raw_events: Iterable[Any], op_args: bool = False) -> None:
-    """The single pass: build X events, the GPU correlation table, count everything else.
+def _read_events(trace: KinetoTrace, raws: list[msgspec.Raw], op_args: bool = False
+                 ) -> tuple[list[int], list[int]]:
+    """The single pass: decode each event, build the X records, the GPU correlation table and the
+    positions by role, count everything else.  Returns the positions of the runtime/driver calls that
+    carry a correlation id (the launches, and the calls that may turn out to be launches) and the count
+    of events per kind (as read: promotions move some later).
 
     ``op_args``: host ops and annotations keep their ``args`` too (see :func:`load_kineto`)."""
     path = trace.path
     events = trace.events
     append = events.append
     gpu_by_corr = trace.gpu_by_correlation
-    gpu_kinds = GPU_KINDS
+    op_positions = trace.op_positions
+    gpu_positions = trace.gpu_positions
+    sync_positions = trace.sync_positions
+    calls: list[int] = []
+    kinds = [0] * (max(KIND_NAMES) + 1)
     non_x: dict[str, int] = {}
     ac2g_ids: set[Any] = set()
     flows = 0
     bad_dur: list[int] = []
-    # one str object per distinct name/category instead of one per event (orjson does not share values)
-    strings: dict[str, str] = {}
-    intern = strings.setdefault
-    i = -1
-
-    # the usual event (ph X, float ts/dur, str cat/name, int pid/tid, args object) is read with one C call;
-    # anything else goes through the checked path below, which decides what is wrong with it
-    fields = itemgetter("ph", "ts", "dur", "cat", "name", "pid", "tid", "args")
-    rt_cache: dict[tuple[int, str], tuple[int, bool]] = {}
+    # what a (category, name) pair decides, once per distinct pair: one shared str object per name and
+    # category (instead of one per event), the kind, whether the call synchronizes
     by_cat: dict[str, dict[str, tuple[str, str, int, bool]]] = {}
-    no_args = _NO_ARGS
-    for i, e in enumerate(raw_events):
+    rt_cache: dict[tuple[int, str], tuple[int, bool]] = {}
+    decode = event_decoder.decode
+    decode_error = msgspec.DecodeError
+    record = KinetoEvent
+    no_args = NO_ARGS
+    unset = UNSET
+    whole_args = (HOST_OP, ANNOTATION) if op_args else ()
+    file_index = trace.file_index
+    add_index = file_index.append
+    # the events' bytes are dropped as they are read: the last one releases the document's buffer
+    total = len(raws)
+    raws.reverse()
+    pop = raws.pop
+    for i in range(total):
+        raw = pop()
         try:
-            ph, ts, dur, cat, name, pid, tid, args = fields(e)
-            fast = (ph == "X" and type(ts) is float and type(dur) is float and type(cat) is str
-                    and type(name) is str and type(pid) is int and type(tid) is int and type(args) is dict
-                    and -_INF < ts < _INF and 0.0 <= dur <= _MAX_DUR)
-        except (KeyError, TypeError):
-            fast = False
-        if fast:
-            # one lookup per event for what its (category, name) pair decides: the shared str objects
-            # and the kind
-            by_name = by_cat.get(cat)
-            if by_name is None:
-                by_name = by_cat[cat] = {}
-            hit = by_name.get(name)
-            if hit is None:
-                hit = by_name[name] = _classify(intern(cat, cat), intern(name, name), rt_cache)
-            cat, name, kind, is_sync = hit
+            e = decode(raw)
+        except decode_error:  # a value of an unusual type (or no object at all): judged by _lenient
+            e = _lenient(raw, i, path)
+        if e.ph != "X":
+            ph = e.ph
+            key = ph if isinstance(ph, str) else "?"
+            non_x[key] = non_x.get(key, 0) + 1
+            if ph == "s" or ph == "f":
+                flows += 1
+                if ph == "s" and e.cat == "ac2g":
+                    ac2g_ids.add(_as_int(e.flow_id))
+            continue
+        by_name = by_cat.get(e.cat)
+        if by_name is None:
+            by_name = by_cat[e.cat] = {}
+        hit = by_name.get(e.name)
+        if hit is None:
+            hit = by_name[e.name] = _classify(e.cat, e.name, rt_cache)
+        cat, name, kind, is_sync = hit
+        ts = e.ts
+        if not (-_INF < ts < _INF):  # only NaN gets here: no ts at all
+            raise _no_ts(i, e.name, None, path)
+        dur = e.dur
+        if not (0.0 <= dur <= _MAX_DUR):
+            bad_dur.append(i)
+            dur = 0.0
+        a = e.args
+        if a is None:
+            ext = rf = corr = stream = device = None
         else:
-            if type(e) is not dict:
-                raise TraceFormatError(
-                    f"traceEvents[{i}] is a JSON {type(e).__name__}, expected an object", path
-                )
-            ph = e.get("ph")
-            if ph != "X":
-                key = ph if isinstance(ph, str) else "?"
-                non_x[key] = non_x.get(key, 0) + 1
-                if ph == "s" or ph == "f":
-                    flows += 1
-                    if e.get("cat") == "ac2g" and ph == "s":
-                        ac2g_ids.add(_as_int(e.get("id")))
-                continue
-
-            ts = e.get("ts")
-            if type(ts) is int:
-                ts = float(ts)
-            elif type(ts) is not float or not (-_INF < ts < _INF):
-                ts = _as_float(ts)
-                if ts is None:
-                    raise TraceFormatError(
-                        f"traceEvents[{i}] ({e.get('name')!r}): 'ts' is missing or not a finite number "
-                        f"({e.get('ts')!r})",
-                        path,
-                    )
-            dur = e.get("dur")
-            if type(dur) is int:
-                dur = float(dur)
-                if not (0.0 <= dur <= _MAX_DUR):
-                    bad_dur.append(i)
-                    dur = 0.0
-            elif type(dur) is not float or not (0.0 <= dur <= _MAX_DUR):
-                dur = _as_float(dur)
-                if dur is None or not (0.0 <= dur <= _MAX_DUR):
-                    bad_dur.append(i)
-                    dur = 0.0
-
-            cat = e.get("cat")
-            cat = intern(cat, cat) if type(cat) is str else ("" if cat is None else str(cat))
-            name = e.get("name")
-            name = intern(name, name) if type(name) is str else ("" if name is None else str(name))
-            args = e.get("args")
-            if type(args) is not dict:
-                args = no_args
-            pid = e.get("pid")
-            if type(pid) is not int:
-                pid = _key(pid)
-            tid = e.get("tid")
-            if type(tid) is not int:
-                tid = _key(tid)
-
-            cat, name, kind, is_sync = _classify(cat, name, rt_cache)
-
-        get = args.get
-        corr = get("correlation")
-        if corr is not None and type(corr) is not int:
-            corr = _as_int(corr)
-        ext = get("External id")
-        if ext is None:
-            ext = get("external id")
-        if ext is not None and type(ext) is not int:
-            ext = _as_int(ext)
-        rf = get("Record function id")
-        if rf is not None and type(rf) is not int:
-            rf = _as_int(rf)
-        stream = get("stream")
-        device = get("device")
-
-        if kind in gpu_kinds:
-            # positional, in the field order of chakra.device.model.KinetoEvent
-            ev = KinetoEvent(
-                i, kind, name, cat, "X", pid, tid, ts, dur, ext, rf, corr,
-                _as_int(stream if stream is not None else tid),
-                _as_int(device if device is not None else pid),
-                args, dur, None, is_sync,
-            )
-            if corr is not None:
-                lst = gpu_by_corr.get(corr)
-                if lst is None:
-                    gpu_by_corr[corr] = [len(events)]
-                else:
-                    lst.append(len(events))
-        else:
-            # a CPU event's fields are extracted here; only GPU events (written into ET+) and
-            # synchronizing calls (which stream they wait on) are read for their args later, and host ops
-            # when asked (op_args).  Two million CPU events' args dicts are about 0.5 GB.
-            ev = KinetoEvent(
-                i, kind, name, cat, "X", pid, tid, ts, dur, ext, rf, corr,
-                None if stream is None else (stream if type(stream) is int else _as_int(stream)),
-                None if device is None else (device if type(device) is int else _as_int(device)),
-                args if is_sync or (op_args and (kind == HOST_OP or kind == ANNOTATION)) else no_args,
-                dur if kind == OTHER else 0.0, None, is_sync,
-            )
-        append(ev)
+            corr = a.correlation
+            ext = a.external_id
+            if ext is None:
+                ext = a.external_id_lc
+            rf = a.rf_id
+            stream = a.stream
+            device = a.device
+        pos = len(events)
+        kinds[kind] += 1
+        if kind >= KERNEL:
+            if kind != OTHER:  # KERNEL, MEMCPY, MEMSET: a GPU op, with its whole args (written into ET+)
+                append(record(
+                    kind, name, cat, e.pid, e.tid, ts, dur, ext, rf, corr,
+                    stream if stream is not None else _as_int(e.tid),
+                    device if device is not None else _as_int(e.pid),
+                    args_text(raw, i, path) if a is not None else no_args, dur, None, is_sync,
+                    a is not None and a.collective is not unset,
+                ))
+                add_index(i)
+                gpu_positions.append(pos)
+                if corr is not None:
+                    lst = gpu_by_corr.get(corr)
+                    if lst is None:
+                        gpu_by_corr[corr] = [pos]
+                    else:
+                        lst.append(pos)
+            else:
+                append(record(kind, name, cat, e.pid, e.tid, ts, dur, ext, rf, corr, stream, device,
+                              no_args, dur, None, False, a is not None and a.collective is not unset))
+                add_index(i)
+            continue
+        # a CPU event
+        args = None
+        if is_sync:
+            sync_positions.append(pos)
+            if a is not None:
+                args = event_args(raw, i, path)  # which stream it waits on (chakra.link.deps)
+        elif kind in whole_args and a is not None:
+            args = event_args(raw, i, path)
+        append(record(kind, name, cat, e.pid, e.tid, ts, dur, ext, rf, corr, stream, device,
+                      args if args is not None else no_args, dur, None, is_sync,
+                      a is not None and a.collective is not unset))
+        add_index(i)
+        if kind <= ANNOTATION:
+            op_positions.append(pos)
+        elif corr is not None:
+            calls.append(pos)
 
     trace.flow_count = flows
     stats = trace.stats
-    stats["events_total"] = i + 1
+    stats["events_total"] = total
     stats["x_events"] = len(events)
     stats["flows"] = flows
     for ph, n in sorted(non_x.items()):
@@ -378,6 +349,47 @@ def _read_events(trace: KinetoTrace, raw_events: Iterable[Any], op_args: bool = 
             "ignored events of unsupported phases: "
             + ", ".join(f"{n} ph={ph!r}" for ph, n in sorted(ignored.items()))
         )
+    return calls, kinds
+
+
+def _no_ts(index: int, name: Any, ts: Any, path: str) -> TraceFormatError:
+    return TraceFormatError(
+        f"traceEvents[{index}] ({name!r}): 'ts' is missing or not a finite number ({ts!r})", path)
+
+
+def _lenient(raw: msgspec.Raw, index: int, path: str) -> Any:
+    """An event with a value of an unusual type, its values made what :func:`_read_events` expects (the
+    types of :data:`chakra.device.decode.EVENT_FIELDS`): a ts that is an int or a number in a string is a
+    float, one that is no finite number an error; a dur that is not a usable number is NaN (clamped, with
+    a warning); a missing or non-string name or category is text; a pid/tid that is a list or an object is
+    its text; ids are ints (digit strings and integral floats convert) or None; ``args`` that is not an
+    object counts as no args."""
+    e = lenient_event(raw, index, path)
+    if e.ph != "X":
+        return e
+    ts = e.ts
+    if type(ts) is int:
+        ts = float(ts)
+    else:
+        ts = _as_float(ts)
+        if ts is None:
+            raise _no_ts(index, e.name, e.ts, path)
+    dur = e.dur
+    dur = float(dur) if type(dur) is int else _as_float(dur)
+    cat, name = e.cat, e.name
+    args = e.args
+    if type(args) is dict:
+        ext = args.get("External id")
+        a = EventArgs(
+            _as_int(ext if ext is not None else args.get("external id")), None,
+            _as_int(args.get("Record function id")), _as_int(args.get("correlation")),
+            _as_int(args.get("stream")), _as_int(args.get("device")), args.get("Collective name", UNSET))
+    else:
+        a = None
+    return Event(
+        "X", cat if type(cat) is str else ("" if cat is None else str(cat)),
+        name if type(name) is str else ("" if name is None else str(name)),
+        _key(e.pid), _key(e.tid), ts, _NAN if dur is None else dur, None, a)
 
 
 def _listed(items: list[int]) -> str:
@@ -400,53 +412,37 @@ def _classify(cat: str, name: str, rt_cache: dict[tuple[int, str], tuple[int, bo
     return cat, name, kind, is_sync
 
 
-def _classify_launches(trace: KinetoTrace) -> None:
-    """Promote runtime/driver calls that start a GPU op; build ``launch_by_correlation``."""
+def _classify_launches(trace: KinetoTrace, calls: list[int], kinds: list[int]) -> None:
+    """Promote runtime/driver calls that start a GPU op; build ``launch_by_correlation`` (file order: the
+    first launch of a correlation id wins).  ``calls``: the positions of the calls with a correlation id;
+    ``kinds``: the count of events per kind, before promotions."""
     events = trace.events
     gpu_by_corr = trace.gpu_by_correlation
     launch_by_corr = trace.launch_by_correlation
     duplicates: list[int] = []
     promoted = 0
-    by_kind = [0] * (max(KIND_NAMES) + 1)
-    op_positions = trace.op_positions
-    gpu_positions = trace.gpu_positions
-    sync_positions = trace.sync_positions
-    for pos, ev in enumerate(events):
-        kind = ev.kind
-        if ev.is_sync:
-            sync_positions.append(pos)
-        if kind == RUNTIME or kind == DRIVER or kind == SYNC:
-            if ev.correlation is None or ev.correlation not in gpu_by_corr:
-                by_kind[kind] += 1
+    for pos in calls:
+        ev = events[pos]
+        corr = ev.correlation
+        if ev.kind != LAUNCH:
+            if corr not in gpu_by_corr:
                 continue
             # an unusually named call (or a sync call) that demonstrably started GPU work
-            if kind == SYNC and not ev.is_sync:
-                ev.is_sync = True
-                sync_positions.append(pos)
-            ev.kind = kind = LAUNCH
+            kinds[ev.kind] -= 1
+            kinds[LAUNCH] += 1
+            ev.kind = LAUNCH
             promoted += 1
-        elif kind != LAUNCH:
-            by_kind[kind] += 1
-            if kind == HOST_OP or kind == ANNOTATION:
-                op_positions.append(pos)
-            elif kind == KERNEL or kind == MEMCPY or kind == MEMSET:
-                gpu_positions.append(pos)
-            continue
-        by_kind[kind] += 1
-        corr = ev.correlation
-        if corr is None:
-            continue
         if corr in launch_by_corr:
-            duplicates.append(corr)
+            duplicates.append(corr)  # type: ignore[arg-type]
         else:
-            launch_by_corr[corr] = pos
+            launch_by_corr[corr] = pos  # type: ignore[index]
 
     stats = trace.stats
     stats["promoted_launches"] = promoted
     stats["gpu_without_launch"] = sum(len(v) for c, v in gpu_by_corr.items() if c not in launch_by_corr)
     stats["launch_without_gpu"] = sum(1 for c in launch_by_corr if c not in gpu_by_corr)
     stats["duplicate_launch_correlations"] = len(duplicates)
-    stats.update({name: by_kind[kind] for kind, name in KIND_NAMES.items()})
+    stats.update({name: kinds[kind] for kind, name in KIND_NAMES.items()})
     if duplicates:
         trace.warnings.append(
             f"{len(duplicates)} launching call(s) reuse a correlation id already taken by an earlier launch "
@@ -462,9 +458,10 @@ def _classify_launches(trace: KinetoTrace) -> None:
 def _sweep_threads(trace: KinetoTrace) -> None:
     """Exclusive durations and parents: one sorted stack sweep per (pid, tid).
 
-    Each stack entry is ``[position, effective end, covered-by-children]``.  A child that runs past its
-    parent's end is clipped to it (and counted in ``stats["overrun_children"]``), so siblings never overlap
-    and the union of the direct children is simply the sum of their clipped lengths.  Intervals are
+    Every CPU event comes from the loader with ``excl_dur = dur``.  Each stack entry is ``[event, position,
+    effective end, covered-by-children]``.  A child that runs past its parent's end is clipped to it (and
+    counted in ``stats["overrun_children"]``), so siblings never overlap and the union of the direct
+    children is simply the sum of their clipped lengths.  Intervals are
     half-open: an event starting exactly where the top of the stack ends is not its child, which also
     means a zero-length event never has children.  Ties (same ts and dur) keep file order: the earlier one
     is the parent.
@@ -483,54 +480,67 @@ def _sweep_threads(trace: KinetoTrace) -> None:
     therefore allow ``|ts| * 5e-16`` (about two ulps): a child that ends "after" its parent only by
     rounding is not an overrun, and an event starting where the previous one ends is its sibling.
     """
-    events = trace.events
-    # per thread, (ts, -dur, position, event): sorted as is, that is start order, longer first, then file
-    # order (positions are unique: the event itself is never compared)
-    threads: dict[tuple[Any, Any], list[tuple[float, float, int, KinetoEvent]]] = {}
-    cpu_kinds = CPU_KINDS
-    for pos, ev in enumerate(events):
-        if ev.kind in cpu_kinds:
-            key = (ev.pid, ev.tid)
-            lst = threads.get(key)
-            if lst is None:
-                threads[key] = [(ev.ts, -ev.dur, pos, ev)]
-            else:
-                lst.append((ev.ts, -ev.dur, pos, ev))
+    # per thread, (ts, -dur, position, event, is_op): made once the document's buffer is released (this
+    # is a hundred bytes per event)
+    threads: dict[tuple[Any, Any], list[tuple[Any, ...]]] = {}
+    thread: list[tuple[Any, ...]] = []
+    last_pid: Any = _NAN  # equal to no pid
+    last_tid: Any = _NAN
+    for pos, ev in enumerate(trace.events):
+        kind = ev.kind
+        if kind >= KERNEL:  # GPU events and OTHER
+            continue
+        pid = ev.pid
+        tid = ev.tid
+        if pid != last_pid or tid != last_tid:  # runs of events of one thread are the usual case
+            last_pid = pid
+            last_tid = tid
+            thread = threads.get((pid, tid))  # type: ignore[assignment]
+            if thread is None:
+                thread = threads[(pid, tid)] = []
+        ts = ev.ts
+        thread.append((ts, -ev.dur, pos, ev, kind <= ANNOTATION or ev.is_sync))
 
     overrun = 0
-    op_kinds = (HOST_OP, ANNOTATION, SYNC)
+    rel_eps = _REL_EPS
     for items in threads.values():
+        # (ts, -dur, position): start order, longer first, then file order (positions are unique: the
+        # event itself is never compared)
         items.sort()
-        # entries [event, position, effective end, covered by children]
         stack: list[list[Any]] = []
-        for ts, _, pos, ev in items:
-            tol = (ts if ts >= 0.0 else -ts) * _REL_EPS
-            while stack and stack[-1][2] <= ts + tol:
-                top_ev, _, _, covered = stack.pop()
-                if covered:
+        push = stack.append
+        pop = stack.pop
+        top: list[Any] | None = None  # stack[-1]
+        for ts, neg_dur, pos, ev, is_op in items:
+            tol = (ts if ts >= 0.0 else -ts) * rel_eps
+            lim = ts + tol
+            while top is not None and top[2] <= lim:
+                pop()
+                covered = top[3]
+                if covered:  # else excl_dur stays dur, as the loader made it
+                    top_ev = top[0]
                     excl = top_ev.dur - covered
                     top_ev.excl_dur = excl if excl > 0.0 else 0.0
-                else:
-                    top_ev.excl_dur = top_ev.dur
-            end = ts + ev.dur
-            if stack:
-                parent = stack[-1]
-                ev.parent = parent[1]
-                is_op = ev.kind in op_kinds or ev.is_sync
-                if end > parent[2] + tol:
-                    end = parent[2]
+                top = stack[-1] if stack else None
+            end = ts - neg_dur
+            if top is not None:
+                ev.parent = top[1]
+                if end > top[2] + tol:
+                    end = top[2]
                     overrun += 1
                     if is_op:
-                        parent[3] += end - ts
+                        top[3] += end - ts
                 else:
-                    if end > parent[2]:
-                        end = parent[2]  # rounding noise only: keep the ends nested
+                    if end > top[2]:
+                        end = top[2]  # rounding noise only: keep the ends nested
                     if is_op:
-                        parent[3] += ev.dur  # exact: no float round trip through absolute times
-            stack.append([ev, pos, end, 0.0])
+                        top[3] -= neg_dur  # exact: no float round trip through absolute times
+            top = [ev, pos, end, 0.0]
+            push(top)
         for top_ev, _, _, covered in stack:
-            excl = top_ev.dur - covered
-            top_ev.excl_dur = excl if excl > 0.0 else 0.0
+            if covered:
+                excl = top_ev.dur - covered
+                top_ev.excl_dur = excl if excl > 0.0 else 0.0
     trace.stats["overrun_children"] = overrun
     trace.stats["cpu_threads"] = len(threads)
     if overrun:

@@ -1,10 +1,14 @@
-"""The typed model of a Kineto (PyTorch profiler) trace."""
+"""The typed model of a Kineto (PyTorch profiler) trace: one compact record per X event."""
 
 from __future__ import annotations
 
 import math
+from array import array
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
+
+import msgspec
+import orjson
 
 # KinetoEvent.kind values (ints: cheap to compare and store)
 HOST_OP = 0        # cat cpu_op
@@ -22,16 +26,21 @@ OTHER = 10         # python_function, Trace, instant, metadata, anything else
 GPU_KINDS = frozenset((KERNEL, MEMCPY, MEMSET))
 CPU_KINDS = frozenset((HOST_OP, ANNOTATION, RUNTIME, LAUNCH, SYNC, DRIVER))
 
+#: the ``args`` of an event whose args no stage reads: shared, never written to
+NO_ARGS: dict[str, Any] = {}
 
-@dataclass(slots=True)
-class KinetoEvent:
-    """One Kineto event. Times are in microseconds (float: Kineto writes fractions)."""
 
-    index: int             # position in the file's traceEvents (for messages); NOT a position in events
+class KinetoEvent(msgspec.Struct, gc=False):
+    """One Kineto X event. Times are in microseconds (float: Kineto writes fractions).
+
+    A msgspec Struct without GC tracking: the cyclic collector never walks a million of them.  Made by the
+    loader, positionally in this field order.  Its position in the file's ``traceEvents`` is
+    ``KinetoTrace.file_index[position]`` (only messages need it: a column, not a field of every record).
+    """
+
     kind: int
     name: str
     cat: str
-    ph: str
     pid: Any
     tid: Any
     ts: float
@@ -41,13 +50,27 @@ class KinetoEvent:
     correlation: int | None = None  # launch <-> GPU op
     stream: int | None = None
     device: int | None = None
-    args: dict[str, Any] = field(default_factory=dict)
+    # What :attr:`args` returns: the args object where a stage reads more than the fields above --
+    # synchronizing calls (which stream they wait on) and, loaded with ``op_args``, host ops and
+    # annotations (a Kineto-only link's inputs and collective fields) hold it decoded; GPU events (written
+    # into ET+) hold its JSON text, decoded when asked (a decoded args object is about four times its
+    # text); every other event holds NO_ARGS.
+    args_source: dict[str, Any] | bytes = msgspec.field(default_factory=lambda: NO_ARGS)
     excl_dur: float = 0.0           # exclusive duration on its thread (CPU events)
     parent: int | None = None       # position in KinetoTrace.events of the innermost enclosing CPU event
                                     # on the same (pid, tid); None for GPU/OTHER events and thread roots
     # True when the call blocks the host until GPU work is done: every SYNC event, and synchronous
     # copies (cudaMemcpy, hipMemcpyWithStream, ...) which are LAUNCH events that also synchronize.
     is_sync: bool = False
+    collective: bool = False        # args holds "Collective name" (Kineto labels a collective's kernel)
+
+    ph: ClassVar[str] = "X"         # only X events are kept
+
+    @property
+    def args(self) -> dict[str, Any]:
+        """The event's ``args`` object (see ``args_source``); a new dict on each call for GPU events."""
+        src = self.args_source
+        return orjson.loads(src) if type(src) is bytes else src
 
     @property
     def end(self) -> float:
@@ -69,6 +92,8 @@ class KinetoTrace:
 
     path: str
     events: list[KinetoEvent] = field(default_factory=list)   # X events only, file order
+    # position in the file's traceEvents of each event (for messages): file_index[i] of events[i]
+    file_index: array[int] = field(default_factory=lambda: array("q"))
     rank: int | None = None
     world_size: int | None = None
     backend: str | None = None
@@ -79,7 +104,9 @@ class KinetoTrace:
     # positions in ``events`` (trace.events[i]), not traceEvents indices
     launch_by_correlation: dict[int, int] = field(default_factory=dict)  # correlation -> event index
     gpu_by_correlation: dict[int, list[int]] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)        # other top-level keys
+    # the other top-level keys PyTorch writes (``chakra.device.decode.TOP_KEYS``: schemaVersion,
+    # baseTimeNanoseconds, host_name, ...); keys outside that table are not read
+    extra: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     distributed_info: dict[str, Any] = field(default_factory=dict)  # the raw distributedInfo object
     flow_count: int = 0                                        # ph s/f events (not kept in events)

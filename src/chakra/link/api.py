@@ -200,7 +200,7 @@ fields, made by the process that loaded the host ET; the link fields are appende
     nccl = 0
     for g in gpu.ops:
         ev = events[g.pos]
-        if ev.name.startswith(comm_prefixes) or "Collective name" in ev.args:  # is_comm_kernel(ev)
+        if ev.name.startswith(comm_prefixes) or ev.collective:  # is_comm_kernel(ev)
             nccl += 1
     first_gpu_id = max(host.by_id, default=0) + 1
 
@@ -314,7 +314,7 @@ def _gpu_nodes(
     for g in gpu.ops:
         ev = events[g.pos]
         launcher = g.launcher
-        if ev.name.startswith(comm_prefixes) or "Collective name" in ev.args:  # is_comm_kernel(ev)
+        if ev.name.startswith(comm_prefixes) or ev.collective:  # is_comm_kernel(ev)
             pg_name, coll, size = resolver.gpu_fields(ev, launcher)
         else:
             pg_name, coll, size = "", "", 0

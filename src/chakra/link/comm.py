@@ -74,7 +74,7 @@ _DTYPE_BYTES = {
 
 def is_comm_kernel(ev: KinetoEvent) -> bool:
     """A communication kernel: NCCL/RCCL by name, or any kernel Kineto labels with a collective."""
-    return is_nccl_kernel(ev.name) or "Collective name" in ev.args
+    return is_nccl_kernel(ev.name) or ev.collective
 
 
 def dtype_bytes(dtype: Any) -> int:

@@ -20,12 +20,12 @@ from typing import Any
 
 from chakra import schema as pb
 from chakra.device import model as dm
-from chakra.device.loader import build_kineto_trace, measured_window
+from chakra.device.loader import build_kineto_trace, load_kineto, measured_window
 from chakra.errors import TraceFormatError
 from chakra.host.loader import build_host_trace
 from chakra.host.model import METADATA, OP, THREAD_ROOT
 from chakra.io import gc_paused, iter_messages, load_json
-from chakra.io.jsonio import GZIP_MAGIC, open_input
+from chakra.io.jsonio import GZIP_MAGIC, open_input, trace_kind
 
 _KIND_NAMES = {
     dm.HOST_OP: "host_op", dm.ANNOTATION: "annotation", dm.RUNTIME: "runtime", dm.LAUNCH: "launch",
@@ -58,6 +58,8 @@ def summarize(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 def _json_summary(spath: str) -> dict[str, Any]:
     with gc_paused():
+        if trace_kind(spath) == "kineto":  # read by the Kineto loader's own decoder, not parsed twice
+            return _kineto_summary(load_kineto(spath))
         data = load_json(spath)
         if isinstance(data, dict) and "nodes" in data:
             return _host_summary(build_host_trace(data, spath))
