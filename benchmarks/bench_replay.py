@@ -28,7 +28,7 @@ except ImportError:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from chakra.replay.engine import simulate
-from chakra.replay.graph import graph_from_protobuf, load_graph
+from chakra.replay.reader import graph_from_protobuf, load_graph
 from chakra.schema import COMM_COLL_NODE, COMP_NODE, AttributeProto, GlobalMetadata, Node
 
 

@@ -456,7 +456,7 @@ def scheduled_path(graph: EtGraph, forward_only: bool = False) -> dict[str, Any]
         return None
     from chakra.replay.api import replay_rank
     from chakra.replay.critical import critical_path as replay_critical_path
-    from chakra.replay.graph import graph_from_protobuf
+    from chakra.replay.reader import graph_from_protobuf
 
     meta, messages = graph.source
     g = graph_from_protobuf(messages, meta, path=graph.path)
