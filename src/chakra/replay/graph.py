@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from chakra.errors import TraceFormatError
+from chakra.errors import ChakraError, TraceFormatError
 from chakra.schema import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, METADATA_NODE, attr_value
 
 log = logging.getLogger(__name__)
@@ -36,6 +36,10 @@ WORLD_PG_NAMES = frozenset(("", "0"))
 EXTRA_ATTRS = frozenset(("thread_depth", "work_before_us", "tail_us", "idle_before_us", "wait_on",
                          "wait_post_us", "frees_thread", "comm_type", "comm_size"))
 THREAD_TIMING = "pieces-1"   # GlobalMetadata ``thread_timing`` of files whose nodes carry it
+
+
+class ReplayError(ChakraError):
+    """The graph cannot be replayed (cycle, missing dependency, unmatched collective)."""
 
 
 @dataclass(slots=True)
