@@ -10,7 +10,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import islice
+from itertools import islice, repeat
 from typing import Any
 
 from chakra.replay.graph import COMM_TYPES, RankGraph
@@ -166,9 +166,8 @@ def _pieces_plan(g: RankGraph, order: Sequence[int], use_gaps: bool) -> Plan:
         timed_lanes.append(seq)
         stack: list[int] = []
         depths: list[int] = []
-        dget, wget = depth.get, wb.get
-        for j in seq:
-            d = dget(j, 0)
+        wget = wb.get
+        for j, d in zip(seq, map(depth.get, seq, repeat(0))):
             if depths and depths[-1] >= d:
                 closed = closed_before[j] = []
                 while depths and depths[-1] >= d:
@@ -214,27 +213,37 @@ def _pieces_plan(g: RankGraph, order: Sequence[int], use_gaps: bool) -> Plan:
                 rd[i] += delay[i]
     close: dict[int, tuple[int, float]] = {}   # parent -> (its last descendant, tails up to its own)
     cget, tget, wget, iget, sget = closed_before.get, tail.get, wb.get, idle.get, scale.get
+    # a node's gap depends on its own pieces only: computed for the nodes that have some
+    in_timed = bytearray(n)
+    for seq in timed_lanes:
+        any(map(in_timed.__setitem__, seq, repeat(1)))
+    todo = set(wb)
+    todo.update(k for k in closed_before if k >= 0)
+    if use_gaps:
+        todo.update(idle)
+    for j in todo:
+        if not in_timed[j]:
+            continue
+        t = 0.0
+        closed = cget(j)
+        if closed:
+            last = lane_prev[j]
+            for o in closed:
+                tl = tget(o)
+                if tl:
+                    t += tl * sget(o, 1.0)
+                if o in cwb:
+                    close[o] = (last, t)
+        w = wget(j)
+        if w:
+            t += w * sget(parent[j], 1.0)
+        if use_gaps:
+            x = iget(j)
+            if x:
+                t += x
+        if t:
+            gap[j] = t
     for li, seq in enumerate(timed_lanes):
-        for j in seq:
-            t = 0.0
-            closed = cget(j)
-            if closed:
-                last = lane_prev[j]
-                for o in closed:
-                    tl = tget(o)
-                    if tl:
-                        t += tl * sget(o, 1.0)
-                    if o in cwb:
-                        close[o] = (last, t)
-            w = wget(j)
-            if w:
-                t += w * sget(parent[j], 1.0)
-            if use_gaps:
-                x = iget(j)
-                if x:
-                    t += x
-            if t:
-                gap[j] = t
         if gap[seq[0]]:
             first[seq[0]] = gap[seq[0]]
             gap[seq[0]] = 0.0
