@@ -207,6 +207,16 @@ class EtColumns:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def copy(self) -> EtColumns:
+        """Columns that :func:`graph_from_columns` may take over while these stay as they are."""
+        return EtColumns(path=self.path, metadata=self.metadata, ids=list(self.ids), names=list(self.names),
+                         types=list(self.types), durs=list(self.durs), starts=list(self.starts),
+                         deps=list(self.deps), nctrl=list(self.nctrl), cpu=list(self.cpu),
+                         lanes=list(self.lanes), comm=dict(self.comm),
+                         extra={name: dict(d) for name, d in self.extra.items()},
+                         deferred=list(self.deferred), host_tids=set(self.host_tids),
+                         meta_payload=self.meta_payload, lane_cache=dict(self.lane_cache))
+
 
 class _Builder:
     """Appends batches of frames to an :class:`EtColumns`, with the attribute caches."""
