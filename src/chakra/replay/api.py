@@ -215,10 +215,6 @@ def replay_file(path: str | os.PathLike[str], *, mode: str = "lanes", gaps: bool
     return replay_rank(load_graph(path), mode=mode, gaps=gaps, missing=missing, whatif=whatif)
 
 
-JobInput = (Sequence[str | os.PathLike[str]] | Sequence[RankGraph]
-            | Mapping[int, Any])
-
-
 def load_job(inputs: Any) -> list[RankGraph]:
     """Paths, RankGraphs, or {rank: (metadata, nodes) | RankGraph | [NodeSpec]} -> graphs with ranks set."""
     graphs: list[RankGraph] = []

@@ -567,6 +567,14 @@ class _Job:
         push, pop = heapq.heappush, heapq.heappop
         pending: list[int] = []            # nodes whose start constraints are all met
 
+        def met(j: int, tj: float) -> None:
+            """One start constraint of ``j`` met: it starts no earlier than ``tj``."""
+            if ready_at[j] < tj:
+                ready_at[j] = tj
+            rem[j] -= 1
+            if rem[j] == 0:
+                pending.append(j)
+
         def start_ready() -> None:
             while pending:
                 gi = pending.pop()
@@ -575,21 +583,11 @@ class _Job:
                 rel = release.get(gi)
                 if rel is not None and lane_next[gi] >= 0:   # the thread goes on while this record runs
                     j = lane_next[gi]
-                    tj = t + rel + gap[j]
-                    if ready_at[j] < tj:
-                        ready_at[j] = tj
-                    rem[j] -= 1
-                    if rem[j] == 0:
-                        pending.append(j)
+                    met(j, t + rel + gap[j])
                 fs = ff_succ.get(gi)
                 if fs is not None:             # start-to-start half of finish waits
                     for v, _tail, offset in fs:
-                        tv = t + offset
-                        if ready_at[v] < tv:
-                            ready_at[v] = tv
-                        rem[v] -= 1
-                        if rem[v] == 0:
-                            pending.append(v)
+                        met(v, t + offset)
                 if group_of is not None and group_of[gi] >= 0:
                     arrive(gi, t)
                 else:
@@ -605,28 +603,14 @@ class _Job:
             s = succ[gi]
             if s is not None:
                 for j in s:
-                    if ready_at[j] < t:
-                        ready_at[j] = t
-                    rem[j] -= 1
-                    if rem[j] == 0:
-                        pending.append(j)
+                    met(j, t)
             ds = dsucc.get(gi) if dsucc else None
             if ds is not None:                 # waits with a recorded latency; closed records
                 for j, dl in ds:
-                    tj = t + dl
-                    if ready_at[j] < tj:
-                        ready_at[j] = tj
-                    rem[j] -= 1
-                    if rem[j] == 0:
-                        pending.append(j)
+                    met(j, t + dl)
             j = lane_next[gi]
             if j >= 0 and gi not in release:
-                tj = t + gap[j]
-                if ready_at[j] < tj:
-                    ready_at[j] = tj
-                rem[j] -= 1
-                if rem[j] == 0:
-                    pending.append(j)
+                met(j, t + gap[j])
             fs = ff_succ.get(gi)
             if fs is not None:                 # finish-to-finish half
                 for v, tail, _offset in fs:

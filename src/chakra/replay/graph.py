@@ -16,17 +16,13 @@ Lanes (the resource a node runs on):
 
 from __future__ import annotations
 
-import ast
-import json
-import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from chakra.errors import ChakraError, TraceFormatError
-from chakra.schema import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, METADATA_NODE, attr_value
-
-log = logging.getLogger(__name__)
+from chakra.job.etfile import metadata_info, parse_process_groups
+from chakra.schema import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, METADATA_NODE
 
 COMM_TYPES = frozenset((COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE))
 WORLD_PG_NAMES = frozenset(("", "0"))
@@ -141,68 +137,6 @@ def int_or_none(value: Any) -> int | None:
         return None
 
 
-def metadata_info(metadata: Any) -> dict[str, Any]:
-    """The GlobalMetadata attributes the replay uses, as plain Python values."""
-    out: dict[str, Any] = {}
-    if metadata is None:
-        return out
-    for attr in metadata.attr:
-        out[attr.name] = attr_value(attr)
-    return out
-
-
-def parse_process_groups(text: Any, world_size: int | None, where: str | None = None
-                         ) -> dict[str, tuple[int, ...]]:
-    """``process_groups`` JSON text (or an already parsed list) -> {pg_name: ranks}.
-
-    An empty ``ranks`` list means the whole world and stays ``()`` here; the job
-    resolves it to the ranks it holds.
-    """
-    if text in (None, ""):
-        return {}
-    groups = text
-    if isinstance(text, (str, bytes)):
-        try:
-            groups = json.loads(text)
-        except ValueError as exc:
-            raise TraceFormatError(f"GlobalMetadata process_groups is not valid JSON ({exc})",
-                                   where) from None
-    if not isinstance(groups, list):
-        raise TraceFormatError("GlobalMetadata process_groups must be a JSON list", where)
-    out: dict[str, tuple[int, ...]] = {}
-    for i, pg in enumerate(groups):
-        if not isinstance(pg, dict) or "pg_name" not in pg:
-            raise TraceFormatError(f"process group #{i} has no pg_name", where)
-        try:
-            ranks = tuple(int(r) for r in (pg.get("ranks") or ()))
-        except (TypeError, ValueError):
-            raise TraceFormatError(f"process group {pg['pg_name']!r} has non-integer ranks", where) from None
-        if world_size and ranks == tuple(range(world_size)):
-            ranks = ()
-        out[str(pg["pg_name"])] = ranks
-    # The converter may write non-numeric group names as their position in the table (what the
-    # simulator accepts); accept those too when they do not clash with a real name.
-    for i, pg in enumerate(groups):
-        name = str(pg["pg_name"])
-        if not name.isdigit():
-            out.setdefault(str(i), out[name])
-    return out
-
-
-def groups_from_metadata_node(values: str, where: str | None) -> Any:
-    """ASTRA-sim's METADATA payload: the ``str()`` of a one-element list holding the JSON text."""
-    try:
-        outer = ast.literal_eval(values)
-        if isinstance(outer, list) and outer and isinstance(outer[0], str):
-            return json.loads(outer[0])
-        if isinstance(outer, list):
-            return outer
-    except (ValueError, SyntaxError):
-        pass
-    log.debug("%s: METADATA node inputs are not a process-group table; ignored", where)
-    return None
-
-
 def graph_for_metadata(metadata: Any, path: str | None, rank: int | None) -> RankGraph:
     """An empty RankGraph with what the ``GlobalMetadata`` says: rank (else ``rank``), world size,
     process groups, measured window."""
@@ -273,3 +207,15 @@ def graph_from_specs(specs: Iterable[NodeSpec], *, rank: int | None = None, worl
 def scalar(v: Any) -> Any:
     """A lane key from an attribute: a list-valued tid/stream/device (a foreign writer) reads as unknown."""
     return v if isinstance(v, (int, float, str, bytes)) else None
+
+
+def positions(seq: Sequence[Any], value: Any) -> list[int]:
+    """Indices of ``value`` in ``seq`` (meant for few of them: found with ``list.index``, in C)."""
+    out = []
+    k = -1
+    while True:
+        try:
+            k = seq.index(value, k + 1)
+        except ValueError:
+            return out
+        out.append(k)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from itertools import islice, repeat
 from typing import Any
 
-from chakra.replay.graph import COMM_TYPES, RankGraph
+from chakra.replay.graph import COMM_TYPES, RankGraph, positions
 from chakra.schema import METADATA_NODE
 
 
@@ -54,7 +54,7 @@ def rank_plan(g: RankGraph, deps: list[tuple[int, ...]], order: list[int], use_g
     _add_finish_waits(g, plan)
     if METADATA_NODE in g.types:          # a METADATA node ends when it starts
         rd = plan.rd
-        for i in _positions(g.types, METADATA_NODE):
+        for i in positions(g.types, METADATA_NODE):
             rd[i] = 0.0
     return plan
 
@@ -349,15 +349,3 @@ def _add_finish_waits(g: RankGraph, plan: Plan) -> None:
         tails = [t for _, t, _ in pairs if t is not None]
         if tails:
             ff_min[i] = min(tails)
-
-
-def _positions(seq: list, value: Any) -> list[int]:
-    """Indices of ``value`` in ``seq`` (few of them: found with list.index)."""
-    out = []
-    k = -1
-    while True:
-        try:
-            k = seq.index(value, k + 1)
-        except ValueError:
-            return out
-        out.append(k)

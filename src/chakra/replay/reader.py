@@ -46,15 +46,15 @@ from itertools import accumulate, chain, compress, count, islice, repeat
 from typing import Any
 
 from chakra.errors import TraceFormatError
+from chakra.job.etfile import groups_from_metadata_node, parse_process_groups
 from chakra.replay.graph import (
     COMM_TYPES,
     EXTRA_ATTRS,
     CommInfo,
     RankGraph,
     graph_for_metadata,
-    groups_from_metadata_node,
     int_or_none,
-    parse_process_groups,
+    positions,
     scalar,
 )
 from chakra.schema import METADATA_NODE, AttributeProto, attr_value
@@ -339,12 +339,12 @@ class _Builder:
         cpu = list(map(_first, infos))
         lanes = list(map(_second, infos))
         if METADATA_NODE in types:
-            for k in _positions(types, METADATA_NODE):
+            for k in positions(types, METADATA_NODE):
                 lanes[k] = None
                 if cols.meta_payload is None:
                     self.read_payload(frames[k])
         if _DEFER in lanes:
-            cols.deferred += [(base + k, infos[k][2]) for k in _positions(lanes, _DEFER)]
+            cols.deferred += [(base + k, infos[k][2]) for k in positions(lanes, _DEFER)]
         if any(map(_fourth, infos)):
             for k in compress(count(), map(_fourth, infos)):
                 cols.comm[base + k] = infos[k][3]
@@ -389,7 +389,7 @@ class _Builder:
         out = list(map(ncache.get, islice(keyed, n)))
         if None in out:
             kinfo = self.kinfo
-            for k in _positions(out, None):
+            for k in positions(out, None):
                 key = keyed[k]
                 info = ncache.get(key)
                 if info is None:
@@ -556,18 +556,6 @@ _first = operator.itemgetter(0)
 _second = operator.itemgetter(1)
 _fourth = operator.itemgetter(3)
 _fifth = operator.itemgetter(4)
-
-
-def _positions(seq: list, value: Any) -> list[int]:
-    """Indices of ``value`` in ``seq`` (few of them: found with list.index)."""
-    out = []
-    k = -1
-    while True:
-        try:
-            k = seq.index(value, k + 1)
-        except ValueError:
-            return out
-        out.append(k)
 
 
 def _singular(values: list, n: int) -> list | None:
