@@ -7,7 +7,7 @@
         --against-measured
 
 The same command is installed as ``chakra_integration_tests`` (and ``chakra harness``); its options are
-in ``chakra.cli.harness`` and its logic in ``chakra.replay.harness``.  This script works from a checkout
+in ``chakra.cli.harness`` and its logic in ``chakra.tools.harness``.  This script works from a checkout
 without an install too.
 """
 

@@ -1,4 +1,4 @@
-"""ci_tools/integration_tests.py and chakra.replay.harness."""
+"""ci_tools/integration_tests.py and chakra.tools.harness."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from chakra.errors import TraceFormatError, UsageError
-from chakra.replay import harness, read_completion_time
-from chakra.replay.harness import (
+from chakra.replay import read_completion_time
+from chakra.tools import harness
+from chakra.tools.harness import (
     RankOutcome,
     archive_folder_name,
     find_rank_files,

@@ -286,7 +286,7 @@ def test_all_reduces_in_two_subgroups_of_a_rank_are_split_and_run(tmp_path):
 def test_harness_astrasim_target(tmp_path):
     import io
 
-    from chakra.replay.harness import run_integration
+    from chakra.tools.harness import run_integration
     out = io.StringIO()
     rc = run_integration(DATA / "gloo_collectives_2r.tgz", 2, 0.05, against_measured=True, job=True,
                          extract_dir=tmp_path, out=out, astrasim=True)

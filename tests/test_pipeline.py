@@ -73,7 +73,7 @@ def test_find_ranks_namings_subfolders_and_preference(tmp_path: Path,
     assert "rank 3 has only a host ET file" in caplog.text
     # the link batch mode and the harness use the same finder
     assert find_rank_pairs(tmp_path) == [tuple(f) for f in found]
-    from chakra.replay.harness import find_rank_files
+    from chakra.tools.harness import find_rank_files
 
     assert find_rank_files(tmp_path, 10) == (tmp_path / "host" / "host_et_10.json",
                                              tmp_path / "device" / "kineto_10.json")

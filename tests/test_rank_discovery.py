@@ -187,7 +187,7 @@ def test_harness_on_an_archive_of_kineto_traces(tmp_path: Path) -> None:
     import io
     import tarfile
 
-    from chakra.replay.harness import run_integration
+    from chakra.tools.harness import run_integration
 
     tgz = tmp_path / "gloo_kineto_2r.tgz"
     with tarfile.open(tgz, "w:gz") as tar:

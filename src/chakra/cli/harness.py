@@ -3,7 +3,7 @@
 
     chakra_integration_tests --tgz_path DATA.tgz --num_ranks N --tolerance 0.05 --expected_times_ms T0 T1 ...
 
-The logic lives in :mod:`chakra.replay.harness`; this module only parses arguments.
+The logic lives in :mod:`chakra.tools.harness`; this module only parses arguments.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from chakra.replay.harness import run_integration
+    from chakra.tools.harness import run_integration
 
     setup_logging(args.log_level, None, args.quiet)
     return run_integration(args.tgz_path, args.num_ranks, args.tolerance, args.expected_times_ms,
