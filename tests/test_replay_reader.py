@@ -205,12 +205,12 @@ def test_reader_takes_both_paths(tmp_path: Path, monkeypatch) -> None:
         assert taken[-1] is canonical
 
 
-def test_attributes_with_ever_new_values_are_not_cached(tmp_path: Path) -> None:
-    """wait_on holds a node id: after _VALUES_MAX values it is decoded where it occurs, the cache stays small;
-    fw_tid (which holds the bytes "tid") is never taken for a tid."""
+def test_attributes_with_ever_new_values_are_not_cached(tmp_path: Path, monkeypatch) -> None:
+    """wait_on holds a node id: after _VALUES_MAX values it is decoded where it occurs, in bulk, and the cache
+    stays small; fw_tid (which holds the bytes "tid") is never taken for a tid."""
     import chakra.replay.reader as reader
 
-    n = reader._VALUES_MAX + 500
+    n = reader._VALUES_MAX + 3000
     frames = [GlobalMetadata(version="0.0.4")]
     for k in range(1, n + 1):
         node = Node(id=k, name="op", type=4, start_time_micros=k, duration_micros=1,
@@ -223,13 +223,20 @@ def test_attributes_with_ever_new_values_are_not_cached(tmp_path: Path) -> None:
         frames.append(node)
     path = tmp_path / "w.0.et"
     path.write_bytes(b"".join(V(len(m.SerializeToString())) + m.SerializeToString() for m in frames))
+    monkeypatch.setattr(pbstream.iter_frame_batches, "__defaults__", (20_000,))     # ~500 nodes a batch
+    decoded = []
+    real = reader._classify_bytes
+    monkeypatch.setattr(reader, "_classify_bytes", lambda raw: decoded.append(raw) or real(raw))
+    bulk = []
+    real_bulk = reader._bulk_values
+    monkeypatch.setattr(reader, "_bulk_values", lambda raws, f: bulk.append(len(raws)) or real_bulk(raws, f))
     cols = reader.read_columns(path)
     assert cols.extra["wait_on"] == {k: k for k in range(1, n)}      # index k: node k + 1 waits on node k
     assert set(cols.lanes) == {("cpu", 2)} and cols.cpu == [True] * n
-    b = reader._Builder(reader.EtColumns(path=None, metadata=None))
-    raw = [bytes(f[1:]) for f in (V(len(m.SerializeToString())) + m.SerializeToString() for m in frames[1:])]
-    assert b.add_batch([V(len(r)) + r for r in raw])
-    assert len(b.kinfo) < reader._VALUES_MAX + 20
+    # each wait_on value decoded alone up to the batch where the name turned out to change all the time,
+    # in bulk after that
+    assert len(decoded) < reader._VALUES_MAX + 600 and sum(bulk) > 2000
+    assert n - 1 == sum(bulk) + sum(b"wait_on" in raw for raw in decoded)
 
 
 def test_reader_sorts_nodes_by_id(tmp_path: Path) -> None:

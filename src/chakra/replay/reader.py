@@ -73,8 +73,8 @@ _SENT = bytes((len(_SENT_BODY),)) + _SENT_BODY
 _SEP = b"\x0a" + _SENT + b"\x0a"
 
 
-def _lean_classes() -> tuple[Any, Any]:
-    """(MergedBatch, FullMerged) message classes, in a private descriptor pool."""
+def _lean_classes() -> tuple[Any, Any, Any]:
+    """(MergedBatch, FullMerged, AttrAll) message classes, in a private descriptor pool."""
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
     from chakra.schema.et_def_pb2 import build_file_descriptor
@@ -108,6 +108,11 @@ def _lean_classes() -> tuple[Any, Any]:
     # all-repeated LeanNodeAll would not: a varint field sent length-delimited reads as packed values)
     add(fd.message_type.add(name="FullMerged"), "node", 1, F.TYPE_MESSAGE, ".ChakraProtoMsg.Node",
         repeated=False)
+    # AttributeProto with every field repeated: attributes concatenated (each a whole message) merge into
+    # one list per field
+    attr_all = fd.message_type.add(name="AttrAll")
+    for f in next(m for m in full.message_type if m.name == "AttributeProto").field:
+        add(attr_all, f.name, f.number, f.type, f.type_name)
     pool = descriptor_pool.DescriptorPool()
     pool.Add(full)
     pool.Add(fd)
@@ -119,13 +124,13 @@ def _lean_classes() -> tuple[Any, Any]:
             return get(desc)
         return message_factory.MessageFactory(pool).GetPrototype(desc)  # pragma: no cover - protobuf 4.21
 
-    return cls("MergedBatch"), cls("FullMerged")
+    return cls("MergedBatch"), cls("FullMerged"), cls("AttrAll")
 
 
-_classes: tuple[Any, Any] | None = None
+_classes: tuple[Any, Any, Any] | None = None
 
 
-def _lean() -> tuple[Any, Any]:
+def _lean() -> tuple[Any, Any, Any]:
     global _classes
     if _classes is None:
         _classes = _lean_classes()
@@ -145,6 +150,11 @@ _NAMES = {"is_cpu_op": _IS_CPU, "tid": _TID, "stream": _STREAM, "device": _DEVIC
 # the bytes "tid", not "\x0a\x03tid".)  Matches never span two attributes joined with b"\xff".
 _NEEDED = re.compile(b"\x0a(?:" + b"|".join(re.escape(bytes((len(n),)) + n.encode()) for n in _NAMES) + b")")
 _JOIN = b"\xff"
+_UNKNOWN = re.compile("\x01")     # the key of an attribute not in the cache
+# AttributeProto fields of one-byte tags holding a number: tag byte -> field name
+_NUMBER_TAGS = {(number << 3) | wire: name for name, number, wire in (
+    ("double_val", 3, 1), ("float_val", 5, 5), ("int32_val", 7, 0), ("int64_val", 9, 0),
+    ("uint32_val", 11, 0), ("uint64_val", 13, 0), ("sint32_val", 15, 0))}
 _ATTR_MAX = 0xD800         # distinct attributes cached (one character each, below the surrogates)
 _NODE_MAX = 1 << 16        # distinct attribute strings cached
 _VALUES_MAX = 4096         # distinct values cached per attribute name; beyond: decoded where they occur
@@ -172,6 +182,22 @@ def _classify(a: Any) -> tuple[int, Any, Any]:
 
 def _classify_bytes(raw: bytes) -> tuple[int, Any, Any]:
     return _classify(AttributeProto.FromString(raw))
+
+
+def _bulk_values(raws: list[bytes], field_name: str) -> list | None:
+    """The values of attributes that each hold a name and one number in ``field_name`` (checked: exactly
+    one of each per attribute, nothing else), decoded in one call; None otherwise.
+
+    Every attribute is a whole, valid message (the batch was validated), so their concatenation decodes
+    as each of them in turn, the values in order."""
+    from google.protobuf.unknown_fields import UnknownFieldSet
+
+    m = _lean()[2].FromString(b"".join(raws))
+    k = len(raws)
+    if len(m.ListFields()) != 2 or len(m.name) != k or len(UnknownFieldSet(m)):
+        return None
+    values = getattr(m, field_name)
+    return list(values) if len(values) == k else None
 
 
 # ---- the columns -------------------------------------------------------------------------------------------
@@ -229,6 +255,8 @@ class _Builder:
         self.kinfo: list[tuple[int, Any, Any]] = [(_SKIP, None, None), (_SKIP, None, None)]
         self.ncache: dict[str, tuple] = {}
         self.values: dict[str, int] = {}      # attribute name -> distinct values cached
+        # encoded name + value tag -> (code, name, field) of a name decoded where it occurs, in bulk
+        self.direct: dict[bytes, tuple[int, str, str]] = {}
         self.warmup = _WARMUP
         self.fdur = _Floats()                 # durations repeat: one float object per value
 
@@ -305,7 +333,7 @@ class _Builder:
             from google.protobuf.unknown_fields import UnknownFieldSet
         except ImportError:  # pragma: no cover - protobuf < 4.22: node by node
             return False
-        MergedBatch, FullMerged = _lean()
+        MergedBatch, FullMerged, _ = _lean()
         merged = b"\x0a" + _SEP.join(frames) + b"\x0a" + _SENT
         try:
             check = FullMerged.FromString(merged).node
@@ -370,17 +398,19 @@ class _Builder:
         """(per node: :meth:`node_info`, [(node index, code, name, value) of the attributes decoded where
         they occur]) from a batch's merged attributes (a sentinel after each node's); None when the batch
         is to be read node by node."""
-        keys = list(map(self.kcache.get, attrs, repeat("\x01")))
+        kcache = self.kcache
+        keys = list(map(kcache.get, attrs, repeat("\x01")))
+        text = "".join(keys)             # one character per attribute
         direct: list[tuple[int, tuple[int, Any, Any]]] = []    # (position in attrs, classification)
-        unknown = list(compress(count(), map("\x01".__eq__, keys)))
-        if unknown:
+        if "\x01" in text:
+            unknown = [m.start() for m in _UNKNOWN.finditer(text)]
             found = self.learn_unknown(attrs, unknown, n, direct)
             if found is None:
                 return None
-            if found:              # the keys of the attributes just cached, in place
+            if found:              # the keys of the attributes just cached
                 raws = map(attrs.__getitem__, unknown)
-                any(map(keys.__setitem__, unknown, map(self.kcache.get, raws, repeat("\x01"))))
-        text = "".join(keys)             # one character per attribute
+                any(map(keys.__setitem__, unknown, map(kcache.get, raws, repeat("\x01"))))
+                text = "".join(keys)
         del keys
         keyed = text.replace("\x01", "").split("\x00") if "\x01" in text else text.split("\x00")
         if len(keyed) != n + 1:
@@ -412,16 +442,28 @@ class _Builder:
 
     def learn_unknown(self, attrs: list[bytes], unknown: list[int], n: int,
                       direct: list[tuple[int, tuple[int, Any, Any]]]) -> int | None:
-        """Look at the attributes not in the cache (positions ``unknown``): cache those the replay reads
-        (and, early on, those it does not read that repeat), list in ``direct`` those of a name whose
-        values keep changing.  Returns how many were cached, None when the cache is full."""
+        """Look at the attributes not in the cache (positions ``unknown``): list in ``direct`` those of a
+        name whose values keep changing, cache the other ones the replay reads (and, early on, those it
+        does not read that repeat).  Returns how many were cached, None when the cache is full."""
         raws = list(map(attrs.__getitem__, unknown))
+        for prefix, (code, name, fname) in self.direct.items():
+            mask = list(map(bytes.startswith, raws, repeat(prefix)))
+            if True not in mask:
+                continue
+            values = _bulk_values(list(compress(raws, mask)), fname)
+            if values is None:
+                continue           # (not the plain shape: each one is found and decoded below)
+            direct += zip(compress(unknown, mask), map(tuple.__add__, zip(repeat(code), values),
+                                                         repeat((name,))))
+            keep = list(map(operator.not_, mask))
+            raws = list(compress(raws, keep))
+            unknown = list(compress(unknown, keep))
         joined = _JOIN.join(raws)
         learned = 0
         seen: set[int] = set()
         if _NEEDED.search(joined) is not None:
-            starts = list(accumulate(map(len, raws), operator.add, initial=0))
-            starts = list(map(operator.add, starts, count()))     # + the b"\xff" between them
+            # where each attribute starts in joined (one b"\xff" after each)
+            starts = list(accumulate(map((1).__add__, map(len, raws)), initial=0))
             values = self.values
             kcache = self.kcache
             for m in _NEEDED.finditer(joined):
@@ -438,6 +480,9 @@ class _Builder:
                     v = values.get(name, 0)
                     if v >= _VALUES_MAX or not self.learn(raw, info):
                         direct.append((unknown[k], info))
+                        size = m.end() - m.start()
+                        if m.start() == starts[k] and len(raw) > size and raw[size] in _NUMBER_TAGS:
+                            self.direct.setdefault(raw[:size + 1], (code, name, _NUMBER_TAGS[raw[size]]))
                         continue
                     values[name] = v + 1
                 elif not self.learn(raw, info):
