@@ -711,25 +711,29 @@ def graph_from_columns(cols: EtColumns, rank: int | None = None) -> RankGraph:
         for i in compress(count(), map(COMM_TYPES.__contains__, types)):
             comm[i] = CommInfo.from_attrs(raw.get(i, {}))
     extra = cols.extra
-    cols_l = [ids, cols.names, types, cols.durs, cols.starts, cols.deps, cpu, lanes, cols.nctrl]
-    perm = _id_order(ids, where)
-    if perm is not None:
-        m = len(perm)
-        for col in cols_l:
-            col[:m] = list(map(col.__getitem__, perm))   # (a short prefix when few nodes are out of place)
-        new = sorted(range(m), key=perm.__getitem__)     # old index -> new index, below m
-        comm = {(new[i] if i < m else i): c for i, c in comm.items()}
-        extra = {name: {(new[i] if i < m else i): v for i, v in d.items()} for name, d in extra.items()}
-    ids, names, types, durs, starts, deps, cpu, lanes, nctrl = cols_l
-    g.ids, g.names, g.types, g.durations, g.starts = ids, names, types, durs, starts
-    g.deps, g.is_cpu, g.lanes, g.comm = deps, cpu, lanes, comm
-    g.extra = {name: d for name, d in extra.items() if d}
-    # the ctrl_deps of CPU ops: their parents (display, critical path)
+    # the ctrl_deps of CPU ops: their parents (by id: display, critical path, finish waits)
+    deps, nctrl = cols.deps, cols.nctrl
     sel = list(map(operator.and_, map(bool, cpu), map(bool, nctrl)))
     if any(sel):
         ctrl = list(map(operator.getitem, compress(deps, sel), map(slice, compress(nctrl, sel))))
         g.ctrl_parent = dict(zip(compress(ids, sel), map(_first, ctrl)))
         g.parents = set(chain.from_iterable(ctrl))
+        del ctrl
+    del sel
+    cols_l = [ids, cols.names, types, cols.durs, cols.starts, deps, cpu, lanes]
+    perm = _id_order(ids, where)
+    if perm is not None:
+        m = len(perm)
+        for col in cols_l:
+            col[:m] = list(map(col.__getitem__, perm))   # (a short prefix when few nodes are out of place)
+        new = list(range(len(ids)))                      # old index -> new index
+        any(map(new.__setitem__, perm, range(m)))
+        comm = dict(zip(map(new.__getitem__, comm), comm.values()))
+        extra = {name: dict(zip(map(new.__getitem__, d), d.values())) for name, d in extra.items()}
+    ids, names, types, durs, starts, deps, cpu, lanes = cols_l
+    g.ids, g.names, g.types, g.durations, g.starts = ids, names, types, durs, starts
+    g.deps, g.is_cpu, g.lanes, g.comm = deps, cpu, lanes, comm
+    g.extra = {name: d for name, d in extra.items() if d}
     if not g.process_groups and cols.meta_payload:
         groups = groups_from_metadata_node(cols.meta_payload, where)
         if groups:
