@@ -37,7 +37,6 @@ Why it is fast: per node, Python does next to nothing; upb (C) decodes and the C
 from __future__ import annotations
 
 import bisect
-import logging
 import operator
 import os
 import re
@@ -46,7 +45,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate, chain, compress, count, islice, repeat
 from typing import Any
 
-from chakra.errors import ChakraError, TraceFormatError
+from chakra.errors import TraceFormatError
 from chakra.job.etfile import groups_from_metadata_node, parse_process_groups
 from chakra.replay.graph import (
     COMM_TYPES,
@@ -59,8 +58,6 @@ from chakra.replay.graph import (
     scalar,
 )
 from chakra.schema import METADATA_NODE, AttributeProto, attr_value
-
-log = logging.getLogger(__name__)
 
 # ---- the lean message types ------------------------------------------------------------------------------
 
@@ -651,8 +648,7 @@ def read_columns(path: str | os.PathLike[str]) -> EtColumns:
     """The nodes of one Chakra ET file (plain or gzipped), in file order.
 
     The errors of a damaged file are those :func:`chakra.io.pbstream.read_messages` gives (which message,
-    and why); a file without nodes gives empty columns.  A large plain file is read by two processes
-    (:func:`_second_half`): same columns, same errors."""
+    and why); a file without nodes gives empty columns."""
     from chakra.io import gc_paused
     from chakra.io.pbstream import iter_frame_batches
     from chakra.schema import GlobalMetadata
@@ -660,102 +656,10 @@ def read_columns(path: str | os.PathLike[str]) -> EtColumns:
     metadata, batches = iter_frame_batches(path, GlobalMetadata)
     cols = EtColumns(path=os.fspath(path), metadata=metadata)
     build = _Builder(cols)
-    stop = _second_half(path)
-    child = None
-    if stop is not None:
-        from chakra.io.forked import ForkedCall
-
-        child = ForkedCall(_read_second_half, os.fspath(path), stop)
-    try:
-        with gc_paused():      # millions of acyclic tuples: the cyclic GC would only rescan them
-            done = 0           # bytes of the frames read
-            for first, frames in batches:
-                if child is not None and done >= stop:
-                    part = child.result()
-                    child = None
-                    if isinstance(part, EtColumns):
-                        _append(cols, part)
-                        break
-                    if isinstance(part, ChakraError):
-                        raise part           # the file's error, as one process gives it
-                    log.warning("%s: the second process reading this file gave no result; reading its "
-                                "second half in this one", path)
-                done += sum(map(len, frames))
-                build.add_frames(first, frames, path)
-    finally:
-        batches.close()
-        if child is not None:
-            child.cancel()
-    return cols
-
-
-# ---- two processes ---------------------------------------------------------------------------------------
-#
-# A forked child reads the batches whose frames start at byte ``stop`` (of the frames) or later, into
-# columns of its own, and sends them back pickled; meanwhile this process reads the batches before.  Both
-# cut the file into the same batches (same code, same file), so the two parts are exactly the file's.
-
-TWO_PROCESSES_MIN_BYTES = 64 << 20
-
-
-def _second_half(path: str | os.PathLike[str]) -> int | None:
-    """Where the child's part starts (bytes of frames before it), or None for one process."""
-    from chakra.io.forked import may_fork
-
-    try:
-        size = os.path.getsize(path)
-        if size < TWO_PROCESSES_MIN_BYTES or not may_fork():
-            return None
-        with open(path, "rb") as fh:
-            if fh.read(2) == b"\x1f\x8b":
-                return None
-    except OSError:
-        return None          # the reading says what is wrong
-    return size // 2
-
-
-def _read_second_half(path: str, stop: int) -> EtColumns | ChakraError:
-    """(child) The columns of the batches whose frames start at byte ``stop`` or later."""
-    from chakra.io.pbstream import iter_frame_batches
-    from chakra.schema import GlobalMetadata
-
-    try:
-        _, batches = iter_frame_batches(path, GlobalMetadata)
-        cols = EtColumns(path=path, metadata=None)
-        build = _Builder(cols)
-        done = 0
+    with gc_paused():      # millions of acyclic tuples: the cyclic GC would only rescan them
         for first, frames in batches:
-            if done >= stop:
-                build.add_frames(first, frames, path)
-            else:
-                done += sum(map(len, frames))
-    except ChakraError as exc:
-        return exc
+            build.add_frames(first, frames, path)
     return cols
-
-
-def _append(cols: EtColumns, part: EtColumns) -> None:
-    """Append the columns of the rest of the file (indices from 0) to ``cols``."""
-    off = len(cols.ids)
-    interned = {lane: lane for lane in cols.lane_cache.values()}
-    for key, lane in part.lane_cache.items():
-        cols.lane_cache.setdefault(key, interned.setdefault(lane, lane))
-    cols.ids += part.ids
-    cols.names += part.names
-    cols.types += part.types
-    cols.durs += part.durs
-    cols.starts += part.starts
-    cols.deps += part.deps
-    cols.nctrl += part.nctrl
-    cols.cpu += part.cpu
-    cols.lanes += map(interned.get, part.lanes, part.lanes)     # equal lanes share one tuple
-    cols.comm.update(zip(map(off.__add__, part.comm), part.comm.values()))
-    for name, d in part.extra.items():
-        cols.extra.setdefault(name, {}).update(zip(map(off.__add__, d), d.values()))
-    cols.deferred += [(off + i, tid) for i, tid in part.deferred]
-    cols.host_tids |= part.host_tids
-    if cols.meta_payload is None:
-        cols.meta_payload = part.meta_payload
 
 
 def columns_from_messages(nodes: Any, metadata: Any = None, path: str | None = None) -> EtColumns:
