@@ -7,6 +7,7 @@ gaps, thread timing, finish waits, what-if) are described in the engine's module
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -164,26 +165,30 @@ def _pieces_plan(g: RankGraph, order: Sequence[int], use_gaps: bool) -> Plan:
                 and not any(map(idle.__contains__, seq)):
             continue      # a GPU stream (a host record's own lane, e.g. a gloo worker, has the timing)
         timed_lanes.append(seq)
-        stack: list[int] = []
-        depths: list[int] = []
+        stack: list[int] = [-1]           # (a bottom that never closes)
+        depths: list[float] = [-math.inf]
         wget = wb.get
         for j, d in zip(seq, map(depth.get, seq, repeat(0))):
-            if depths and depths[-1] >= d:
+            if depths[-1] >= d:
                 closed = closed_before[j] = []
-                while depths and depths[-1] >= d:
+                while depths[-1] >= d:
                     closed.append(stack.pop())
                     depths.pop()
-            if stack:
-                p = stack[-1]
+            p = stack[-1]
+            if p >= 0:
                 parent[j] = p
                 w = wget(j)
-                cwb[p] = cwb.get(p, 0.0) + (w or 0.0)
-                if types[p] in COMM_TYPES and w:
-                    record_kids.append(j)
+                if w:
+                    cwb[p] = cwb.get(p, 0.0) + w
+                    if types[p] in COMM_TYPES:
+                        record_kids.append(j)
             stack.append(j)
             depths.append(d)
-        if stack:
-            closed_before.setdefault(-1 - len(timed_lanes), []).extend(reversed(stack))
+        if len(stack) > 1:
+            closed_before.setdefault(-1 - len(timed_lanes), []).extend(reversed(stack[1:]))
+    for p in set(parent):                  # every node with children (with or without work before them)
+        if p >= 0 and p not in cwb:
+            cwb[p] = 0.0
     # a parent occupies its lane for its lead; its pieces scale with it
     scale: dict[int, float] = {}
     rd = list(rd_rec)
@@ -255,7 +260,7 @@ def _pieces_plan(g: RankGraph, order: Sequence[int], use_gaps: bool) -> Plan:
             if o in cwb:
                 close[o] = (seq[-1], t)
     if wait_on:
-        index = {nid: i for i, nid in enumerate(g.ids)} if len(wait_on) > 8 else None
+        index = dict(zip(g.ids, range(n))) if len(wait_on) > 8 else None
         for j, uid in wait_on.items():
             u = index.get(uid) if index is not None else _find_id(g.ids, uid)
             if u is None or uid not in g.deps[j]:
