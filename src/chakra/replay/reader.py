@@ -13,10 +13,10 @@ Why it is fast: per node, Python does next to nothing; upb (C) decodes and the C
 * Each frame of a batch is followed by a *sentinel* node and the batch is decoded as ONE message whose
   ``node`` field is not repeated, so that the occurrences merge:
 
-  - with the real ``Node`` (``_FullMerged``): this validates the batch exactly as decoding each message
+  - with the real ``Node`` (``FullMerged``): this validates the batch exactly as decoding each message
     would (on a failure the batch is decoded message by message, which names the message), and its
     unknown fields show an occurrence of a field with another wire type than declared;
-  - with a lean node type whose fields are all ``repeated`` (``_MergedBatch``): every field comes out as
+  - with a lean node type whose fields are all ``repeated`` (``MergedBatch``): every field comes out as
     ONE flat list for the batch.  The sentinel holds each field's default value (0, "", an empty
     attribute), which a proto3 encoder never writes for a singular field: a node's values are those
     before its sentinel, none when it has the default.  Splitting the lists there is C loops.
@@ -30,8 +30,9 @@ Why it is fast: per node, Python does next to nothing; upb (C) decodes and the C
   per-node numbers of ``EXTRA_ATTRS``).  Bytes not in the cache are searched, in bulk, for the encoded
   name of an attribute the replay reads (``0A <len> name``: every encoding of such an attribute holds it);
   those found are decoded, the others (``rf_id``, ``correlation``: a new value on every node) skipped.
-  A name whose values keep changing (``wait_on`` holds a node id) is not cached: its attributes are
-  decoded where they occur, so the cache never fills up.
+  A name whose values keep changing (``wait_on`` holds a node id; more than ``_VALUES_MAX`` values) is
+  not cached any more: its attributes are found by their encoded prefix (name and value tag) and decoded
+  in bulk, all those of a batch concatenated into one message (``AttrAll``), so the cache never fills up.
 """
 
 from __future__ import annotations
