@@ -28,7 +28,7 @@ except ImportError:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from chakra.replay.engine import simulate
-from chakra.replay.graph import graph_from_protobuf, load_graph
+from chakra.replay.reader import graph_from_protobuf, load_graph
 from chakra.schema import COMM_COLL_NODE, COMP_NODE, AttributeProto, GlobalMetadata, Node
 
 
@@ -122,15 +122,15 @@ def bench_nodes(label: str, nodes: list[Node], repeat: int) -> None:
         end = max(out.ends)  # type: ignore[attr-defined]
         print(f"  replay mode={mode:<9}               {t_sim:8.3f} s  {n / t_sim:12,.0f} nodes/s  "
               f"ratio {t_sim / t_base:6.1f}x baseline  (replayed {end:,.0f} us)")
-    # one rank in lanes mode takes the one-pass path; the event loop (what a whole job uses) for comparison
+    # one rank in lanes mode takes the in-order pass; the event loop (what a whole job uses) for comparison
     from chakra.replay import engine
 
-    exact = engine._exact
-    engine._exact = lambda g: False
+    in_order = engine._run_each_in_order
+    engine._run_each_in_order = lambda *a: None
     try:
         t_ev, out_ev = _best(lambda: simulate([g], mode="lanes"), repeat)
     finally:
-        engine._exact = exact
+        engine._run_each_in_order = in_order
     print(f"  replay mode=lanes, event loop        {t_ev:8.3f} s  {n / t_ev:12,.0f} nodes/s  "
           f"(same ends: {out_ev.ends == simulate([g], mode='lanes').ends})")  # type: ignore[attr-defined]
 

@@ -136,7 +136,7 @@ def _file(data: bytes, name: str) -> Path:
 @FAST
 @given(st.binary(max_size=300), st.sampled_from([b"", b"\x1f\x8b", b"{", b"\x0a\x05"]))
 def test_readers_on_random_bytes(data: bytes, prefix: bytes) -> None:
-    from chakra.replay.graph import load_graph as replay_load
+    from chakra.replay.reader import load_graph as replay_load
     from chakra.tools.stats import load_graph as stats_load
 
     p = _file(prefix + data, "random.bin")

@@ -8,6 +8,7 @@ import random
 import pytest
 
 from chakra.io import write_messages
+from chakra.io.naming import rank_from_filename
 from chakra.replay import (
     NodeSpec,
     ReplayError,
@@ -18,7 +19,6 @@ from chakra.replay import (
     replay_rank,
     timeline,
 )
-from chakra.replay.graph import rank_from_filename
 from chakra.schema import (
     ALL_REDUCE,
     COMM_COLL_NODE,
@@ -583,7 +583,7 @@ def test_completion_lines_and_timeline(tmp_path):
 
 
 def test_host_comm_record_without_stream_stays_on_its_thread():
-    from chakra.replay.graph import graph_from_protobuf
+    from chakra.replay.reader import graph_from_protobuf
 
     nodes = [pb_node(1, 5, 0, tid=9), pb_node(2, 20, 5, deps=[1], cpu=False, tid=9, ntype=COMM_COLL_NODE),
              pb_node(3, 5, 30, deps=[1], tid=9)]
@@ -602,7 +602,7 @@ def test_rank_from_filename():
 
 
 def test_timeline_draws_a_parent_around_its_children():
-    from chakra.replay.graph import graph_from_protobuf
+    from chakra.replay.reader import graph_from_protobuf
 
     # P (exclusive 40) with children A [10,40] and B [50,80], children linked to P by ctrl_deps
     nodes = [pb_node(1, 40, 0), pb_node(2, 30, 10, deps=[1]), pb_node(3, 30, 50, deps=[1], data=[2])]

@@ -158,13 +158,13 @@ _VARINT_2 = ([bytes((i,)) for i in range(128)]
              + [bytes(((i & 0x7F) | 0x80, i >> 7)) for i in range(128, 1 << 14)])
 
 
-# ---- batched reading (the replay's loader) -------------------------------------------------------------
+# ---- batched reading (the replay's reader, chakra.replay.reader) ---------------------------------------
 #
 # Decoding a million messages one ``FromString`` call at a time costs more in Python calls than in
 # parsing.  A length-delimited stream becomes a valid ``repeated <message> = 1`` field once every
 # ``varint(len) + body`` frame gets the tag byte 0x0A in front, so a run of frames decodes with ONE call
-# of a container message (``message Batch { repeated Node nodes = 1; }``).  The file is read in chunks:
-# it never sits in memory whole.
+# of a container message; the frames come in batches for that.  The file is read in chunks: it never
+# sits in memory whole.
 
 _CHUNK = 1 << 23          # bytes read at a time
 _BATCH_BYTES = 1 << 22    # frames handed over at a time
@@ -175,9 +175,8 @@ def iter_frame_batches(path: str | os.PathLike[str], first_cls: Any,
     """Like :func:`iter_messages`, but the messages after the first come as batches of raw frames.
 
     Returns ``(first message, iterator of (index of the batch's first message, frames))``; a frame is
-    ``varint(len) + message bytes``; :func:`batch_container` makes a decodable container of them (see
-    above), :func:`parse_batch` decodes it.  The errors are those of ``iter_messages``, raised at the same
-    point of the stream: a damaged frame is reported after the batch of the messages before it.
+    ``varint(len) + message bytes``.  The errors are those of ``iter_messages``, raised at the same point
+    of the stream: a damaged frame is reported after the batch of the messages before it.
     """
     from chakra.io.jsonio import GZIP_MAGIC, open_input
 
@@ -300,108 +299,3 @@ def _batches(buf: bytes, pos: int, fh: Any, path: Any, batch_bytes: int,
     finally:
         if fh is not None and not fh.closed:
             fh.close()
-
-
-def iter_frame_batches_from(path: str | os.PathLike[str], offset: int, index: int, stop: int = 0,
-                            batch_bytes: int = _BATCH_BYTES
-                            ) -> tuple[int, int, Iterator[tuple[int, list[bytes]]]]:
-    """The batches of :func:`iter_frame_batches` from the message that starts at byte ``offset`` of a plain
-    (not gzipped) stream, message number ``index``, on to the end of the stream -- or rather from the first
-    message that starts at byte ``stop`` or later (the whole messages before it are only stepped over).
-
-    Returns ``(index, offset, batches)`` of that first message (``offset`` = the file's size when there is
-    none).  A damaged frame raises the error ``iter_frame_batches`` would give for it, from the batches.
-    Lets two processes read the two parts of one stream that a byte position divides.
-    """
-    fh = open(path, "rb")  # noqa: SIM115 - closed by the generator (or below)
-    try:
-        size = os.fstat(fh.fileno()).st_size
-        fh.seek(offset)
-        base = offset          # file offset of buf[0]
-        pos = 0
-        buf = b""
-        eof = False
-        while True:
-            # step over the whole frames of buf that start before stop
-            n = len(buf)
-            limit = min(n, stop - base)        # (frames that start before it)
-            last = n - 1
-            while pos < limit:
-                b = buf[pos]
-                if b < 0x80:
-                    end = pos + 1 + b
-                elif pos < last and buf[pos + 1] < 0x80:
-                    end = pos + 2 + ((b & 0x7F) | (buf[pos + 1] << 7))
-                else:
-                    try:
-                        length, start = decode_varint(buf, pos)
-                    except ValueError:
-                        break      # cut short by the buffer, or damaged: the batches say which
-                    end = start + length
-                if end > n and base + end > size:
-                    break          # a frame cut short: the batches report it
-                pos = end
-                index += 1
-            if base + pos >= stop or eof:
-                break
-            if pos < n and (n - pos >= 10 or base + n >= size):
-                break              # a damaged frame header: the batches report it
-            base += pos
-            if pos >= n:           # (a frame may reach beyond the buffer: continue after it)
-                fh.seek(base)
-                buf = b""
-            else:
-                buf = buf[pos:]
-            pos = 0
-            more = fh.read(_CHUNK)
-            eof = len(more) < _CHUNK
-            buf += more
-        if pos > len(buf):         # the last frame stepped over ends beyond the buffer
-            base += pos
-            fh.seek(base)
-            buf = b""
-            pos = 0
-        elif eof:
-            fh.close()
-            fh = None
-    except BaseException:
-        if fh is not None:
-            fh.close()
-        raise
-    return index, base + pos, _batches(buf, pos, fh, path, batch_bytes, index)
-
-
-def batch_container(frames: list[bytes]) -> bytes:
-    """The frames of :func:`iter_frame_batches` as one ``repeated <message> = 1`` field."""
-    return b"\x0a" + b"\x0a".join(frames)
-
-
-def batch_frames(container: bytes) -> Iterator[bytes]:
-    """The message bodies of a batch made by :func:`iter_frame_batches`."""
-    view = memoryview(container)
-    pos = 0
-    n = len(container)
-    while pos < n:
-        length, start = decode_varint(view, pos + 1)
-        yield bytes(view[start:start + length])
-        pos = start + length
-
-
-def parse_batch(container: bytes, first_index: int, batch_cls: Any, msg_cls: Any,
-                path: str | os.PathLike[str] | None = None) -> Any:
-    """``batch_cls.FromString(container)``; when that fails, the error ``iter_messages`` gives for the first
-    message that ``msg_cls`` rejects.  Returns None if every message decodes on its own (the batch did not:
-    e.g. an over-long length varint); the caller then decodes them one by one."""
-    from google.protobuf.message import DecodeError
-
-    try:
-        return batch_cls.FromString(container)
-    except (DecodeError, RuntimeError, ValueError):
-        pass
-    parse = msg_cls.FromString
-    for i, frame in enumerate(batch_frames(container), first_index):
-        try:
-            parse(frame)
-        except (DecodeError, RuntimeError, ValueError) as exc:
-            raise TraceFormatError(f"message {i} is not a valid protobuf ({exc})", path) from None
-    return None

@@ -15,7 +15,7 @@ from chakra.replay.api import (  # noqa: F401
     round_us,
 )
 from chakra.replay.engine import MODES, ReplayError  # noqa: F401
-from chakra.replay.graph import NodeSpec, RankGraph, graph_from_protobuf, load_graph  # noqa: F401
+from chakra.replay.graph import NodeSpec, RankGraph  # noqa: F401
 from chakra.replay.output import (  # noqa: F401
     read_completion_time,
     results_table,
@@ -23,3 +23,4 @@ from chakra.replay.output import (  # noqa: F401
     write_completion_log,
     write_timeline,
 )
+from chakra.replay.reader import graph_from_protobuf, load_graph  # noqa: F401

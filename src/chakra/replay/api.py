@@ -19,14 +19,8 @@ from chakra.errors import ChakraError, UsageError
 from chakra.io import gc_paused
 from chakra.job.etfile import read_comm_groups as load_comm_groups
 from chakra.replay.engine import ReplayError, SimOutput, simulate
-from chakra.replay.graph import (
-    WORLD_PG_NAMES,
-    NodeSpec,
-    RankGraph,
-    graph_from_protobuf,
-    graph_from_specs,
-    load_graph,
-)
+from chakra.replay.graph import WORLD_PG_NAMES, NodeSpec, RankGraph, graph_from_specs
+from chakra.replay.reader import graph_from_protobuf, load_graph
 from chakra.replay.whatif import WhatIf, WhatIfReport, apply_whatif
 from chakra.schema import COMM_COLL_NODE, METADATA_NODE
 
@@ -219,10 +213,6 @@ def replay_file(path: str | os.PathLike[str], *, mode: str = "lanes", gaps: bool
                 missing: str = "error", whatif: WhatIf | None = None) -> ReplayResult:
     """Read and replay one Chakra ET file on its own."""
     return replay_rank(load_graph(path), mode=mode, gaps=gaps, missing=missing, whatif=whatif)
-
-
-JobInput = (Sequence[str | os.PathLike[str]] | Sequence[RankGraph]
-            | Mapping[int, Any])
 
 
 def load_job(inputs: Any) -> list[RankGraph]:

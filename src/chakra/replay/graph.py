@@ -1,43 +1,41 @@
-"""What the replay needs of a Chakra ET, in columns.
+"""What the replay needs of a Chakra ET, in columns: :class:`RankGraph`, and what builds one by hand.
 
-A protobuf ``Node`` is read once into a few parallel lists (one entry per node,
-sorted by node id so that position order *is* id order and ties between events
-break by id for free).  The replay never touches protobuf again; a million nodes
-cost a few hundred MB instead of a few GB of message objects.
+A graph holds one rank's nodes as a few parallel lists (one entry per node, sorted by node id so that
+position order *is* id order and ties between events break by id for free).  The replay never touches
+protobuf: :mod:`chakra.replay.reader` reads a file into these lists; a million nodes cost a few hundred MB
+instead of a few GB of message objects.
 
 Lanes (the resource a node runs on):
 - CPU ops (``is_cpu_op`` true): one lane per thread, ``("cpu", tid)``;
-- everything else: one lane per GPU stream, ``("gpu", device, stream)``; files
-  written before the ``stream`` attribute existed carry the stream in ``tid``;
+- a non-CPU node with neither ``stream`` nor ``device`` whose ``tid`` is one of the CPU ops' threads:
+  that thread (a host-side comm record, gloo, kept in its thread's call order);
+- everything else: one lane per GPU stream, ``("gpu", device, stream)``; files written before the
+  ``stream`` attribute existed carry the stream in ``tid``;
 - METADATA nodes take no lane and no time.
 """
 
 from __future__ import annotations
 
-import ast
-import json
-import logging
-import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from chakra.errors import TraceFormatError
-from chakra.io.naming import rank_from_filename  # noqa: F401 - re-exported (tests, callers)
-from chakra.schema import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, METADATA_NODE, attr_value
-
-log = logging.getLogger(__name__)
+from chakra.errors import ChakraError, TraceFormatError
+from chakra.job.etfile import metadata_info, parse_process_groups
+from chakra.schema import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, METADATA_NODE
 
 COMM_TYPES = frozenset((COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE))
 WORLD_PG_NAMES = frozenset(("", "0"))
 
-# comm attributes the replay reads (besides is_cpu_op, tid, stream, device)
-_COMM_ATTRS = frozenset(("pg_name", "comm_src", "comm_dst", "comm_tag", "comm_seq"))
 # per-node numbers the replay reads when present (RankGraph.extra): the thread timing written by the
 # converter (chakra.convert.threads) and the size and kind of a collective (the communication model)
 EXTRA_ATTRS = frozenset(("thread_depth", "work_before_us", "tail_us", "idle_before_us", "wait_on",
                          "wait_post_us", "frees_thread", "comm_type", "comm_size"))
 THREAD_TIMING = "pieces-1"   # GlobalMetadata ``thread_timing`` of files whose nodes carry it
+
+
+class ReplayError(ChakraError):
+    """The graph cannot be replayed (cycle, missing dependency, unmatched collective)."""
 
 
 @dataclass(slots=True)
@@ -90,8 +88,8 @@ class CommInfo:
         """From the node's comm attributes (name -> value; the one constructor every reader uses).
         A collective's type and size are in ``RankGraph.extra`` (the communication model reads them too)."""
         seq = raw.get("comm_seq")
-        return cls(pg_name=str(raw.get("pg_name") or ""), src=_int_or_none(raw.get("comm_src")),
-                   dst=_int_or_none(raw.get("comm_dst")), tag=_int_or_none(raw.get("comm_tag")) or 0,
+        return cls(pg_name=str(raw.get("pg_name") or ""), src=int_or_none(raw.get("comm_src")),
+                   dst=int_or_none(raw.get("comm_dst")), tag=int_or_none(raw.get("comm_tag")) or 0,
                    seq=seq if type(seq) is int else None)
 
 
@@ -132,73 +130,11 @@ class RankGraph:
         return len(self.ids)
 
 
-def _int_or_none(value: Any) -> int | None:
+def int_or_none(value: Any) -> int | None:
     try:
         return int(value)
     except (TypeError, ValueError):
         return None
-
-
-def metadata_info(metadata: Any) -> dict[str, Any]:
-    """The GlobalMetadata attributes the replay uses, as plain Python values."""
-    out: dict[str, Any] = {}
-    if metadata is None:
-        return out
-    for attr in metadata.attr:
-        out[attr.name] = attr_value(attr)
-    return out
-
-
-def parse_process_groups(text: Any, world_size: int | None, where: str | None = None
-                         ) -> dict[str, tuple[int, ...]]:
-    """``process_groups`` JSON text (or an already parsed list) -> {pg_name: ranks}.
-
-    An empty ``ranks`` list means the whole world and stays ``()`` here; the job
-    resolves it to the ranks it holds.
-    """
-    if text in (None, ""):
-        return {}
-    groups = text
-    if isinstance(text, (str, bytes)):
-        try:
-            groups = json.loads(text)
-        except ValueError as exc:
-            raise TraceFormatError(f"GlobalMetadata process_groups is not valid JSON ({exc})",
-                                   where) from None
-    if not isinstance(groups, list):
-        raise TraceFormatError("GlobalMetadata process_groups must be a JSON list", where)
-    out: dict[str, tuple[int, ...]] = {}
-    for i, pg in enumerate(groups):
-        if not isinstance(pg, dict) or "pg_name" not in pg:
-            raise TraceFormatError(f"process group #{i} has no pg_name", where)
-        try:
-            ranks = tuple(int(r) for r in (pg.get("ranks") or ()))
-        except (TypeError, ValueError):
-            raise TraceFormatError(f"process group {pg['pg_name']!r} has non-integer ranks", where) from None
-        if world_size and ranks == tuple(range(world_size)):
-            ranks = ()
-        out[str(pg["pg_name"])] = ranks
-    # The converter may write non-numeric group names as their position in the table (what the
-    # simulator accepts); accept those too when they do not clash with a real name.
-    for i, pg in enumerate(groups):
-        name = str(pg["pg_name"])
-        if not name.isdigit():
-            out.setdefault(str(i), out[name])
-    return out
-
-
-def _groups_from_metadata_node(values: str, where: str | None) -> Any:
-    """ASTRA-sim's METADATA payload: the ``str()`` of a one-element list holding the JSON text."""
-    try:
-        outer = ast.literal_eval(values)
-        if isinstance(outer, list) and outer and isinstance(outer[0], str):
-            return json.loads(outer[0])
-        if isinstance(outer, list):
-            return outer
-    except (ValueError, SyntaxError):
-        pass
-    log.debug("%s: METADATA node inputs are not a process-group table; ignored", where)
-    return None
 
 
 def graph_for_metadata(metadata: Any, path: str | None, rank: int | None) -> RankGraph:
@@ -206,9 +142,9 @@ def graph_for_metadata(metadata: Any, path: str | None, rank: int | None) -> Ran
     process groups, measured window."""
     info = metadata_info(metadata)
     g = RankGraph(path=path)
-    r = _int_or_none(info.get("rank"))
+    r = int_or_none(info.get("rank"))
     g.rank = r if r is not None and r >= 0 else rank
-    ws = _int_or_none(info.get("world_size"))
+    ws = int_or_none(info.get("world_size"))
     g.world_size = ws if ws and ws > 0 else None
     g.process_groups = parse_process_groups(info.get("process_groups"), g.world_size, path)
     mdur = info.get("measured_dur_us")
@@ -216,137 +152,6 @@ def graph_for_metadata(metadata: Any, path: str | None, rank: int | None) -> Ran
     mstart = info.get("measured_start_us")
     g.measured_start_us = float(mstart) if isinstance(mstart, (int, float)) else None
     g.thread_timing = info.get("thread_timing") == THREAD_TIMING
-    return g
-
-
-def extra_by_index(extra_by_id: dict[str, dict[int, Any]], ids: Sequence[int]) -> dict[str, dict[int, Any]]:
-    """{name: {node id: value}} -> {name: {index: value}} for ``ids`` in index order (sorted)."""
-    from bisect import bisect_left
-
-    out: dict[str, dict[int, Any]] = {}
-    for name, by_id in extra_by_id.items():
-        if by_id:
-            out[name] = {bisect_left(ids, nid): v for nid, v in by_id.items()}
-    return out
-
-
-def graph_from_protobuf(nodes: Iterable[Any], metadata: Any = None, *, path: str | None = None,
-                        rank: int | None = None) -> RankGraph:
-    """Read protobuf ``Node`` messages (and the ``GlobalMetadata``) into a RankGraph."""
-    where = path
-    g = graph_for_metadata(metadata, path, rank)
-
-    ids: list[int] = []
-    names: list[str] = []
-    types: list[int] = []
-    durs: list[float] = []
-    starts: list[float] = []
-    deps_l: list[tuple[int, ...]] = []
-    cpu_l: list[bool] = []
-    tids: list[Any] = []
-    streams: list[Any] = []
-    devices: list[Any] = []
-    comm_raw: dict[int, dict[str, Any]] = {}
-    extra: dict[str, dict[int, Any]] = {}
-    parents: set[int] = set()
-    ctrl_parent: dict[int, int] = {}
-    meta_payload = None
-    for n in nodes:
-        is_cpu = False
-        tid = stream = device = None
-        for a in n.attr:
-            name = a.name
-            if name == "is_cpu_op":
-                is_cpu = bool(getattr(a, a.WhichOneof("value") or "bool_val"))
-            elif name == "tid":
-                tid = _scalar(getattr(a, a.WhichOneof("value") or "int64_val"))
-            elif name == "stream":
-                stream = _scalar(getattr(a, a.WhichOneof("value") or "int64_val"))
-            elif name == "device":
-                device = _scalar(getattr(a, a.WhichOneof("value") or "int64_val"))
-            elif name in _COMM_ATTRS:
-                comm_raw.setdefault(len(ids), {})[name] = attr_value(a)
-            elif name in EXTRA_ATTRS:
-                v = _scalar(attr_value(a))
-                if isinstance(v, (int, float)) and not isinstance(v, bool):
-                    extra.setdefault(name, {})[n.id] = v
-        ntype = n.type
-        if ntype == METADATA_NODE and meta_payload is None and n.inputs.values:
-            meta_payload = n.inputs.values
-        dd = n.data_deps
-        cd = tuple(n.ctrl_deps)
-        if is_cpu and cd:
-            parents.update(cd)
-            ctrl_parent[n.id] = cd[0]
-        deps_l.append(cd + tuple(dd) if dd else cd)
-        ids.append(n.id)
-        names.append(n.name)
-        types.append(ntype)
-        durs.append(float(n.duration_micros))
-        starts.append(float(n.start_time_micros))
-        cpu_l.append(is_cpu)
-        tids.append(tid)
-        streams.append(stream)
-        devices.append(device)
-
-    g.parents = parents
-    g.ctrl_parent = ctrl_parent
-    if len(set(ids)) != len(ids):
-        seen: set[int] = set()
-        for index, nid in enumerate(ids):
-            if nid in seen:
-                raise TraceFormatError(f"node id {nid} appears twice (message {index + 1})", where)
-            seen.add(nid)
-    perm = None
-    if any(ids[i] > ids[i + 1] for i in range(len(ids) - 1)):
-        perm = sorted(range(len(ids)), key=ids.__getitem__)
-
-    # Host threads: a non-CPU node with neither ``stream`` nor ``device`` whose ``tid`` is one of them is a
-    # host-side comm record (gloo) kept in its thread's call order, not a GPU op.  Files written before
-    # the ``stream`` attribute existed carry the GPU stream in ``tid`` (distinct from the host tids).
-    host_tids = {_int_or_none(t) or 0 for t in {t for t, c in zip(tids, cpu_l) if c}}
-    interned: dict[Any, Any] = {}
-    lanes: list[Any] = []
-    for i, ntype in enumerate(types):
-        if ntype == METADATA_NODE:
-            lanes.append(None)
-            continue
-        tid = tids[i]
-        if type(tid) is not int:
-            tid = _int_or_none(tid) or 0
-        if cpu_l[i]:
-            lane: Any = ("cpu", tid)
-        elif streams[i] is None and devices[i] is None and tid in host_tids:
-            lane = ("cpu", tid)
-        else:
-            stream = streams[i] if streams[i] is not None else tids[i]
-            lane = ("gpu", _int_or_none(devices[i]) or 0, _int_or_none(stream) or 0)
-        lanes.append(interned.setdefault(lane, lane))
-    comm = {}
-    for i, ntype in enumerate(types):
-        if ntype in COMM_TYPES:
-            raw = comm_raw.get(i, {})
-            comm[i] = CommInfo.from_attrs(raw)
-    if perm is None:
-        g.ids, g.names, g.types, g.durations, g.starts = ids, names, types, durs, starts
-        g.deps, g.is_cpu, g.lanes, g.comm = deps_l, cpu_l, lanes, comm
-    else:
-        g.ids = [ids[i] for i in perm]
-        g.names = [names[i] for i in perm]
-        g.types = [types[i] for i in perm]
-        g.durations = [durs[i] for i in perm]
-        g.starts = [starts[i] for i in perm]
-        g.deps = [deps_l[i] for i in perm]
-        g.is_cpu = [cpu_l[i] for i in perm]
-        g.lanes = [lanes[i] for i in perm]
-        where_now = {old: new for new, old in enumerate(perm)}
-        g.comm = {where_now[i]: c for i, c in comm.items()}
-    if extra:
-        g.extra = extra_by_index(extra, g.ids)
-    if not g.process_groups and meta_payload:
-        groups = _groups_from_metadata_node(meta_payload, where)
-        if groups:
-            g.process_groups = parse_process_groups(groups, g.world_size, where)
     return g
 
 
@@ -399,19 +204,18 @@ def graph_from_specs(specs: Iterable[NodeSpec], *, rank: int | None = None, worl
     return g
 
 
-def _scalar(v: Any) -> Any:
+def scalar(v: Any) -> Any:
     """A lane key from an attribute: a list-valued tid/stream/device (a foreign writer) reads as unknown."""
     return v if isinstance(v, (int, float, str, bytes)) else None
 
 
-def load_graph(path: str | os.PathLike[str], rank: int | None = None) -> RankGraph:
-    """Read one Chakra ET file (plain or gzipped) into a RankGraph.
-
-    The same graph (and the same errors) as ``graph_from_protobuf`` over the file's messages, read in
-    batches without a protobuf object per node (:mod:`chakra.replay.reader`).
-    """
-    from chakra.io import gc_paused
-    from chakra.replay.reader import read_graph
-
-    with gc_paused():
-        return read_graph(path, rank)
+def positions(seq: Sequence[Any], value: Any) -> list[int]:
+    """Indices of ``value`` in ``seq`` (meant for few of them: found with ``list.index``, in C)."""
+    out = []
+    k = -1
+    while True:
+        try:
+            k = seq.index(value, k + 1)
+        except ValueError:
+            return out
+        out.append(k)

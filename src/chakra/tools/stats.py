@@ -44,15 +44,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from chakra.errors import ChakraError, TraceFormatError
-from chakra.io import load_json, read_messages
+from chakra.io import load_json
 from chakra.io.naming import rank_from_filename
 from chakra.schema import (
     COMM_COLL_NODE,
     COMM_RECV_NODE,
     COMM_SEND_NODE,
     METADATA_NODE,
-    GlobalMetadata,
-    Node,
     attr_value,
 )
 from chakra.schema.et_def_pb2 import COLLECTIVE_TYPES, NODE_TYPES
@@ -91,7 +89,7 @@ class EtGraph:
     rank: int | None
     nodes: list[GraphNode] = field(default_factory=list)
     has_deps: bool = True     # False for ET+ (no dependency graph to walk)
-    source: Any = None        # protobuf ETs: (GlobalMetadata, Node messages), for the replay's schedule
+    source: Any = None        # protobuf ETs: the file's columns (chakra.replay.reader), for the replay
 
 
 # ------------------------------------------------------------------------------------------------ loading
@@ -103,27 +101,34 @@ def base_name(name: str) -> str:
     return _INDEX_SUFFIX.sub("", name)
 
 
-def graph_from_messages(path: str, meta: Any, nodes: Sequence[Any]) -> EtGraph:
-    """Build an EtGraph from a GlobalMetadata and Node messages."""
+def load_et(path: str | os.PathLike[str]) -> EtGraph:
+    """Read a Chakra protobuf ET (``.et`` or gzipped) with the replay's reader, in file order.
+
+    Nothing is judged here (repeated ids, dangling dependencies and cycles are reported by
+    :func:`warn_graph_problems`); the replay's finish step runs only for the critical path."""
+    from chakra.replay.reader import read_columns
+
+    cols = read_columns(path)
     rank: int | None = None
-    if meta is not None:
-        for a in meta.attr:
+    if cols.metadata is not None:
+        for a in cols.metadata.attr:
             if a.name == "rank":
                 v = attr_value(a)
                 if isinstance(v, int) and v >= 0:
                     rank = v
     if rank is None:
         rank = rank_from_name(path)
+    comm_types = cols.extra.get("comm_type", {})
+    comm_sizes = cols.extra.get("comm_size", {})
     out: list[GraphNode] = []
-    for n in nodes:
-        attrs = {a.name: a for a in n.attr}
-        ntype = int(n.type)
+    for k, (nid, name, ntype, dur, deps, nctrl, cpu, start) in enumerate(zip(
+            cols.ids, cols.names, cols.types, cols.durs, cols.deps, cols.nctrl, cols.cpu, cols.starts)):
         kind = NODE_TYPES[ntype] if 0 <= ntype < len(NODE_TYPES) else f"TYPE_{ntype}"
         is_cpu: bool | None
         if ntype == METADATA_NODE:
             is_cpu = None
-        elif "is_cpu_op" in attrs:
-            is_cpu = bool(attr_value(attrs["is_cpu_op"]))
+        elif cpu is not None:
+            is_cpu = bool(cpu)
         else:
             is_cpu = ntype not in COMM_TYPES
         comm = None
@@ -135,25 +140,15 @@ def graph_from_messages(path: str, meta: Any, nodes: Sequence[Any]) -> EtGraph:
             elif ntype == COMM_RECV_NODE:
                 comm = "RECV"
             else:
-                ct = attr_value(attrs["comm_type"]) if "comm_type" in attrs else None
-                if isinstance(ct, int) and 0 <= ct < len(COLLECTIVE_TYPES):
-                    comm = COLLECTIVE_TYPES[ct]
-                else:
-                    comm = "UNKNOWN"
-            size = attr_value(attrs["comm_size"]) if "comm_size" in attrs else 0
-            comm_size = int(size) if isinstance(size, (int, float)) else 0
-            pg = attr_value(attrs["pg_name"]) if "pg_name" in attrs else ""
+                ct = comm_types.get(k)
+                comm = COLLECTIVE_TYPES[ct] if isinstance(ct, int) and 0 <= ct < len(COLLECTIVE_TYPES) \
+                    else "UNKNOWN"
+            comm_size = int(comm_sizes.get(k, 0))
+            pg = cols.comm.get(k, {}).get("pg_name", "")
             pg_name = pg if isinstance(pg, str) else str(pg)
-        out.append(GraphNode(int(n.id), n.name, kind, is_cpu, float(n.duration_micros),
-                             tuple(n.ctrl_deps), tuple(n.data_deps), comm, comm_size, pg_name,
-                             float(n.start_time_micros)))
-    return EtGraph(str(path), "et", rank, out, True, (meta, nodes))
-
-
-def load_et(path: str | os.PathLike[str]) -> EtGraph:
-    """Read a Chakra protobuf ET (``.et`` or gzipped)."""
-    meta, nodes = read_messages(path, GlobalMetadata, Node)
-    return graph_from_messages(str(path), meta, nodes)
+        out.append(GraphNode(nid, name, kind, is_cpu, dur, deps[:nctrl], deps[nctrl:], comm, comm_size,
+                             pg_name, start))
+    return EtGraph(str(path), "et", rank, out, True, cols)
 
 
 def load_etplus(path: str | os.PathLike[str]) -> EtGraph:
@@ -456,10 +451,9 @@ def scheduled_path(graph: EtGraph, forward_only: bool = False) -> dict[str, Any]
         return None
     from chakra.replay.api import replay_rank
     from chakra.replay.critical import critical_path as replay_critical_path
-    from chakra.replay.graph import graph_from_protobuf
+    from chakra.replay.reader import graph_from_columns
 
-    meta, messages = graph.source
-    g = graph_from_protobuf(messages, meta, path=graph.path)
+    g = graph_from_columns(graph.source.copy())
     fpos = {n.id: i for i, n in enumerate(graph.nodes)}
     g.deps = [tuple(d for d in deps if d in fpos and (not forward_only or fpos[d] < fpos[nid]))
               for nid, deps in zip(g.ids, g.deps)]

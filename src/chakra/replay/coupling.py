@@ -1,0 +1,163 @@
+"""Whole-job coupling: which nodes of different ranks start and end together (collectives, send/recv).
+
+The matching itself is :func:`chakra.job.match.match_job` (by recorded sequence number, else by order with
+trimming at the window edges); this module turns its groups into what the engine's event loop needs, and
+explains a job that deadlocks.  The rules are in :mod:`chakra.replay.engine` ("Whole-job coupling").
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from chakra.job.match import Comm, JobMatchError, RankComms, match_job
+from chakra.replay.graph import RankGraph, ReplayError
+from chakra.schema import COMM_RECV_NODE, COMM_SEND_NODE
+
+log = logging.getLogger(__name__)
+
+
+class Coupling:
+    """Groups of nodes (one per participating rank) that start and end together."""
+
+    __slots__ = ("members", "dur", "label", "eager", "member_dur")
+
+    def __init__(self) -> None:
+        self.members: list[list[int]] = []
+        self.dur: list[float] = []
+        self.member_dur: list[list[float]] | None = None   # collective="net": one duration per member
+        self.label: list[str] = []
+        self.eager: list[int] = []   # the member that does not wait (a send), or -1
+
+
+def build_coupling(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: Sequence[int],
+                    orders: Sequence[list[int]], durations: list[float], unknown_group: str = "error"
+                    ) -> tuple[Coupling, list[int]]:
+    """Match collectives and send/recv pairs across ranks (:func:`chakra.job.match.match_job`: by recorded
+    sequence number, else by order with trimming at the window edges); return groups and node -> group.
+
+    A communication node with no counterpart in another rank's trace (its window started later or ended
+    earlier) runs alone for its recorded duration, with a warning saying what was left out."""
+    total = offsets[-1]
+    couple = [-1] * total
+    job: list[RankComms] = []
+    for r, g, off, order in zip(ranks, graphs, offsets, orders):
+        comms = []
+        base = g.measured_start_us
+        ctypes, csizes = g.extra.get("comm_type", {}), g.extra.get("comm_size", {})
+        for i in order:
+            info = g.comm.get(i)
+            if info is None:
+                continue
+            ntype = g.types[i]
+            if ntype == COMM_SEND_NODE and info.dst is None:
+                raise ReplayError(f"send node {g.ids[i]} has no comm_dst", g.path)
+            if ntype == COMM_RECV_NODE and info.src is None:
+                raise ReplayError(f"recv node {g.ids[i]} has no comm_src", g.path)
+            end = None if base is None or not g.starts[i] else base + g.starts[i] + g.durations[i]
+            ctype = ctypes.get(i)
+            comms.append(Comm(pos=off + i, node_id=g.ids[i], kind=ntype,
+                              comm_type=int(ctype) if isinstance(ctype, (int, float)) else None,
+                              size=int(csizes.get(i) or 0), pg=info.pg_name,
+                              peer=info.dst if ntype == COMM_SEND_NODE else info.src, tag=info.tag,
+                              seq=info.seq, end=end, name=g.names[i]))
+        job.append(RankComms(r, comms, dict(g.process_groups), g.path))
+    try:
+        match = match_job(job, unknown_group=unknown_group)
+    except JobMatchError as exc:
+        raise ReplayError(exc.message, exc.path) from None
+    for note in match.notes:
+        if "outside the window" in note or "kept the" in note:
+            log.warning("%s", note)
+    left = match.left_out_by_rank()
+    for r, xs in sorted(left.items()):
+        first = xs[0]
+        log.warning("rank %d: %d communication node(s) replayed alone (no counterpart on a peer), "
+                    "e.g. %s: %s", r, len(xs), first.comm.describe(), first.reason)
+    c = Coupling()
+    for inst in match.instances:
+        members = [m.pos for _, m in sorted(inst.members.items())]
+        c.members.append(members)
+        c.dur.append(min(durations[m] for m in members))
+        c.label.append(inst.label)
+        send = next((m.pos for m in inst.members.values() if m.kind == COMM_SEND_NODE), -1)
+        c.eager.append(send)
+    for gid, members in enumerate(c.members):
+        for m in members:
+            couple[m] = gid
+    return c, couple
+
+
+def couple_transfers(c: Coupling, group_of: list[int], transfers: dict[int, tuple[int, float]],
+                      gap: list[float], rdur: list[float], after_transfer: dict[int, float]) -> None:
+    """A coupled record with children on its thread couples its transfer piece, not its lead.
+
+    The child ``k`` that follows the transfer stands in for the record in its group: it arrives when
+    its thread reaches the transfer (its gap without the transfer piece), and, once every peer has
+    arrived, runs the group's transfer time and then its own duration.  The record itself runs its
+    lead like any other node.
+    """
+    for x, (k, w) in transfers.items():
+        grp = group_of[x]
+        if grp < 0:
+            continue
+        members = c.members[grp]
+        members[members.index(x)] = k
+        if c.eager[grp] == x:
+            c.eager[grp] = k
+        group_of[k] = grp
+        group_of[x] = -1
+        gap[k] = max(0.0, gap[k] - w)
+        after_transfer[k] = rdur[k]
+
+
+def net_durations(c: Coupling, graphs: Sequence[RankGraph], offsets: Sequence[int],
+                   durations: list[float], base: Sequence[float]) -> None:
+    """``collective="net"``: each participant lasts its own recorded duration minus its recorded wait.
+
+    On the common clock the recorded arrivals are ``start_time_micros + base``; a
+    participant that arrived ``w`` µs before the last one waited ``w`` µs inside its
+    recording, so its transfer took ``duration - w`` (at least 0).  Ranks of a ring
+    collective do not finish together; this keeps each one's recorded finish.
+    """
+    c.member_dur = []
+    for members in c.members:
+        arr = []
+        for m in members:
+            ri = rank_of(offsets, m)
+            arr.append(graphs[ri].starts[m - offsets[ri]] + base[ri])
+        last = max(arr)
+        c.member_dur.append([max(0.0, durations[m] - (last - a)) for m, a in zip(members, arr)])
+
+
+def rank_of(offsets: Sequence[int], gi: int) -> int:
+    lo, hi = 0, len(offsets) - 2
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if offsets[mid] <= gi:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def stall_message(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: Sequence[int],
+                   coupling: Coupling, arrived: list[int], arrived_nodes: set[int], n_stuck: int) -> str:
+    """Explain a whole-job deadlock: which coupled groups are waiting for whom."""
+    parts = [f"replay stalled: {n_stuck} node(s) can never start (the ranks wait for each other)"]
+    shown = 0
+    for grp, members in enumerate(coupling.members):
+        if arrived[grp] == 0 or arrived[grp] == len(members) or shown >= 3:
+            continue
+        shown += 1
+        waiting, missing = [], []
+        for m in members:
+            ri = rank_of(offsets, m)
+            desc = f"rank {ranks[ri]} node {graphs[ri].ids[m - offsets[ri]]}"
+            (waiting if m in arrived_nodes else missing).append(desc)
+        parts.append(f"{coupling.label[grp]}: waiting: {', '.join(waiting)}; "
+                     f"never reached by: {', '.join(missing)}")
+    if shown == 0:
+        parts.append("no collective is partially reached; check the ranks' collective orders")
+    return "; ".join(parts)
+

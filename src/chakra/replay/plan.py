@@ -1,0 +1,356 @@
+"""How the lanes of one rank run: the replay's lane and wait rules, computed once per rank, as data.
+
+Both schedulers of :mod:`chakra.replay.engine` (the in-order pass of a rank on its own and the event loop
+of a whole job) read a :class:`Plan`; neither has rules of its own.  The rules themselves (segments and
+gaps, thread timing, finish waits, what-if) are described in the engine's module docstring.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import islice, repeat
+from typing import Any
+
+from chakra.replay.graph import COMM_TYPES, RankGraph, positions
+from chakra.schema import METADATA_NODE
+
+
+@dataclass(slots=True)
+class Plan:
+    """Everything that bounds when a node of one rank starts and ends (local indices).
+
+    A node starts at the latest of: ``first`` (its lane's first node: its offset from the window
+    start), the end of each of ``deps``, its lane predecessor freeing the lane plus ``gap``, and
+    ``end(u) + delay`` for each ``after`` pair; a finish wait ``(u, tail, offset)`` adds
+    ``start(u) + offset`` to those and makes it end no earlier than ``end(u) + tail``.  It then lasts
+    ``rd`` (or ``ff_min`` when it waits for an end).  A lane predecessor in ``release`` frees the lane
+    that long after its start instead of at its end.
+    """
+
+    rd: list[float]                     # replayed duration (what-if applied; a CPU parent's lead; METADATA 0)
+    rd_rec: list[float]                 # the same without the what-if (what the recording shows)
+    deps: list[tuple[int, ...]]         # dependencies whose end the node waits for
+    lane_prev: list[int]                # lane predecessor (-1: first of its lane, or no lane)
+    gap: list[float]                    # delay after the lane predecessor frees the lane
+    first: dict[int, float]             # a lane's first node: its offset from the window start
+    release: dict[int, float]           # node -> time after its start at which its lane is free
+    after: dict[int, list[tuple[int, float]]] = field(default_factory=dict)   # node -> [(u, delay)]
+    waits: dict[int, list[tuple[int, float | None, float]]] = field(default_factory=dict)  # finish waits
+    ff_min: dict[int, float] = field(default_factory=dict)   # node -> its own time after what it waits for
+    close: dict[int, tuple[int, float]] = field(default_factory=dict)   # parent -> (last descendant, tails)
+    transfer: dict[int, tuple[int, float]] = field(default_factory=dict)   # record -> (child after, piece)
+
+
+def rank_plan(g: RankGraph, deps: list[tuple[int, ...]], order: list[int], use_gaps: bool) -> Plan:
+    """The plan of one rank: its lanes in lane order ``order`` (a topological order of ``deps``, the
+    resolved dependencies; the finish waits are taken out of that list, which is the plan's)."""
+    if g.thread_timing:
+        plan = _pieces_plan(g, order, use_gaps)
+        plan.deps = deps
+    else:
+        plan = _segments_plan(g, order, use_gaps, deps)
+    _add_finish_waits(g, plan)
+    if METADATA_NODE in g.types:          # a METADATA node ends when it starts
+        rd = plan.rd
+        for i in positions(g.types, METADATA_NODE):
+            rd[i] = 0.0
+    return plan
+
+
+def lane_sequences(lanes: Sequence[Any], order: Sequence[int]) -> dict[Any, list[int]]:
+    """Each lane's nodes in lane order (METADATA nodes, lane None, have none)."""
+    by_order = list(map(lanes.__getitem__, order))
+    seqs: dict[Any, list[int]] = {lane: [] for lane in dict.fromkeys(by_order)}
+    any(map(list.append, map(seqs.__getitem__, by_order), order))    # seqs[lanes[i]].append(i), in C
+    seqs.pop(None, None)
+    return seqs
+
+
+def _segments_plan(g: RankGraph, order: list[int], use_gaps: bool, deps: list[tuple[int, ...]]) -> Plan:
+    """Lanes from the recorded start times: each lane in lane order; on CPU lanes (with gaps) segments
+    and gaps (the engine's "Segments and gaps").
+
+    A non-CPU node on a host thread (a gloo record) overlapping the ops after it is not a parent: the
+    thread went on while it ran.  It keeps its whole duration and releases its thread after its segment.
+    """
+    n = len(g.ids)
+    starts, is_cpu = g.starts, g.is_cpu
+    timed = g.timed
+    rd = list(g.durations)
+    lane_prev = [-1] * n
+    gap = [0.0] * n
+    first: dict[int, float] = {}
+    release: dict[int, float] = {}
+    for lane, seq in lane_sequences(g.lanes, order).items():
+        if lane[0] != "cpu" or not (timed or use_gaps):
+            any(map(lane_prev.__setitem__, islice(seq, 1, None), seq))   # lane_prev[b] = a, in C
+            continue
+        # a parent op runs its leading segment (up to the next op of the thread, its first child); the
+        # rest of its exclusive time shows up as gaps between and after its children
+        cur = 0.0
+        a = -1
+        sa = 0.0
+        for b in seq:
+            sb = starts[b]
+            if a >= 0:
+                lane_prev[b] = a
+                adv = rd[a]
+                if timed and sb >= sa and sb - sa < adv:
+                    if is_cpu[a]:
+                        if use_gaps:    # without gaps a parent runs its whole exclusive time at once
+                            rd[a] = adv = sb - sa
+                    else:
+                        release[a] = adv = sb - sa
+                if use_gaps:
+                    cur += adv
+                    if sb > cur:
+                        gap[b] = sb - cur
+                        cur = sb
+            elif use_gaps and sb > cur:
+                first[b] = sb - cur
+                cur = sb
+            a, sa = b, sb
+    rd_rec = rd
+    factor, delay = g.factor, g.delay
+    if factor is not None or delay is not None:
+        rd = [x * y for x, y in zip(rd, factor)] if factor is not None else list(rd)
+        if delay is not None:
+            rd = [x + y for x, y in zip(rd, delay)]
+    return Plan(rd=rd, rd_rec=rd_rec, deps=deps, lane_prev=lane_prev, gap=gap, first=first, release=release)
+
+
+def _pieces_plan(g: RankGraph, order: Sequence[int], use_gaps: bool) -> Plan:
+    """Lanes of a rank whose nodes carry their thread timing (``g.thread_timing``, chakra.convert.threads).
+
+    Each host thread is walked in lane order with a stack of open nodes rebuilt from ``thread_depth``.
+    A node starts after its lane predecessor frees the lane plus its gap: the tails of the nodes that
+    closed in between, and its enclosing node's ``work_before_us`` (each piece times its owner's
+    what-if factor), or, outside any node, its ``idle_before_us`` (dropped with ``use_gaps`` off).  A
+    node with children occupies the lane for its lead, ``duration - tail - work_before of its
+    children`` (an edited duration below those pieces shrinks them proportionally).  A record marked
+    ``frees_thread`` (an isend) frees its lane at once and keeps its duration.  ``wait_on`` adds
+    ``start >= end(waited) + wait_post_us (+ idle_before_us with gaps)``, where the end of a node with
+    children is when its tail ends (its last descendant's end plus the tails up to its own).  GPU
+    streams have no gaps.  (The plan's ``deps`` are set by :func:`rank_plan`.)
+    """
+    n = len(g.ids)
+    durs, types = g.durations, g.types
+    ex = g.extra
+    depth = ex.get("thread_depth", {})
+    wb = ex.get("work_before_us", {})
+    tail = ex.get("tail_us", {})
+    idle = ex.get("idle_before_us", {})
+    wait_on = ex.get("wait_on", {})
+    wait_post = ex.get("wait_post_us", {})
+    frees = ex.get("frees_thread", {})
+    factor = g.factor
+    delay = g.delay
+    rd_rec = [0.0 if t == METADATA_NODE else float(d) for d, t in zip(durs, types)]
+    lane_prev = [-1] * n
+    gap = [0.0] * n
+    first: dict[int, float] = {}
+    release: dict[int, float] = {}
+    after: dict[int, list[tuple[int, float]]] = {}
+    parent = [-1] * n
+    cwb: dict[int, float] = {}          # a node's children's work_before, summed
+    closed_before: dict[int, list[int]] = {}   # node -> the nodes that closed just before it, innermost first
+    timed_lanes = []
+    record_kids: list[int] = []         # children of a communication record on its thread
+    for lane, seq in lane_sequences(g.lanes, order).items():
+        any(map(lane_prev.__setitem__, islice(seq, 1, None), seq))   # lane_prev[b] = a, in C
+        if lane[0] != "cpu" and not any(map(depth.__contains__, seq)) \
+                and not any(map(idle.__contains__, seq)):
+            continue      # a GPU stream (a host record's own lane, e.g. a gloo worker, has the timing)
+        timed_lanes.append(seq)
+        stack: list[int] = [-1]           # (a bottom that never closes)
+        depths: list[float] = [-math.inf]
+        wget = wb.get
+        for j, d in zip(seq, map(depth.get, seq, repeat(0))):
+            if depths[-1] >= d:
+                closed = closed_before[j] = []
+                while depths[-1] >= d:
+                    closed.append(stack.pop())
+                    depths.pop()
+            p = stack[-1]
+            if p >= 0:
+                parent[j] = p
+                w = wget(j)
+                if w:
+                    cwb[p] = cwb.get(p, 0.0) + w
+                    if types[p] in COMM_TYPES:
+                        record_kids.append(j)
+            stack.append(j)
+            depths.append(d)
+        if len(stack) > 1:
+            closed_before.setdefault(-1 - len(timed_lanes), []).extend(reversed(stack[1:]))
+    for p in set(parent):                  # every node with children (with or without work before them)
+        if p >= 0 and p not in cwb:
+            cwb[p] = 0.0
+    # a parent occupies its lane for its lead; its pieces scale with it
+    scale: dict[int, float] = {}
+    rd = list(rd_rec)
+    for i, w in cwb.items():
+        pieces = tail.get(i, 0) + w
+        d = rd_rec[i]
+        if d < pieces:
+            r = d / pieces if pieces else 1.0
+            lead = 0.0
+        else:
+            r = 1.0
+            lead = d - pieces
+        rd_rec[i] = lead
+        f = factor[i] if factor is not None else 1.0
+        rd[i] = lead * f
+        scale[i] = r * f
+    for i in frees:
+        if i not in cwb:
+            release[i] = 0.0     # a record that does not hold its thread (an isend)
+    if factor is not None:
+        for i in range(n):
+            if i not in cwb:
+                rd[i] *= factor[i]
+    if delay is not None:
+        for i in range(n):
+            if delay[i]:
+                rd[i] += delay[i]
+    close: dict[int, tuple[int, float]] = {}   # parent -> (its last descendant, tails up to its own)
+    cget, tget, wget, iget, sget = closed_before.get, tail.get, wb.get, idle.get, scale.get
+    # a node's gap depends on its own pieces only: computed for the nodes that have some
+    in_timed = bytearray(n)
+    for seq in timed_lanes:
+        any(map(in_timed.__setitem__, seq, repeat(1)))
+    todo = set(wb)
+    todo.update(k for k in closed_before if k >= 0)
+    if use_gaps:
+        todo.update(idle)
+    for j in todo:
+        if not in_timed[j]:
+            continue
+        t = 0.0
+        closed = cget(j)
+        if closed:
+            last = lane_prev[j]
+            for o in closed:
+                tl = tget(o)
+                if tl:
+                    t += tl * sget(o, 1.0)
+                if o in cwb:
+                    close[o] = (last, t)
+        w = wget(j)
+        if w:
+            t += w * sget(parent[j], 1.0)
+        if use_gaps:
+            x = iget(j)
+            if x:
+                t += x
+        if t:
+            gap[j] = t
+    for li, seq in enumerate(timed_lanes):
+        if gap[seq[0]]:
+            first[seq[0]] = gap[seq[0]]
+            gap[seq[0]] = 0.0
+        t = 0.0
+        for o in closed_before.get(-2 - li, ()):       # still open after the lane's last node
+            tl = tail.get(o)
+            if tl:
+                t += tl * scale.get(o, 1.0)
+            if o in cwb:
+                close[o] = (seq[-1], t)
+    if wait_on:
+        index = dict(zip(g.ids, range(n))) if len(wait_on) > 8 else None
+        for j, uid in wait_on.items():
+            u = index.get(uid) if index is not None else _find_id(g.ids, uid)
+            if u is None or uid not in g.deps[j]:
+                continue
+            post = float(wait_post.get(j, 0)) + (idle.get(j, 0) if use_gaps else 0.0)
+            c = close.get(u)
+            if c is not None and c[0] >= 0 and c[0] not in release:
+                u, post = c[0], post + c[1]
+            after.setdefault(j, []).append((u, post))
+    # a communication record with children on its thread (gloo allocating, transferring, copying out):
+    # its longest piece of own time, before one of its children, is the transfer (a whole-job replay
+    # couples that piece with the peers, see the engine)
+    transfer: dict[int, tuple[int, float]] = {}
+    for j in record_kids:
+        p = parent[j]
+        if not g.is_cpu[p]:
+            w = wb.get(j, 0) * scale.get(p, 1.0)
+            if w > 0 and (p not in transfer or w > transfer[p][1]):
+                transfer[p] = (j, w)
+    return Plan(rd=rd, rd_rec=rd_rec, deps=[], gap=gap, first=first, release=release, after=after,
+                lane_prev=lane_prev, close=close, transfer=transfer)
+
+
+def _find_id(ids: Sequence[int], nid: int) -> int | None:
+    k = bisect_left(ids, nid)
+    return k if k < len(ids) and ids[k] == nid else None
+
+
+def _add_finish_waits(g: RankGraph, plan: Plan) -> None:
+    """Nodes that were recorded already running while a dependency on another lane finished.
+
+    A node ``v`` depending on ``u`` that was recorded starting before ``u`` ended did
+    not wait for ``u`` to finish before starting: it was blocked in it (a synchronize,
+    a ``wait()``, a collective queued behind the previous one of its group on another
+    worker thread, a kernel starting before its launch call returned), and its duration
+    already contains that wait.  Such a dependency constrains the *end* of ``v``::
+
+        end(v)   >= end(u) + max(0, recorded end of v - recorded end of u)
+        start(v) >= start(u) + max(0, recorded start of v - recorded start of u)
+
+    instead of its start, so the wait is not counted twice and shrinks when ``u``
+    ends earlier.  When the recording even has ``v`` ending before ``u`` (two
+    collectives of one group overlapping on two gloo worker threads; an op chained
+    after an asynchronous gloo record of its thread), the recording contradicts the
+    dependency: only the start bound is kept.  This applies across lanes, and on the
+    same thread after a non-CPU record (which the thread does not wait for).  When
+    ``u`` is a CPU op with children (the ``ctrl_deps`` target of a CPU op) its
+    recorded end is not known (``duration_micros`` of a CPU op is exclusive), so
+    those stay start dependencies.  A METADATA node takes no time: it keeps the start bound only.
+    The what-if scales and delays the tail (it is the node's own time): ``tail * factor + delay``.
+    In a whole-job replay a coupled node's transfer ends at the common end, or later when such a
+    recorded wait says so.
+    """
+    if not g.timed:
+        return
+    deps, rd = plan.deps, plan.rd_rec
+    lanes, starts, durs, is_cpu, ids, types = g.lanes, g.starts, g.durations, g.is_cpu, g.ids, g.types
+    parents = g.parents
+    factor, delay = g.factor, g.delay
+    waits, ff_min = plan.waits, plan.ff_min
+    for i, d in enumerate(deps):
+        if not d:
+            continue
+        lane = lanes[i]
+        if lane is None:
+            continue
+        s = starts[i]
+        e = s + rd[i]
+        pairs = None
+        for j in d:
+            lj = lanes[j]
+            if lj is None or (is_cpu[j] and (lj == lane or ids[j] in parents)):
+                continue
+            f = starts[j] + durs[j]
+            if s < f:
+                if pairs is None:
+                    pairs = []
+                tail = e - f if f <= e + 1.0 else None
+                pairs.append((j, None if tail is None else max(0.0, tail), max(0.0, s - starts[j])))
+        if not pairs:
+            continue
+        skip = {j for j, _, _ in pairs}
+        deps[i] = tuple(j for j in d if j not in skip)
+        if types[i] == METADATA_NODE:      # (a METADATA node with a lane: built by hand)
+            pairs = [(j, None, offset) for j, _, offset in pairs]
+        elif factor is not None or delay is not None:
+            fi = factor[i] if factor is not None else 1.0
+            di = delay[i] if delay is not None else 0.0
+            pairs = [(j, None if t is None else t * fi + di, offset) for j, t, offset in pairs]
+        waits[i] = pairs
+        tails = [t for _, t, _ in pairs if t is not None]
+        if tails:
+            ff_min[i] = min(tails)
