@@ -58,3 +58,45 @@ def test_nothing_imports_upward():
             if theirs != mine and LEVEL[theirs] > LEVEL[mine]:
                 upward.append(f"{module} imports {t}")
     assert not upward, "\n".join(sorted(upward))
+
+
+def test_no_import_cycles_between_modules():
+    """Within a package too: two modules that import each other (at any depth) are one module in disguise."""
+    imports = _imports()
+    modules = set(imports)
+    graph = {m: {t for t in targets if t in modules and t != m} for m, targets in imports.items()}
+    for pkg in [m for m in modules if m.count(".") == 1]:   # a package's __init__ re-exports its modules
+        graph[pkg] = {t for t in graph[pkg] if not t.startswith(pkg + ".")}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    cycles: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:   # Tarjan's strongly connected components (the graph is a few hundred nodes)
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert not cycles, cycles
