@@ -10,7 +10,7 @@ import os
 import queue
 import threading
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from itertools import islice
 from typing import Any
 
@@ -56,7 +56,11 @@ def load_json(path: str | os.PathLike[str], expect: type | None = dict) -> Any:
     ``expect`` is the required top-level type; anything else is a
     TraceFormatError naming the file.
     """
-    raw = read_bytes(path)
+    return parse_json(read_bytes(path), path, expect)
+
+
+def parse_json(raw: bytes, path: str | os.PathLike[str], expect: type | None = dict) -> Any:
+    """:func:`load_json` of bytes already read (``path`` names them in errors)."""
     if not raw.strip():
         raise TraceFormatError("file is empty", path)
     try:
@@ -386,138 +390,6 @@ def _chunks(fh: Any, rest: bytes, block: int, top: dict[str, Any]) -> Iterator[l
         raise StreamFallback from None
     finally:
         fh.close()
-
-
-# ---- one huge top-level list read in byte ranges (for several processes) ------------------------------
-
-def json_array_start(path: str | os.PathLike[str], key: str, *, min_bytes: int | None = None,
-                     block: int = _READ_BLOCK) -> tuple[dict[str, Any], int] | None:
-    """``(top, offset)`` for a plain (not gzip) file that :func:`iter_json_array` reads in chunks:
-    ``top`` as it returns it (before the keys that follow the list), ``offset`` the byte just after the
-    list's ``[``.  None for gzip, small files, or when the list is not found."""
-    limit = STREAM_MIN_BYTES if min_bytes is None else min_bytes
-    try:
-        with open(path, "rb") as fh:
-            if fh.read(2) == GZIP_MAGIC or os.fstat(fh.fileno()).st_size < limit:
-                return None
-            fh.seek(0)
-            head = _read_head(fh, key, block)
-            if head is None:
-                return None
-            return head[0], fh.tell() - len(head[1])
-    except (OSError, StreamFallback):
-        return None
-
-
-def guess_item_boundary(path: str | os.PathLike[str], near: int, *, window: int = 1 << 20,
-                        probe: int = 1 << 16, accept: Callable[[list[Any]], bool] | None = None
-                        ) -> tuple[int, int] | None:
-    """A likely boundary between two items of a top-level list, at or after byte ``near``: the offsets
-    ``(end of the item before, start of the next)``, or None.
-
-    The first ``}`` ws ``,`` ws ``{`` in the ``window`` from which the next ``probe`` bytes (up to one of
-    their last such boundaries) parse as a list of items (that ``accept`` accepts, when given): a boundary
-    inside a nested list of objects or inside a string rarely does.  Still only a guess (it may lie past
-    the list, or the window may end inside the same nested value): :func:`iter_json_array_range` up to a
-    wrong one fails to parse, which is what proves it."""
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(near)
-            buf = fh.read(window)
-    except OSError:
-        return None
-    loads = orjson.loads
-    k = buf.find(b"{")
-    tries = 0
-    while 0 < k and tries < 10_000:
-        tries += 1
-        end = _end_before(buf, k)
-        if end is not None:
-            piece = buf[k:k + probe]
-            lim = len(piece)
-            for _ in range(20):
-                cut = _boundary(piece[:lim])
-                if cut is None:
-                    break
-                try:
-                    items = loads(b"[" + piece[:cut[0]] + b"]")
-                except orjson.JSONDecodeError:
-                    lim = cut[0] - 1
-                    continue
-                if accept is None or accept(items):
-                    return near + end, near + k
-                break
-        k = buf.find(b"{", k + 1)
-    return None
-
-
-def iter_json_array_range(path: str | os.PathLike[str], start: int, stop: int | None,
-                          top: dict[str, Any] | None = None, *, block: int = _READ_BLOCK,
-                          first_block: int | None = None) -> Iterator[list[Any]]:
-    """The items of a top-level list of a plain file, read from byte ``start`` (where an item begins, or
-    the :func:`json_array_start` offset), a few MB of JSON at a time, as :func:`iter_json_array` yields them.
-
-    ``stop`` None: up to the list's end; the top-level keys after the list are then added to ``top``.
-    ``stop`` an offset: up to just before it, which must be the end of an item (the text from ``start`` to
-    it must parse as whole items, which proves a guessed ``stop`` right: starting from a real item start,
-    a text that ends inside a string or a nested value does not parse).  ``first_block``: the size of the
-    first read, when it should be smaller.  Raises :class:`StreamFallback` when a piece does not parse.
-    The file is opened on the first ``next()``."""
-    try:
-        fh: Any = open(path, "rb")  # noqa: SIM115 (closed below / by _chunks)
-    except OSError:
-        raise StreamFallback from None
-    try:
-        fh.seek(start)
-    except OSError:
-        fh.close()
-        raise StreamFallback from None
-    if stop is None:
-        yield from _chunks(fh, b"", block, top if top is not None else {})
-        return
-    try:
-        yield from _range_chunks(fh, stop - start, block, first_block or block)
-    except (OSError, EOFError):
-        raise StreamFallback from None
-    finally:
-        fh.close()
-
-
-def _range_chunks(fh: Any, size: int, block: int, first_block: int) -> Iterator[list[Any]]:
-    loads = orjson.loads
-    buf = b""
-    left = size
-    want = first_block
-    while left > 0:
-        more = fh.read(min(want, left))
-        want = block
-        if not more:
-            raise StreamFallback  # the file is shorter than it was
-        left -= len(more)
-        buf += more
-        if left <= 0:
-            break
-        items = None
-        lim = len(buf)
-        for _ in range(20):   # as in _chunks: a boundary inside a string or a nested value does not parse
-            cut = _boundary(buf[:lim])
-            if cut is None:
-                break
-            end, nxt = cut
-            try:
-                items = loads(b"[" + buf[:end] + b"]")
-                break
-            except orjson.JSONDecodeError:
-                lim = end - 1
-        if items is None:
-            continue
-        buf = buf[nxt:]
-        yield items
-    try:
-        items = loads(b"[" + buf + b"]")
-    except orjson.JSONDecodeError:
-        raise StreamFallback from None
-    yield items
 
 
 #: how much of a file :func:`trace_kind` reads (decompressed)

@@ -1,6 +1,6 @@
 """Host nodes back to their file's own layout, GPU nodes in the same layout.
 
-The host loader keeps every node field (modelled fields, plus anything else in
+The host loader keeps every node field (modelled fields, the inputs/outputs text, anything else in
 ``HostOp.attrs``), so the node can be written back in the layout it was read
 in: flat 1.0.1 keys, or the chakra 1.0.2+ layout with ``ctrl_deps``,
 ``inputs``/``outputs`` objects and an ``attrs`` list.  In the chakra layout an
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
+from orjson import Fragment
 
 from chakra.host.model import HostOp, IOInfo
 
@@ -55,14 +55,13 @@ def _io_chakra(io: IOInfo) -> dict[str, Any]:
     return d
 
 
-def host_node(op: HostOp, layout: str, io: Any = None) -> dict[str, Any]:
+def host_node(op: HostOp, layout: str, text: bool = True) -> dict[str, Any]:
     """The node dict of a host op in ``layout`` (without link fields).
 
-    ``io``: an ``orjson.Fragment`` holding the op's inputs/outputs as JSON text (see
-    :func:`io_fragment_text`), written in place of its lists: the node then encodes to the same bytes."""
+    With ``text``, the inputs/outputs of an op loaded from a file are its JSON text (``HostOp.io``),
+    as an ``orjson.Fragment`` (:func:`add_io`): the node encodes to the bytes its lists would; without,
+    they are its lists (a document for Python code rather than for a file)."""
     if layout == FLAT:
-        i = op.inputs
-        o = op.outputs
         node: dict[str, Any] = {
             "name": op.name,
             "id": op.id,
@@ -75,14 +74,18 @@ def host_node(op: HostOp, layout: str, io: Any = None) -> dict[str, Any]:
             "fw_tid": op.fw_tid,
             "op_schema": op.op_schema,
         }
-        if io is not None:  # add_io, inline: a million calls on large traces
-            node["inputs"] = io
+        add_io(node, op, layout, text)
+        io = op.io
+        if io is not None and text:
+            if io[3] is not None:
+                node["input_strides"] = Fragment(io[3])
+            if io[7] is not None:
+                node["output_strides"] = Fragment(io[7])
         else:
-            add_io(node, op, layout)
-        if i.strides is not None:
-            node["input_strides"] = i.strides
-        if o.strides is not None:
-            node["output_strides"] = o.strides
+            if op.inputs.strides is not None:
+                node["input_strides"] = op.inputs.strides
+            if op.outputs.strides is not None:
+                node["output_strides"] = op.outputs.strides
         if op.attrs:
             for k, v in op.attrs.items():
                 if k not in LINK_KEYS:
@@ -96,7 +99,7 @@ def host_node(op: HostOp, layout: str, io: Any = None) -> dict[str, Any]:
             continue
         attrs.append({"name": name, "type": types.get(name, default_type), "value": value})
     node = {"id": op.id, "name": op.name, "ctrl_deps": op.parent}
-    add_io(node, op, layout, io)
+    add_io(node, op, layout, text)
     node["attrs"] = attrs
     for k, v in op.attrs.items():
         t = types.get(k)
@@ -107,11 +110,13 @@ def host_node(op: HostOp, layout: str, io: Any = None) -> dict[str, Any]:
     return node
 
 
-def add_io(node: dict[str, Any], op: HostOp, layout: str, io: Any = None) -> None:
-    """Add the op's inputs/outputs keys to ``node`` (in place, in :func:`io_fields` order); with ``io`` (an
-    ``orjson.Fragment`` of :func:`io_fragment_text`) that one key stands for all of them."""
-    if io is not None:
-        node["inputs"] = io
+def add_io(node: dict[str, Any], op: HostOp, layout: str, text: bool = True) -> None:
+    """Add the op's inputs/outputs keys to ``node`` (in place): with ``text``, its text (:func:`io_text`)
+    as the value of ``inputs`` when it has one, else its lists.  A GPU node gets its launcher's this way
+    too."""
+    io = op.io
+    if io is not None and text:
+        node["inputs"] = Fragment(io_text(io, layout))
     elif layout == FLAT:
         i = op.inputs
         o = op.outputs
@@ -126,26 +131,16 @@ def add_io(node: dict[str, Any], op: HostOp, layout: str, io: Any = None) -> Non
         node["outputs"] = _io_chakra(op.outputs)
 
 
-def io_fragment_text(op: HostOp, layout: str) -> bytes:
-    """The op's inputs/outputs as the JSON text that follows ``"inputs":`` in its node: the value of
-    ``inputs`` and then the other input/output keys with their values (:func:`io_fields` order).  Held in
-    an ``orjson.Fragment`` as the value of ``"inputs"``, it makes the node encode exactly as with the
-    lists themselves."""
-    return orjson.dumps(io_fields(op, layout))[_INPUTS_KEY_LEN:-1]
-
-
-_INPUTS_KEY_LEN = len(b'{"inputs":')
-
-
-def io_fields(op: HostOp, layout: str) -> dict[str, Any]:
-    """The launcher's inputs/outputs, copied onto its GPU nodes (in the file's layout)."""
+def io_text(io: tuple[bytes | None, ...], layout: str) -> bytes:
+    """The JSON text that follows ``"inputs":`` in a node of ``layout``, up to the last inputs/outputs key:
+    the value of ``inputs`` and then the other input/output keys with their values, from the canonical
+    pieces of ``HostOp.io``.  As the value of ``"inputs"`` in an ``orjson.Fragment`` it makes the node
+    encode exactly as with the lists themselves (flat strides are keys of their own, after these)."""
+    iv, ish, ity, ist, ov, osh, oty, ost = io
     if layout == FLAT:
-        return {
-            "inputs": op.inputs.values,
-            "input_shapes": op.inputs.shapes,
-            "input_types": op.inputs.types,
-            "outputs": op.outputs.values,
-            "output_shapes": op.outputs.shapes,
-            "output_types": op.outputs.types,
-        }
-    return {"inputs": _io_chakra(op.inputs), "outputs": _io_chakra(op.outputs)}
+        return b"".join((iv, b',"input_shapes":', ish, b',"input_types":', ity, b',"outputs":', ov,
+                         b',"output_shapes":', osh, b',"output_types":', oty))
+    return b"".join((b'{"values":', iv, b',"shapes":', ish, b',"types":', ity,   # type: ignore[arg-type]
+                     b',"strides":' if ist is not None else b"", ist or b"",
+                     b'},"outputs":{"values":', ov, b',"shapes":', osh, b',"types":', oty,
+                     b',"strides":' if ost is not None else b"", ost or b"", b"}"))
