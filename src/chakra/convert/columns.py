@@ -20,13 +20,26 @@ import os
 from array import array
 from collections.abc import Iterator, MutableSequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
-from chakra.convert.serial import GPU_CATS, Serializer
+from msgspec import UNSET
+
+from chakra.convert.attrs import frame_attr, make_attr
+from chakra.convert.serial import (
+    COMM_KEYS,
+    CPU_SKIP,
+    GPU_CATS,
+    GPU_SKIP,
+    RF_NAME,
+    Serializer,
+    _kineto_ids,
+    int_attr,
+)
 from chakra.errors import TraceFormatError
 from chakra.host.comm import is_nccl_kernel
 from chakra.host.decode import read_document
-from chakra.host.loader import iter_ops, make_trace
+from chakra.host.loader import Records, make_trace
 from chakra.host.model import METADATA, HostOp, HostTrace, is_comm_name
 from chakra.io import gc_paused
 
@@ -162,25 +175,165 @@ def load_columns(path: str | os.PathLike[str]) -> tuple[HostTrace, Columns, Seri
     """
     with gc_paused():
         doc = read_document(path)
-        layout, warnings, ops = iter_ops(doc)
+        records = Records(doc)
+        builder = records.builder
         ser = Serializer()
         c = Columns(tails=[], parents=array("q"))
         interned: dict[Any, Any] = {}
         kept: list[HostOp] = []
         index = c.index
         full = c.full
-        for op in ops:
-            at = index.setdefault(op.id, op.index)
-            if at != op.index:
-                raise TraceFormatError(f"duplicate node id {op.id} (indices {at} and {op.index})", doc.path)
-            with malformed(doc.path):
+        fast = _Direct(c, ser, interned, builder.layout)
+        with malformed(doc.path):
+            for i, n, core in records.records():
+                nid = core[0]
+                at = index.setdefault(nid, i)
+                if at != i:
+                    raise TraceFormatError(f"duplicate node id {nid} (indices {at} and {i})", doc.path)
                 try:
+                    if fast.add(n, core):
+                        continue
+                    op = builder.host_op(i, n, core)
                     _add_op(c, op, ser, interned)
-                except OverflowError:   # a parent id beyond int64: a plain list holds it
+                except OverflowError:   # a parent id beyond int64: a plain list holds it (nothing appended)
                     c.parents = list(c.parents)
+                    fast.parents = c.parents.append
+                    if fast.add(n, core):
+                        continue
+                    op = builder.host_op(i, n, core)
                     _add_op(c, op, ser, interned)
-            if full[-1] is not None:
-                kept.append(op)
-        del ops
-        trace = make_trace(doc.top, layout, kept, {}, warnings, doc.path)
+                if full[-1] is not None:
+                    kept.append(op)
+        trace = make_trace(doc.top, builder.layout, kept, {}, records.warnings, doc.path)
     return trace, c, ser
+
+
+# ET+ keys a node may have besides its layout's own that become attributes of a CPU / GPU node (the
+# others are read into columns or skipped); a node with any of them, or whose attrs list has a key the
+# converter reads from the node, takes the general path (its HostOp through _add_op)
+_NODE_KEYS = ("cat", "ph", "ts", "dur", "inclusive_dur", "exclusive_dur", "kineto_tid", "stream", "device",
+              "tid", "pid", "args", "pg_name", "collective_name", "comm_size", "comm_backend",
+              "inter_thread_dep", "sync_dep", "parent", "ctrl_deps", "rf_id", "fw_parent", "seq_id", "scope",
+              "fw_tid", "op_schema")
+
+
+def _emitted(layout: str, skip: frozenset[str]) -> Any:
+    flat_own = {"parent", "rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schema"}
+    own = flat_own if layout == "flat" else {"ctrl_deps"}
+    names = [k for k in _NODE_KEYS if k not in own and k not in skip and k != "is_cpu_op"]
+    # (with the id, so that the getter always gives a tuple)
+    return attrgetter("id", *names), len(names)
+
+
+class _Direct:
+    """Columns and tail of a node straight from its decoded fields (no HostOp, no attribute dict): what
+    ``_add_op`` would append for the HostOp of the same node, for every node it would not keep whole and
+    whose ET+ keys are the usual ones (see ``_NODE_KEYS``).  Returns False, appending nothing, otherwise."""
+
+    def __init__(self, c: Columns, ser: Serializer, interned: dict[Any, Any], layout: str) -> None:
+        self.c = c
+        self.ser = ser
+        self.interned = interned
+        self.parents = c.parents.append
+        self.cpu_emitted = _emitted(layout, CPU_SKIP)
+        self.gpu_emitted = _emitted(layout, GPU_SKIP | COMM_KEYS)
+        self.comm_names: dict[str, bool] = {}
+        self.clean: dict[int, tuple[dict[str, Any], bool]] = {}   # id(attrs list part) -> no key read here
+
+    def add(self, n: Any, core: tuple[Any, ...]) -> bool:
+        if n.extra is not None:
+            return False   # the generic route: file order matters, the general path keeps it
+        nid, name, parent, kind, rf, tid, fp, sq, sc, ft, osc, attrs, types, io = core
+        if kind == METADATA:
+            return False
+        if attrs:
+            got = self.clean.get(id(attrs))
+            if got is None or got[0] is not attrs:
+                if len(self.clean) > 10_000:
+                    self.clean.clear()
+                got = self.clean[id(attrs)] = (attrs, attrs.keys().isdisjoint(_NODE_KEYS))
+            if not got[1]:
+                return False
+        cat = n.cat
+        gpu = cat is not UNSET and cat in GPU_CATS
+        coll = n.collective_name
+        if gpu:
+            if is_nccl_kernel(name) or (coll is not UNSET and isinstance(coll, str) and coll):
+                return False
+            get, count = self.gpu_emitted
+        else:
+            comm = self.comm_names.get(name)
+            if comm is None:
+                comm = self.comm_names[name] = is_comm_name(name)
+            if comm:
+                return False
+            get, count = self.cpu_emitted
+        if get(n).count(UNSET) != count:   # (the id is never UNSET)
+            return False
+        c = self.c
+        i = len(c.ids)
+        self.parents(parent)   # first: an id beyond int64 fails here, before anything is appended
+        c.ids.append(nid)
+        interned = self.interned
+        c.names.append(interned.setdefault(name, name))
+        c.kinds.append(kind)
+        c.rf_ids.append(rf)
+        kt = n.kineto_tid
+        if kt is UNSET:
+            kt = None
+        c.threads.append(kt if kt is not None else tid)
+        c.is_gpu.append(gpu)
+        for values, extra, v in ((c.ts, c.ts_x, n.ts), (c.dur, c.dur_x, n.dur),
+                                 (c.excl, c.excl_x, n.exclusive_dur)):
+            if type(v) is float and v == v:
+                values.append(v)
+            else:
+                values.append(_NAN)
+                if v is not UNSET and v is not None:
+                    extra[i] = v
+        ser = self.ser
+        if gpu:
+            args = n.args
+            if not isinstance(args, dict):
+                args = {}
+            stream = n.stream
+            if stream is UNSET:
+                if "stream" in args:
+                    stream = args["stream"]
+                else:
+                    stream = n.tid
+                    if stream is UNSET:
+                        stream = tid
+            device = n.device
+            if device is UNSET:
+                device = args.get("device")
+            key = (device, stream)
+            try:
+                key = interned.setdefault(key, key)
+            except TypeError:
+                pass   # unhashable: the stream pass reports it
+            c.skeys.append(key)
+            parts = [*ser.op_ios_text(io), ser.gpu_block(stream, device, cat)]
+            _kineto_ids(args, parts)
+            if attrs:
+                parts.append(ser.list_attrs(attrs, types, True))
+        else:
+            c.skeys.append(None)
+            parts = [*ser.op_ios_text(io), ser.cpu_block(True, kt, tid)]
+            if rf is not None:
+                parts.append(int_attr(RF_NAME, "rf_id", rf) if type(rf) is int else
+                             frame_attr(make_attr("rf_id", rf)))
+            parts.append(ser.fixed_block(fp, sq, sc, ft, osc))
+            if attrs:
+                parts.append(ser.list_attrs(attrs, types, False))
+        itd = n.inter_thread_dep
+        sd = n.sync_dep
+        if itd is UNSET:
+            itd = None
+        if sd is UNSET:
+            sd = None
+        if itd is not None or sd is not None:
+            c.xdeps[i] = (itd, sd)
+        c.full.append(None)
+        c.tails.append(b"".join(parts))  # type: ignore[union-attr]
+        return True

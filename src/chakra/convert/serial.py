@@ -63,7 +63,7 @@ def io_tail(shapes: bytes, types: bytes) -> bytes:
     return b"".join((b"\x12", varint(len(shapes)), shapes, b"\x1a", varint(len(types)), types))
 
 
-_RF_NAME = b"\x0a\x05rf_id"
+RF_NAME = b"\x0a\x05rf_id"
 _CORR_NAME = b"\x0a\x0bcorrelation"
 _EXT_NAME = b"\x0a\x0bexternal_id"
 
@@ -71,7 +71,7 @@ _EXT_NAME = b"\x0a\x0bexternal_id"
 class Serializer:
     """The per-conversion caches (values are pure functions of their keys) and the piece builders."""
 
-    __slots__ = ("attr_cache", "blocks", "cpu_keys", "gpu_keys", "tails")
+    __slots__ = ("attr_cache", "blocks", "cpu_keys", "gpu_keys", "tails", "lists")
 
     def __init__(self) -> None:
         self.attr_cache = AttrCache()
@@ -82,6 +82,8 @@ class Serializer:
         self.gpu_keys: dict[tuple[str, ...], tuple[str, ...]] = {}
         # serialised (shapes, types) -> IOInfo fields 2 and 3
         self.tails: dict[tuple[bytes, bytes], bytes] = {}
+        # (id of an attribute dict, gpu) -> (the dict, its types, its entries serialised): list_attrs
+        self.lists: dict[tuple[int, bool], tuple[dict[str, Any], dict[str, str], bytes]] = {}
 
     # -- inputs / outputs ------------------------------------------------------------------------------
     def io_text(self, tag: bytes, vb: bytes, sb: bytes, tb: bytes) -> bytes:
@@ -112,6 +114,10 @@ class Serializer:
         io = op.io
         if io is None:
             return self.op_io(op.inputs, IN_TAG), self.op_io(op.outputs, OUT_TAG)
+        return self.op_ios_text(io)
+
+    def op_ios_text(self, io: tuple[bytes | None, ...]) -> tuple[bytes, bytes]:
+        """The inputs and outputs fields of ``HostOp.io`` text."""
         text = self.io_text
         return text(IN_TAG, io[0], io[1], io[2]), text(OUT_TAG, io[4], io[5], io[6])  # type: ignore[arg-type]
 
@@ -125,7 +131,7 @@ class Serializer:
         out = [self.cpu_block(cpu, a.get("kineto_tid"), op.tid)]
         rf = op.rf_id
         if rf is not None:
-            out.append(int_attr(_RF_NAME, "rf_id", rf) if type(rf) is int else
+            out.append(int_attr(RF_NAME, "rf_id", rf) if type(rf) is int else
                        frame_attr(make_attr("rf_id", rf)))
         out.append(self.fixed_block(op.fw_parent, op.seq_id, op.scope, op.fw_tid, op.op_schema))
         if a:
@@ -139,6 +145,22 @@ class Serializer:
                 for k in kept:
                     out.append(cached(k, a[k], types.get(k)))
         return out
+
+    def list_attrs(self, attrs: dict[str, Any], types: dict[str, str], gpu: bool) -> bytes:
+        """The attribute entries of ``attrs`` (a node's attrs list entries, none of them an ET+ key) that a
+        CPU / GPU node that is not a comm node writes, in order: what ``cpu_attrs`` / ``gpu_attrs`` add
+        after their blocks.  Cached per dict object: the loader shares one among equal entries."""
+        cache = self.lists
+        got = cache.get((id(attrs), gpu))
+        if got is not None and got[0] is attrs and got[1] is types:
+            return got[2]
+        cached = self.attr_cache.framed
+        skip = GPU_SKIP | COMM_KEYS if gpu else CPU_SKIP | {"is_cpu_op"}
+        b = b"".join([cached(k, v, types.get(k)) for k, v in attrs.items() if k not in skip])
+        if len(cache) > 10_000:
+            cache.clear()
+        cache[(id(attrs), gpu)] = (attrs, types, b)
+        return b
 
     def cpu_block(self, cpu: bool, kt: Any, htid: Any) -> bytes:
         """is_cpu_op, tid (the Kineto tid when an int, else the host tid), [host_tid]: one cached block

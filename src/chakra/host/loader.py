@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from operator import attrgetter
 from typing import Any
 
+import msgspec
 from msgspec import UNSET
 
 from chakra.errors import TraceFormatError
@@ -103,11 +104,11 @@ _EXTRA_ORDER = ("cat", "ph", "ts", "dur", "inclusive_dur", "exclusive_dur", "kin
 _FLAT_EXTRAS = tuple(k for k in _EXTRA_ORDER if k not in _FLAT_KEYS)
 _CHAKRA_EXTRAS = tuple(k for k in _EXTRA_ORDER if k not in _CHAKRA_KEYS)
 _GET_FLAT_EXTRAS = attrgetter(*_FLAT_EXTRAS)
-# with the flat-only raw keys, which in a chakra node are extras taken from the generic route
+# the flat-only raw keys: in a chakra node they are extras, taken from the generic route
 _FLAT_RAW = ("input_shapes", "input_types", "input_strides", "output_shapes", "output_types",
              "output_strides")
-_GET_CHAKRA_EXTRAS = attrgetter(*_CHAKRA_EXTRAS, *_FLAT_RAW)
-_N_CHAKRA_EXTRAS = len(_CHAKRA_EXTRAS)
+_GET_CHAKRA_EXTRAS = attrgetter(*_CHAKRA_EXTRAS)
+_GET_FLAT_RAW = attrgetter(*_FLAT_RAW)
 _N_FLAT_RAW = len(_FLAT_RAW)
 # the std attrs of the chakra layout's attrs list (HostOp fields)
 _STD_ATTRS = frozenset(("rf_id", "tid", "fw_parent", "seq_id", "scope", "fw_tid", "op_schema"))
@@ -224,8 +225,11 @@ class _Builder:
     def __init__(self, layout: str) -> None:
         self.layout = layout
         self.pieces: dict[bytes, bytes] = {}   # raw shapes/types/strides text -> its canonical text
-        self.shared: dict[Any, tuple[dict[str, Any], dict[str, str]]] = {}   # attrs -> one (attrs, types)
-        self.build: Callable[[Node, int], HostOp] = self.flat if layout == FLAT else self.chakra
+        self.shared: dict[bytes, tuple[dict[str, Any], dict[str, str]]] = {}   # attrs text -> (attrs, types)
+        self.empty: tuple[dict[str, Any], dict[str, str]] = ({}, {})
+        self.core: Callable[[Node], tuple[Any, ...]] = self.flat if layout == FLAT else self.chakra
+        self.extra_names = _FLAT_EXTRAS if layout == FLAT else _CHAKRA_EXTRAS
+        self.get_extras = _GET_FLAT_EXTRAS if layout == FLAT else _GET_CHAKRA_EXTRAS
 
     # -- text ---------------------------------------------------------------------------------------------
     def piece(self, raw: Any) -> bytes:
@@ -266,46 +270,38 @@ class _Builder:
 
     def io4(self, d: Any) -> tuple[bytes | None, ...]:
         """values, shapes, types, strides of a chakra ``inputs`` / ``outputs`` object: canonical text,
-        shapes/types/strides interned (strides None when absent or null)."""
+        interned (strides None when absent or null)."""
         if type(d) is not IOPieces:
             if d is None or d is UNSET:
                 return _NO_IO4
             raise TypeError
         pieces = self.pieces
-        vb = canonical(d.values)
+        piece = self.piece
+        vb = bytes(d.values)
+        got = pieces.get(vb)
+        vb = got if got is not None else piece(vb)
         sb = bytes(d.shapes)
         got = pieces.get(sb)
-        sb = got if got is not None else self.piece(sb)
+        sb = got if got is not None else piece(sb)
         tb = bytes(d.types)
         got = pieces.get(tb)
-        tb = got if got is not None else self.piece(tb)
+        tb = got if got is not None else piece(tb)
         st = d.strides
         if st is NO_RAW:
-            return (b"[]" if vb == b"[]" else vb, sb, tb, None)
+            return (vb, sb, tb, None)
         stb = bytes(st)
         got = pieces.get(stb)
-        stb = got if got is not None else self.piece(stb)
-        return (b"[]" if vb == b"[]" else vb, sb, tb, None if stb == b"null" else stb)
+        stb = got if got is not None else piece(stb)
+        return (vb, sb, tb, None if stb == b"null" else stb)
 
-    # -- attributes ---------------------------------------------------------------------------------------
-    def share(self, attrs: dict[str, Any], types: dict[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
-        """One (attrs, types) pair for ops whose attributes are equal (hashable values only; not for ET+
-        nodes, whose timing fields differ from node to node)."""
-        if "ts" in attrs or len(attrs) > 8:
-            return attrs, types
-        try:
-            key = (tuple(attrs.items()), tuple(types.items()))
-            got = self.shared.get(key)
-        except TypeError:
-            return attrs, types
-        if got is None:
-            if len(self.shared) > _PIECES_LIMIT:
-                self.shared.clear()
-            got = self.shared[key] = (attrs, types)
-        return got
+    # -- the two layouts: the core fields of a node -------------------------------------------------------
+    #
+    # ``(id, name, parent, kind, rf_id, tid, fw_parent, seq_id, scope, fw_tid, op_schema, attrs, types, io)``:
+    # the HostOp fields except ``index``; ``attrs`` / ``types`` hold the chakra ``attrs`` entries other than
+    # the std ones (shared between ops with equal entries), without the node's other keys, which
+    # :meth:`extras` gives.
 
-    # -- the two layouts ----------------------------------------------------------------------------------
-    def flat(self, n: Node, index: int) -> HostOp:
+    def flat(self, n: Node) -> tuple[Any, ...]:
         nid = n.id
         name = n.name
         parent = n.parent
@@ -319,25 +315,17 @@ class _Builder:
                 raise _Rebuild
             ins = self.flat_list(n.inputs)
             outs = self.flat_list(n.outputs)
-            attrs: dict[str, Any] = {}
-            values = _GET_FLAT_EXTRAS(n)
-            if values.count(UNSET) != len(values):
-                for k, v in zip(_FLAT_EXTRAS, values):
-                    if v is not UNSET:
-                        attrs[k] = v
         else:
             v = extra.get("inputs") or []
             if type(v) is not list:
                 raise TypeError
             ins = dumps_canonical(v)
             outs = dumps_canonical(extra.get("outputs") or [])
-            attrs = {k: v for k, v in extra.items() if k not in _FLAT_KEYS}
         falsy = self.falsy_piece
         io = (ins, falsy(n.input_shapes), falsy(n.input_types), self.strides(n.input_strides),
               outs, falsy(n.output_shapes), falsy(n.output_types), self.strides(n.output_strides))
         if io == EMPTY_IO:
             io = EMPTY_IO
-        attrs, types = self.share(attrs, {})
         rf_id = n.rf_id
         tid = n.tid
         fw_parent = n.fw_parent
@@ -345,16 +333,15 @@ class _Builder:
         scope = n.scope
         fw_tid = n.fw_tid
         op_schema = n.op_schema
-        return HostOp(
-            nid, name, parent,
-            OP if (nid != 1 and name[:1] != "[" and name[:1] != "#") else _kind(nid, name, parent),
-            None if rf_id is UNSET else rf_id, 0 if tid is UNSET else tid,
-            0 if fw_parent is UNSET else fw_parent, -1 if seq_id is UNSET else seq_id,
-            0 if scope is UNSET else scope, 0 if fw_tid is UNSET else fw_tid,
-            "" if op_schema is UNSET else op_schema,
-            None, None, attrs, types, index, io)
+        kind = OP if (nid != 1 and name[:1] != "[" and name[:1] != "#") else _kind(nid, name, parent)
+        empty_attrs, empty_types = self.empty
+        return (nid, name, parent, kind,
+                None if rf_id is UNSET else rf_id, 0 if tid is UNSET else tid,
+                0 if fw_parent is UNSET else fw_parent, -1 if seq_id is UNSET else seq_id,
+                0 if scope is UNSET else scope, 0 if fw_tid is UNSET else fw_tid,
+                "" if op_schema is UNSET else op_schema, empty_attrs, empty_types, io)
 
-    def chakra(self, n: Node, index: int) -> HostOp:
+    def chakra(self, n: Node) -> tuple[Any, ...]:
         nid = n.id
         name = n.name
         parent = n.ctrl_deps
@@ -362,16 +349,18 @@ class _Builder:
             parent = 0 if parent is UNSET else _coerce_parent(parent)
         if type(nid) is not int or type(name) is not str:
             raise TypeError
+        if n.extra is None and _GET_FLAT_RAW(n).count(NO_RAW) != _N_FLAT_RAW:
+            raise _Rebuild   # a flat inputs/outputs key, an extra here: its value is wanted parsed
         rf_id = None
         tid = fw_parent = scope = fw_tid = 0
         seq_id = -1
         op_schema = ""
-        attrs: dict[str, Any] = {}
-        types: dict[str, str] = {}
         alist = n.attrs
+        rest: Any = ()
         if alist is not UNSET and alist is not None:
             if type(alist) is not list:
                 raise TypeError
+            rest = alist
             if len(alist) >= 7:
                 a0, a1, a2, a3, a4, a5, a6 = alist[:7]
                 if (a0.name, a1.name, a2.name, a3.name, a4.name, a5.name, a6.name) == _STD_ORDER:
@@ -383,53 +372,79 @@ class _Builder:
                     tid = a4.value
                     fw_tid = a5.value
                     op_schema = a6.value
-                    alist = alist[7:]
-            for a in alist:
-                an = a.name
-                v = a.value
-                if an in _STD_ATTRS:
-                    if an == "rf_id":
-                        rf_id = v
-                    elif an == "tid":
-                        tid = v
-                    elif an == "fw_parent":
-                        fw_parent = v
-                    elif an == "seq_id":
-                        seq_id = v
-                    elif an == "scope":
-                        scope = v
-                    elif an == "fw_tid":
-                        fw_tid = v
-                    else:
-                        op_schema = v
-                else:
-                    attrs[an] = v
-                    t = a.type
-                    if t is not None:
-                        types[an] = t
-        extra = n.extra
-        if extra is None:
-            values = _GET_CHAKRA_EXTRAS(n)
-            if values.count(NO_RAW) != _N_FLAT_RAW:
-                raise _Rebuild   # a flat inputs/outputs key: its value is wanted parsed
-            if values.count(UNSET) != _N_CHAKRA_EXTRAS:
-                for k, v in zip(_CHAKRA_EXTRAS, values):
-                    if v is not UNSET:
-                        attrs[k] = v
+                    rest = alist[7:]
+        # the other entries; ops with the same ones (compared as JSON text: 1, 1.0 and true differ) share
+        # one pair of dicts
+        if not rest:
+            attrs, types = self.empty
         else:
-            for k, v in extra.items():
-                if k not in _CHAKRA_KEYS:
-                    attrs[k] = v
+            key = _encode(rest)
+            shared = self.shared.get(key)
+            if shared is not None:
+                attrs, types = shared
+            else:
+                attrs = {}
+                types = {}
+                std = False
+                for a in rest:
+                    an = a.name
+                    v = a.value
+                    if an in _STD_ATTRS:
+                        std = True
+                        if an == "rf_id":
+                            rf_id = v
+                        elif an == "tid":
+                            tid = v
+                        elif an == "fw_parent":
+                            fw_parent = v
+                        elif an == "seq_id":
+                            seq_id = v
+                        elif an == "scope":
+                            scope = v
+                        elif an == "fw_tid":
+                            fw_tid = v
+                        else:
+                            op_schema = v
+                    else:
+                        attrs[an] = v
+                        t = a.type
+                        if t is not None:
+                            types[an] = t
+                if not std:   # (std entries set fields: a shared pair would skip them)
+                    if len(self.shared) > _PIECES_LIMIT:
+                        self.shared.clear()
+                    self.shared[key] = (attrs, types)
         io = self.io4(n.inputs) + self.io4(n.outputs)
         if io == EMPTY_IO:
             io = EMPTY_IO
-        attrs, types = self.share(attrs, types)
         kind = OP if (nid != 1 and name[:1] != "[" and name[:1] != "#") else _kind(nid, name, parent)
-        return HostOp(nid, name, parent, kind, rf_id, tid, fw_parent, seq_id, scope, fw_tid, op_schema, None,
-                      None, attrs, types, index, io)
+        return (nid, name, parent, kind, rf_id, tid, fw_parent, seq_id, scope, fw_tid, op_schema, attrs,
+                types, io)
+
+    def extras(self, n: Node) -> dict[str, Any] | None:
+        """The node's keys outside its layout's own (ET+ fields ...), in file order when it took the generic
+        route, else in the order the linker writes them; None when it has none."""
+        extra = n.extra
+        if extra is not None:
+            core = _FLAT_KEYS if self.layout == FLAT else _CHAKRA_KEYS
+            more = {k: v for k, v in extra.items() if k not in core}
+            return more or None
+        values = self.get_extras(n)
+        if values.count(UNSET) == len(values):
+            return None
+        return {k: v for k, v in zip(self.extra_names, values) if v is not UNSET}
+
+    def host_op(self, index: int, n: Node, core: tuple[Any, ...]) -> HostOp:
+        """The HostOp of a node and its core fields."""
+        attrs = core[11]
+        more = self.extras(n)
+        if more is not None:
+            attrs = {**attrs, **more} if attrs else more
+        return HostOp(*core[:11], None, None, attrs, core[12], index, core[13])
 
 
 _NO_IO4 = (b"[]", b"[]", b"[]", None)
+_encode = msgspec.json.encode
 _STD_ORDER = ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schema")
 
 
@@ -442,30 +457,43 @@ def _coerce_parent(p: Any) -> int:
     raise TypeError
 
 
-class _Ops:
-    """The HostOps of a Document, in file order, one at a time (:func:`iter_ops`)."""
+class Records:
+    """The nodes of a Document in file order, one at a time: as core fields (:meth:`records`, what the
+    converter reads) or as HostOps (iterating it, :func:`iter_ops`).  The layout is detected (and its
+    warnings logged, with ``emit``) on construction."""
 
-    def __init__(self, doc: Document, path: str, emit: bool = True) -> None:
+    def __init__(self, doc: Document, emit: bool = True) -> None:
         self.doc = doc
-        self.path = path
+        self.path = path = doc.path
         self.warnings: list[str] = []
         self.schema = doc.top.get("schema")
         self.layout = _detect_layout(self.schema, _first_object(doc), path, self.warnings, emit=emit)
+        self.builder = _Builder(self.layout)
 
-    def __iter__(self) -> Iterator[HostOp]:
+    def records(self) -> Iterator[tuple[int, Node, tuple[Any, ...]]]:
+        """``(index, node, core fields)`` of every node (:meth:`_Builder.flat` / ``chakra``), in file order;
+        a malformed node raises TraceFormatError saying what is wrong with it."""
         doc, path, layout = self.doc, self.path, self.layout
-        build = _Builder(layout).build
+        core = self.builder.core
         node = doc.node
         for index in range(len(doc)):
             try:
+                n = node(index)
                 try:
-                    yield build(node(index), index)
+                    fields = core(n)
                 except _Rebuild:
-                    yield build(doc.generic_node(index), index)
+                    n = doc.generic_node(index)
+                    fields = core(n)
             except NodeError as exc:
                 raise _diagnose(exc.index, exc.obj, layout, path) from None
             except (KeyError, TypeError, AttributeError, IndexError, ValueError):
                 raise _diagnose(index, doc.obj(index), layout, path) from None
+            yield index, n, fields
+
+    def __iter__(self) -> Iterator[HostOp]:
+        host_op = self.builder.host_op
+        for index, n, fields in self.records():
+            yield host_op(index, n, fields)
 
 
 def _first_object(doc: Document) -> Any:
@@ -541,7 +569,7 @@ def iter_ops(doc: Document, *, emit: bool = True) -> tuple[str, list[str], Itera
     """``(layout, warnings, ops)`` of a decoded document: ``ops`` builds each HostOp when it is asked for
     (file order; ``index`` = position), raising TraceFormatError on a malformed node.  The layout
     warnings are logged with ``emit`` and returned either way."""
-    ops = _Ops(doc, doc.path, emit)
+    ops = Records(doc, emit)
     return ops.layout, ops.warnings, iter(ops)
 
 
