@@ -64,6 +64,10 @@ def io_tail(shapes: bytes, types: bytes) -> bytes:
 
 
 RF_NAME = b"\x0a\x05rf_id"
+_FP_NAME = b"\x0a\x09fw_parent"
+_SQ_NAME = b"\x0a\x06seq_id"
+_SC_NAME = b"\x0a\x05scope"
+_FT_NAME = b"\x0a\x06fw_tid"
 _CORR_NAME = b"\x0a\x0bcorrelation"
 _EXT_NAME = b"\x0a\x0bexternal_id"
 
@@ -187,9 +191,12 @@ class Serializer:
                and type(ft) is int and type(osc) is str else None)
         b = blocks.get(key) if key is not None else None
         if b is None:
+            # ints without a protobuf message (seq_id and fw_parent are unique to many ops: no cache helps)
             cached = self.attr_cache.framed
-            b = (cached("fw_parent", fp) + cached("seq_id", sq) + cached("scope", sc) + cached("fw_tid", ft)
-                 + cached("op_schema", osc))
+            b = b"".join([int_attr(nf, name, v) if type(v) is int else cached(name, v)
+                          for nf, name, v in ((_FP_NAME, "fw_parent", fp), (_SQ_NAME, "seq_id", sq),
+                                              (_SC_NAME, "scope", sc), (_FT_NAME, "fw_tid", ft))]) \
+                + cached("op_schema", osc)
             if key is not None and len(blocks) < BLOCK_LIMIT:
                 blocks[key] = b
         return b

@@ -91,23 +91,56 @@ def host_node(op: HostOp, layout: str, text: bool = True) -> dict[str, Any]:
                 if k not in LINK_KEYS:
                     node[k] = v
         return node
-    attrs: list[dict[str, Any]] = []
     types = op.attr_types
-    for name, default_type in _STD_ATTRS:
-        value = getattr(op, name)
-        if name == "rf_id" and value is None:
-            continue
-        attrs.append({"name": name, "type": types.get(name, default_type), "value": value})
+    if types and not _STD_NAMES.isdisjoint(types):   # a std attr with a type of its own
+        attrs = []
+        for name, default_type in _STD_ATTRS:
+            value = getattr(op, name)
+            if name == "rf_id" and value is None:
+                continue
+            attrs.append({"name": name, "type": types.get(name, default_type), "value": value})
+    else:   # (the usual case, written out: a million nodes)
+        attrs = [{"name": "fw_parent", "type": "uint64", "value": op.fw_parent},
+                 {"name": "seq_id", "type": "int64", "value": op.seq_id},
+                 {"name": "scope", "type": "uint64", "value": op.scope},
+                 {"name": "tid", "type": "uint64", "value": op.tid},
+                 {"name": "fw_tid", "type": "uint64", "value": op.fw_tid},
+                 {"name": "op_schema", "type": "string", "value": op.op_schema}]
+        if op.rf_id is not None:
+            attrs.insert(0, {"name": "rf_id", "type": "uint64", "value": op.rf_id})
     node = {"id": op.id, "name": op.name, "ctrl_deps": op.parent}
     add_io(node, op, layout, text)
     node["attrs"] = attrs
-    for k, v in op.attrs.items():
+    if op.attrs:
+        typed, untyped = _split_attrs(op.attrs, types)
+        attrs.extend(typed)
+        for k in untyped:
+            node[k] = op.attrs[k]
+    return node
+
+
+_STD_NAMES = frozenset(name for name, _ in _STD_ATTRS)
+_SPLIT: dict[int, tuple[dict[str, Any], dict[str, str], list[dict[str, Any]], list[str]]] = {}
+
+
+def _split_attrs(attrs: dict[str, Any], types: dict[str, str]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The ``attrs`` entries of an op's attributes (those with an ET type), and the names of the other
+    attributes written as node keys (not LINK_KEYS).  Cached per dict: loaded ops share them."""
+    got = _SPLIT.get(id(attrs))
+    if got is not None and got[0] is attrs and got[1] is types:
+        return got[2], got[3]
+    typed = []
+    untyped = []
+    for k, v in attrs.items():
         t = types.get(k)
         if t is not None:
-            attrs.append({"name": k, "type": t, "value": v})
+            typed.append({"name": k, "type": t, "value": v})
         elif k not in LINK_KEYS:
-            node[k] = v
-    return node
+            untyped.append(k)
+    if len(_SPLIT) > 10_000:
+        _SPLIT.clear()
+    _SPLIT[id(attrs)] = (attrs, types, typed, untyped)
+    return typed, untyped
 
 
 def add_io(node: dict[str, Any], op: HostOp, layout: str, text: bool = True) -> None:
