@@ -7,10 +7,12 @@ node's position in the file, the whole ``HostOp`` only where needed (``full``), 
 every other node its serialised inputs/outputs/attributes (``tails``, see
 ``convert.serial``).
 
-:func:`load_columns` fills them while the host loader builds the ops one at a time
-(:func:`chakra.host.loader.iter_ops`), so a million-op ET+ never exists as a million
-``HostOp`` objects; :func:`columns_from_trace` fills them from a loaded HostTrace,
-every op kept whole.  Both go through :func:`_add_op`.
+:func:`load_columns` fills them while the host loader reads the nodes one at a time
+(:class:`chakra.host.loader.Records`), so a million-op ET+ never exists as a million
+``HostOp`` objects: most nodes go straight from their decoded fields into the columns
+(:class:`_Direct`), the others (comm candidates, METADATA, unusual keys) through their
+HostOp and :func:`_add_op`, which :func:`columns_from_trace` uses for every op of a loaded
+HostTrace (every op kept whole).
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ class Columns:
 
     ids: list[int] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
-    parents: MutableSequence[int] = field(default_factory=list)   # array("q") from the lean loader
+    parents: MutableSequence[int] = field(default_factory=list)   # array("q") from load_columns
     kinds: list[str] = field(default_factory=list)
     rf_ids: list[Any] = field(default_factory=list)
     threads: list[Any] = field(default_factory=list)   # ET+ kineto_tid when not None, else the host tid
@@ -67,7 +69,7 @@ class Columns:
     xdeps: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # index -> (inter_thread_dep, sync_dep)
     full: list[HostOp | None] = field(default_factory=list)   # the op where more than the columns is needed
     tails: list[bytes | None] | None = None             # serialised inputs+outputs+attrs (None: from full)
-    index: dict[int, int] = field(default_factory=dict)  # id -> position (filled by the lean loader)
+    index: dict[int, int] = field(default_factory=dict)  # id -> position (filled by load_columns)
 
 
 _NAN = float("nan")
@@ -283,14 +285,27 @@ class _Direct:
             kt = None
         c.threads.append(kt if kt is not None else tid)
         c.is_gpu.append(gpu)
-        for values, extra, v in ((c.ts, c.ts_x, n.ts), (c.dur, c.dur_x, n.dur),
-                                 (c.excl, c.excl_x, n.exclusive_dur)):
-            if type(v) is float and v == v:
-                values.append(v)
-            else:
-                values.append(_NAN)
-                if v is not UNSET and v is not None:
-                    extra[i] = v
+        v = n.ts
+        if type(v) is float and v == v:
+            c.ts.append(v)
+        else:
+            c.ts.append(_NAN)
+            if v is not UNSET and v is not None:
+                c.ts_x[i] = v
+        v = n.dur
+        if type(v) is float and v == v:
+            c.dur.append(v)
+        else:
+            c.dur.append(_NAN)
+            if v is not UNSET and v is not None:
+                c.dur_x[i] = v
+        v = n.exclusive_dur
+        if type(v) is float and v == v:
+            c.excl.append(v)
+        else:
+            c.excl.append(_NAN)
+            if v is not UNSET and v is not None:
+                c.excl_x[i] = v
         ser = self.ser
         if gpu:
             args = n.args

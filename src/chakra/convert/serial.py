@@ -55,7 +55,15 @@ def int_attr(name_field: bytes, name: str, v: int) -> bytes:
         vb = varint(v + (1 << 64))
     else:
         return frame_attr(make_attr(name, v))
-    return b"".join((b"\x52", varint(len(name_field) + 1 + len(vb)), name_field, b"\x48", vb))
+    key = (name_field, len(vb))
+    head = _INT_HEADS.get(key)
+    if head is None:   # tag, length, name, int64_val tag: one per name and value length
+        head = _INT_HEADS[key] = b"".join((b"\x52", varint(len(name_field) + 1 + len(vb)), name_field,
+                                            b"\x48"))
+    return head + vb
+
+
+_INT_HEADS: dict[tuple[bytes, int], bytes] = {}
 
 
 def io_tail(shapes: bytes, types: bytes) -> bytes:

@@ -21,7 +21,7 @@ Ops with the same attributes share one dict.  A malformed node is diagnosed when
 it fails to build, with a message naming it.
 
 The same builder serves the linker (:func:`load_host_et`), the converter
-(:func:`iter_ops`, one op at a time) and already parsed JSON (:func:`build_host_trace`).
+(:class:`Records`, one node at a time) and already parsed JSON (:func:`build_host_trace`).
 """
 
 from __future__ import annotations
@@ -65,7 +65,8 @@ from chakra.io import gc_paused
 
 log = logging.getLogger(__name__)
 
-__all__ = ["build_host_trace", "iter_ops", "load_host_et", "no_nodes_message", "self_parent_message"]
+__all__ = ["Records", "build_host_trace", "load_host_et", "make_trace", "no_nodes_message",
+           "self_parent_message"]
 
 FLAT = "flat"
 CHAKRA = "chakra"
@@ -161,11 +162,9 @@ def node_layout(node: Any) -> str | None:
     return None
 
 
-def _detect_layout(schema: Any, first: Any, path: str, warnings: list[str], *,
-                   emit: bool = True) -> str:
-    """The node layout of a file (see the module doc); warnings are appended to ``warnings`` and, with
-    ``emit``, logged (the converter's lean loader logs them itself once it has kept the result)."""
-    warn = _warn if emit else _append
+def _detect_layout(schema: Any, first: Any, path: str, warnings: list[str]) -> str:
+    """The node layout of a file (see the module doc); warnings are logged and appended to ``warnings``."""
+    warn = _warn
     by_schema = schema_layout(schema)
     by_shape = node_layout(first) if first is not None else None
     if first is not None and by_shape is None:
@@ -202,12 +201,6 @@ def _warn(warnings: list[str], msg: str) -> None:
     warnings.append(msg)
 
 
-def _append(warnings: list[str], msg: str) -> None:
-    warnings.append(msg)
-
-
-
-
 # ---- nodes -> HostOps ----------------------------------------------------------------------------------
 
 class _Rebuild(Exception):
@@ -224,7 +217,7 @@ class _Builder:
 
     def __init__(self, layout: str) -> None:
         self.layout = layout
-        self.pieces: dict[bytes, bytes] = {}   # raw shapes/types/strides text -> its canonical text
+        self.pieces: dict[bytes, bytes] = {}   # raw inputs/outputs text -> its canonical text, interned
         self.shared: dict[bytes, tuple[dict[str, Any], dict[str, str]]] = {}   # attrs text -> (attrs, types)
         self.empty: tuple[dict[str, Any], dict[str, str]] = ({}, {})
         self.core: Callable[[Node], tuple[Any, ...]] = self.flat if layout == FLAT else self.chakra
@@ -233,7 +226,8 @@ class _Builder:
 
     # -- text ---------------------------------------------------------------------------------------------
     def piece(self, raw: Any) -> bytes:
-        """Canonical text of a shapes/types/strides value; equal texts are one object."""
+        """Canonical text of an inputs/outputs piece; equal texts are one object (two thirds of the pieces of
+        a real-weight trace repeat one seen before, values included)."""
         b = bytes(raw)
         pieces = self.pieces
         got = pieces.get(b)
@@ -459,15 +453,15 @@ def _coerce_parent(p: Any) -> int:
 
 class Records:
     """The nodes of a Document in file order, one at a time: as core fields (:meth:`records`, what the
-    converter reads) or as HostOps (iterating it, :func:`iter_ops`).  The layout is detected (and its
-    warnings logged, with ``emit``) on construction."""
+    converter reads) or as HostOps (iterating it).  The layout is detected (and its warnings logged) on
+    construction."""
 
-    def __init__(self, doc: Document, emit: bool = True) -> None:
+    def __init__(self, doc: Document) -> None:
         self.doc = doc
         self.path = path = doc.path
         self.warnings: list[str] = []
         self.schema = doc.top.get("schema")
-        self.layout = _detect_layout(self.schema, _first_object(doc), path, self.warnings, emit=emit)
+        self.layout = _detect_layout(self.schema, _first_object(doc), path, self.warnings)
         self.builder = _Builder(self.layout)
 
     def records(self) -> Iterator[tuple[int, Node, tuple[Any, ...]]]:
@@ -565,21 +559,13 @@ def _opt_int(v: Any) -> int | None:
     return v if type(v) is int else None
 
 
-def iter_ops(doc: Document, *, emit: bool = True) -> tuple[str, list[str], Iterator[HostOp]]:
-    """``(layout, warnings, ops)`` of a decoded document: ``ops`` builds each HostOp when it is asked for
-    (file order; ``index`` = position), raising TraceFormatError on a malformed node.  The layout
-    warnings are logged with ``emit`` and returned either way."""
-    ops = Records(doc, emit)
-    return ops.layout, ops.warnings, iter(ops)
-
-
 def _trace(doc: Document) -> HostTrace:
-    layout, warnings, it = iter_ops(doc)
-    ops = list(it)
+    records = Records(doc)
+    ops = list(records)
     by_id = {op.id: op for op in ops}
     if len(by_id) != len(ops):
         raise _duplicate_error(ops, doc.path)
-    return make_trace(doc.top, layout, ops, by_id, warnings, doc.path)
+    return make_trace(doc.top, records.layout, ops, by_id, records.warnings, doc.path)
 
 
 def build_host_trace(data: Any, path: str = "<memory>") -> HostTrace:
