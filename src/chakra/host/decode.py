@@ -25,7 +25,6 @@ import json
 import logging
 import os
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -190,12 +189,6 @@ class Document:
     def generic_node(self, index: int) -> Node:
         """Node ``index`` by the generic route (every key also in ``extra``, parsed)."""
         return node_from_obj(self.obj(index), index)
-
-    def iter_nodes(self) -> Iterator[Node]:
-        """Every node in file order (see :meth:`node`), each decoded when asked for."""
-        node = self.node
-        for i in range(len(self.raw_nodes)):
-            yield node(i)
 
 
 class NodeError(Exception):
