@@ -237,6 +237,10 @@ class _Direct:
         self.ser = ser
         self.interned = interned
         self.parents = c.parents.append
+        # the other columns keep their list objects: their appends are bound once
+        self.appends = (c.ids.append, c.names.append, c.kinds.append, c.rf_ids.append, c.threads.append,
+                        c.is_gpu.append, c.ts.append, c.dur.append, c.excl.append, c.skeys.append,
+                        c.full.append, c.tails.append)  # type: ignore[union-attr]
         self.cpu_emitted = _emitted(layout, CPU_SKIP)
         self.gpu_emitted = _emitted(layout, GPU_SKIP | COMM_KEYS)
         self.comm_names: dict[str, bool] = {}
@@ -275,35 +279,36 @@ class _Direct:
         c = self.c
         i = len(c.ids)
         self.parents(parent)   # first: an id beyond int64 fails here, before anything is appended
-        c.ids.append(nid)
+        (ids, names, kinds, rf_ids, threads, is_gpu, ts, dur, excl, skeys, full, tails) = self.appends
+        ids(nid)
         interned = self.interned
-        c.names.append(interned.setdefault(name, name))
-        c.kinds.append(kind)
-        c.rf_ids.append(rf)
+        names(interned.setdefault(name, name))
+        kinds(kind)
+        rf_ids(rf)
         kt = n.kineto_tid
         if kt is UNSET:
             kt = None
-        c.threads.append(kt if kt is not None else tid)
-        c.is_gpu.append(gpu)
+        threads(kt if kt is not None else tid)
+        is_gpu(gpu)
         v = n.ts
         if type(v) is float and v == v:
-            c.ts.append(v)
+            ts(v)
         else:
-            c.ts.append(_NAN)
+            ts(_NAN)
             if v is not UNSET and v is not None:
                 c.ts_x[i] = v
         v = n.dur
         if type(v) is float and v == v:
-            c.dur.append(v)
+            dur(v)
         else:
-            c.dur.append(_NAN)
+            dur(_NAN)
             if v is not UNSET and v is not None:
                 c.dur_x[i] = v
         v = n.exclusive_dur
         if type(v) is float and v == v:
-            c.excl.append(v)
+            excl(v)
         else:
-            c.excl.append(_NAN)
+            excl(_NAN)
             if v is not UNSET and v is not None:
                 c.excl_x[i] = v
         ser = self.ser
@@ -327,13 +332,13 @@ class _Direct:
                 key = interned.setdefault(key, key)
             except TypeError:
                 pass   # unhashable: the stream pass reports it
-            c.skeys.append(key)
+            skeys(key)
             parts = [*ser.op_ios_text(io), ser.gpu_block(stream, device, cat)]
             _kineto_ids(args, parts)
             if attrs:
                 parts.append(ser.list_attrs(attrs, types, True))
         else:
-            c.skeys.append(None)
+            skeys(None)
             parts = [*ser.op_ios_text(io), ser.cpu_block(True, kt, tid)]
             if rf is not None:
                 parts.append(int_attr(RF_NAME, "rf_id", rf) if type(rf) is int else
@@ -349,6 +354,6 @@ class _Direct:
             sd = None
         if itd is not None or sd is not None:
             c.xdeps[i] = (itd, sd)
-        c.full.append(None)
-        c.tails.append(b"".join(parts))  # type: ignore[union-attr]
+        full(None)
+        tails(b"".join(parts))
         return True
