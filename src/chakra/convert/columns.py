@@ -239,8 +239,7 @@ class _Direct:
         self.parents = c.parents.append
         # the other columns keep their list objects: their appends are bound once
         self.appends = (c.ids.append, c.names.append, c.kinds.append, c.rf_ids.append, c.threads.append,
-                        c.is_gpu.append, c.ts.append, c.dur.append, c.excl.append, c.skeys.append,
-                        c.full.append, c.tails.append)  # type: ignore[union-attr]
+                        c.is_gpu.append, c.skeys.append, c.full.append, c.tails.append)  # type: ignore[union-attr]
         self.cpu_emitted = _emitted(layout, CPU_SKIP)
         self.gpu_emitted = _emitted(layout, GPU_SKIP | COMM_KEYS)
         self.comm_names: dict[str, bool] = {}
@@ -279,7 +278,7 @@ class _Direct:
         c = self.c
         i = len(c.ids)
         self.parents(parent)   # first: an id beyond int64 fails here, before anything is appended
-        (ids, names, kinds, rf_ids, threads, is_gpu, ts, dur, excl, skeys, full, tails) = self.appends
+        ids, names, kinds, rf_ids, threads, is_gpu, skeys, full, tails = self.appends
         ids(nid)
         interned = self.interned
         names(interned.setdefault(name, name))
@@ -291,26 +290,11 @@ class _Direct:
         threads(kt if kt is not None else tid)
         is_gpu(gpu)
         v = n.ts
-        if type(v) is float and v == v:
-            ts(v)
-        else:
-            ts(_NAN)
-            if v is not UNSET and v is not None:
-                c.ts_x[i] = v
+        _put(c.ts, c.ts_x, i, None if v is UNSET else v)
         v = n.dur
-        if type(v) is float and v == v:
-            dur(v)
-        else:
-            dur(_NAN)
-            if v is not UNSET and v is not None:
-                c.dur_x[i] = v
+        _put(c.dur, c.dur_x, i, None if v is UNSET else v)
         v = n.exclusive_dur
-        if type(v) is float and v == v:
-            excl(v)
-        else:
-            excl(_NAN)
-            if v is not UNSET and v is not None:
-                c.excl_x[i] = v
+        _put(c.excl, c.excl_x, i, None if v is UNSET else v)
         ser = self.ser
         if gpu:
             args = n.args

@@ -111,8 +111,6 @@ _FLAT_RAW = ("input_shapes", "input_types", "input_strides", "output_shapes", "o
 _GET_CHAKRA_EXTRAS = attrgetter(*_CHAKRA_EXTRAS)
 _GET_FLAT_RAW = attrgetter(*_FLAT_RAW)
 _N_FLAT_RAW = len(_FLAT_RAW)
-# the std attrs of the chakra layout's attrs list (HostOp fields)
-_STD_ATTRS = frozenset(("rf_id", "tid", "fw_parent", "seq_id", "scope", "fw_tid", "op_schema"))
 
 _ROOT_PREFIXES = ("[pytorch|profiler|execution_trace|", "[pytorch|profiler|execution_graph|")
 _PROCESS_ROOT_NAMES = frozenset(p + "process]" for p in _ROOT_PREFIXES)
@@ -320,20 +318,10 @@ class _Builder:
               outs, falsy(n.output_shapes), falsy(n.output_types), self.strides(n.output_strides))
         if io == EMPTY_IO:
             io = EMPTY_IO
-        rf_id = n.rf_id
-        tid = n.tid
-        fw_parent = n.fw_parent
-        seq_id = n.seq_id
-        scope = n.scope
-        fw_tid = n.fw_tid
-        op_schema = n.op_schema
         kind = OP if (nid != 1 and name[:1] != "[" and name[:1] != "#") else _kind(nid, name, parent)
-        empty_attrs, empty_types = self.empty
-        return (nid, name, parent, kind,
-                None if rf_id is UNSET else rf_id, 0 if tid is UNSET else tid,
-                0 if fw_parent is UNSET else fw_parent, -1 if seq_id is UNSET else seq_id,
-                0 if scope is UNSET else scope, 0 if fw_tid is UNSET else fw_tid,
-                "" if op_schema is UNSET else op_schema, empty_attrs, empty_types, io)
+        # rf_id, tid, fw_parent, seq_id, scope, fw_tid, op_schema: the node's, or the default
+        std = [d if v is UNSET else v for v, d in zip(_GET_FLAT_STD(n), _STD_DEFAULTS)]
+        return (nid, name, parent, kind, *std, *self.empty, io)
 
     def chakra(self, n: Node) -> tuple[Any, ...]:
         nid = n.id
@@ -345,10 +333,9 @@ class _Builder:
             raise TypeError
         if n.extra is None and _GET_FLAT_RAW(n).count(NO_RAW) != _N_FLAT_RAW:
             raise _Rebuild   # a flat inputs/outputs key, an extra here: its value is wanted parsed
-        rf_id = None
-        tid = fw_parent = scope = fw_tid = 0
-        seq_id = -1
-        op_schema = ""
+        # rf_id, tid, fw_parent, seq_id, scope, fw_tid, op_schema (HostOp's order): the attrs list's, or the
+        # default
+        std = _STD_DEFAULTS
         alist = n.attrs
         rest: Any = ()
         if alist is not UNSET and alist is not None:
@@ -359,13 +346,7 @@ class _Builder:
                 a0, a1, a2, a3, a4, a5, a6 = alist[:7]
                 if (a0.name, a1.name, a2.name, a3.name, a4.name, a5.name, a6.name) == _STD_ORDER:
                     # PyTorch's own order: the seven std attrs first
-                    rf_id = a0.value
-                    fw_parent = a1.value
-                    seq_id = a2.value
-                    scope = a3.value
-                    tid = a4.value
-                    fw_tid = a5.value
-                    op_schema = a6.value
+                    std = (a0.value, a4.value, a1.value, a2.value, a3.value, a5.value, a6.value)
                     rest = alist[7:]
         # the other entries; ops with the same ones (compared as JSON text: 1, 1.0 and true differ) share
         # one pair of dicts
@@ -379,32 +360,22 @@ class _Builder:
             else:
                 attrs = {}
                 types = {}
-                std = False
+                moved: list[Any] | None = None   # std entries out of PyTorch's order
                 for a in rest:
                     an = a.name
-                    v = a.value
-                    if an in _STD_ATTRS:
-                        std = True
-                        if an == "rf_id":
-                            rf_id = v
-                        elif an == "tid":
-                            tid = v
-                        elif an == "fw_parent":
-                            fw_parent = v
-                        elif an == "seq_id":
-                            seq_id = v
-                        elif an == "scope":
-                            scope = v
-                        elif an == "fw_tid":
-                            fw_tid = v
-                        else:
-                            op_schema = v
+                    at = _STD_AT.get(an) if type(an) is str else None
+                    if at is not None:
+                        if moved is None:
+                            moved = list(std)
+                        moved[at] = a.value
                     else:
-                        attrs[an] = v
+                        attrs[an] = a.value
                         t = a.type
                         if t is not None:
                             types[an] = t
-                if not std:   # (std entries set fields: a shared pair would skip them)
+                if moved is not None:
+                    std = tuple(moved)
+                else:   # (a shared pair would skip std entries: only without them)
                     if len(self.shared) > _PIECES_LIMIT:
                         self.shared.clear()
                     self.shared[key] = (attrs, types)
@@ -412,8 +383,7 @@ class _Builder:
         if io == EMPTY_IO:
             io = EMPTY_IO
         kind = OP if (nid != 1 and name[:1] != "[" and name[:1] != "#") else _kind(nid, name, parent)
-        return (nid, name, parent, kind, rf_id, tid, fw_parent, seq_id, scope, fw_tid, op_schema, attrs,
-                types, io)
+        return (nid, name, parent, kind, *std, attrs, types, io)
 
     def extras(self, n: Node) -> dict[str, Any] | None:
         """The node's keys outside its layout's own (ET+ fields ...), in file order when it took the generic
@@ -438,6 +408,10 @@ class _Builder:
 
 
 _NO_IO4 = (b"[]", b"[]", b"[]", None)
+_STD_NAMES = ("rf_id", "tid", "fw_parent", "seq_id", "scope", "fw_tid", "op_schema")   # HostOp's order
+_GET_FLAT_STD = attrgetter(*_STD_NAMES)
+_STD_DEFAULTS = (None, 0, 0, -1, 0, 0, "")
+_STD_AT = {name: i for i, name in enumerate(_STD_NAMES)}
 _encode = msgspec.json.encode
 _STD_ORDER = ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schema")
 

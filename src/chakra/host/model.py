@@ -75,34 +75,8 @@ class HostOp:
         self.attr_types = attr_types if attr_types is not None else {}  # name -> ET type where known
         self.index = index            # position in the file's node list
 
-    @property
-    def inputs(self) -> IOInfo:
-        if self._inputs is None:
-            self._inputs = _parse_io(self.io, 0)  # type: ignore[arg-type]
-        return self._inputs
-
-    @inputs.setter
-    def inputs(self, value: IOInfo) -> None:
-        self._parse_both()
-        self._inputs = value
-        self.io = None
-
-    @property
-    def outputs(self) -> IOInfo:
-        if self._outputs is None:
-            self._outputs = _parse_io(self.io, 4)  # type: ignore[arg-type]
-        return self._outputs
-
-    @outputs.setter
-    def outputs(self, value: IOInfo) -> None:
-        self._parse_both()
-        self._outputs = value
-        self.io = None
-
-    def _parse_both(self) -> None:
-        if self.io is not None:
-            self.inputs  # noqa: B018 (parsed before the text goes)
-            self.outputs  # noqa: B018
+    inputs: IOInfo   # (descriptors below: parsed from ``io`` on first use)
+    outputs: IOInfo
 
     @property
     def is_comm(self) -> bool:
@@ -118,6 +92,34 @@ class HostOp:
     def __repr__(self) -> str:
         return f"HostOp({', '.join(f'{k}={getattr(self, k)!r}' for k in _COMPARED)})"
 
+
+class _LazyIO:
+    """``HostOp.inputs`` / ``outputs``: parsed from the op's ``io`` text on first use, then kept; assigning
+    one drops the text (the other is parsed first, so both stay what they were)."""
+
+    def __init__(self, slot: str, at: int) -> None:
+        self.slot = slot
+        self.at = at
+
+    def __get__(self, op: HostOp | None, owner: type | None = None) -> Any:
+        if op is None:
+            return self
+        value = getattr(op, self.slot)
+        if value is None:
+            value = _parse_io(op.io, self.at)  # type: ignore[arg-type]
+            setattr(op, self.slot, value)
+        return value
+
+    def __set__(self, op: HostOp, value: IOInfo) -> None:
+        if op.io is not None:
+            HostOp.inputs.__get__(op)  # type: ignore[attr-defined]
+            HostOp.outputs.__get__(op)  # type: ignore[attr-defined]
+            op.io = None
+        setattr(op, self.slot, value)
+
+
+HostOp.inputs = _LazyIO("_inputs", 0)  # type: ignore[assignment,misc]
+HostOp.outputs = _LazyIO("_outputs", 4)  # type: ignore[assignment,misc]
 
 _COMPARED = ("id", "name", "parent", "kind", "rf_id", "tid", "fw_parent", "seq_id", "scope", "fw_tid",
              "op_schema", "inputs", "outputs", "attrs", "attr_types", "index")
