@@ -187,9 +187,9 @@ def child(stage: str, host: str, kineto: str, etplus: str, et: str) -> None:
 def measure(stage: str, host: Path, kineto: Path, etplus: Path, et: Path) -> dict[str, Any]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", stage, str(host), str(kineto),
            str(etplus), str(et)]
-    # The stage may fork helpers (the linker reads a large host ET in a child while it reads the Kineto
-    # trace): sampled from here every 20 ms, the largest RSS sum over the stage's process tree is its peak
-    # when it exceeds the stage process's own high-water mark.
+    # The stage may fork helpers (the replay reads a large .et with a child): sampled from here every 20 ms,
+    # the largest RSS sum over the stage's process tree is its peak when it exceeds the stage process's own
+    # high-water mark.
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
         import threading
 
@@ -418,8 +418,8 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any],
         "(seconds summed, peak = the larger); `loads vs json` = (load_host + load_kineto) time / stdlib "
         "`json.loads` of both files; `total` = link + convert + replay (each stage in its own process; "
         "peak = the largest of the three); `vs read` = total / read+gunzip of the two input files (the "
-        "floor).  Link, convert and replay fork one helper process for large inputs (the second core loads "
-        "part of the input): a stage's peak is the larger of its own high-water mark and the largest RSS "
+        "floor).  A stage may fork one helper process for large inputs (the replay: the second core reads "
+        "part of the .et): a stage's peak is the larger of its own high-water mark and the largest RSS "
         "sum over its process tree, sampled every 20 ms (`results.json` has both, and the helper's own peak)."
     )
     out.append("")

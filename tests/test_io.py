@@ -111,38 +111,3 @@ def test_atomic_output_honours_umask(tmp_path: Path) -> None:
     assert (tmp_path / "m.json").stat().st_mode & 0o777 == 0o644
 
 
-# ---- chakra.io.forked --------------------------------------------------------------------------------
-
-def _columns_of(n: int) -> tuple[list[int], list[str], bytes]:
-    return list(range(n)), [f"op{i}" for i in range(n)], b"\x00\xff" * n
-
-
-def _raises() -> None:
-    raise ValueError("bad file")
-
-
-def _dies() -> None:
-    os._exit(3)
-
-
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
-def test_forked_call_returns_the_childs_value_and_leaves_nothing(tmp_path, monkeypatch) -> None:
-    from chakra.io.forked import ForkedCall
-
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    import tempfile
-
-    monkeypatch.setattr(tempfile, "tempdir", None)
-    call = ForkedCall(_columns_of, 1000)
-    assert call.started
-    assert call.result() == _columns_of(1000)
-    assert list(tmp_path.iterdir()) == []  # the file had no name from the start
-    assert call.result() is None  # collected once
-
-
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
-@pytest.mark.parametrize("func", [_raises, _dies])
-def test_forked_call_failure_is_no_result(func) -> None:
-    from chakra.io.forked import ForkedCall
-
-    assert ForkedCall(func).result() is None

@@ -4,7 +4,7 @@ The conversion is a handful of passes over flat per-op lists (index = position
 of the op in the file), then one loop that builds the protobuf messages (one at a
 time when streamed to a file, see :func:`stream`).  The passes read the ops through
 ``convert.columns.Columns``: built from ``HostTrace.ops``, or, by ``convert_file``,
-straight from the parsed JSON (``load_columns``: no HostOp for most ops, their
+while the file is loaded (``load_columns``: no HostOp kept for most ops, their
 inputs/outputs/attributes already serialised, see ``convert.serial``):
 
 1. tree:     parent index, pre-order position, and a call-order key per op
@@ -71,7 +71,7 @@ import orjson
 
 from chakra import schema as pb
 from chakra.convert.attrs import frame_attr, make_attr
-from chakra.convert.columns import Columns, columns_from_trace, raw
+from chakra.convert.columns import Columns, columns_from_trace, malformed, raw
 from chakra.convert.comm import (
     CommFields,
     PgNames,
@@ -86,7 +86,7 @@ from chakra.convert.comm import (
     pair_gloo_with_c10d,
 )
 from chakra.convert.graph import CycleError, kahn_order, topological_order
-from chakra.convert.serial import GPU_CATS, IN_TAG, OUT_TAG, Serializer, dumps_any, int_attr
+from chakra.convert.serial import GPU_CATS, Serializer, dumps_any, int_attr
 from chakra.convert.threads import THREAD_TIMING, ThreadInput, ThreadTiming, thread_timing
 from chakra.errors import TraceFormatError
 from chakra.host.loader import self_parent_message
@@ -164,16 +164,8 @@ def build(trace: HostTrace, *, astrasim_safe: bool = False
         return _Converter(trace, astrasim_safe=astrasim_safe).run()
 
 
-@contextlib.contextmanager
-def _malformed(trace: HostTrace) -> Iterator[None]:
-    """A field of an unexpected type deep in a pass (a list where an id belongs, a string for a size) is
-    the input's fault: a TraceFormatError naming the file, the original error chained for ``--debug``."""
-    try:
-        yield
-    except (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError) as exc:
-        raise TraceFormatError(
-            f"a node field has an unexpected type or value ({type(exc).__name__}: {str(exc)[:120]}); "
-            "--debug shows where", trace.path) from exc
+def _malformed(trace: HostTrace) -> contextlib.AbstractContextManager[None]:
+    return malformed(trace.path)
 
 
 def stream(trace: HostTrace, *, astrasim_safe: bool = False
@@ -227,7 +219,7 @@ class _Converter:
         self.ids = cols.ids
         self.names = cols.names
         self.kinds = cols.kinds
-        self.full = cols.full   # the HostOp where needed (all of them unless the lean loader made cols)
+        self.full = cols.full   # the HostOp where needed (all of them unless load_columns made cols)
         self.stats = ConvertStats()
         n = len(cols.ids)
         self.n = n
@@ -275,7 +267,7 @@ class _Converter:
     # -- 1. index and tree ----------------------------------------------------------------------------
     def _index(self) -> None:
         index = self.index
-        if len(index) == self.n:   # filled by the lean loader, which checked for duplicates
+        if len(index) == self.n:   # filled by load_columns, which checked for duplicates
             return
         index.clear()
         for i, nid in enumerate(self.ids):
@@ -474,7 +466,7 @@ class _Converter:
         groups = trace.process_groups
         infos = {}
         for i, op in enumerate(full):
-            # a host comm op is kept whole by the lean loader (a comm candidate, columns.is_comm_candidate)
+            # a host comm op is kept whole by load_columns (a comm candidate, columns.is_comm_candidate)
             if op is not None and not is_gpu[i] and is_comm_name(names[i]):
                 info = comm_info(op, groups)
                 if info is not None:
@@ -491,7 +483,7 @@ class _Converter:
             if p >= 0 and p in infos:   # only asked of comm ops below
                 gpu_children.add(p)
             op = full[i]
-            if op is None:   # the lean loader keeps every GPU op that passes the test below
+            if op is None:   # load_columns keeps every GPU op that passes the test below
                 continue
             coll_attr = op.attrs.get("collective_name")
             if not (is_nccl_kernel(op.name) or (isinstance(coll_attr, str) and coll_attr)):
@@ -952,8 +944,8 @@ class _Converter:
         fields (1-7) come from a small Node serialised by protobuf (which checks their
         ranges), followed by ``inputs`` (8), ``outputs`` (9) and the ``attr`` entries
         (10), each encoded as protobuf would (fields in number order, so the bytes are
-        those of the whole message serialised at once; ``convert.serial``).  An op the
-        lean loader did not keep whole has its fields 8-10 ready (``Columns.tails``; a
+        those of the whole message serialised at once; ``convert.serial``).  An op
+        ``load_columns`` did not keep whole has its fields 8-10 ready (``Columns.tails``; a
         GPU comm node adds its comm attributes after them).
         """
         ids, names, full = self.ids, self.names, self.full
@@ -963,7 +955,7 @@ class _Converter:
         ser = self.ser
         Node = pb.Node
         framed = ser.attr_cache.framed
-        op_io = ser.op_io
+        op_ios = ser.op_ios
         join = b"".join
         counts: dict[int, int] = {}   # node type -> count, in first-seen order
         stats = self.stats
@@ -1024,7 +1016,7 @@ class _Converter:
             if t == meta_t:
                 yield join((head, self._meta_io(op), *attrs))
             else:
-                yield join((head, op_io(op.inputs, IN_TAG), op_io(op.outputs, OUT_TAG), *attrs))
+                yield join((head, *op_ios(op), *attrs))
         stats.by_type = {_TYPE_NAMES[t]: k for t, k in counts.items()}
         stats.ctrl_edges = ctrl_edges
         stats.data_edges = data_edges

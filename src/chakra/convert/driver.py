@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from chakra.convert.core import ConvertStats, build, stream_serialized
+from chakra.convert.core import ConvertStats, stream_serialized
 from chakra.io import write_messages
 
 log = logging.getLogger(__name__)
@@ -78,34 +78,24 @@ def _convert_file(input_path: str | os.PathLike[str], output_path: str | os.Path
                   simulate: bool, log_path: str | os.PathLike[str] | None,
                   astrasim_safe: bool = False) -> ConvertReport:
     from chakra.convert.columns import load_columns
-    from chakra.host.loader import load_host_et
 
     t0 = time.perf_counter()
-    nodes: list[Any] | None = None
-    if simulate:
-        trace = load_host_et(input_path)
-        t1 = time.perf_counter()
-        meta, nodes, stats = build(trace, astrasim_safe=astrasim_safe)
-        t2 = time.perf_counter()
-        write_messages(output_path, _stream(meta, nodes))
-    else:
-        # The lean load (convert.columns): per-node columns and pre-serialised pieces, no million HostOps.
-        trace, columns, ser = load_columns(input_path)
-        t1 = time.perf_counter()
-        # nodes are built while they are serialised: never a million messages alive at once
-        meta, gen, stats = stream_serialized(trace, astrasim_safe=astrasim_safe, columns=columns,
-                                             serializer=ser)
-        del trace, columns, ser   # the generator holds what it needs
-        t2 = time.perf_counter()
-        write_messages(output_path, _stream(meta, gen))
+    # per-node columns and pre-serialised pieces (convert.columns): no million HostOps
+    trace, columns, ser = load_columns(input_path)
+    t1 = time.perf_counter()
+    # nodes are built while they are serialised: never a million messages alive at once
+    meta, gen, stats = stream_serialized(trace, astrasim_safe=astrasim_safe, columns=columns, serializer=ser)
+    del trace, columns, ser   # the generator holds what it needs
+    t2 = time.perf_counter()
+    write_messages(output_path, _stream(meta, gen))
     t3 = time.perf_counter()
     report = ConvertReport(os.fspath(input_path), os.fspath(output_path), stats,
                            load_s=t1 - t0, convert_s=t2 - t1, write_s=t3 - t2,
                            bytes_written=os.path.getsize(output_path))
     log.info("%s -> %s: %d nodes %s in %.2fs", report.input_path, report.output_path, stats.nodes,
              stats.by_type, t3 - t0)
-    if nodes is not None:
-        _simulate(report, meta, nodes, log_path)
+    if simulate:
+        _simulate(report, log_path)
     return report
 
 
@@ -114,8 +104,8 @@ def _stream(meta: Any, nodes: Any) -> Any:
     yield from nodes
 
 
-def _simulate(report: ConvertReport, meta: Any, nodes: list[Any],
-              log_path: str | os.PathLike[str] | None) -> None:
+def _simulate(report: ConvertReport, log_path: str | os.PathLike[str] | None) -> None:
+    """Replay the file just written (the replay's own reader: the bytes a user's replay reads)."""
     try:
         replay = importlib.import_module("chakra.replay")
     except ImportError:
@@ -125,7 +115,7 @@ def _simulate(report: ConvertReport, meta: Any, nodes: list[Any],
         log.warning("%s", msg)
         report.notes.append(msg)
         return
-    result = replay.replay_rank(nodes, metadata=meta)
+    result = replay.replay_rank(report.output_path)
     report.simulated = True
     report.replayed_us = float(result.replayed_us)
     if log_path is None:

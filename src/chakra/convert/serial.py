@@ -4,13 +4,9 @@ A Node message is written as the concatenation of a small protobuf-serialised he
 (fields 1-7) and these pieces (fields 8, 9, 10, in number order, so the bytes are those
 of the whole message serialised at once; see ``core._Converter.iter_serialized``).  The
 pieces of an op depend on the op alone (plus, for a CPU op, whether it became a comm
-node), so the lean loader (``convert.columns``) builds them while the parsed JSON of
-the op is alive and keeps only the bytes.  Two inputs, one result:
-
-* :meth:`Serializer.cpu_attrs` / :meth:`Serializer.gpu_attrs` / :meth:`Serializer.io_field`
-  read a ``HostOp``;
-* :meth:`Serializer.flat_tail` reads the raw node dict of a flat (1.0.1) file and gives the
-  bytes the three would give for the ``HostOp`` the host loader builds from it.
+node), so ``convert.columns`` builds them while the op is alive and keeps only the bytes.
+The inputs/outputs IOInfo strings are the op's JSON text as loaded (``HostOp.io``), copied,
+or for an op built from lists, the text orjson writes for them: the same bytes.
 """
 
 from __future__ import annotations
@@ -32,13 +28,6 @@ GPU_SKIP = CPU_SKIP | frozenset({"cat", "ph", "args", "pid", "tid", "stream", "d
                                  "ctrl_deps", "pg_name", "collective_name", "comm_size"})
 COMM_KEYS = frozenset({"comm_type", "comm_size", "pg_name", "comm_priority", "comm_src", "comm_dst",
                        "comm_tag", "comm_seq", "is_cpu_op"})
-
-#: the keys of a flat (1.0.1) node that the host loader turns into HostOp fields (loader._FLAT_KEYS)
-FLAT_KEYS = frozenset({
-    "name", "id", "rf_id", "parent", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schema",
-    "inputs", "input_shapes", "input_types", "input_strides",
-    "outputs", "output_shapes", "output_types", "output_strides",
-})
 
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 BLOCK_LIMIT = 100_000
@@ -66,7 +55,15 @@ def int_attr(name_field: bytes, name: str, v: int) -> bytes:
         vb = varint(v + (1 << 64))
     else:
         return frame_attr(make_attr(name, v))
-    return b"".join((b"\x52", varint(len(name_field) + 1 + len(vb)), name_field, b"\x48", vb))
+    key = (name_field, len(vb))
+    head = _INT_HEADS.get(key)
+    if head is None:   # tag, length, name, int64_val tag: one per name and value length
+        head = _INT_HEADS[key] = b"".join((b"\x52", varint(len(name_field) + 1 + len(vb)), name_field,
+                                            b"\x48"))
+    return head + vb
+
+
+_INT_HEADS: dict[tuple[bytes, int], bytes] = {}
 
 
 def io_tail(shapes: bytes, types: bytes) -> bytes:
@@ -74,23 +71,19 @@ def io_tail(shapes: bytes, types: bytes) -> bytes:
     return b"".join((b"\x12", varint(len(shapes)), shapes, b"\x1a", varint(len(types)), types))
 
 
-_RF_NAME = b"\x0a\x05rf_id"
+RF_NAME = b"\x0a\x05rf_id"
+_FP_NAME = b"\x0a\x09fw_parent"
+_SQ_NAME = b"\x0a\x06seq_id"
+_SC_NAME = b"\x0a\x05scope"
+_FT_NAME = b"\x0a\x06fw_tid"
 _CORR_NAME = b"\x0a\x0bcorrelation"
 _EXT_NAME = b"\x0a\x0bexternal_id"
-
-
-def int_prefixes(name_field: bytes) -> list[bytes]:
-    """``int_attr(name_field, ...)`` minus the value's varint, by the varint's length (1..10)."""
-    return [b"\x52" + varint(len(name_field) + 1 + k) + name_field + b"\x48" for k in range(11)]
-
-
-RF_PRE, CORR_PRE, EXT_PRE = int_prefixes(_RF_NAME), int_prefixes(_CORR_NAME), int_prefixes(_EXT_NAME)
 
 
 class Serializer:
     """The per-conversion caches (values are pure functions of their keys) and the piece builders."""
 
-    __slots__ = ("attr_cache", "blocks", "cpu_keys", "gpu_keys", "tails", "flat_cpu_keys", "flat_gpu_keys")
+    __slots__ = ("attr_cache", "blocks", "cpu_keys", "gpu_keys", "tails", "lists")
 
     def __init__(self) -> None:
         self.attr_cache = AttrCache()
@@ -99,23 +92,15 @@ class Serializer:
         # attribute key tuple (+ skip flag) -> the keys copied as attributes, in order
         self.cpu_keys: dict[tuple[tuple[str, ...], bool], tuple[str, ...]] = {}
         self.gpu_keys: dict[tuple[str, ...], tuple[str, ...]] = {}
-        # raw flat node key tuple -> the attribute keys copied, in order
-        self.flat_cpu_keys: dict[tuple[str, ...], tuple[str, ...]] = {}
-        self.flat_gpu_keys: dict[tuple[str, ...], tuple[str, ...]] = {}
         # serialised (shapes, types) -> IOInfo fields 2 and 3
         self.tails: dict[tuple[bytes, bytes], bytes] = {}
+        # (id of an attribute dict, gpu) -> (the dict, its types, its entries serialised): list_attrs
+        self.lists: dict[tuple[int, bool], tuple[dict[str, Any], dict[str, str], bytes]] = {}
 
     # -- inputs / outputs ------------------------------------------------------------------------------
-    def io_field(self, tag: bytes, v: Any, sh: Any, ty: Any) -> bytes:
+    def io_text(self, tag: bytes, vb: bytes, sb: bytes, tb: bytes) -> bytes:
         """inputs (field 8) / outputs (field 9): IOInfo {values=1, shapes=2, types=3} of JSON texts
         (never empty, so all three are present); the shapes+types tail repeats, so it is cached."""
-        if not (v or sh or ty) and type(v) is list and type(sh) is list and type(ty) is list:
-            return EMPTY_IO[tag]
-        dumps = orjson.dumps
-        try:
-            vb, sb, tb = dumps(v), dumps(sh), dumps(ty)
-        except TypeError:   # something orjson will not encode (e.g. a huge int): the slow path
-            vb, sb, tb = dumps_any(v).encode(), dumps_any(sh).encode(), dumps_any(ty).encode()
         tails = self.tails
         tail = tails.get((sb, tb))
         if tail is None:
@@ -124,6 +109,29 @@ class Serializer:
             tail = tails[(sb, tb)] = io_tail(sb, tb)
         vn = varint(len(vb))
         return b"".join((tag, varint(1 + len(vn) + len(vb) + len(tail)), b"\x0a", vn, vb, tail))
+
+    def io_field(self, tag: bytes, v: Any, sh: Any, ty: Any) -> bytes:
+        """:meth:`io_text` of lists (encoded by orjson, as the loader's text is)."""
+        if not (v or sh or ty) and type(v) is list and type(sh) is list and type(ty) is list:
+            return EMPTY_IO[tag]
+        dumps = orjson.dumps
+        try:
+            vb, sb, tb = dumps(v), dumps(sh), dumps(ty)
+        except TypeError:   # something orjson will not encode (e.g. a huge int): the slow path
+            vb, sb, tb = dumps_any(v).encode(), dumps_any(sh).encode(), dumps_any(ty).encode()
+        return self.io_text(tag, vb, sb, tb)
+
+    def op_ios(self, op: HostOp) -> tuple[bytes, bytes]:
+        """The op's inputs and outputs fields: from its loaded text, else from its lists."""
+        io = op.io
+        if io is None:
+            return self.op_io(op.inputs, IN_TAG), self.op_io(op.outputs, OUT_TAG)
+        return self.op_ios_text(io)
+
+    def op_ios_text(self, io: tuple[bytes | None, ...]) -> tuple[bytes, bytes]:
+        """The inputs and outputs fields of ``HostOp.io`` text."""
+        text = self.io_text
+        return text(IN_TAG, io[0], io[1], io[2]), text(OUT_TAG, io[4], io[5], io[6])  # type: ignore[arg-type]
 
     def op_io(self, io: IOInfo, tag: bytes) -> bytes:
         return self.io_field(tag, io.values, io.shapes, io.types)
@@ -135,7 +143,7 @@ class Serializer:
         out = [self.cpu_block(cpu, a.get("kineto_tid"), op.tid)]
         rf = op.rf_id
         if rf is not None:
-            out.append(int_attr(_RF_NAME, "rf_id", rf) if type(rf) is int else
+            out.append(int_attr(RF_NAME, "rf_id", rf) if type(rf) is int else
                        frame_attr(make_attr("rf_id", rf)))
         out.append(self.fixed_block(op.fw_parent, op.seq_id, op.scope, op.fw_tid, op.op_schema))
         if a:
@@ -149,6 +157,22 @@ class Serializer:
                 for k in kept:
                     out.append(cached(k, a[k], types.get(k)))
         return out
+
+    def list_attrs(self, attrs: dict[str, Any], types: dict[str, str], gpu: bool) -> bytes:
+        """The attribute entries of ``attrs`` (a node's attrs list entries, none of them an ET+ key) that a
+        CPU / GPU node that is not a comm node writes, in order: what ``cpu_attrs`` / ``gpu_attrs`` add
+        after their blocks.  Cached per dict object: the loader shares one among equal entries."""
+        cache = self.lists
+        got = cache.get((id(attrs), gpu))
+        if got is not None and got[0] is attrs and got[1] is types:
+            return got[2]
+        cached = self.attr_cache.framed
+        skip = GPU_SKIP | COMM_KEYS if gpu else CPU_SKIP | {"is_cpu_op"}
+        b = b"".join([cached(k, v, types.get(k)) for k, v in attrs.items() if k not in skip])
+        if len(cache) > 10_000:
+            cache.clear()
+        cache[(id(attrs), gpu)] = (attrs, types, b)
+        return b
 
     def cpu_block(self, cpu: bool, kt: Any, htid: Any) -> bytes:
         """is_cpu_op, tid (the Kineto tid when an int, else the host tid), [host_tid]: one cached block
@@ -175,9 +199,12 @@ class Serializer:
                and type(ft) is int and type(osc) is str else None)
         b = blocks.get(key) if key is not None else None
         if b is None:
+            # ints without a protobuf message (seq_id and fw_parent are unique to many ops: no cache helps)
             cached = self.attr_cache.framed
-            b = (cached("fw_parent", fp) + cached("seq_id", sq) + cached("scope", sc) + cached("fw_tid", ft)
-                 + cached("op_schema", osc))
+            b = b"".join([int_attr(nf, name, v) if type(v) is int else cached(name, v)
+                          for nf, name, v in ((_FP_NAME, "fw_parent", fp), (_SQ_NAME, "seq_id", sq),
+                                              (_SC_NAME, "scope", sc), (_FT_NAME, "fw_tid", ft))]) \
+                + cached("op_schema", osc)
             if key is not None and len(blocks) < BLOCK_LIMIT:
                 blocks[key] = b
         return b
@@ -220,47 +247,6 @@ class Serializer:
             for k in kept:
                 out.append(cached(k, a[k], types.get(k)))
         return out
-
-    # -- a raw flat (1.0.1) node -----------------------------------------------------------------------
-    def flat_tail(self, n: dict[str, Any], gpu: bool, tid: Any) -> bytes:
-        """inputs + outputs + attributes of the raw flat node ``n`` (not a comm node, not METADATA):
-        the bytes of ``op_io`` + ``cpu_attrs(op, True, False)`` / ``gpu_attrs(op)`` for the HostOp
-        ``loader._parse_flat`` makes of ``n`` (its attrs: the keys outside FLAT_KEYS, in file order;
-        no attr types).  ``tid`` is ``n.get("tid", 0)``."""
-        get = n.get
-        io = self.io_field
-        out = [io(IN_TAG, get("inputs") or [], get("input_shapes") or [], get("input_types") or []),
-               io(OUT_TAG, get("outputs") or [], get("output_shapes") or [], get("output_types") or [])]
-        cached = self.attr_cache.framed
-        keys = tuple(n)
-        if gpu:
-            args = get("args")
-            if not isinstance(args, dict):
-                args = {}
-            # "tid" is a HostOp field for flat nodes, never an attribute
-            stream = n["stream"] if "stream" in n else args.get("stream", tid)
-            device = n["device"] if "device" in n else args.get("device")
-            out.append(self.gpu_block(stream, device, get("cat")))
-            _kineto_ids(args, out)
-            kept = self.flat_gpu_keys.get(keys)
-            if kept is None:
-                kept = self.flat_gpu_keys[keys] = tuple(
-                    k for k in keys if k not in FLAT_KEYS and k not in GPU_SKIP and k not in COMM_KEYS)
-        else:
-            out.append(self.cpu_block(True, get("kineto_tid"), tid))
-            rf = get("rf_id")
-            if rf is not None:
-                out.append(int_attr(_RF_NAME, "rf_id", rf) if type(rf) is int else
-                           frame_attr(make_attr("rf_id", rf)))
-            out.append(self.fixed_block(get("fw_parent", 0), get("seq_id", -1), get("scope", 0),
-                                         get("fw_tid", 0), get("op_schema", "")))
-            kept = self.flat_cpu_keys.get(keys)
-            if kept is None:
-                kept = self.flat_cpu_keys[keys] = tuple(
-                    k for k in keys if k not in FLAT_KEYS and not (k in CPU_SKIP or k == "is_cpu_op"))
-        for k in kept:
-            out.append(cached(k, n[k], None))
-        return b"".join(out)
 
 
 def _kineto_ids(args: dict[str, Any], out: list[bytes]) -> None:

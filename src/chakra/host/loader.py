@@ -1,6 +1,7 @@
-"""Load a PyTorch host execution trace (ET) into the typed model of ``chakra.host.model``.
+"""Load a PyTorch host execution trace (ET) or an ET+ into the model of ``chakra.host.model``.
 
-Two node layouts exist (FORMATS.md section 1), one parser each:
+The file is decoded by :mod:`chakra.host.decode` (msgspec, one node at a time) and every node becomes a
+compact ``HostOp`` here, by one builder per node layout (FORMATS.md section 1):
 
 * ``flat`` (schema 1.0.1): ``parent``, ``rf_id``, ... as node keys; ``inputs`` /
   ``input_shapes`` / ``input_types`` as parallel lists.
@@ -11,11 +12,16 @@ Two node layouts exist (FORMATS.md section 1), one parser each:
 The layout is decided by the schema string and checked against the shape of the
 first node; the node shape wins (with a warning) when the two disagree, and an
 unknown (newer) schema string loads with a warning when its nodes have a known
-shape.  Both parsers are single loops with no per-node dict copies: the JSON
-lists are adopted as they are, and anything not modelled (ET+ timing fields,
-``kernel_backend``, ...) goes verbatim into ``HostOp.attrs``.  Malformed nodes
-are diagnosed only after the fast loop fails, so valid files pay nothing for the
-error messages.
+shape.  Inputs and outputs are kept as their canonical JSON text (``HostOp.io``),
+parsed only when an op's ``inputs`` / ``outputs`` are read; anything not modelled
+(ET+ timing fields, ``kernel_backend``, ...) goes into ``HostOp.attrs``: the
+``attrs`` list entries first, then the other node keys, in file order when the
+node took the generic route and in the order the linker writes them otherwise.
+Ops with the same attributes share one dict.  A malformed node is diagnosed when
+it fails to build, with a message naming it.
+
+The same builder serves the linker (:func:`load_host_et`), the converter
+(:class:`Records`, one node at a time) and already parsed JSON (:func:`build_host_trace`).
 """
 
 from __future__ import annotations
@@ -23,12 +29,29 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Iterator
-from itertools import chain
+from collections.abc import Callable, Iterator
+from operator import attrgetter
 from typing import Any
 
+import msgspec
+from msgspec import UNSET
+
 from chakra.errors import TraceFormatError
+from chakra.host.decode import (
+    FALSY,
+    NO_RAW,
+    Document,
+    IOPieces,
+    Node,
+    NodeError,
+    canonical,
+    document_from_data,
+    dumps_canonical,
+    no_nodes_message,
+    read_document,
+)
 from chakra.host.model import (
+    EMPTY_IO,
     METADATA,
     OP,
     PG_INIT_NAME,
@@ -36,13 +59,14 @@ from chakra.host.model import (
     THREAD_ROOT,
     HostOp,
     HostTrace,
-    IOInfo,
 )
 from chakra.host.process_groups import PayloadError, infer_world_size, parse_pg_init
-from chakra.io import gc_paused, load_json
-from chakra.io.jsonio import iter_json_array, top_level_array
+from chakra.io import gc_paused
 
 log = logging.getLogger(__name__)
+
+__all__ = ["Records", "build_host_trace", "load_host_et", "make_trace", "no_nodes_message",
+           "self_parent_message"]
 
 FLAT = "flat"
 CHAKRA = "chakra"
@@ -64,13 +88,29 @@ _VERSION_RE = re.compile(r"^\s*(\d+)\.(\d+)\.(\d+)")
 # Top-level keys modelled by HostTrace fields; everything else goes to trace.extra.
 _TOP_KEYS = frozenset({"schema", "pid", "time", "start_ts", "finish_ts", "nodes"})
 
-# Node keys each parser consumes; any other key of a node goes into HostOp.attrs.
+# Node keys each layout models; any other key of a node goes into HostOp.attrs.
 _FLAT_KEYS = frozenset({
     "name", "id", "rf_id", "parent", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schema",
     "inputs", "input_shapes", "input_types", "input_strides",
     "outputs", "output_shapes", "output_types", "output_strides",
 })
 _CHAKRA_KEYS = frozenset({"id", "name", "ctrl_deps", "inputs", "outputs", "attrs"})
+
+# The other node keys the typed decoder knows, in the order the linker writes them (ET+), which is the
+# order they take in HostOp.attrs when the node did not take the generic route.
+_EXTRA_ORDER = ("cat", "ph", "ts", "dur", "inclusive_dur", "exclusive_dur", "kineto_tid", "stream",
+                "device", "tid", "pid", "args", "pg_name", "collective_name", "comm_size", "comm_backend",
+                "inter_thread_dep", "sync_dep", "parent", "ctrl_deps", "rf_id", "fw_parent", "seq_id",
+                "scope", "fw_tid", "op_schema")
+_FLAT_EXTRAS = tuple(k for k in _EXTRA_ORDER if k not in _FLAT_KEYS)
+_CHAKRA_EXTRAS = tuple(k for k in _EXTRA_ORDER if k not in _CHAKRA_KEYS)
+_GET_FLAT_EXTRAS = attrgetter(*_FLAT_EXTRAS)
+# the flat-only raw keys: in a chakra node they are extras, taken from the generic route
+_FLAT_RAW = ("input_shapes", "input_types", "input_strides", "output_shapes", "output_types",
+             "output_strides")
+_GET_CHAKRA_EXTRAS = attrgetter(*_CHAKRA_EXTRAS)
+_GET_FLAT_RAW = attrgetter(*_FLAT_RAW)
+_N_FLAT_RAW = len(_FLAT_RAW)
 
 _ROOT_PREFIXES = ("[pytorch|profiler|execution_trace|", "[pytorch|profiler|execution_graph|")
 _PROCESS_ROOT_NAMES = frozenset(p + "process]" for p in _ROOT_PREFIXES)
@@ -120,13 +160,10 @@ def node_layout(node: Any) -> str | None:
     return None
 
 
-def _detect_layout(schema: Any, nodes: list[Any], path: str, warnings: list[str], *,
-                   emit: bool = True) -> str:
-    """The node layout of a file (see the module doc); warnings are appended to ``warnings`` and, with
-    ``emit``, logged (the converter's lean loader logs them itself once it has kept the result)."""
-    warn = _warn if emit else _append
+def _detect_layout(schema: Any, first: Any, path: str, warnings: list[str]) -> str:
+    """The node layout of a file (see the module doc); warnings are logged and appended to ``warnings``."""
+    warn = _warn
     by_schema = schema_layout(schema)
-    first = next((n for n in nodes if isinstance(n, dict)), None)
     by_shape = node_layout(first) if first is not None else None
     if first is not None and by_shape is None:
         raise TraceFormatError(
@@ -162,97 +199,221 @@ def _warn(warnings: list[str], msg: str) -> None:
     warnings.append(msg)
 
 
-def _append(warnings: list[str], msg: str) -> None:
-    warnings.append(msg)
+# ---- nodes -> HostOps ----------------------------------------------------------------------------------
+
+class _Rebuild(Exception):
+    """A typed node whose value the builder needs as parsed JSON (a flat node with an ``attrs`` list, an
+    inputs object in a flat node, a flat key in a chakra node): built again from the generic route."""
 
 
-def _parse_flat(nodes: list[Any], ops: list[HostOp], by_id: dict[int, HostOp]) -> None:
-    keys = _FLAT_KEYS
-    kind = _kind
-    append = ops.append
-    for index, n in enumerate(nodes):
-        get = n.get
-        nid = n["id"]
-        name = n["name"]
-        parent = get("parent", 0)
-        inputs = get("inputs") or []
+_PIECES_LIMIT = 200_000
+
+
+class _Builder:
+    """Builds the HostOps of one file (see the module doc); holds the caches that let ops share text and
+    attribute dicts."""
+
+    def __init__(self, layout: str) -> None:
+        self.layout = layout
+        self.pieces: dict[bytes, bytes] = {}   # raw inputs/outputs text -> its canonical text, interned
+        self.shared: dict[bytes, tuple[dict[str, Any], dict[str, str]]] = {}   # attrs text -> (attrs, types)
+        self.empty: tuple[dict[str, Any], dict[str, str]] = ({}, {})
+        self.core: Callable[[Node], tuple[Any, ...]] = self.flat if layout == FLAT else self.chakra
+        self.extra_names = _FLAT_EXTRAS if layout == FLAT else _CHAKRA_EXTRAS
+        self.get_extras = _GET_FLAT_EXTRAS if layout == FLAT else _GET_CHAKRA_EXTRAS
+
+    # -- text ---------------------------------------------------------------------------------------------
+    def piece(self, raw: Any) -> bytes:
+        """Canonical text of an inputs/outputs piece; equal texts are one object (two thirds of the pieces of
+        a real-weight trace repeat one seen before, values included)."""
+        b = bytes(raw)
+        pieces = self.pieces
+        got = pieces.get(b)
+        if got is None:
+            if len(pieces) > _PIECES_LIMIT:
+                pieces.clear()
+            c = canonical(b)
+            got = pieces[b] = pieces.setdefault(c, c)   # raw variants of one text share its object
+        return got
+
+    def falsy_piece(self, raw: Any) -> bytes:
+        """A flat key read as ``value or []``."""
+        if raw is NO_RAW:
+            return b"[]"
+        b = self.piece(raw)
+        return b"[]" if b in FALSY else b
+
+    def strides(self, raw: Any) -> bytes | None:
+        """Strides: absent or null -> None."""
+        if raw is NO_RAW:
+            return None
+        b = self.piece(raw)
+        return None if b == b"null" else b
+
+    def flat_list(self, v: Any) -> bytes:
+        """A flat ``inputs`` / ``outputs`` value read as ``value or []`` (a list of raw items)."""
+        if v is UNSET or v is None:
+            return b"[]"
+        if type(v) is list:
+            if not v:
+                return b"[]"
+            return canonical(b"[" + b",".join(v) + b"]")
+        raise _Rebuild
+
+    def io4(self, d: Any) -> tuple[bytes | None, ...]:
+        """values, shapes, types, strides of a chakra ``inputs`` / ``outputs`` object: canonical text,
+        interned (strides None when absent or null)."""
+        if type(d) is not IOPieces:
+            if d is None or d is UNSET:
+                return _NO_IO4
+            raise TypeError
+        pieces = self.pieces
+        piece = self.piece
+        vb = bytes(d.values)
+        got = pieces.get(vb)
+        vb = got if got is not None else piece(vb)
+        sb = bytes(d.shapes)
+        got = pieces.get(sb)
+        sb = got if got is not None else piece(sb)
+        tb = bytes(d.types)
+        got = pieces.get(tb)
+        tb = got if got is not None else piece(tb)
+        st = d.strides
+        if st is NO_RAW:
+            return (vb, sb, tb, None)
+        stb = bytes(st)
+        got = pieces.get(stb)
+        stb = got if got is not None else piece(stb)
+        return (vb, sb, tb, None if stb == b"null" else stb)
+
+    # -- the two layouts: the core fields of a node -------------------------------------------------------
+    #
+    # ``(id, name, parent, kind, rf_id, tid, fw_parent, seq_id, scope, fw_tid, op_schema, attrs, types, io)``:
+    # the HostOp fields except ``index``; ``attrs`` / ``types`` hold the chakra ``attrs`` entries other than
+    # the std ones (shared between ops with equal entries), without the node's other keys, which
+    # :meth:`extras` gives.
+
+    def flat(self, n: Node) -> tuple[Any, ...]:
+        nid = n.id
+        name = n.name
+        parent = n.parent
+        if parent is UNSET:
+            parent = 0
         if type(nid) is not int or type(name) is not str or type(parent) is not int:
             raise TypeError
-        if type(inputs) is not list:
-            raise TypeError
-        # every other key is an attribute, in file order (ET+ adds a dozen to each GPU node)
-        attrs = {k: v for k, v in n.items() if k not in keys} if len(n) > 16 or not n.keys() <= keys else {}
-        op = HostOp(
-            nid, name, parent,
-            OP if (nid != 1 and name[:1] != "[" and name[:1] != "#") else kind(nid, name, parent),
-            get("rf_id"), get("tid", 0), get("fw_parent", 0), get("seq_id", -1), get("scope", 0),
-            get("fw_tid", 0), get("op_schema", ""),
-            IOInfo(inputs, get("input_shapes") or [], get("input_types") or [],
-                   get("input_strides")),
-            IOInfo(get("outputs") or [], get("output_shapes") or [], get("output_types") or [],
-                   get("output_strides")),
-            attrs, {}, index,
-        )
-        append(op)
-        by_id[nid] = op
+        extra = n.extra
+        if extra is None:
+            if n.attrs is not UNSET or isinstance(n.outputs, IOPieces):
+                raise _Rebuild
+            ins = self.flat_list(n.inputs)
+            outs = self.flat_list(n.outputs)
+        else:
+            v = extra.get("inputs") or []
+            if type(v) is not list:
+                raise TypeError
+            ins = dumps_canonical(v)
+            outs = dumps_canonical(extra.get("outputs") or [])
+        falsy = self.falsy_piece
+        io = (ins, falsy(n.input_shapes), falsy(n.input_types), self.strides(n.input_strides),
+              outs, falsy(n.output_shapes), falsy(n.output_types), self.strides(n.output_strides))
+        if io == EMPTY_IO:
+            io = EMPTY_IO
+        kind = OP if (nid != 1 and name[:1] != "[" and name[:1] != "#") else _kind(nid, name, parent)
+        # rf_id, tid, fw_parent, seq_id, scope, fw_tid, op_schema: the node's, or the default
+        std = [d if v is UNSET else v for v, d in zip(_GET_FLAT_STD(n), _STD_DEFAULTS)]
+        return (nid, name, parent, kind, *std, *self.empty, io)
 
-
-def _parse_chakra(nodes: list[Any], ops: list[HostOp], by_id: dict[int, HostOp]) -> None:
-    keys = _CHAKRA_KEYS
-    kind = _kind
-    append = ops.append
-    for index, n in enumerate(nodes):
-        get = n.get
-        nid = n["id"]
-        name = n["name"]
-        parent = get("ctrl_deps", 0)
+    def chakra(self, n: Node) -> tuple[Any, ...]:
+        nid = n.id
+        name = n.name
+        parent = n.ctrl_deps
         if type(parent) is not int:
-            parent = _coerce_parent(parent)
+            parent = 0 if parent is UNSET else _coerce_parent(parent)
         if type(nid) is not int or type(name) is not str:
             raise TypeError
-        rf_id = None
-        tid = fw_parent = scope = fw_tid = 0
-        seq_id = -1
-        op_schema = ""
-        attrs: dict[str, Any] = {}
-        types: dict[str, str] = {}
-        for a in get("attrs") or ():
-            an = a["name"]
-            v = a["value"]
-            if an == "rf_id":
-                rf_id = v
-            elif an == "tid":
-                tid = v
-            elif an == "fw_parent":
-                fw_parent = v
-            elif an == "seq_id":
-                seq_id = v
-            elif an == "scope":
-                scope = v
-            elif an == "fw_tid":
-                fw_tid = v
-            elif an == "op_schema":
-                op_schema = v
+        if n.extra is None and _GET_FLAT_RAW(n).count(NO_RAW) != _N_FLAT_RAW:
+            raise _Rebuild   # a flat inputs/outputs key, an extra here: its value is wanted parsed
+        # rf_id, tid, fw_parent, seq_id, scope, fw_tid, op_schema (HostOp's order): the attrs list's, or the
+        # default
+        std = _STD_DEFAULTS
+        alist = n.attrs
+        rest: Any = ()
+        if alist is not UNSET and alist is not None:
+            if type(alist) is not list:
+                raise TypeError
+            rest = alist
+            if len(alist) >= 7:
+                a0, a1, a2, a3, a4, a5, a6 = alist[:7]
+                if (a0.name, a1.name, a2.name, a3.name, a4.name, a5.name, a6.name) == _STD_ORDER:
+                    # PyTorch's own order: the seven std attrs first
+                    std = (a0.value, a4.value, a1.value, a2.value, a3.value, a5.value, a6.value)
+                    rest = alist[7:]
+        # the other entries; ops with the same ones (compared as JSON text: 1, 1.0 and true differ) share
+        # one pair of dicts
+        if not rest:
+            attrs, types = self.empty
+        else:
+            key = _encode(rest)
+            shared = self.shared.get(key)
+            if shared is not None:
+                attrs, types = shared
             else:
-                attrs[an] = v
-                t = a.get("type")
-                if t is not None:
-                    types[an] = t
-        d = get("inputs")
-        inputs = IOInfo(d["values"], d["shapes"], d["types"], d.get("strides")) if d is not None else IOInfo()
-        d = get("outputs")
-        outputs = (IOInfo(d["values"], d["shapes"], d["types"], d.get("strides"))
-                   if d is not None else IOInfo())
-        if len(n) > 6 or not n.keys() <= keys:
-            extra = n.keys() - keys
-            for k in n:  # file order
-                if k in extra:
-                    attrs[k] = n[k]
-        k = OP if (nid != 1 and name[:1] != "[" and name[:1] != "#") else kind(nid, name, parent)
-        op = HostOp(nid, name, parent, k, rf_id, tid, fw_parent, seq_id, scope,
-                    fw_tid, op_schema, inputs, outputs, attrs, types, index)
-        append(op)
-        by_id[nid] = op
+                attrs = {}
+                types = {}
+                moved: list[Any] | None = None   # std entries out of PyTorch's order
+                for a in rest:
+                    an = a.name
+                    at = _STD_AT.get(an) if type(an) is str else None
+                    if at is not None:
+                        if moved is None:
+                            moved = list(std)
+                        moved[at] = a.value
+                    else:
+                        attrs[an] = a.value
+                        t = a.type
+                        if t is not None:
+                            types[an] = t
+                if moved is not None:
+                    std = tuple(moved)
+                else:   # (a shared pair would skip std entries: only without them)
+                    if len(self.shared) > _PIECES_LIMIT:
+                        self.shared.clear()
+                    self.shared[key] = (attrs, types)
+        io = self.io4(n.inputs) + self.io4(n.outputs)
+        if io == EMPTY_IO:
+            io = EMPTY_IO
+        kind = OP if (nid != 1 and name[:1] != "[" and name[:1] != "#") else _kind(nid, name, parent)
+        return (nid, name, parent, kind, *std, attrs, types, io)
+
+    def extras(self, n: Node) -> dict[str, Any] | None:
+        """The node's keys outside its layout's own (ET+ fields ...), in file order when it took the generic
+        route, else in the order the linker writes them; None when it has none."""
+        extra = n.extra
+        if extra is not None:
+            core = _FLAT_KEYS if self.layout == FLAT else _CHAKRA_KEYS
+            more = {k: v for k, v in extra.items() if k not in core}
+            return more or None
+        values = self.get_extras(n)
+        if values.count(UNSET) == len(values):
+            return None
+        return {k: v for k, v in zip(self.extra_names, values) if v is not UNSET}
+
+    def host_op(self, index: int, n: Node, core: tuple[Any, ...]) -> HostOp:
+        """The HostOp of a node and its core fields."""
+        attrs = core[11]
+        more = self.extras(n)
+        if more is not None:
+            attrs = {**attrs, **more} if attrs else more
+        return HostOp(*core[:11], None, None, attrs, core[12], index, core[13])
+
+
+_NO_IO4 = (b"[]", b"[]", b"[]", None)
+_STD_NAMES = ("rf_id", "tid", "fw_parent", "seq_id", "scope", "fw_tid", "op_schema")   # HostOp's order
+_GET_FLAT_STD = attrgetter(*_STD_NAMES)
+_STD_DEFAULTS = (None, 0, 0, -1, 0, 0, "")
+_STD_AT = {name: i for i, name in enumerate(_STD_NAMES)}
+_encode = msgspec.json.encode
+_STD_ORDER = ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schema")
 
 
 def _coerce_parent(p: Any) -> int:
@@ -264,51 +425,98 @@ def _coerce_parent(p: Any) -> int:
     raise TypeError
 
 
-def _diagnose(nodes: list[Any], layout: str, path: str) -> TraceFormatError:
-    """Find the first malformed node after the fast parser failed; say what is wrong with it."""
-    for index, n in enumerate(nodes):
-        if not isinstance(n, dict):
-            return TraceFormatError(
-                f"node at index {index} is a {type(n).__name__}, expected an object", path)
-        nid = n.get("id")
-        if "id" not in n or type(nid) is not int:
-            what = "has no id" if "id" not in n else f"has a non-integer id {nid!r}"
-            return TraceFormatError(f"node at index {index} {what}", path)
-        where = f"node id {nid} (index {index})"
-        if type(n.get("name")) is not str:
-            what = "has no name" if "name" not in n else "has a non-string name"
-            return TraceFormatError(f"{where} {what}", path)
-        if layout == FLAT:
-            if type(n.get("parent", 0)) is not int:
-                return TraceFormatError(f"{where}: parent is not an integer", path)
-            for k in ("inputs", "input_shapes", "input_types", "outputs", "output_shapes", "output_types"):
-                if n.get(k) is not None and not isinstance(n[k], list):
-                    return TraceFormatError(f"{where}: {k} is not a list (not the 1.0.1 flat layout)", path)
-        else:
+class Records:
+    """The nodes of a Document in file order, one at a time: as core fields (:meth:`records`, what the
+    converter reads) or as HostOps (iterating it).  The layout is detected (and its warnings logged) on
+    construction."""
+
+    def __init__(self, doc: Document) -> None:
+        self.doc = doc
+        self.path = path = doc.path
+        self.warnings: list[str] = []
+        self.schema = doc.top.get("schema")
+        self.layout = _detect_layout(self.schema, _first_object(doc), path, self.warnings)
+        self.builder = _Builder(self.layout)
+
+    def records(self) -> Iterator[tuple[int, Node, tuple[Any, ...]]]:
+        """``(index, node, core fields)`` of every node (:meth:`_Builder.flat` / ``chakra``), in file order;
+        a malformed node raises TraceFormatError saying what is wrong with it."""
+        doc, path, layout = self.doc, self.path, self.layout
+        core = self.builder.core
+        node = doc.node
+        for index in range(len(doc)):
             try:
-                if type(n.get("ctrl_deps", 0)) is not int:
-                    _coerce_parent(n["ctrl_deps"])
-            except TypeError:
-                return TraceFormatError(f"{where}: ctrl_deps is not a node id", path)
-            for k in ("inputs", "outputs"):
-                d = n.get(k)
-                if d is None:
-                    continue
-                if not isinstance(d, dict):
-                    return TraceFormatError(
-                        f"{where}: {k} is a {type(d).__name__}, expected {{values, shapes, types}} "
-                        "(not the chakra layout)", path)
-                missing = [f for f in ("values", "shapes", "types") if f not in d]
-                if missing:
-                    return TraceFormatError(f"{where}: {k} lacks {', '.join(missing)}", path)
-            attrs = n.get("attrs")
-            if attrs is not None:
-                if not isinstance(attrs, list):
-                    return TraceFormatError(f"{where}: attrs is not a list", path)
-                for a in attrs:
-                    if not isinstance(a, dict) or "name" not in a or "value" not in a:
-                        return TraceFormatError(f"{where}: attrs entry {a!r:.80} lacks name/value", path)
-    return TraceFormatError("malformed node (could not locate it)", path)
+                n = node(index)
+                try:
+                    fields = core(n)
+                except _Rebuild:
+                    n = doc.generic_node(index)
+                    fields = core(n)
+            except NodeError as exc:
+                raise _diagnose(exc.index, exc.obj, layout, path) from None
+            except (KeyError, TypeError, AttributeError, IndexError, ValueError):
+                raise _diagnose(index, doc.obj(index), layout, path) from None
+            yield index, n, fields
+
+    def __iter__(self) -> Iterator[HostOp]:
+        host_op = self.builder.host_op
+        for index, n, fields in self.records():
+            yield host_op(index, n, fields)
+
+
+def _first_object(doc: Document) -> Any:
+    """The first node that is a JSON object (it decides the layout), or None."""
+    for i in range(len(doc)):
+        obj = doc.obj(i)
+        if isinstance(obj, dict):
+            return obj
+    return None
+
+
+
+def _diagnose(index: int, n: Any, layout: str, path: str) -> TraceFormatError:
+    """What is wrong with the node at ``index`` (parsed JSON ``n``), which failed to build."""
+    if not isinstance(n, dict):
+        return TraceFormatError(f"node at index {index} is a {type(n).__name__}, expected an object", path)
+    nid = n.get("id")
+    if "id" not in n or type(nid) is not int:
+        what = "has no id" if "id" not in n else f"has a non-integer id {nid!r}"
+        return TraceFormatError(f"node at index {index} {what}", path)
+    where = f"node id {nid} (index {index})"
+    if type(n.get("name")) is not str:
+        what = "has no name" if "name" not in n else "has a non-string name"
+        return TraceFormatError(f"{where} {what}", path)
+    if layout == FLAT:
+        if type(n.get("parent", 0)) is not int:
+            return TraceFormatError(f"{where}: parent is not an integer", path)
+        for k in ("inputs", "input_shapes", "input_types", "outputs", "output_shapes", "output_types"):
+            if n.get(k) is not None and not isinstance(n[k], list):
+                return TraceFormatError(f"{where}: {k} is not a list (not the 1.0.1 flat layout)", path)
+    else:
+        try:
+            if type(n.get("ctrl_deps", 0)) is not int:
+                _coerce_parent(n["ctrl_deps"])
+        except TypeError:
+            return TraceFormatError(f"{where}: ctrl_deps is not a node id", path)
+        for k in ("inputs", "outputs"):
+            d = n.get(k)
+            if d is None:
+                continue
+            if not isinstance(d, dict):
+                return TraceFormatError(
+                    f"{where}: {k} is a {type(d).__name__}, expected {{values, shapes, types}} "
+                    "(not the chakra layout)", path)
+            missing = [f for f in ("values", "shapes", "types") if f not in d]
+            if missing:
+                return TraceFormatError(f"{where}: {k} lacks {', '.join(missing)}", path)
+        attrs = n.get("attrs")
+        if attrs is not None:
+            if not isinstance(attrs, list):
+                return TraceFormatError(f"{where}: attrs is not a list", path)
+            for a in attrs:
+                if not isinstance(a, dict) or "name" not in a or "value" not in a:
+                    return TraceFormatError(f"{where}: attrs entry {a!r:.80} lacks name/value", path)
+    return TraceFormatError(f"{where}: malformed node", path)
 
 
 def _duplicate_error(ops: list[HostOp], path: str) -> TraceFormatError:
@@ -325,49 +533,53 @@ def _opt_int(v: Any) -> int | None:
     return v if type(v) is int else None
 
 
-def no_nodes_message(data: Any) -> str:
-    """Why a document without ``nodes`` is not a host ET; for a Kineto trace, the command that takes it."""
-    if isinstance(data, dict) and "traceEvents" in data:
-        return ("no 'nodes' list: this is a Kineto trace, not a host ET or ET+; link it first, alone if "
-                "there is no host ET: chakra_trace_link --kineto-only --kineto-file KINETO --output-file ET+")
-    return "no 'nodes' list: not a PyTorch host execution trace"
+def _trace(doc: Document) -> HostTrace:
+    records = Records(doc)
+    ops = list(records)
+    by_id = {op.id: op for op in ops}
+    if len(by_id) != len(ops):
+        raise _duplicate_error(ops, doc.path)
+    return make_trace(doc.top, records.layout, ops, by_id, records.warnings, doc.path)
 
 
 def build_host_trace(data: Any, path: str = "<memory>") -> HostTrace:
     """Build a HostTrace from already parsed JSON (the loader's work minus the file read)."""
-    nodes = top_level_array(data, "nodes", no_nodes_message(data), path)
-    schema = data.get("schema")
-    warnings: list[str] = []
-    layout = _detect_layout(schema, nodes, path, warnings)
-    ops: list[HostOp] = []
-    by_id: dict[int, HostOp] = {}
-    try:
-        (_parse_flat if layout == FLAT else _parse_chakra)(nodes, ops, by_id)
-    except (KeyError, TypeError, AttributeError, IndexError, ValueError):
-        raise _diagnose(nodes, layout, path) from None
-    if len(by_id) != len(ops):
-        raise _duplicate_error(ops, path)
-    return _make_trace(data, schema, layout, ops, by_id, warnings, path)
+    with gc_paused():
+        return _trace(document_from_data(data, path))
 
 
-def _make_trace(data: dict[str, Any], schema: Any, layout: str, ops: list[HostOp], by_id: dict[int, HostOp],
-                warnings: list[str], path: str) -> HostTrace:
+def load_host_et(path: str | os.PathLike[str]) -> HostTrace:
+    """Load a host ET or ET+ (``.json`` or gzip JSON, detected by magic bytes) into a HostTrace.
+
+    Raises TraceFormatError naming the file (and node id) on: unreadable or
+    non-JSON input, truncated gzip, missing ``nodes``, ``nodes`` not a list, a
+    node without id or name, duplicate node ids, an unrecognisable layout, or a
+    process-group payload that cannot be parsed.
+    """
+    with gc_paused():
+        return _trace(read_document(path))
+
+
+def make_trace(top: dict[str, Any], layout: str, ops: list[HostOp], by_id: dict[int, HostOp],
+               warnings: list[str], path: str) -> HostTrace:
+    """The HostTrace of a document's top level and (some of) its ops: process groups, rank, world size."""
+    schema = top.get("schema")
     trace = HostTrace(
         path=path,
         schema=schema if isinstance(schema, str) else "",
         layout=layout,
-        pid=_opt_int(data.get("pid")),
-        time=data.get("time") if isinstance(data.get("time"), str) else None,
-        start_ts=_opt_int(data.get("start_ts")),
-        finish_ts=_opt_int(data.get("finish_ts")),
+        pid=_opt_int(top.get("pid")),
+        time=top.get("time") if isinstance(top.get("time"), str) else None,
+        start_ts=_opt_int(top.get("start_ts")),
+        finish_ts=_opt_int(top.get("finish_ts")),
         ops=ops,
         by_id=by_id,
-        extra={k: v for k, v in data.items() if k not in _TOP_KEYS},
+        extra={k: v for k, v in top.items() if k not in _TOP_KEYS},
         warnings=warnings,
     )
-    trace.rank = _opt_int(data.get("rank"))
-    trace.world_size = _opt_int(data.get("world_size"))
-    _attach_process_groups(trace, data, path)
+    trace.rank = _opt_int(top.get("rank"))
+    trace.world_size = _opt_int(top.get("world_size"))
+    _attach_process_groups(trace, top, path)
     return trace
 
 
@@ -397,46 +609,3 @@ def _attach_process_groups(trace: HostTrace, data: dict[str, Any], path: str) ->
         trace.world_size = infer_world_size(trace.process_groups)
 
 
-def load_host_et(path: str | os.PathLike[str]) -> HostTrace:
-    """Load a host ET (``.json`` or gzip JSON, detected by magic bytes) into a HostTrace.
-
-    Raises TraceFormatError naming the file (and node id) on: unreadable or
-    non-JSON input, truncated gzip, missing ``nodes``, ``nodes`` not a list, a
-    node without id or name, duplicate node ids, an unrecognisable layout, or a
-    process-group payload that cannot be parsed.
-    """
-    spath = os.fspath(path)
-    with gc_paused():
-        # Large files: nodes parsed a few MB at a time, each chunk's dicts freed once its ops are built
-        # (the parsed document of a million-node ET is about 2 GB on top of the model).  Anything
-        # unexpected on that path falls back to the one-piece parse, so errors and results are exactly
-        # those of build_host_trace.
-        streamed = iter_json_array(spath, "nodes")
-        if streamed is not None:
-            try:
-                return _build_streamed(streamed[0], streamed[1], spath)
-            except Exception:  # noqa: BLE001 (see above: the one-piece path decides)
-                pass
-        data = load_json(spath)
-        return build_host_trace(data, spath)
-
-
-def _chunks_from(held: list[list[Any]], chunks: Iterator[list[Any]]) -> Iterator[list[Any]]:
-    yield held.pop()
-    yield from chunks
-
-
-def _build_streamed(top: dict[str, Any], chunks: Iterator[list[Any]], path: str) -> HostTrace:
-    first = next(chunks, [])
-    schema = top.get("schema")
-    warnings: list[str] = []
-    layout = _detect_layout(schema, first, path, warnings)
-    ops: list[HostOp] = []
-    by_id: dict[int, HostOp] = {}
-    held = [first]
-    del first  # each chunk (its parsed dicts) is released once its ops are built
-    (_parse_flat if layout == FLAT else _parse_chakra)(chain.from_iterable(_chunks_from(held, chunks)), ops,
-                                                        by_id)
-    if len(by_id) != len(ops):
-        raise ValueError("duplicate ids")
-    return _make_trace(top, schema, layout, ops, by_id, warnings, path)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 # HostOp.kind values
 OP = "op"                    # an operator / record_function
 THREAD_ROOT = "thread_root"  # [pytorch|profiler|execution_trace|thread]
@@ -29,30 +31,105 @@ class IOInfo:
     strides: list[Any] | None = None
 
 
-@dataclass(slots=True)
-class HostOp:
-    """One node of the host ET."""
+#: ``HostOp.io`` of an op without inputs and outputs (the flat layout's lists all empty)
+EMPTY_IO = (b"[]", b"[]", b"[]", None, b"[]", b"[]", b"[]", None)
 
-    id: int
-    name: str
-    parent: int            # ctrl_deps (1.0.2+) or parent (1.0.1); the process root is its own parent
-    kind: str = OP
-    rf_id: int | None = None
-    tid: int = 0
-    fw_parent: int = 0
-    seq_id: int = -1
-    scope: int = 0
-    fw_tid: int = 0
-    op_schema: str = ""
-    inputs: IOInfo = field(default_factory=IOInfo)
-    outputs: IOInfo = field(default_factory=IOInfo)
-    attrs: dict[str, Any] = field(default_factory=dict)  # every other attribute, name -> value
-    attr_types: dict[str, str] = field(default_factory=dict)  # name -> ET type string where known
-    index: int = 0         # position in the file's node list
+
+class HostOp:
+    """One node of the host ET (or ET+).
+
+    ``io``: the node's inputs and outputs as the JSON text they have in the file, canonical (what orjson
+    writes for their parsed value), eight pieces: the input values, shapes, types and strides, then the
+    same for the outputs (strides None when the node has none).  The writers copy the pieces and never
+    parse them; ``inputs`` / ``outputs`` are parsed from them on first use only (comm ops, the
+    process-group node), which is what keeps a million loaded ops small.  An op built from lists
+    (``inputs=IOInfo(...)``) has ``io`` None; assigning ``inputs`` / ``outputs`` drops ``io``.
+
+    ``attrs`` / ``attr_types`` of ops loaded from a file may be shared between ops with the same
+    attributes: treat them as read-only (assign a new dict to change them).
+    """
+
+    __slots__ = ("id", "name", "parent", "kind", "rf_id", "tid", "fw_parent", "seq_id", "scope", "fw_tid",
+                 "op_schema", "_inputs", "_outputs", "attrs", "attr_types", "index", "io")
+
+    def __init__(self, id: int, name: str, parent: int, kind: str = "op", rf_id: int | None = None,
+                 tid: int = 0, fw_parent: int = 0, seq_id: int = -1, scope: int = 0, fw_tid: int = 0,
+                 op_schema: str = "", inputs: IOInfo | None = None, outputs: IOInfo | None = None,
+                 attrs: dict[str, Any] | None = None, attr_types: dict[str, str] | None = None,
+                 index: int = 0, io: tuple[bytes | None, ...] | None = None) -> None:
+        self.id = id
+        self.name = name
+        self.parent = parent          # ctrl_deps (1.0.2+) or parent (1.0.1); the process root is its own
+        self.kind = kind
+        self.rf_id = rf_id
+        self.tid = tid
+        self.fw_parent = fw_parent
+        self.seq_id = seq_id
+        self.scope = scope
+        self.fw_tid = fw_tid
+        self.op_schema = op_schema
+        self.io = io
+        self._inputs = inputs if inputs is not None or io is not None else IOInfo()
+        self._outputs = outputs if outputs is not None or io is not None else IOInfo()
+        self.attrs = attrs if attrs is not None else {}       # every other attribute, name -> value
+        self.attr_types = attr_types if attr_types is not None else {}  # name -> ET type where known
+        self.index = index            # position in the file's node list
+
+    inputs: IOInfo   # (descriptors below: parsed from ``io`` on first use)
+    outputs: IOInfo
 
     @property
     def is_comm(self) -> bool:
         return is_comm_name(self.name)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, HostOp):
+            return NotImplemented
+        return all(getattr(self, k) == getattr(other, k) for k in _COMPARED)
+
+    __hash__ = None  # type: ignore[assignment]  (mutable, compared by value)
+
+    def __repr__(self) -> str:
+        return f"HostOp({', '.join(f'{k}={getattr(self, k)!r}' for k in _COMPARED)})"
+
+
+class _LazyIO:
+    """``HostOp.inputs`` / ``outputs``: parsed from the op's ``io`` text on first use, then kept; assigning
+    one drops the text (the other is parsed first, so both stay what they were)."""
+
+    def __init__(self, slot: str, at: int) -> None:
+        self.slot = slot
+        self.at = at
+
+    def __get__(self, op: HostOp | None, owner: type | None = None) -> Any:
+        if op is None:
+            return self
+        value = getattr(op, self.slot)
+        if value is None:
+            value = _parse_io(op.io, self.at)  # type: ignore[arg-type]
+            setattr(op, self.slot, value)
+        return value
+
+    def __set__(self, op: HostOp, value: IOInfo) -> None:
+        if op.io is not None:
+            HostOp.inputs.__get__(op)  # type: ignore[attr-defined]
+            HostOp.outputs.__get__(op)  # type: ignore[attr-defined]
+            op.io = None
+        setattr(op, self.slot, value)
+
+
+HostOp.inputs = _LazyIO("_inputs", 0)  # type: ignore[assignment,misc]
+HostOp.outputs = _LazyIO("_outputs", 4)  # type: ignore[assignment,misc]
+
+_COMPARED = ("id", "name", "parent", "kind", "rf_id", "tid", "fw_parent", "seq_id", "scope", "fw_tid",
+             "op_schema", "inputs", "outputs", "attrs", "attr_types", "index")
+
+
+def _parse_io(io: tuple[bytes | None, ...], at: int) -> IOInfo:
+    loads = orjson.loads
+    strides = io[at + 3]
+    return IOInfo(loads(io[at]), loads(io[at + 1]), loads(io[at + 2]),
+                  loads(strides) if strides is not None else None)
 
 
 def is_comm_name(name: str) -> bool:

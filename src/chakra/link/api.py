@@ -17,13 +17,11 @@ from dataclasses import dataclass, field, replace
 from itertools import chain
 from typing import Any
 
-import orjson
-
 from chakra.device.loader import load_kineto
 from chakra.device.model import KERNEL, MEMCPY, MEMSET, KinetoTrace
 from chakra.errors import TraceFormatError, UsageError
 from chakra.host.comm import COMM_KERNEL_PREFIXES
-from chakra.host.loader import self_parent_message
+from chakra.host.loader import load_host_et, self_parent_message
 from chakra.host.model import PROCESS_ROOT, HostTrace
 from chakra.io import gc_paused
 from chakra.io.jsonio import dump_json_items
@@ -31,7 +29,6 @@ from chakra.link.comm import CommResolver, gloo_fields, process_groups
 from chakra.link.deps import DEFAULT_GAP_US, SyncStats, inter_thread_deps, order_keys, sync_deps
 from chakra.link.etplus import FLAT, add_io, host_node
 from chakra.link.gpu import GpuAttachment, attach_gpu_ops
-from chakra.link.hostio import HostLoad
 from chakra.link.kineto_only import KINETO_ONLY, KinetoHost, build_host, missing_note
 from chakra.link.match import MatchResult, match_ops
 from chakra.link.provenance import run_mismatches
@@ -148,27 +145,25 @@ def _link(
     host: HostTrace, kineto: KinetoTrace, rank_out: int | None, annotation: str | None,
     inter_thread_gap_us: float, step: int | None = None
 ) -> dict[str, Any]:
-    doc, nodes = _prepare(host, kineto, rank_out, annotation, inter_thread_gap_us, step=step)
+    doc, nodes = _prepare(host, kineto, rank_out, annotation, inter_thread_gap_us, step=step, text=False)
     doc["nodes"] = list(nodes)
     return doc
 
 
 def _prepare(
     host: HostTrace, kineto: KinetoTrace, rank_out: int | None, annotation: str | None,
-    inter_thread_gap_us: float, io_texts: list[bytes] | None = None, node_texts: Any = None,
-    prematched: KinetoHost | None = None, step: int | None = None
+    inter_thread_gap_us: float, prematched: KinetoHost | None = None, step: int | None = None,
+    text: bool = True
 ) -> tuple[dict[str, Any], Iterator[Any]]:
     """The ET+ document with ``"nodes"`` holding None (in its place among the keys), and an iterator
     over the nodes: host nodes in file order, then GPU nodes.
 
     Everything the document says about the nodes (deps, counts) is worked out before the first node
-    is made, so a writer can stream the nodes and never hold a million node dicts at once.  With
-    ``io_texts`` (the inputs/outputs JSON text of each host op, see :mod:`chakra.link.hostio`) the
-    nodes hold them as ``orjson.Fragment`` s (:func:`chakra.link.etplus.host_node`), which encode to the same
-bytes as the lists.  ``node_texts`` (iterable, op order): each host node's JSON text without link
-fields, made by the process that loaded the host ET; the link fields are appended to it.
-``prematched``: a host ET made from the Kineto trace itself, with its window and matching
-(:mod:`chakra.link.kineto_only`); ``host`` is its ``host``."""
+    is made, so a writer can stream the nodes and never hold a million node dicts at once; with ``text``
+    the host ops' inputs/outputs go into them as the JSON text they were loaded as
+    (:func:`chakra.link.etplus.host_node`), else as lists.  ``prematched``: a host ET made from the
+    Kineto trace itself, with its window and matching (:mod:`chakra.link.kineto_only`); ``host`` is its
+    ``host``."""
     if step is not None:
         if annotation is not None:
             raise UsageError("--step and --annotation both choose the window: give one")
@@ -241,9 +236,8 @@ fields, made by the process that loaded the host ET; the link fields are appende
                  step_stats["gpu_ops_dropped"])
     doc["link_stats"] = stats
     _log_summary(f"rank {rank_out}" if rank_out is not None else os.path.basename(host.path), stats)
-    nodes = chain(_host_nodes(host, kineto, match.host_to_event, resolver, it_deps, s_deps, io_texts,
-                              node_texts, keep),
-                  _gpu_nodes(host, kineto, gpu, resolver, first_gpu_id, io_texts))
+    nodes = chain(_host_nodes(host, kineto, match.host_to_event, resolver, it_deps, s_deps, keep, text),
+                  _gpu_nodes(host, kineto, gpu, resolver, first_gpu_id, text))
     return doc, nodes
 
 
@@ -252,27 +246,16 @@ _OUR_TOP_KEYS = frozenset(("rank", "world_size", "process_groups", "measured", "
 
 def _host_nodes(
     host: HostTrace, kineto: KinetoTrace, host_to_event: dict[int, int], resolver: CommResolver,
-    it_deps: dict[int, int], s_deps: dict[int, list[int]], io_texts: list[bytes] | None,
-    node_texts: Any = None, keep: set[int] | None = None
-) -> Iterator[Any]:
+    it_deps: dict[int, int], s_deps: dict[int, list[int]], keep: set[int] | None = None, text: bool = True
+) -> Iterator[dict[str, Any]]:
     """Host nodes in file order and layout, with the timing of their matched event and their deps
     (only those in ``keep`` when it is given)."""
     events = kineto.events
     layout = host.layout
-    fragment = orjson.Fragment
-    dumps = orjson.dumps
-    texts = iter(node_texts) if node_texts is not None else None
     for op in host.ops:
         if keep is not None and op.id not in keep:
-            if texts is not None:
-                next(texts)
             continue
-        if texts is not None:
-            node = {}  # the link fields only: the rest is the node's text
-        elif io_texts is None:
-            node = host_node(op, layout)
-        else:
-            node = host_node(op, layout, fragment(io_texts[op.index]))
+        node = host_node(op, layout, text)
         oid = op.id
         pos = host_to_event.get(oid)
         if pos is not None:
@@ -290,18 +273,13 @@ def _host_nodes(
         deps = s_deps.get(oid)
         if deps is not None:
             node["sync_dep"] = deps
-        if texts is None:
-            yield node
-        elif node:
-            yield fragment(next(texts)[:-1] + b"," + dumps(node)[1:])
-        else:
-            yield fragment(next(texts))
+        yield node
 
 
 def _gpu_nodes(
     host: HostTrace, kineto: KinetoTrace, gpu: GpuAttachment, resolver: CommResolver, next_id: int,
-    io_texts: list[bytes] | None
-) -> Iterator[Any]:
+    text: bool = True
+) -> Iterator[dict[str, Any]]:
     """One node per attached GPU op (GPU start order), ids from ``next_id`` (after the largest host id).
     Each copies its launcher's inputs/outputs."""
     events = kineto.events
@@ -310,7 +288,6 @@ def _gpu_nodes(
     gpu_cat = _GPU_CAT
     parent_key = "parent" if layout == FLAT else "ctrl_deps"
     comm_prefixes = COMM_KERNEL_PREFIXES
-    fragment = orjson.Fragment
     for g in gpu.ops:
         ev = events[g.pos]
         launcher = g.launcher
@@ -338,10 +315,7 @@ def _gpu_nodes(
             "comm_size": size,
             parent_key: launcher,
         }
-        if io_texts is not None:  # the hot path of large traces: add_io with the one Fragment, inline
-            node["inputs"] = fragment(io_texts[by_id[launcher].index])
-        else:
-            add_io(node, by_id[launcher], layout)
+        add_io(node, by_id[launcher], layout, text)
         yield node
         next_id += 1
 
@@ -568,45 +542,29 @@ def link_files(
     # the tens of millions of (acyclic) objects of the loaded traces several times (15 s of 58 s at 1M ops).
     # Everything big is released before it is switched back on.
     with gc_paused():
-        # the host ET is read in a second process while this one reads the Kineto trace (large files);
-        # errors come in the same order as when loading one after the other: the host ET's first
-        pending = HostLoad(host_path)
-        try:
-            kineto = load_kineto(kineto_path)
-        except Exception:
-            try:
-                pending.result()
-            finally:
-                pending.cancel()
-            raise
-        except BaseException:  # interrupted: no more work
-            pending.cancel()
-            raise
-        try:
-            host, io_texts = pending.result()
-            node_texts = pending.node_texts
-            mismatches = run_mismatches(host, kineto)
-            if mismatches:
-                what = f"not the same run as {os.fspath(host_path)}? " + "; ".join(mismatches)
-                if strict:
-                    raise TraceFormatError(what + " (refused: --strict)", os.fspath(kineto_path))
-                log.warning("%s: %s (linked anyway; --strict refuses)", os.fspath(kineto_path), what)
-            bad_rank = rank_mismatch(rank, host, kineto)
-            if bad_rank:
-                if strict:
-                    raise TraceFormatError(bad_rank + " (refused: --strict)", os.fspath(kineto_path))
-                mismatches.append(f"{bad_rank} (wrote rank {trace_rank(host, kineto)}; --strict refuses)")
-            if bad_rank:  # as link_traces says it
-                log.warning("%s: %s: writing rank %s, the rank its collectives were recorded with",
-                            kineto.path or host.path, bad_rank, trace_rank(host, kineto))
-            doc, nodes = _prepare(host, kineto, resolve_rank(rank, host, kineto, fallback_rank), annotation,
-                                  DEFAULT_GAP_US, io_texts, node_texts, step=step)
-            warnings = list(host.warnings) + list(kineto.warnings) + mismatches
-            # the nodes are made while they are written: never a million node dicts at once
-            dump_json_items(out, doc, "nodes", nodes)
-        finally:
-            pending.cancel()  # the child, if any, is done; this releases its node texts
-        del host, kineto, nodes, io_texts, node_texts
+        # the host ET first: its errors come before the Kineto trace's
+        host = load_host_et(host_path)
+        kineto = load_kineto(kineto_path)
+        mismatches = run_mismatches(host, kineto)
+        if mismatches:
+            what = f"not the same run as {os.fspath(host_path)}? " + "; ".join(mismatches)
+            if strict:
+                raise TraceFormatError(what + " (refused: --strict)", os.fspath(kineto_path))
+            log.warning("%s: %s (linked anyway; --strict refuses)", os.fspath(kineto_path), what)
+        bad_rank = rank_mismatch(rank, host, kineto)
+        if bad_rank:
+            if strict:
+                raise TraceFormatError(bad_rank + " (refused: --strict)", os.fspath(kineto_path))
+            mismatches.append(f"{bad_rank} (wrote rank {trace_rank(host, kineto)}; --strict refuses)")
+            # as link_traces says it
+            log.warning("%s: %s: writing rank %s, the rank its collectives were recorded with",
+                        kineto.path or host.path, bad_rank, trace_rank(host, kineto))
+        doc, nodes = _prepare(host, kineto, resolve_rank(rank, host, kineto, fallback_rank), annotation,
+                              DEFAULT_GAP_US, step=step)
+        warnings = list(host.warnings) + list(kineto.warnings) + mismatches
+        # the nodes are made while they are written: never a million node dicts at once
+        dump_json_items(out, doc, "nodes", nodes)
+        del host, kineto, nodes
         report = _report(doc, os.fspath(host_path), os.fspath(kineto_path), out)
         del doc
     report.warnings = warnings

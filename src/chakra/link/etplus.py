@@ -1,6 +1,6 @@
 """Host nodes back to their file's own layout, GPU nodes in the same layout.
 
-The host loader keeps every node field (modelled fields, plus anything else in
+The host loader keeps every node field (modelled fields, the inputs/outputs text, anything else in
 ``HostOp.attrs``), so the node can be written back in the layout it was read
 in: flat 1.0.1 keys, or the chakra 1.0.2+ layout with ``ctrl_deps``,
 ``inputs``/``outputs`` objects and an ``attrs`` list.  In the chakra layout an
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
+from orjson import Fragment
 
 from chakra.host.model import HostOp, IOInfo
 
@@ -55,14 +55,13 @@ def _io_chakra(io: IOInfo) -> dict[str, Any]:
     return d
 
 
-def host_node(op: HostOp, layout: str, io: Any = None) -> dict[str, Any]:
+def host_node(op: HostOp, layout: str, text: bool = True) -> dict[str, Any]:
     """The node dict of a host op in ``layout`` (without link fields).
 
-    ``io``: an ``orjson.Fragment`` holding the op's inputs/outputs as JSON text (see
-    :func:`io_fragment_text`), written in place of its lists: the node then encodes to the same bytes."""
+    With ``text``, the inputs/outputs of an op loaded from a file are its JSON text (``HostOp.io``),
+    as an ``orjson.Fragment`` (:func:`add_io`): the node encodes to the bytes its lists would; without,
+    they are its lists (a document for Python code rather than for a file)."""
     if layout == FLAT:
-        i = op.inputs
-        o = op.outputs
         node: dict[str, Any] = {
             "name": op.name,
             "id": op.id,
@@ -75,43 +74,82 @@ def host_node(op: HostOp, layout: str, io: Any = None) -> dict[str, Any]:
             "fw_tid": op.fw_tid,
             "op_schema": op.op_schema,
         }
-        if io is not None:  # add_io, inline: a million calls on large traces
-            node["inputs"] = io
+        add_io(node, op, layout, text)
+        io = op.io
+        if io is not None and text:
+            if io[3] is not None:
+                node["input_strides"] = Fragment(io[3])
+            if io[7] is not None:
+                node["output_strides"] = Fragment(io[7])
         else:
-            add_io(node, op, layout)
-        if i.strides is not None:
-            node["input_strides"] = i.strides
-        if o.strides is not None:
-            node["output_strides"] = o.strides
+            if op.inputs.strides is not None:
+                node["input_strides"] = op.inputs.strides
+            if op.outputs.strides is not None:
+                node["output_strides"] = op.outputs.strides
         if op.attrs:
             for k, v in op.attrs.items():
                 if k not in LINK_KEYS:
                     node[k] = v
         return node
-    attrs: list[dict[str, Any]] = []
     types = op.attr_types
-    for name, default_type in _STD_ATTRS:
-        value = getattr(op, name)
-        if name == "rf_id" and value is None:
-            continue
-        attrs.append({"name": name, "type": types.get(name, default_type), "value": value})
+    if types and not _STD_NAMES.isdisjoint(types):   # a std attr with a type of its own
+        attrs = []
+        for name, default_type in _STD_ATTRS:
+            value = getattr(op, name)
+            if name == "rf_id" and value is None:
+                continue
+            attrs.append({"name": name, "type": types.get(name, default_type), "value": value})
+    else:   # (the usual case, written out: a million nodes)
+        attrs = [{"name": "fw_parent", "type": "uint64", "value": op.fw_parent},
+                 {"name": "seq_id", "type": "int64", "value": op.seq_id},
+                 {"name": "scope", "type": "uint64", "value": op.scope},
+                 {"name": "tid", "type": "uint64", "value": op.tid},
+                 {"name": "fw_tid", "type": "uint64", "value": op.fw_tid},
+                 {"name": "op_schema", "type": "string", "value": op.op_schema}]
+        if op.rf_id is not None:
+            attrs.insert(0, {"name": "rf_id", "type": "uint64", "value": op.rf_id})
     node = {"id": op.id, "name": op.name, "ctrl_deps": op.parent}
-    add_io(node, op, layout, io)
+    add_io(node, op, layout, text)
     node["attrs"] = attrs
-    for k, v in op.attrs.items():
-        t = types.get(k)
-        if t is not None:
-            attrs.append({"name": k, "type": t, "value": v})
-        elif k not in LINK_KEYS:
-            node[k] = v
+    if op.attrs:
+        typed, untyped = _split_attrs(op.attrs, types)
+        attrs.extend(typed)
+        for k in untyped:
+            node[k] = op.attrs[k]
     return node
 
 
-def add_io(node: dict[str, Any], op: HostOp, layout: str, io: Any = None) -> None:
-    """Add the op's inputs/outputs keys to ``node`` (in place, in :func:`io_fields` order); with ``io`` (an
-    ``orjson.Fragment`` of :func:`io_fragment_text`) that one key stands for all of them."""
-    if io is not None:
-        node["inputs"] = io
+_STD_NAMES = frozenset(name for name, _ in _STD_ATTRS)
+_SPLIT: dict[int, tuple[dict[str, Any], dict[str, str], list[dict[str, Any]], list[str]]] = {}
+
+
+def _split_attrs(attrs: dict[str, Any], types: dict[str, str]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The ``attrs`` entries of an op's attributes (those with an ET type), and the names of the other
+    attributes written as node keys (not LINK_KEYS).  Cached per dict: loaded ops share them."""
+    got = _SPLIT.get(id(attrs))
+    if got is not None and got[0] is attrs and got[1] is types:
+        return got[2], got[3]
+    typed = []
+    untyped = []
+    for k, v in attrs.items():
+        t = types.get(k)
+        if t is not None:
+            typed.append({"name": k, "type": t, "value": v})
+        elif k not in LINK_KEYS:
+            untyped.append(k)
+    if len(_SPLIT) > 10_000:
+        _SPLIT.clear()
+    _SPLIT[id(attrs)] = (attrs, types, typed, untyped)
+    return typed, untyped
+
+
+def add_io(node: dict[str, Any], op: HostOp, layout: str, text: bool = True) -> None:
+    """Add the op's inputs/outputs keys to ``node`` (in place): with ``text``, its text (:func:`io_text`)
+    as the value of ``inputs`` when it has one, else its lists.  A GPU node gets its launcher's this way
+    too."""
+    io = op.io
+    if io is not None and text:
+        node["inputs"] = Fragment(io_text(io, layout))
     elif layout == FLAT:
         i = op.inputs
         o = op.outputs
@@ -126,26 +164,16 @@ def add_io(node: dict[str, Any], op: HostOp, layout: str, io: Any = None) -> Non
         node["outputs"] = _io_chakra(op.outputs)
 
 
-def io_fragment_text(op: HostOp, layout: str) -> bytes:
-    """The op's inputs/outputs as the JSON text that follows ``"inputs":`` in its node: the value of
-    ``inputs`` and then the other input/output keys with their values (:func:`io_fields` order).  Held in
-    an ``orjson.Fragment`` as the value of ``"inputs"``, it makes the node encode exactly as with the
-    lists themselves."""
-    return orjson.dumps(io_fields(op, layout))[_INPUTS_KEY_LEN:-1]
-
-
-_INPUTS_KEY_LEN = len(b'{"inputs":')
-
-
-def io_fields(op: HostOp, layout: str) -> dict[str, Any]:
-    """The launcher's inputs/outputs, copied onto its GPU nodes (in the file's layout)."""
+def io_text(io: tuple[bytes | None, ...], layout: str) -> bytes:
+    """The JSON text that follows ``"inputs":`` in a node of ``layout``, up to the last inputs/outputs key:
+    the value of ``inputs`` and then the other input/output keys with their values, from the canonical
+    pieces of ``HostOp.io``.  As the value of ``"inputs"`` in an ``orjson.Fragment`` it makes the node
+    encode exactly as with the lists themselves (flat strides are keys of their own, after these)."""
+    iv, ish, ity, ist, ov, osh, oty, ost = io
     if layout == FLAT:
-        return {
-            "inputs": op.inputs.values,
-            "input_shapes": op.inputs.shapes,
-            "input_types": op.inputs.types,
-            "outputs": op.outputs.values,
-            "output_shapes": op.outputs.shapes,
-            "output_types": op.outputs.types,
-        }
-    return {"inputs": _io_chakra(op.inputs), "outputs": _io_chakra(op.outputs)}
+        return b"".join((iv, b',"input_shapes":', ish, b',"input_types":', ity, b',"outputs":', ov,
+                         b',"output_shapes":', osh, b',"output_types":', oty))
+    return b"".join((b'{"values":', iv, b',"shapes":', ish, b',"types":', ity,   # type: ignore[arg-type]
+                     b',"strides":' if ist is not None else b"", ist or b"",
+                     b'},"outputs":{"values":', ov, b',"shapes":', osh, b',"types":', oty,
+                     b',"strides":' if ost is not None else b"", ost or b"", b"}"))
