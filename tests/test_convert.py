@@ -13,8 +13,8 @@ from wire_reader import read_et
 from chakra import schema as pb
 from chakra.convert import build, convert_file, convert_trace
 from chakra.convert.attrs import attr_value, make_attr
-from chakra.convert.core import _Converter
 from chakra.convert.graph import CycleError, topological_order
+from chakra.convert.plan import Plan
 from chakra.errors import TraceFormatError
 from chakra.host.loader import build_host_trace
 
@@ -294,15 +294,19 @@ def test_cycle_through_a_sync_dep_drops_that_dep_and_names_the_cycle():
 
 
 def test_cycle_of_structural_edges_is_an_error_naming_its_nodes():
-    conv = _Converter(build_host_trace(small_etplus()))
-    conv._index()
-    conv._tree()
-    conv._timing()
-    conv._comm()
-    conv._deps()
+    from chakra.convert.collectives import find_comm
+    from chakra.convert.deps import add_deps, output_order
+    from chakra.convert.tree import build_tree, compute_timing, index_ops
+
+    conv = Plan(build_host_trace(small_etplus()))
+    index_ops(conv)
+    build_tree(conv)
+    compute_timing(conv)
+    find_comm(conv)
+    add_deps(conv)
     conv.data[conv.index[3]].append(conv.index[5])   # A after C, while C runs after A in call order
     with pytest.raises(TraceFormatError) as err:
-        conv._order()
+        output_order(conv)
     msg = str(err.value)
     assert "dependency cycle" in msg and "3 (A)" in msg and "5 (C)" in msg
 

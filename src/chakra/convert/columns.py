@@ -1,6 +1,6 @@
 """What the converter keeps of each node: flat per-node columns, filled from the loaded ops.
 
-The passes of ``core._Converter`` read a few fields of every node (id, name, parent,
+The passes of a conversion (``convert.core.run_passes``) read a few fields of every node (id, name, parent,
 times, thread, stream) and everything else of only a few nodes (comm ops, the
 METADATA node).  :class:`Columns` holds exactly that: parallel lists indexed by the
 node's position in the file, the whole ``HostOp`` only where needed (``full``), and for
@@ -91,7 +91,7 @@ def _put(values: array[float], extra: dict[int, Any], i: int, v: Any) -> None:
 
 
 def is_comm_candidate(gpu: bool, name: str, collective_name: Any) -> bool:
-    """Whether a node may become a comm node or take part in finding one (``core._Converter._comm``):
+    """Whether a node may become a comm node or take part in finding one (``collectives.find_comm``):
     a GPU node that is an NCCL kernel or carries an ET+ ``collective_name``; a host comm op."""
     if gpu:
         return is_nccl_kernel(name) or (isinstance(collective_name, str) and bool(collective_name))

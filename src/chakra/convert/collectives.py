@@ -1,0 +1,222 @@
+"""Pass 3 of a conversion: which nodes are communication nodes, and their Chakra comm attributes (the rules
+are in ``chakra.convert.comm``'s module doc)."""
+
+from __future__ import annotations
+
+import logging
+
+from chakra import schema as pb
+from chakra.convert.comm import (
+    CommFields,
+    canonical_collective,
+    comm_info,
+    comm_size_bytes,
+    comm_type_of,
+    infer_rank,
+    is_nccl_kernel,
+    kernel_collective,
+    op_tensor_bytes,
+    pair_gloo_with_c10d,
+)
+from chakra.convert.plan import (
+    _KNOWN_COLLECTIVES,
+    _MAX_COMM_CHAIN,
+    UNSIMULATED_COMM_TYPES,
+    Plan,
+    _num,
+    _warn,
+)
+from chakra.host.model import HostOp, is_comm_name
+
+log = logging.getLogger(__name__)
+
+
+# -- 3. communication -----------------------------------------------------------------------------
+def comm_chain(cv: Plan, j: int) -> list[int]:
+    """``j`` and its ancestors while they are host comm ops (record_param_comms, nccl:*, c10d::*...)."""
+    names, par, is_gpu = cv.names, cv.par, cv.is_gpu
+    chain: list[int] = []
+    while j >= 0 and len(chain) < _MAX_COMM_CHAIN and not is_gpu[j] and is_comm_name(names[j]):
+        chain.append(j)
+        j = par[j]
+    return chain
+
+
+def find_comm(cv: Plan) -> None:
+    full, names, ids, trace = cv.full, cv.names, cv.ids, cv.trace
+    is_gpu, par = cv.is_gpu, cv.par
+    groups = trace.process_groups
+    infos = {}
+    for i, op in enumerate(full):
+        # a host comm op is kept whole by load_columns (a comm candidate, columns.is_comm_candidate)
+        if op is not None and not is_gpu[i] and is_comm_name(names[i]):
+            info = comm_info(op, groups)
+            if info is not None:
+                infos[i] = info
+    cv.infos = infos
+    cv.rank = infer_rank(trace, {ids[i]: v for i, v in infos.items()})
+    covered: set[int] = set()
+    gpu_children: set[int] = set()
+    unknown = 0
+    for i, g in enumerate(is_gpu):
+        if not g:
+            continue
+        p = par[i]
+        if p >= 0 and p in infos:   # only asked of comm ops below
+            gpu_children.add(p)
+        op = full[i]
+        if op is None:   # load_columns keeps every GPU op that passes the test below
+            continue
+        coll_attr = op.attrs.get("collective_name")
+        if not (is_nccl_kernel(op.name) or (isinstance(coll_attr, str) and coll_attr)):
+            continue
+        chain = comm_chain(cv, cv.par[i])
+        covered.update(chain)
+        f = comm_fields(cv, chain, op, None, kernel=True)
+        if f is None:
+            unknown += 1
+            continue
+        set_comm(cv, i, f)
+    if unknown:
+        _warn(cv.stats, f"{unknown} NCCL kernel(s) with no recognisable collective stay COMP nodes")
+    distinct = set(names)
+    if any(nm.startswith("gloo:") for nm in distinct) and any(nm.startswith("c10d::") for nm in distinct):
+        def nbytes(j: int) -> int:
+            op = full[j]
+            return op_tensor_bytes(op) if op is not None else -1
+
+        pairs, extra = pair_gloo_with_c10d(names, cv.cols.rf_ids, ids, nbytes)
+    else:
+        pairs, extra = {}, {}   # nothing to pair
+    del distinct
+    cv.gloo_pairs = pairs
+    cv.gloo_extra = extra
+    for i in infos:
+        op = full[i]
+        if not op.name.startswith(("gloo:", "nccl:")) or i in gpu_children or i in extra:
+            continue
+        chain = comm_chain(cv, i)
+        if any(j in covered for j in chain):
+            continue
+        f = comm_fields(cv, chain, op, pairs.get(i), kernel=False)
+        if f is None:
+            continue
+        set_comm(cv, i, f)
+        cv.cpu_comm.add(i)
+    ntype = cv.ntype
+    cv.stats.comm_nodes = sum(1 for i in cv.comm if ntype[i] != pb.COMP_NODE)
+    cv.stats.cpu_comm_nodes = sum(1 for i in cv.cpu_comm if ntype[i] != pb.COMP_NODE)
+    warn_world_fallback(cv)
+
+
+def set_comm(cv: Plan, i: int, f: CommFields) -> None:
+    cv.comm[i] = f
+    if f.collective == "send":
+        cv.ntype[i] = pb.COMM_SEND_NODE
+    elif f.collective == "recv":
+        cv.ntype[i] = pb.COMM_RECV_NODE
+    elif cv.astrasim_safe and f.comm_type in UNSIMULATED_COMM_TYPES:
+        cv.ntype[i] = pb.COMP_NODE   # replayed by its recorded duration (module doc)
+        cv.stats.comm_as_comp += 1
+    else:
+        cv.ntype[i] = pb.COMM_COLL_NODE
+
+
+def warn_world_fallback(cv: Plan) -> None:
+    """One warning when comm nodes fall back to the whole world ("") although the process-group
+    table holds groups of different ranks: the trace does not say which one was meant."""
+    groups = [g for g in cv.trace.process_groups if g.ranks]
+    if len({frozenset(g.ranks) for g in groups}) < 2:
+        return
+    fallback = sum(1 for f in cv.comm.values() if not f.pg_name)
+    if not fallback:
+        return
+    listed = ", ".join(f"{cv.pgn.numeric(g.pg_name) or g.pg_name} {list(g.ranks)}" for g in groups)
+    _warn(cv.stats, f"{cv.trace.path}: {fallback} comm node(s) name no process group (gloo records "
+                      "do not say which group they used) and get pg_name \"\" (the whole world), "
+                      f"though the process groups differ; any of these could have been meant: {listed}")
+
+
+def comm_fields(cv: Plan, chain: list[int], own: HostOp, c10d_pair: int | None, *, kernel: bool
+            ) -> CommFields | None:
+    """Comm attributes of the comm node ``own`` (an NCCL kernel, or a gloo/nccl host record).
+
+    Sources, most specific first: the c10d call of a gloo record, ET+'s own annotation
+    (``collective_name``/``comm_size``/``pg_name`` on the node), record_param_comms, the backend
+    record's name and tensors, the c10d op, the kernel name.
+    """
+    names, full, infos = cv.names, cv.full, cv.infos
+    backend = rpc = c10d = None
+    for j in chain:
+        name = names[j]
+        if backend is None and name.startswith(("nccl:", "gloo:")):
+            backend = j
+        elif rpc is None and name == "record_param_comms":
+            info = infos.get(j)
+            if info is not None and canonical_collective(info.collective_name) != "wait":
+                rpc = j
+        elif c10d is None and name.startswith("c10d::"):
+            c10d = j
+    if c10d_pair is not None:
+        c10d = c10d_pair
+    found: list[str] = []
+    if backend is not None and names[backend].startswith("gloo:") and c10d is not None:
+        found.append(names[c10d])   # gloo: the c10d call says what the collective really is
+    oa = own.attrs
+    ca = oa.get("collective_name")
+    if isinstance(ca, str) and ca:
+        found.append(ca)
+    if rpc is not None:
+        found.append(infos[rpc].collective_name)
+    if backend is not None:
+        found.append(names[backend])
+    if c10d is not None:
+        found.append(names[c10d])
+    if kernel:
+        found.append(kernel_collective(own.name))
+    collective = ""
+    for nm in found:
+        c = canonical_collective(nm)
+        if c in _KNOWN_COLLECTIVES:
+            collective = c
+            break
+        if c == "sendrecv" and not collective:
+            collective = "all_to_all"   # SendRecv kernel with no host op naming it: DLRM-style all_to_all
+    if not collective:
+        return None
+    # size: max(input bytes, output bytes) of the collective (module doc, "comm_size"), over every
+    # record of it: the backend record has only the input tensor, record_param_comms and the c10d
+    # call have both sides, ET+'s comm_size is the linker's max(in, out) of whatever it found.
+    size = op_tensor_bytes(full[backend]) if backend is not None else 0
+    if _num(oa.get("comm_size")):
+        size = max(size, int(oa["comm_size"]))
+    if rpc is not None:
+        size = max(size, comm_size_bytes(infos[rpc]))
+    if c10d is not None and c10d in infos:
+        size = max(size, comm_size_bytes(infos[c10d]))
+    if not size and kernel:
+        size = op_tensor_bytes(own)   # the launcher's tensors, copied onto the GPU node by ET+
+    pg = ""
+    if rpc is not None:
+        pg = infos[rpc].pg_name
+    if not pg and isinstance(oa.get("pg_name"), str):
+        pg = oa["pg_name"]
+    if not pg:
+        for j in chain:
+            info = infos.get(j)
+            if info is not None and info.pg_name:
+                pg = info.pg_name
+                break
+    pg = cv.pgn.numeric(pg)
+    f = CommFields(collective, comm_type_of(collective), size, pg)
+    if rpc is not None:
+        f.seq = infos[rpc].seq
+    if collective in ("send", "recv"):
+        info = infos.get(c10d) if c10d is not None else None
+        peer = info.peer if info is not None and info.peer is not None else -1
+        f.tag = info.tag if info is not None and info.tag is not None else 0
+        if peer >= 0:
+            peer = cv.pgn.global_rank(pg, peer)
+        me = cv.rank if cv.rank is not None else -1
+        f.src, f.dst = (me, peer) if collective == "send" else (peer, me)
+    return f

@@ -1,0 +1,308 @@
+"""Pass 4 and 5 of a conversion: dependencies (call order, launcher, stream, process group by launch,
+gloo pairs, ET+ inter-thread and sync deps, ET parents), thread timing, and the output order (the cycle
+check)."""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+from typing import Any
+
+from chakra import schema as pb
+from chakra.convert.graph import CycleError, kahn_order, topological_order
+from chakra.convert.plan import (
+    _NUM_LIMIT,
+    Plan,
+    _num,
+    _warn,
+)
+from chakra.convert.threads import ThreadInput, thread_timing
+from chakra.convert.tree import starts_before, time_key
+from chakra.errors import TraceFormatError
+from chakra.host.model import METADATA, OP
+
+log = logging.getLogger(__name__)
+
+
+# -- 4. dependencies ------------------------------------------------------------------------------
+def chain_by_start(cv: Plan, members: list[int]) -> None:
+    """Order ``members`` by start (call order when some are untimed); each depends on the previous."""
+    ts, pos, rfk, data = cv.ts, cv.pos, cv.rfk, cv.data
+    starts = list(map(ts.__getitem__, members))
+    if None not in starts and len(set(starts)) == len(starts):
+        # distinct starts: the first key decides alone (C-level key, no Python call per member)
+        members.sort(key=ts.__getitem__)
+    elif None not in starts:
+        durs, dur_x = cv.cols.dur, cv.cols.dur_x
+        L = _NUM_LIMIT
+
+        def key(i: int) -> tuple[float, float, int]:   # _time_key, with its lookups hoisted
+            d = durs[i]
+            if d != d:
+                d = dur_x.get(i)
+            tt = type(d)
+            return (ts[i], -d if (tt is float or tt is int) and -L < d < L else 0.0,  # type: ignore[return-value]
+                    pos[i])
+
+        members.sort(key=key)
+    else:
+        members.sort(key=lambda i: (rfk[i], pos[i]))
+    prev = members[0]
+    for i in members[1:]:
+        data[i].append(prev)
+        prev = i
+
+
+def chain_by_launch(cv: Plan, members: list[int]) -> None:
+    """Chain comm nodes by launch: a GPU node by its launcher's start, a host record by its own; then
+    the recorded sequence number; each depends on the previous."""
+    par, is_gpu, ts, rfk, data = cv.par, cv.is_gpu, cv.ts, cv.rfk, cv.data
+    comm, called = cv.comm, cv.gloo_pairs
+    # a GPU node: its launching op; a gloo record (run by a worker thread when it gets to it): the c10d
+    # call that issued it; any other host record: itself
+    launcher = {i: par[i] if is_gpu[i] and par[i] >= 0 else called.get(i, i) for i in members}
+    if all(ts[j] is not None for j in launcher.values()):
+        def key(i: int) -> tuple[Any, ...]:
+            j = launcher[i]
+            seq = comm[i].seq
+            return (*time_key(cv, j), -1 if seq is None else seq, cv.pos[i])
+    else:
+        def key(i: int) -> tuple[Any, ...]:
+            j = launcher[i]
+            return (rfk[j], cv.pos[j], cv.pos[i])
+    members.sort(key=key)
+    for prev, i in zip(members, members[1:]):
+        data[i].append(prev)
+
+
+def add_deps(cv: Plan) -> None:
+    ids, index, par, is_gpu, kinds = cv.ids, cv.index, cv.par, cv.is_gpu, cv.kinds
+    data, stats = cv.data, cv.stats
+    skeys, thread_of = cv.cols.skeys, cv.cols.threads
+    threads: dict[Any, list[int]] = {}
+    streams: dict[tuple[Any, Any], list[int]] = {}
+    no_launcher = gpu_ops = cpu_ops = 0
+    for i, g in enumerate(is_gpu):
+        if g:
+            gpu_ops += 1
+            p = par[i]
+            if p >= 0:
+                data[i].append(p)
+            else:
+                no_launcher += 1
+            members = streams.get(skeys[i])
+            if members is None:
+                streams[skeys[i]] = [i]
+            else:
+                members.append(i)
+        elif kinds[i] == OP:
+            cpu_ops += 1
+            members = threads.get(thread_of[i])
+            if members is None:
+                threads[thread_of[i]] = [i]
+            else:
+                members.append(i)
+    stats.gpu_ops += gpu_ops
+    stats.cpu_ops += cpu_ops
+    if no_launcher:
+        _warn(stats, f"{cv.trace.path}: {no_launcher} GPU node(s) have no launcher in the trace")
+    for members in threads.values():
+        chain_by_start(cv, members)
+    for members in streams.values():
+        chain_by_start(cv, members)
+    # Collectives of one process group run in the order they were launched, on every rank alike; a
+    # GPU collective's own start is the GPU's time, a host record's is the host's (which runs ahead of
+    # its GPU by a different amount on each rank), so both are ordered by when the host launched them.
+    pgs: dict[str, list[int]] = {}
+    for i, f in cv.comm.items():
+        pgs.setdefault(f.pg_name, []).append(i)
+    for members in pgs.values():
+        chain_by_launch(cv, members)
+    soft = cv.soft
+    for i, j in cv.gloo_pairs.items():
+        if i in cv.cpu_comm and j not in data[i]:
+            data[i].append(j)
+            soft.add((i, j))
+    for i, j in cv.gloo_extra.items():   # the other records of a multi-record call follow it too
+        if j not in data[i]:
+            data[i].append(j)
+            soft.add((i, j))
+    bad = 0
+    first_bad = ""
+    for i, pair in cv.cols.xdeps.items():
+        for key, dv in zip(("inter_thread_dep", "sync_dep"), pair):
+            if dv is None:
+                continue
+            for d in dv if isinstance(dv, list) else [dv]:
+                j = index.get(d) if type(d) is int else None
+                if j is None:
+                    bad += 1
+                    if not first_bad:
+                        first_bad = f"node {ids[i]} {key} {d!r}"
+                elif j != i:
+                    if j not in data[i]:   # already a call-order/stream/launcher edge: stays hard
+                        data[i].append(j)
+                        soft.add((i, j))
+                    if key == "sync_dep":
+                        stats.sync_edges += 1
+                    else:
+                        stats.inter_thread_edges += 1
+    if bad:
+        _warn(stats, f"{cv.trace.path}: {bad} inter_thread_dep/sync_dep reference(s) to ids not in "
+                     f"the trace were skipped (e.g. {first_bad}, missing)")
+    # ctrl: the ET parent (not for GPU ops, METADATA, or towards a METADATA node)
+    # The ET tree is wrong for records made on other threads (gloo worker records hang under whatever
+    # record was open, sometimes one that started later); a parent that starts after its child is not
+    # a caller, and such a link would point backwards in time (a cycle waiting to happen).
+    ctrl = [-1] * cv.n
+    backwards = 0
+    ts = cv.ts
+    before = partial(starts_before, cv)
+    for i, p in enumerate(par):
+        if p >= 0 and not is_gpu[i] and kinds[i] != METADATA and kinds[p] != METADATA:
+            tp = ts[p]
+            ti = ts[i]
+            # _before(p, i); its first key decides unless both are timed and start together
+            if tp is not None and ti is not None and tp != ti:
+                ok = tp < ti
+            else:
+                ok = before(p, i)
+            if not ok:
+                backwards += 1
+                continue
+            ctrl[i] = p
+    if backwards:
+        _warn(stats, f"{backwards} ET parent link(s) point to a record that started later than its child "
+                     "(records of other threads); those control dependencies are dropped")
+    meta = {i for i, k in enumerate(kinds) if k == METADATA}
+    for i in sorted(meta):
+        cv.ntype[i] = pb.METADATA_NODE
+        data[i] = []
+        ctrl[i] = -1
+    # nothing may depend on a METADATA node
+    for i, ds in enumerate(data):
+        if ds:
+            k = len(ds)
+            if k == 1:   # the common cases, without building a set
+                j = ds[0]
+                if j == i or j == ctrl[i] or j in meta:
+                    data[i] = []
+                continue
+            if k == 2:
+                a, b = ds
+                c = ctrl[i]
+                keep_a = a != i and a != c and a not in meta
+                if keep_a and b != i and b != c and b != a and b not in meta:
+                    continue   # both stay
+            seen = {i, ctrl[i]}
+            out = []
+            for j in ds:
+                if j not in seen and j not in meta:
+                    seen.add(j)
+                    out.append(j)
+            data[i] = out
+    cv.ctrl = ctrl
+
+
+# -- 4b. thread timing: work, waiting and idle per host thread (convert.threads) ------------------
+def add_thread_timing(cv: Plan) -> None:
+    """Pieces, depths and waits of the host threads; waits become (soft) data dependencies."""
+    if not cv.stats.timed:
+        return
+    n, cols, is_gpu, kinds, ts = cv.n, cv.cols, cv.is_gpu, cv.kinds, cv.ts
+    threads, cpu_comm, origin, start = cols.threads, cv.cpu_comm, cv.origin, cv.start
+    is_cpu = [not g and (k == METADATA or i not in cpu_comm)
+              for i, (g, k) in enumerate(zip(is_gpu, kinds))]
+    host = {t for t, c, k in zip(threads, is_cpu, kinds) if c and k != METADATA}
+    # every host op sits on its thread; a thread without CPU ops (a gloo worker whose only records
+    # are collectives) is a lane of its own in the replay, with the same kind of timing.  The thread
+    # and process roots are not ops: time inside them and in no op is idle time.
+    on_thread = [k == OP and not g for k, g in zip(kinds, is_gpu)]
+    end: list[int | None] = [None] * n
+    raw_dur, dur_x = cols.dur, cols.dur_x
+    lane: list[Any] = [None] * n
+    skeys = cols.skeys
+    keys: dict[Any, Any] = {}
+    for i, t in enumerate(ts):
+        if kinds[i] != METADATA:
+            th = threads[i]
+            key = ("gpu", skeys[i]) if is_gpu[i] else ("cpu" if th in host else "host", th)
+            lane[i] = keys.setdefault(key, key)
+        if t is None:
+            continue
+        d = raw_dur[i]
+        if d != d:
+            d = dur_x.get(i)
+        if not _num(d) or d < 0:
+            d = 0.0
+        v = t + d - origin
+        e = int(v + 0.5) if v > 0 else 0
+        end[i] = e if e > start[i] else start[i]
+    sync_lanes: dict[int, set[Any]] = {}
+    index = cv.index
+    for i, (_, sd) in cols.xdeps.items():
+        if sd is None:
+            continue
+        for d in sd if isinstance(sd, list) else [sd]:
+            j = index.get(d) if type(d) is int else None
+            if j is not None and is_gpu[j]:
+                sync_lanes.setdefault(i, set()).add(lane[j])
+    inp = ThreadInput(n=n, start=cv.start, end=end, excl=cv.dur, thread=threads, on_thread=on_thread,
+                      is_cpu=is_cpu, lane=lane, pos=cv.pos, deps=cv.data, host_comm=cpu_comm,
+                      is_gpu=is_gpu, sync_lanes=sync_lanes,
+                      launcher=[cv.par[i] if is_gpu[i] else -1 for i in range(n)],
+                      gpu_comm={i for i in cv.comm if is_gpu[i]})
+    tt = thread_timing(inp)
+    data, ctrl, soft = cv.data, cv.ctrl, cv.soft
+    # an op whose synchronize became a wait of the node after it no longer waits itself: its sync_dep
+    # (a start dependency on a GPU op that was recorded still running) goes
+    for o in tt.synced:
+        _, sd = cols.xdeps.get(o, (None, None))
+        for d in sd if isinstance(sd, list) else [sd]:
+            j = index.get(d) if type(d) is int else None
+            if j is not None and (o, j) in soft and j in data[o]:
+                data[o].remove(j)
+                soft.discard((o, j))
+    for j, u in tt.wait_on.items():
+        if u != ctrl[j] and u not in data[j]:
+            data[j].append(u)
+            soft.add((j, u))
+    cv.stats.waits = len(tt.wait_on)
+    cv.stats.waited_us = tt.waited_us
+    cv.tt = tt
+
+
+# -- 5. order and cycle check ---------------------------------------------------------------------
+def output_order(cv: Plan) -> list[int]:
+    """Topological order; also the cycle check.
+
+    A cycle through a dependency that ET+ derived from timing (``sync_dep``,
+    ``inter_thread_dep``) or that pairs a gloo record with its c10d call is
+    broken by dropping that one edge, with a warning naming the cycle; a cycle
+    of call-order, parent, stream or process-group edges is an error naming
+    its nodes.
+    """
+    n = cv.n
+    ctrl, data, ids, names = cv.ctrl, cv.data, cv.ids, cv.names
+    prio = cv.start if cv.stats.timed else cv.rfk
+    order = kahn_order(data, ctrl, prio)
+    if order is not None:
+        return order
+    for _ in range(1000):   # a cycle: found, repaired or reported by the general code
+        deps = [(data[i] + [ctrl[i]]) if ctrl[i] >= 0 else data[i] for i in range(n)]
+        try:
+            return topological_order(range(n), deps, prio)
+        except CycleError as exc:
+            cyc = exc.cycle
+            desc = " -> ".join(f"{ids[i]} ({names[i][:40]})" for i in cyc[:12])
+            more = "" if len(cyc) <= 12 else f" ... ({len(cyc)} nodes)"
+            edge = next(((a, b) for a, b in zip(cyc, cyc[1:] + cyc[:1]) if (a, b) in cv.soft), None)
+            if edge is None:
+                raise TraceFormatError(f"dependency cycle: {desc}{more}", cv.trace.path) from None
+            a, b = edge
+            data[a].remove(b)
+            cv.soft.discard(edge)
+            _warn(cv.stats, f"{cv.trace.path}: dependency cycle {desc}{more}: dropped the derived "
+                              f"dependency of node {ids[a]} on node {ids[b]}")
+    raise TraceFormatError("too many dependency cycles (1000 derived dependencies dropped)",
+                           cv.trace.path)

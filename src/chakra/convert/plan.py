@@ -1,0 +1,117 @@
+"""The state of one conversion: the per-op columns the passes fill, and what every pass shares.
+
+A conversion is a sequence of passes over this plan (``chakra.convert.core.run_passes``): ``tree``
+(index, parents, pre-order, call-order keys; timing), ``collectives`` (comm nodes and their fields),
+``deps`` (dependencies, thread timing, output order), then ``write`` serialises the nodes.  Each pass is a
+function of the plan; every attribute a pass sets is declared here.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from chakra import schema as pb
+from chakra.convert.columns import Columns, columns_from_trace
+from chakra.convert.comm import CommFields, PgNames
+from chakra.convert.serial import Serializer, dumps_any
+from chakra.convert.threads import ThreadTiming
+from chakra.host.model import HostTrace
+
+log = logging.getLogger(__name__)
+
+ET_VERSION = "0.0.4"
+_KNOWN_COLLECTIVES = frozenset({"allreduce", "allgather", "reduce_scatter", "broadcast", "all_to_all",
+                                "reduce", "gather", "scatter", "barrier", "send", "recv"})
+_MAX_COMM_CHAIN = 8
+#: Collective types the simulator does not run; ``astrasim_safe`` writes them as COMP nodes.
+UNSIMULATED_COMM_TYPES = frozenset({pb.REDUCE, pb.GATHER, pb.SCATTER, pb.BARRIER, pb.REDUCE_SCATTER_BLOCK})
+
+
+@dataclass(slots=True)
+class ConvertStats:
+    """What a conversion produced; ``ConvertReport`` adds file names and timings."""
+
+    nodes: int = 0
+    by_type: dict[str, int] = field(default_factory=dict)
+    cpu_ops: int = 0
+    gpu_ops: int = 0
+    comm_nodes: int = 0
+    cpu_comm_nodes: int = 0
+    comm_as_comp: int = 0       # collectives written as COMP nodes (astrasim_safe)
+    ctrl_edges: int = 0
+    data_edges: int = 0
+    sync_edges: int = 0
+    inter_thread_edges: int = 0
+    waits: int = 0              # blocking waits taken out of exclusive/idle time, now dependencies
+    waited_us: int = 0          # ... and how much time they were
+    timed: bool = False
+    rank: int | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+_TYPE_NAMES = {
+    pb.METADATA_NODE: "METADATA_NODE", pb.COMP_NODE: "COMP_NODE", pb.COMM_COLL_NODE: "COMM_COLL_NODE",
+    pb.COMM_SEND_NODE: "COMM_SEND_NODE", pb.COMM_RECV_NODE: "COMM_RECV_NODE",
+}
+
+
+_NUM_LIMIT = 1e18  # beyond this (or NaN, inf) a time is corrupt: uint64 µs fields end near 1.8e19
+
+
+def _num(v: Any) -> bool:
+    return (type(v) is int or type(v) is float) and -_NUM_LIMIT < v < _NUM_LIMIT
+
+
+def _warn(stats: ConvertStats, msg: str) -> None:
+    log.warning("%s", msg)
+    stats.warnings.append(msg)
+
+
+_dumps = dumps_any
+
+
+class Plan:
+    """One conversion's per-op lists (index = position of the op in the file) and shared state."""
+
+    def __init__(self, trace: HostTrace, *, astrasim_safe: bool = False, columns: Columns | None = None,
+                 serializer: Serializer | None = None) -> None:
+        self.trace = trace
+        self.astrasim_safe = astrasim_safe
+        cols = columns if columns is not None else columns_from_trace(trace)
+        self.cols = cols
+        self.ids = cols.ids
+        self.names = cols.names
+        self.kinds = cols.kinds
+        self.full = cols.full   # the HostOp where needed (all of them unless load_columns made cols)
+        self.stats = ConvertStats()
+        n = len(cols.ids)
+        self.n = n
+        self.index: dict[int, int] = cols.index
+        self.is_gpu = cols.is_gpu
+        self.par = [-1] * n
+        self.pos = [0] * n
+        self.ts: list[float | None] = [None] * n
+        self.start = [0] * n
+        self.dur = [0] * n
+        self.ntype = [pb.COMP_NODE] * n
+        self.comm: dict[int, CommFields] = {}
+        self.cpu_comm: set[int] = set()
+        self.gloo_pairs: dict[int, int] = {}   # gloo record -> the c10d call it ran (pair_gloo_with_c10d)
+        self.gloo_extra: dict[int, int] = {}   # further records of a call that ran as several
+        self.data: list[list[int]] = [[] for _ in range(n)]
+        self.origin = 0.0
+        self.span_end = 0.0
+        self.pgn = PgNames(trace.process_groups)
+        self.rank: int | None = None
+        self.ser = serializer if serializer is not None else Serializer()
+        self.soft: set[tuple[int, int]] = set()   # derived edges a cycle may break (see deps.output_order)
+        self.tt: ThreadTiming | None = None       # per-thread pieces and waits (convert.threads)
+        # set by the passes (declared here so that every attribute of a plan is in one place)
+        self.preorder: list[int] = []             # tree: the ops in ET pre-order
+        self.rfk: list[int] = []                  # tree: call-order key per op
+        self.span_lo = 0.0                        # timing: the trace's first start and last end (µs)
+        self.span_hi = 0.0
+        self.infos: dict[int, Any] = {}           # collectives: host comm op -> its CommInfo
+        self.ctrl: list[int] = []                 # deps: the kept ET parent per op (-1: none)

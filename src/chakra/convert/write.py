@@ -1,0 +1,259 @@
+"""The messages of a conversion: GlobalMetadata and the nodes, serialised piece by piece in the output
+order."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+
+from chakra import schema as pb
+from chakra.convert.attrs import frame_attr, make_attr
+from chakra.convert.comm import (
+    CommFields,
+)
+from chakra.convert.plan import (
+    _TYPE_NAMES,
+    ET_VERSION,
+    Plan,
+    _dumps,
+    _num,
+)
+from chakra.convert.serial import int_attr
+from chakra.convert.threads import THREAD_TIMING
+from chakra.host.model import HostOp
+
+log = logging.getLogger(__name__)
+
+
+# -- messages -------------------------------------------------------------------------------------
+def iter_nodes(cv: Plan, order: list[int]) -> Iterator[pb.Node]:
+    """The Node messages in ``order``, built one at a time (a writer can stream them)."""
+    parse = pb.Node.FromString
+    for body in iter_serialized(cv, order):
+        yield parse(body)
+
+
+def iter_serialized(cv: Plan, order: list[int]) -> Iterator[bytes]:
+    """The serialised Node messages in ``order``, one at a time.
+
+    Assembled from pieces, because building a Node with its IOInfo and attribute
+    sub-messages costs several times its serialisation: the scalar and dependency
+    fields (1-7) come from a small Node serialised by protobuf (which checks their
+    ranges), followed by ``inputs`` (8), ``outputs`` (9) and the ``attr`` entries
+    (10), each encoded as protobuf would (fields in number order, so the bytes are
+    those of the whole message serialised at once; ``convert.serial``).  An op
+    ``load_columns`` did not keep whole has its fields 8-10 ready (``Columns.tails``; a
+    GPU comm node adds its comm attributes after them).
+    """
+    ids, names, full = cv.ids, cv.names, cv.full
+    tails = cv.cols.tails
+    ctrl, data, start, dur, ntype = cv.ctrl, cv.data, cv.start, cv.dur, cv.ntype
+    is_gpu, comm, cpu_comm = cv.is_gpu, cv.comm, cv.cpu_comm
+    ser = cv.ser
+    Node = pb.Node
+    framed = ser.attr_cache.framed
+    op_ios = ser.op_ios
+    join = b"".join
+    counts: dict[int, int] = {}   # node type -> count, in first-seen order
+    stats = cv.stats
+    per_thread = thread_attrs(cv)
+    ctrl_edges = data_edges = 0
+    meta_t = pb.METADATA_NODE
+
+    for i in order:
+        t = ntype[i]
+        counts[t] = counts.get(t, 0) + 1
+        # fields set one by one, defaults left out: the bytes (and the range checks) of
+        # Node(id=, name=, type=, ctrl_deps=, data_deps=, start_time_micros=, duration_micros=)
+        m = Node()
+        m.id = ids[i]
+        v = names[i]
+        if v:
+            m.name = v
+        if t:
+            m.type = t
+        c = ctrl[i]
+        if c >= 0:
+            m.ctrl_deps.append(ids[c])
+            ctrl_edges += 1
+        ds = data[i]
+        k = len(ds)
+        if k == 1:
+            m.data_deps.append(ids[ds[0]])
+        elif k:
+            m.data_deps.extend([ids[j] for j in ds])
+        data_edges += k
+        v = start[i]
+        if v:
+            m.start_time_micros = v
+        v = dur[i]
+        if v:
+            m.duration_micros = v
+        head = m.SerializeToString()
+        f = comm.get(i)
+        tail = tails[i] if tails is not None else None
+        ta = per_thread(i)
+        if tail is not None:   # neither METADATA nor a host comm node (those are kept whole)
+            if f is None:
+                yield head + tail + ta if ta else head + tail
+            else:
+                yield join((head, tail, *[frame_attr(a) for a in _comm_attrs(f, t)], ta))
+            continue
+        op = full[i]
+        if is_gpu[i]:
+            attrs = ser.gpu_attrs(op)
+        elif t == meta_t:
+            attrs = [framed("is_cpu_op", True)]
+        else:
+            attrs = ser.cpu_attrs(op, cpu=i not in cpu_comm, skip=f is not None)
+        if f is not None:
+            attrs.extend(frame_attr(a) for a in _comm_attrs(f, t))
+        if ta:
+            attrs.append(ta)
+        if t == meta_t:
+            yield join((head, meta_io(cv, op), *attrs))
+        else:
+            yield join((head, *op_ios(op), *attrs))
+    stats.by_type = {_TYPE_NAMES[t]: k for t, k in counts.items()}
+    stats.ctrl_edges = ctrl_edges
+    stats.data_edges = data_edges
+
+
+def thread_attrs(cv: Plan) -> Any:
+    """``i -> bytes``: node ``i``'s thread-timing attributes (convert.threads), framed; b"" if none.
+
+    Built once for the nodes that have any (a framed (name, value) is made once: values repeat)."""
+    tt = cv.tt
+    if tt is None:
+        return lambda i: b""
+    ids = cv.ids
+    framed: dict[tuple[str, int], bytes] = {}
+    out: dict[int, bytes] = {}
+    for (name_field, name), d in ((_DEPTH, tt.depth), (_WORK, tt.work_before), (_TAIL, tt.tail),
+                                  (_IDLE, tt.idle_before), (_POST, tt.wait_post)):
+        for i, v in d.items():
+            if v:
+                b = framed.get((name, v))
+                if b is None:
+                    b = framed[(name, v)] = int_attr(name_field, name, v)
+                out[i] = out.get(i, b"") + b
+    for i, u in tt.wait_on.items():
+        out[i] = out.get(i, b"") + int_attr(_WAIT_ON[0], _WAIT_ON[1], ids[u])
+    if tt.frees_thread:
+        frees_attr = int_attr(_FREES[0], _FREES[1], 1)
+        for i in tt.frees_thread:
+            out[i] = out.get(i, b"") + frees_attr
+    get = out.get
+    return lambda i: get(i, b"")
+
+
+def meta_io(cv: Plan, op: HostOp) -> bytes:
+    """inputs + outputs of the METADATA node: the inputs' values are the process-group table."""
+    io = op.inputs
+    try:
+        inputs = pb.IOInfo(values=str([pg_json(cv)]), shapes=orjson.dumps(io.shapes).decode(),
+                           types=orjson.dumps(io.types).decode())
+        io = op.outputs
+        dumps = orjson.dumps
+        outputs = pb.IOInfo(values=dumps(io.values).decode(), shapes=dumps(io.shapes).decode(),
+                            types=dumps(io.types).decode())
+    except TypeError:   # something orjson will not encode (e.g. a huge int): the slow path
+        io = op.inputs
+        inputs = pb.IOInfo(values=_dumps(io.values), shapes=_dumps(io.shapes), types=_dumps(io.types))
+        io = op.outputs
+        outputs = pb.IOInfo(values=_dumps(io.values), shapes=_dumps(io.shapes), types=_dumps(io.types))
+    return pb.Node(inputs=inputs, outputs=outputs).SerializeToString()
+
+
+# -- metadata -------------------------------------------------------------------------------------
+def pg_records(cv: Plan) -> list[dict[str, Any]]:
+    out = []
+    for g in cv.trace.process_groups:
+        out.append({
+            "pg_name": cv.pgn.numeric(g.pg_name) or g.pg_name,
+            "pg_desc": g.pg_desc,
+            "backend_config": g.backend,
+            "ranks": list(g.ranks),
+            "group_size": g.group_size,
+            "group_count": g.group_count,
+        })
+    return out
+
+
+def pg_json(cv: Plan) -> str:
+    return json.dumps(pg_records(cv))
+
+
+def metadata(cv: Plan) -> pb.GlobalMetadata:
+    tr = cv.trace
+    attrs = [make_attr("schema", tr.schema or "")]
+    if tr.pid is not None:
+        attrs.append(make_attr("pid", tr.pid))
+    if tr.time is not None:
+        attrs.append(make_attr("time", tr.time))
+    if tr.start_ts is not None:
+        attrs.append(make_attr("start_ts", tr.start_ts))
+    if tr.finish_ts is not None:
+        attrs.append(make_attr("finish_ts", tr.finish_ts))
+    attrs.append(make_attr("rank", cv.rank if cv.rank is not None else -1))
+    ws = tr.world_size
+    attrs.append(make_attr("world_size", ws if ws is not None else -1))
+    attrs.append(pb.AttributeProto(name="process_groups", string_val=pg_json(cv)))
+    measured = tr.extra.get("measured")
+    if isinstance(measured, dict) and _num(measured.get("start_us")):
+        m_start = float(measured["start_us"])
+        m_dur = float(measured.get("dur_us", 0.0)) if _num(measured.get("dur_us")) else 0.0
+        window = str(measured.get("window", ""))
+    elif cv.stats.timed:
+        m_start, m_dur, window = cv.span_lo, cv.span_hi - cv.span_lo, "span"
+    else:
+        m_start, m_dur, window = 0.0, 0.0, "none"
+    attrs.append(pb.AttributeProto(name="measured_start_us", double_val=m_start))
+    attrs.append(pb.AttributeProto(name="measured_dur_us", double_val=m_dur))
+    attrs.append(pb.AttributeProto(name="measured_window", string_val=window))
+    if cv.tt is not None:
+        attrs.append(pb.AttributeProto(name="thread_timing", string_val=THREAD_TIMING))
+    return pb.GlobalMetadata(version=ET_VERSION, attr=attrs)
+
+
+
+def _name_field(name: str) -> tuple[bytes, str]:
+    b = name.encode()
+    return b"\x0a" + bytes((len(b),)) + b, name
+
+
+_DEPTH = _name_field("thread_depth")
+_WORK = _name_field("work_before_us")
+_TAIL = _name_field("tail_us")
+_IDLE = _name_field("idle_before_us")
+_POST = _name_field("wait_post_us")
+_WAIT_ON = _name_field("wait_on")
+_FREES = _name_field("frees_thread")
+
+
+def _comm_attrs(f: CommFields, t: int) -> list[pb.AttributeProto]:
+    A = pb.AttributeProto
+    if t == pb.COMP_NODE:   # a collective the simulator does not run (astrasim_safe): kept for information
+        out = [A(name="orig_collective", string_val=f.collective)]
+        if f.comm_type is not None:
+            out.append(A(name="orig_comm_type", int64_val=f.comm_type))
+        out.append(A(name="orig_comm_size", int64_val=f.size))
+        out.append(A(name="orig_pg_name", string_val=f.pg_name))
+        return out
+    out = []
+    if t == pb.COMM_COLL_NODE and f.comm_type is not None:
+        out.append(A(name="comm_type", int64_val=f.comm_type))
+    out.append(A(name="comm_size", int64_val=f.size))
+    out.append(A(name="pg_name", string_val=f.pg_name))
+    out.append(A(name="comm_priority", int32_val=0))
+    if f.seq is not None:
+        out.append(A(name="comm_seq", int64_val=f.seq))
+    if t in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):
+        out.append(A(name="comm_src", int32_val=f.src))
+        out.append(A(name="comm_dst", int32_val=f.dst))
+        out.append(A(name="comm_tag", int32_val=f.tag))
+    return out
