@@ -32,7 +32,6 @@ says why in ``astrasim_note``.
 
 from __future__ import annotations
 
-import heapq
 import json
 import logging
 import os
@@ -41,6 +40,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from chakra import schema as pb
+from chakra.convert.graph import CycleError, topological_order
+from chakra.convert.plan import UNSIMULATED_COMM_TYPES
+from chakra.convert.serial import COMM_KEYS
 from chakra.errors import ChakraError, UsageError
 from chakra.io import atomic_output
 from chakra.io.pbstream import write_messages
@@ -49,11 +51,7 @@ from chakra.job.match import COLLECTIVE_NAMES, Instance, JobMatch, match_job, wo
 
 log = logging.getLogger(__name__)
 
-#: Collective types this simulator does not run (its README): written as COMP nodes.
-UNSIMULATED_COMM_TYPES = frozenset({pb.REDUCE, pb.GATHER, pb.SCATTER, pb.BARRIER, pb.REDUCE_SCATTER_BLOCK})
 COMM_GROUP_JSON = "comm_group.json"
-_COMM_ATTRS = frozenset({"comm_type", "comm_size", "pg_name", "comm_priority", "comm_src", "comm_dst",
-                         "comm_tag", "comm_seq", "is_cpu_op"})
 
 
 @dataclass(slots=True)
@@ -126,7 +124,7 @@ def _set_attr(node: pb.Node, name: str, **value: object) -> None:
 def _to_comp(node: pb.Node, why: str) -> None:
     """A communication node -> a COMP node (GPU side) of its recorded duration, keeping what it was."""
     a = node_attrs(node)
-    kept = [x for x in node.attr if x.name not in _COMM_ATTRS]
+    kept = [x for x in node.attr if x.name not in COMM_KEYS]
     del node.attr[:]
     node.attr.extend(kept)
     A = pb.AttributeProto
@@ -148,29 +146,19 @@ def _to_comp(node: pb.Node, why: str) -> None:
 
 def _topological(nodes: list[pb.Node], path: str) -> list[pb.Node]:
     """Nodes in a topological order (the given order where it already is one); a cycle is an error."""
-    index = {n.id: k for k, n in enumerate(nodes)}
-    indeg = [0] * len(nodes)
-    succ: list[list[int]] = [[] for _ in nodes]
-    for k, n in enumerate(nodes):
-        for d in {*n.ctrl_deps, *n.data_deps}:
-            j = index.get(d)
-            if j is None:
-                raise ChakraError(f"node {n.id} depends on node {d}, which is not in the file", path)
-            succ[j].append(k)
-            indeg[k] += 1
-    heap = [k for k in range(len(nodes)) if indeg[k] == 0]
-    heapq.heapify(heap)
-    order = []
-    while heap:
-        k = heapq.heappop(heap)
-        order.append(k)
-        for s in succ[k]:
-            indeg[s] -= 1
-            if indeg[s] == 0:
-                heapq.heappush(heap, s)
-    if len(order) < len(nodes):
-        stuck = [nodes[k].id for k in range(len(nodes)) if indeg[k] > 0][:8]
-        raise ChakraError(f"dependency cycle through nodes {stuck}", path)
+    ids = [n.id for n in nodes]
+    present = set(ids)
+    deps = []
+    for n in nodes:
+        d = list({*n.ctrl_deps, *n.data_deps})
+        missing = next((x for x in d if x not in present), None)
+        if missing is not None:
+            raise ChakraError(f"node {n.id} depends on node {missing}, which is not in the file", path)
+        deps.append(d)
+    try:
+        order = topological_order(ids, deps)
+    except CycleError as exc:
+        raise ChakraError(f"dependency cycle through nodes {exc.cycle[:8]}", path) from None
     return [nodes[k] for k in order]
 
 

@@ -35,6 +35,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from chakra import schema as pb
+from chakra.convert.attrs import FIXED_FIELDS
+from chakra.convert.graph import CycleError, topological_order
 from chakra.errors import ChakraError, UsageError
 from chakra.io.naming import rank_from_filename
 from chakra.job.etfile import COMM_NODE_TYPES, EtFile, comm_of, node_attrs, read_comm_groups, read_et
@@ -51,11 +53,9 @@ from chakra.job.match import (
 )
 
 #: attribute -> the one oneof field the simulator's reader takes it from
-READ_FIELDS: dict[str, str] = {
-    "is_cpu_op": "bool_val", "num_ops": "int64_val", "tensor_size": "uint64_val", "comm_type": "int64_val",
-    "comm_priority": "int32_val", "comm_size": "int64_val", "comm_src": "int32_val", "comm_dst": "int32_val",
-    "comm_tag": "int32_val", "pg_name": "string_val",
-}
+READ_FIELDS: dict[str, str] = {k: FIXED_FIELDS[k] for k in (
+    "is_cpu_op", "num_ops", "tensor_size", "comm_type", "comm_priority", "comm_size", "comm_src", "comm_dst",
+    "comm_tag", "pg_name")}
 RUNNABLE = frozenset({pb.ALL_REDUCE, pb.ALL_TO_ALL, pb.ALL_GATHER, pb.REDUCE_SCATTER, pb.BROADCAST})
 
 
@@ -99,10 +99,6 @@ def expand_inputs(inputs: Sequence[str]) -> list[str]:
             out.append(f"{arg}.{k}.et")
             k += 1
     return out
-
-
-def _describe(c: Comm) -> str:
-    return c.describe()
 
 
 def _file_checks(f: EtFile, groups: dict[str, tuple[int, ...]], world: tuple[int, ...],
@@ -192,33 +188,12 @@ def _file_checks(f: EtFile, groups: dict[str, tuple[int, ...]], world: tuple[int
 
 
 def _cycle(nodes: list, index: dict[int, int]) -> list[int]:
-    """The ids of one dependency cycle, or [] (iterative colouring DFS)."""
-    n = len(nodes)
-    deps = [[index[d] for d in {*x.ctrl_deps, *x.data_deps} if d in index] for x in nodes]
-    color = [0] * n
-    for s in range(n):
-        if color[s]:
-            continue
-        stack = [(s, 0)]
-        path: list[int] = []
-        color[s] = 1
-        path.append(s)
-        while stack:
-            v, k = stack[-1]
-            if k < len(deps[v]):
-                stack[-1] = (v, k + 1)
-                w = deps[v][k]
-                if color[w] == 0:
-                    color[w] = 1
-                    path.append(w)
-                    stack.append((w, 0))
-                elif color[w] == 1:
-                    at = path.index(w)
-                    return [nodes[x].id for x in path[at:]] + [nodes[w].id]
-            else:
-                color[v] = 2
-                path.pop()
-                stack.pop()
+    """The ids of one dependency cycle, or [] (dependencies on missing nodes are reported apart)."""
+    deps = [[d for d in {*x.ctrl_deps, *x.data_deps} if d in index] for x in nodes]
+    try:
+        topological_order([x.id for x in nodes], deps)
+    except CycleError as exc:
+        return [*exc.cycle, exc.cycle[0]]
     return []
 
 
@@ -269,8 +244,8 @@ def _job_checks(ranks: list[RankComms], groups: dict[str, tuple[int, ...]], out:
                 continue
             differ += 1
             if differ <= 3:
-                a = "nothing" if first is None else _describe(first)
-                b = "nothing" if row[odd] is None else _describe(row[odd])  # type: ignore[arg-type]
+                a = "nothing" if first is None else first.describe()
+                b = "nothing" if row[odd] is None else row[odd].describe()  # type: ignore[union-attr]
                 out.append(Problem(None, f"process group {label}, collective #{k}: rank {ref} issues {a}, "
                                          f"rank {odd} issues {b} (the simulator matches collectives by "
                                          "order, type and size: it stalls)"))
@@ -286,8 +261,8 @@ def _job_checks(ranks: list[RankComms], groups: dict[str, tuple[int, ...]], out:
             s = sends[k] if k < len(sends) else None
             v = recvs[k] if k < len(recvs) else None
             if s is None or v is None or s.size != v.size:
-                a = "no send" if s is None else _describe(s)
-                b = "no recv" if v is None else _describe(v)
+                a = "no send" if s is None else s.describe()
+                b = "no recv" if v is None else v.describe()
                 out.append(Problem(None, f"{what} #{k}: rank {src} has {a}, rank {dst} has {b}"))
                 break
             instances.append(Instance(label=f"{what} #{k}", pg="", kind=COMM_SEND, comm_type=None,
