@@ -1353,7 +1353,7 @@ def generate(
     ``chakra`` = 1.1.1-chakra.0.0.4 and ``Record function id`` unless told otherwise); ``"light"`` the
     benchmark's original nodes, byte for byte what this generator wrote before the knob existed (layout
     ``flat`` and no ``Record function id`` unless told otherwise).  The function's default stays ``light``
-    so that existing callers (tests/test_faults_signals.py, bench_link.py) get the files they were written
+    so that existing callers (tests/cli/test_faults_signals.py, bench_link.py) get the files they were written
     for; the command line defaults to ``real``.
     ``kernels_per_leaf``: average number of kernels each kernel-launching leaf op launches (light: 1.0 gives
     about 0.45 GPU ops per host op, 2.3 about one; real: 1.0 gives about 0.26, 1.3 about one per three).

@@ -107,3 +107,32 @@ def test_no_import_cycles_between_modules():
         if v not in index:
             visit(v)
     assert not cycles, cycles
+
+
+TESTS = Path(__file__).resolve().parent
+#: tests of the package as a whole (every stage at once), not of one subpackage
+WHOLE_PACKAGE_TESTS = {"test_layers.py", "test_properties.py"}
+#: test_schema_alias imports the reference-API script to run it, the way a user runs it; it shares nothing
+SCRIPT_IMPORTS = {("test_schema_alias.py", "test_reference_api")}
+
+
+def test_tests_mirror_the_package() -> None:
+    """tests/<pkg>/ holds the tests of src/chakra/<pkg>/; shared code lives in tests/helpers/ only."""
+    packages = {p.parent.name for p in SRC.glob("*/__init__.py")}
+    folders = {p.name for p in TESTS.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))}
+    assert folders - {"helpers", "data"} <= packages, folders - {"helpers", "data"} - packages
+    top = {p.name for p in TESTS.glob("test_*.py")}
+    assert top <= WHOLE_PACKAGE_TESTS, top - WHOLE_PACKAGE_TESTS
+
+
+def test_no_test_module_imports_another() -> None:
+    bad = []
+    for path in TESTS.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            for name in names:
+                last = name.split(".")[-1]
+                if last.startswith("test_") and (path.name, last) not in SCRIPT_IMPORTS:
+                    bad.append(f"{path.relative_to(TESTS)} imports {name}")
+    assert not bad, bad

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import fault_inputs as F
+from helpers import fault_inputs as F
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -5,7 +5,7 @@ runtime that generated them (newer gencode refuses older runtimes and the other
 way round), which was the most reported installation failure of the original
 toolkit.  Building the ``FileDescriptorProto`` from a small table here and asking
 the runtime for message classes works on every protobuf runtime from 4.21 to the
-newest.  ``tests/test_schema.py`` proves that this table equals the descriptor
+newest.  ``tests/schema/test_schema.py`` proves that this table equals the descriptor
 protoc produces from ``schema/protobuf/et_def.proto``.
 """
 

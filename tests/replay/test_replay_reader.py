@@ -1,0 +1,355 @@
+"""The replay's reader gives exactly what plain Python over the messages gives.
+
+* ``load_graph`` (the batched reader, :mod:`chakra.replay.reader`) == the plain reading of the file's
+  messages one at a time (``tests/replay_oracle.py``, the reader the replay had before), field by field,
+  and the same error on a damaged file -- on canonical files (the merged reading) and on files a proto3
+  encoder would not write (explicit defaults, a field twice, a varint field sent length-delimited,
+  unpacked dependencies, an empty attribute, unknown fields), which the reader must notice and read node
+  by node; with tiny chunks and batches, a tiny attribute cache and attributes decoded where they occur.
+* the in-order replay of one rank == the event loop, bit for bit.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+from helpers.replay_oracle import graph_from_protobuf
+
+import chakra.io.pbstream as pbstream
+from chakra.errors import ChakraError
+from chakra.io import read_messages
+from chakra.io.naming import rank_from_filename
+from chakra.io.pbstream import encode_varint as V
+from chakra.replay import engine
+from chakra.replay.graph import NodeSpec, graph_from_specs
+from chakra.replay.reader import load_graph
+from chakra.schema import AttributeProto, GlobalMetadata, Node
+
+FIELDS = ["ids", "names", "types", "durations", "starts", "deps", "is_cpu", "lanes", "comm", "parents",
+          "ctrl_parent", "rank", "world_size", "process_groups", "measured_us", "measured_start_us", "path"]
+ATTR_NAMES = ["is_cpu_op", "tid", "stream", "device", "pg_name", "comm_src", "comm_dst", "comm_tag", "rf_id",
+              "host_tid", "cat", "fw_tid", "wait_on", "thread_depth", "comm_seq", "tail_us", "comm_size"]
+
+
+def _field(num: int, wire: int, payload: bytes) -> bytes:
+    return V((num << 3) | wire) + payload
+
+
+def _varint_field(num: int, v: int) -> bytes:
+    return _field(num, 0, V(v & ((1 << 64) - 1)))
+
+
+def _bytes_field(num: int, b: bytes) -> bytes:
+    return _field(num, 2, V(len(b)) + b)
+
+
+def _attr(rng: random.Random) -> bytes:
+    a = AttributeProto(name=rng.choice(ATTR_NAMES))
+    kind = rng.choice(["bool", "i64", "i64", "i32", "str", "dbl", "list"])
+    if kind == "bool":
+        a.bool_val = rng.random() < 0.7
+    elif kind == "i64":
+        a.int64_val = rng.choice([0, 1, 2, 7, 10000, -1, rng.randrange(10**6)])
+    elif kind == "i32":
+        a.int32_val = rng.choice([0, 1, 7, -1])
+    elif kind == "str":
+        a.string_val = rng.choice(["", "0", "1", "pg", "7"])
+    elif kind == "dbl":
+        a.double_val = rng.choice([0.0, 1.5, 7.0])
+    else:
+        a.int64_list.values.extend([1, 2])
+    return a.SerializeToString()
+
+
+def _node(rng: random.Random, nid: int, ids: list[int], canonical: bool, damage: bool = True) -> bytes:
+    parts = []
+    name = rng.choice(["op", "", "kernel", "aten::mm"])
+    ntype = rng.choice([4, 4, 4, 7, 5, 6, 1, 0])
+    start = rng.choice([0, 0, 5, 10, 30, 100])
+    dur = rng.choice([0, 1, 3, 10, 50])
+    for num, value, wire in ((1, nid, 0), (2, name, 2), (3, ntype, 0), (6, start, 0), (7, dur, 0)):
+        if value or not canonical:
+            parts.append(_bytes_field(num, value.encode()) if wire == 2 else _varint_field(num, value))
+    ctrl = rng.sample(ids, k=min(len(ids), rng.choice([0, 1, 1, 2])))
+    data = rng.sample(ids, k=min(len(ids), rng.choice([0, 0, 1, 2, 3])))
+    if ctrl:
+        parts.append(_bytes_field(4, b"".join(V(x) for x in ctrl)))
+    if data:
+        if canonical or rng.random() < 0.5:
+            parts.append(_bytes_field(5, b"".join(V(x) for x in data)))
+        else:
+            parts.extend(_varint_field(5, x) for x in data)          # unpacked
+    if ntype == 1 and rng.random() < 0.5:
+        parts.append(_bytes_field(8, _bytes_field(1, b"['[{\"pg_name\": \"0\", \"ranks\": [0, 1]}]']")))
+    parts.extend(_bytes_field(10, _attr(rng)) for _ in range(rng.choice([0, 1, 2, 3, 5])))
+    if damage and rng.random() < 0.004:     # a damaged attribute: a name that is not UTF-8, a truncated value
+        parts.append(_bytes_field(10, rng.choice([b"\x0a\x02\xff\xfe", b"\x48", b"\x0a\x03tid\x48"])))
+    if not canonical:
+        r = rng.random()
+        if r < 0.15:
+            parts.append(_bytes_field(1, V(5)))          # id with the length-delimited wire type
+        elif r < 0.3:
+            parts.append(_varint_field(6, 7))            # start twice
+        elif r < 0.4:
+            parts.append(_bytes_field(10, b""))          # an empty attribute
+        elif r < 0.5:
+            parts.append(_varint_field(99, 1))           # an unknown field
+        if rng.random() < 0.3:
+            rng.shuffle(parts)
+    return b"".join(parts)
+
+
+def _write_random_et(rng: random.Random, path: Path, n: int, canonical: bool) -> None:
+    ids = list(range(1, n + 1)) if rng.random() < 0.7 else rng.sample(range(0, 3 * n + 3), n)
+    if rng.random() < 0.1 and n > 2:
+        ids[-1] = ids[0]                                 # a duplicate id
+    order = list(ids)
+    if rng.random() < 0.3:
+        rng.shuffle(order)
+    frames = [GlobalMetadata(version="0.0.4").SerializeToString()]
+    frames += [_node(rng, nid, ids, canonical) for nid in order]
+    if rng.random() < 0.05:
+        frames[-1] = frames[-1][:-1] or b"\xff"          # a damaged last message
+    path.write_bytes(b"".join(V(len(f)) + f for f in frames))
+
+
+def _old_graph(path: Path):
+    try:
+        meta, nodes = read_messages(path, GlobalMetadata, Node)
+        if not nodes:
+            return ("error", "no nodes")
+        return graph_from_protobuf(nodes, meta, path=os.fspath(path), rank=rank_from_filename(path))
+    except ChakraError as exc:
+        return ("error", str(exc))
+
+
+def _new_graph(path: Path):
+    try:
+        return load_graph(path)
+    except ChakraError as exc:
+        return ("error", str(exc) if "no nodes" not in str(exc) else "no nodes")
+
+
+def _fields(g):
+    """The graph's fields, comparable: sets and dicts in a fixed order (two readers fill them in another)."""
+    out = []
+    for f in FIELDS:
+        v = getattr(g, f)
+        if isinstance(v, set):
+            v = sorted(v)
+        elif isinstance(v, dict):
+            v = sorted(v.items())
+        out.append(repr(v))
+    out.append(repr(sorted((name, sorted(d.items())) for name, d in g.extra.items())))
+    return out
+
+
+@pytest.mark.parametrize("chunk,batch,values_max,attr_max", [
+    (None, None, None, None), (64, 200, None, None), (7, 1, None, None),
+    (None, None, 1, None),       # attributes of the names the replay reads decoded where they occur
+    (None, 3000, 2, 40),         # a cache that fills up
+])
+def test_reader_equals_the_plain_reading(chunk, batch, values_max, attr_max, tmp_path: Path,
+                                         monkeypatch) -> None:
+    import chakra.replay.reader as reader
+
+    if chunk is not None:
+        monkeypatch.setattr(pbstream, "_CHUNK", chunk)
+    if batch is not None:
+        monkeypatch.setattr(pbstream.iter_frame_batches, "__defaults__", (batch,))
+    if values_max is not None:
+        monkeypatch.setattr(reader, "_VALUES_MAX", values_max)
+    if attr_max is not None:
+        monkeypatch.setattr(reader, "_ATTR_MAX", attr_max)
+    outcomes = {"graph": 0, "error": 0}
+    for seed in range(120):
+        rng = random.Random(seed)
+        path = tmp_path / f"t.{seed % 5}.et"
+        _write_random_et(rng, path, rng.choice([1, 2, 5, 40, 400]), canonical=rng.random() < 0.6)
+        old, new = _old_graph(path), _new_graph(path)
+        if isinstance(old, tuple) or isinstance(new, tuple):
+            assert old == new, seed
+            outcomes["error"] += 1
+            continue
+        outcomes["graph"] += 1
+        assert _fields(old) == _fields(new), seed
+    assert outcomes["graph"] > 60 and outcomes["error"] > 5
+
+
+def test_reader_takes_both_paths(tmp_path: Path, monkeypatch) -> None:
+    """A canonical batch is read merged; one with a field twice is read node by node (same result)."""
+    import chakra.replay.reader as reader
+
+    taken = []
+    real = reader._Builder.add_batch
+
+    def spy(self, frames):
+        ok = real(self, frames)
+        taken.append(ok)
+        return ok
+
+    monkeypatch.setattr(reader._Builder, "add_batch", spy)
+    rng = random.Random(5)
+    for canonical in (True, False):
+        path = tmp_path / "x.0.et"
+        frames = [GlobalMetadata(version="0.0.4").SerializeToString()]
+        frames += [_node(rng, nid, list(range(1, nid)), True, damage=False) for nid in range(1, 30)]
+        if not canonical:
+            frames[5] += _varint_field(6, 3)    # start_time_micros written twice: the last one counts
+        path.write_bytes(b"".join(V(len(f)) + f for f in frames))
+        g = load_graph(path)
+        assert g.starts[4] == (3.0 if not canonical else g.starts[4])
+        assert taken[-1] is canonical
+
+
+def test_attributes_with_ever_new_values_are_not_cached(tmp_path: Path, monkeypatch) -> None:
+    """wait_on holds a node id: after _VALUES_MAX values it is decoded where it occurs, in bulk, and the cache
+    stays small; fw_tid (which holds the bytes "tid") is never taken for a tid."""
+    import chakra.replay.reader as reader
+
+    n = reader._VALUES_MAX + 3000
+    frames = [GlobalMetadata(version="0.0.4")]
+    for k in range(1, n + 1):
+        node = Node(id=k, name="op", type=4, start_time_micros=k, duration_micros=1,
+                    data_deps=[k - 1] if k > 1 else [])
+        node.attr.extend([AttributeProto(name="is_cpu_op", bool_val=True),
+                          AttributeProto(name="fw_tid", int64_val=9), AttributeProto(name="tid", int64_val=2),
+                          AttributeProto(name="rf_id", int64_val=k)])
+        if k > 1:
+            node.attr.append(AttributeProto(name="wait_on", int64_val=k - 1))
+        frames.append(node)
+    path = tmp_path / "w.0.et"
+    path.write_bytes(b"".join(V(len(m.SerializeToString())) + m.SerializeToString() for m in frames))
+    monkeypatch.setattr(pbstream.iter_frame_batches, "__defaults__", (20_000,))     # ~500 nodes a batch
+    decoded = []
+    real = reader._classify_bytes
+    monkeypatch.setattr(reader, "_classify_bytes", lambda raw: decoded.append(raw) or real(raw))
+    bulk = []
+    real_bulk = reader._bulk_values
+    monkeypatch.setattr(reader, "_bulk_values", lambda raws, f: bulk.append(len(raws)) or real_bulk(raws, f))
+    cols = reader.read_columns(path)
+    assert cols.extra["wait_on"] == {k: k for k in range(1, n)}      # index k: node k + 1 waits on node k
+    assert set(cols.lanes) == {("cpu", 2)} and cols.cpu == [True] * n
+    # each wait_on value decoded alone up to the batch where the name turned out to change all the time,
+    # in bulk after that
+    assert len(decoded) < reader._VALUES_MAX + 600 and sum(bulk) > 2000
+    assert n - 1 == sum(bulk) + sum(b"wait_on" in raw for raw in decoded)
+
+
+def test_reader_sorts_nodes_by_id(tmp_path: Path) -> None:
+    """A METADATA node written first (id 4 before 1, 2, 3): index order is id order, comm info follows."""
+    def node(nid: int, ntype: int, *attrs: AttributeProto) -> Node:
+        n = Node(id=nid, name=f"n{nid}", type=ntype, duration_micros=nid)
+        n.attr.extend(attrs)
+        return n
+
+    cpu = AttributeProto(name="is_cpu_op", bool_val=True)
+    gpu = AttributeProto(name="is_cpu_op", bool_val=False)
+    tid3 = AttributeProto(name="tid", int64_val=3)
+    stream7 = AttributeProto(name="stream", int64_val=7)
+    world = AttributeProto(name="pg_name", string_val="")
+    frames = [GlobalMetadata(version="0.0.4"), node(4, 1, cpu), node(1, 4, cpu, tid3),
+              node(2, 7, gpu, stream7, world), node(3, 4, gpu)]
+    path = tmp_path / "s.2.et"
+    path.write_bytes(b"".join(V(len(m.SerializeToString())) + m.SerializeToString() for m in frames))
+    g = load_graph(path)
+    assert g.ids == [1, 2, 3, 4]
+    assert g.durations == [1.0, 2.0, 3.0, 4.0]
+    # node 3: not a CPU op, no stream or device, tid 0: the thread of a CPU op without a tid (the METADATA
+    # node 4), so a host-thread record on ("cpu", 0)
+    assert g.lanes == [("cpu", 3), ("gpu", 0, 7), ("cpu", 0), None]
+    assert list(g.comm) == [1] and g.comm[1].pg_name == ""
+    assert g.rank == 2
+
+
+def _random_specs(rng: random.Random) -> list[NodeSpec]:
+    """A random rank: CPU threads, gloo-like records on them, GPU streams, METADATA nodes, later and
+    missing dependencies, cycles; whole or fractional times; some with the converter's thread timing
+    (depth, pieces, idle time, waits)."""
+    n = rng.choice([2, 5, 20, 100, 300])
+    ids = rng.sample(range(1, 3 * n), n)
+    frac = rng.random() < 0.4
+    timing = rng.random() < 0.4
+    specs = []
+
+    def t(x: float) -> float:
+        return x + rng.choice([0.0, 0.25, 0.1, 1 / 3]) if frac else x
+
+    for k, nid in enumerate(ids):
+        deps = rng.sample(ids[:k], min(k, rng.choice([0, 1, 1, 2, 3])))
+        if rng.random() < 0.03 and k + 1 < n:
+            deps.append(ids[k + 1])          # a dependency recorded later: the lane order is not the sort
+        if rng.random() < 0.003:
+            deps.append(nid)                 # a cycle
+        start = t(rng.randrange(0, 10 * n)) if rng.random() < 0.9 else 0
+        dur = t(rng.choice([0, 1, 2, 5, 10, 50, 200]))
+        kind = rng.random()
+        if kind < 0.5:
+            spec = NodeSpec(id=nid, duration=dur, deps=deps, tid=rng.choice([1, 2]), start=start)
+        elif kind < 0.6:                     # a gloo-like record on a host thread
+            spec = NodeSpec(id=nid, duration=dur, deps=deps, is_cpu=False, start=start,
+                            lane=("cpu", rng.choice([1, 2])), type=rng.choice([4, 7]))
+        elif kind < 0.95:
+            spec = NodeSpec(id=nid, duration=dur, deps=deps, is_cpu=False, stream=rng.choice([7, 8]),
+                            start=start, type=rng.choice([4, 4, 7]))
+        else:
+            spec = NodeSpec(id=nid, duration=dur, deps=deps, type=1, start=start)
+        if timing and spec.type != 1:
+            spec.depth = rng.choice([0, 0, 1, 2])
+            spec.work_before = t(rng.choice([0, 0, 1, 3]))
+            spec.tail = t(rng.choice([0, 0, 2]))
+            spec.idle_before = t(rng.choice([0, 0, 0, 5]))
+            if deps and rng.random() < 0.3:
+                spec.wait_on = rng.choice(deps)
+                spec.wait_post = t(rng.choice([0, 1]))
+            spec.frees_thread = rng.random() < 0.05
+        specs.append(spec)
+    if rng.random() < 0.3:
+        for s in specs:
+            s.start = 0
+    return specs
+
+
+def _simulate(g, in_order: bool, monkeypatch, **kw):
+    with monkeypatch.context() as m:
+        taken = []
+        real = engine._run_each_in_order
+        if in_order:
+            m.setattr(engine, "_run_each_in_order", lambda *a: taken.append(1) or real(*a))
+        else:
+            m.setattr(engine, "_run_each_in_order", lambda *a: None)   # the event loop
+        try:
+            out = engine.simulate([g], **kw)
+        except ChakraError as exc:
+            return ("error", str(exc))
+    return repr(out.starts), repr(out.ends), out.lane_order, repr(sorted(out.closes.items()))
+
+
+def _whatif(g, rng: random.Random) -> None:
+    """A what-if on some nodes: a factor on all of their own time, a delay added."""
+    n = len(g.ids)
+    if rng.random() < 0.5:
+        g.factor = [rng.choice([1.0, 1.0, 0.5, 2.0, 1.3]) for _ in range(n)]
+    if rng.random() < 0.5:
+        g.delay = [rng.choice([0.0, 0.0, 0.0, 3.0, 0.7]) for _ in range(n)]
+
+
+def test_in_order_replay_equals_event_loop(monkeypatch) -> None:
+    """One rank on its own: the one pass in lane order gives the event loop's times, bit for bit (whole
+    or fractional times, segments or thread timing, with or without a what-if)."""
+    compared = errors = 0
+    for seed in range(300):
+        rng = random.Random(seed)
+        g = graph_from_specs(_random_specs(rng))
+        if rng.random() < 0.5:
+            _whatif(g, rng)
+        for gaps in (True, False):
+            for missing in ("error", "ignore"):
+                fast = _simulate(g, True, monkeypatch, gaps=gaps, missing=missing)
+                assert fast == _simulate(g, False, monkeypatch, gaps=gaps, missing=missing), (seed, gaps)
+                compared += 1
+                errors += fast[0] == "error"
+    assert compared == 1200 and 50 < errors < 600
