@@ -8,47 +8,11 @@ freely.  Generated ``*_pb2`` modules also expose each enum as a wrapper with ``N
 
 from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 
-from chakra.schema.et_def_pb2 import (  # noqa: F401
-    ALL_GATHER,
-    ALL_REDUCE,
-    ALL_TO_ALL,
-    BARRIER,
-    BROADCAST,
-    COMM_COLL_NODE,
-    COMM_RECV_NODE,
-    COMM_SEND_NODE,
-    COMP_NODE,
-    DESCRIPTOR,
-    GATHER,
-    INVALID_NODE,
-    MEM_LOAD_NODE,
-    MEM_STORE_NODE,
-    METADATA_NODE,
-    REDUCE,
-    REDUCE_SCATTER,
-    REDUCE_SCATTER_BLOCK,
-    SCATTER,
-    AttributeProto,
-    BoolList,
-    BytesList,
-    DoubleList,
-    Fixed32List,
-    Fixed64List,
-    FloatList,
-    GlobalMetadata,
-    Int32List,
-    Int64List,
-    IOInfo,
-    Node,
-    Sfixed32List,
-    Sfixed64List,
-    Sint32List,
-    Sint64List,
-    StringList,
-    Tensor,
-    Uint32List,
-    Uint64List,
-)
+from chakra.schema import et_def_pb2 as _bindings
 
-NodeType = EnumTypeWrapper(DESCRIPTOR.enum_types_by_name["NodeType"])
-CollectiveCommType = EnumTypeWrapper(DESCRIPTOR.enum_types_by_name["CollectiveCommType"])
+# every message class, enum constant and DESCRIPTOR of the bindings (their public names are capitalised),
+# the same objects under this module's name
+globals().update({name: getattr(_bindings, name) for name in dir(_bindings) if name[:1].isupper()})
+
+NodeType = EnumTypeWrapper(_bindings.DESCRIPTOR.enum_types_by_name["NodeType"])
+CollectiveCommType = EnumTypeWrapper(_bindings.DESCRIPTOR.enum_types_by_name["CollectiveCommType"])
