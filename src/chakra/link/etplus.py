@@ -115,13 +115,12 @@ def host_node(op: HostOp, layout: str) -> dict[str, Any]:
 
 # host_text's formats: the text orjson writes for host_node's dict when its scalars are plain integers and
 # strings (the std attrs with their default types): formatted, not built as dicts and encoded
-_CHAKRA_HEAD = b'{"id":%d,"name":%b,"ctrl_deps":%d,"inputs":%b,"attrs":['
 _STD_TAIL = (b'{"name":"fw_parent","type":"uint64","value":%d},{"name":"seq_id","type":"int64","value":%d},'
              b'{"name":"scope","type":"uint64","value":%d},{"name":"tid","type":"uint64","value":%d},'
              b'{"name":"fw_tid","type":"uint64","value":%d},{"name":"op_schema","type":"string","value":%b}')
 _CHAKRA_STD = b'{"name":"rf_id","type":"uint64","value":%d},' + _STD_TAIL
 _FLAT_HEAD = (b'{"name":%b,"id":%d,"rf_id":%b,"parent":%d,"fw_parent":%d,"seq_id":%d,"scope":%d,"tid":%d,'
-              b'"fw_tid":%d,"op_schema":%b,"inputs":%b')
+              b'"fw_tid":%d,"op_schema":%b,"inputs":')
 _STD_NAMES = frozenset(name for name, _ in _STD_ATTRS)
 _NO_EXTRAS = (b"", b"")
 _STRINGS: dict[str, bytes] = {}   # names and op schemas -> their JSON text
@@ -146,7 +145,8 @@ def _string(s: str) -> bytes:
 def _extras(attrs: dict[str, Any], types: dict[str, str], layout: str) -> tuple[bytes, bytes] | None:
     """The text of an op's attributes in ``layout``: the chakra ``attrs`` entries that follow the std ones
     (``,`` + each) and the node keys (``,`` + each ``"key":value``), as host_node writes them; None when
-    an attribute would replace one of host_node's own keys.  Cached per dict: loaded ops share them."""
+    an attribute would replace one of host_node's own keys, or a std attr has an ET type of its own.
+    Cached per dict: loaded ops share them."""
     got = _EXTRAS.get(id(attrs))
     if got is not None and got[0] is attrs and got[1] is types and got[2] == layout:
         return got[3]
@@ -159,7 +159,7 @@ def _extras(attrs: dict[str, Any], types: dict[str, str], layout: str) -> tuple[
         elif k not in LINK_KEYS:
             keys[k] = v
     text = None
-    if _OWN_KEYS[layout].isdisjoint(keys):
+    if _OWN_KEYS[layout].isdisjoint(keys) and (layout == FLAT or _STD_NAMES.isdisjoint(types)):
         text = (b"," + orjson.dumps(typed)[1:-1] if typed else b"",
                 b"," + orjson.dumps(keys)[1:-1] if keys else b"")
     if len(_EXTRAS) > 10_000:
@@ -173,36 +173,53 @@ def host_text(op: HostOp, layout: str) -> bytes:
     fields): formatted directly for an op loaded from a file whose fields are plain integers and strings,
     encoded from the dict otherwise."""
     io = op.io
-    rf, fw, seq, sc, tid, ftid, schema = (op.rf_id, op.fw_parent, op.seq_id, op.scope, op.tid, op.fw_tid,
-                                          op.op_schema)
     nid = op.id
     parent = op.parent
-    types = op.attr_types
-    if (io is None or type(nid) is not int or type(parent) is not int or type(fw) is not int
-            or type(seq) is not int or type(sc) is not int or type(tid) is not int or type(ftid) is not int
-            or type(schema) is not str or (rf is not None and type(rf) is not int)
-            or (types and layout != FLAT and not _STD_NAMES.isdisjoint(types))):
+    rf = op.rf_id
+    fw = op.fw_parent
+    seq = op.seq_id
+    sc = op.scope
+    tid = op.tid
+    ftid = op.fw_tid
+    schema = op.op_schema
+    if (io is None or not (type(nid) is type(parent) is type(fw) is type(seq) is type(sc) is type(tid)
+                           is type(ftid) is int)
+            or type(schema) is not str or (rf is not None and type(rf) is not int)):
         return orjson.dumps(host_node(op, layout))[:-1]
     attrs = op.attrs
-    extras = _extras(attrs, types, layout) if attrs else _NO_EXTRAS
-    if extras is None:
-        return orjson.dumps(host_node(op, layout))[:-1]
-    entries, more = extras
-    if layout == FLAT:
-        text = _FLAT_HEAD % (_string(op.name), nid, b"null" if rf is None else b"%d" % rf, parent, fw, seq,
-                             sc, tid, ftid, _string(schema), io_text(io, layout))
-        ist = io[3]
-        ost = io[7]
-        if ist is None and ost is None and not more:
-            return text
-        return b"".join((text, b',"input_strides":' if ist is not None else b"", ist or b"",
-                         b',"output_strides":' if ost is not None else b"", ost or b"", more))
-    head = _CHAKRA_HEAD % (nid, _string(op.name), parent, io_text(io, layout))
-    if rf is None:
-        std = _STD_TAIL % (fw, seq, sc, tid, ftid, _string(schema))
+    types = op.attr_types
+    if attrs or types:
+        got = _EXTRAS.get(id(attrs))
+        if got is not None and got[0] is attrs and got[1] is types and got[2] == layout:
+            extras = got[3]
+        else:
+            extras = _extras(attrs, types, layout)
+        if extras is None:
+            return orjson.dumps(host_node(op, layout))[:-1]
+        entries, more = extras
     else:
-        std = _CHAKRA_STD % (rf, fw, seq, sc, tid, ftid, _string(schema))
-    return b"".join((head, std, entries, b"]", more))
+        entries = more = b""
+    strings = _STRINGS
+    name = strings.get(op.name) or _string(op.name)
+    schema = strings.get(schema) or _string(schema)
+    iv, ish, ity, ist, ov, osh, oty, ost = io
+    if layout == FLAT:
+        return b"".join((_FLAT_HEAD % (name, nid, b"null" if rf is None else b"%d" % rf, parent, fw, seq, sc,
+                                       tid, ftid, schema),
+                         iv, b',"input_shapes":', ish, b',"input_types":', ity, b',"outputs":', ov,
+                         b',"output_shapes":', osh, b',"output_types":', oty,
+                         b',"input_strides":' if ist is not None else b"", ist or b"",
+                         b',"output_strides":' if ost is not None else b"", ost or b"", more))
+    if rf is None:
+        std = _STD_TAIL % (fw, seq, sc, tid, ftid, schema)
+    else:
+        std = _CHAKRA_STD % (rf, fw, seq, sc, tid, ftid, schema)
+    return b"".join((b'{"id":%d,"name":%b,"ctrl_deps":%d,"inputs":{"values":' % (nid, name, parent),
+                     iv, b',"shapes":', ish, b',"types":', ity,   # type: ignore[list-item]
+                     b',"strides":' if ist is not None else b"", ist or b"",
+                     b'},"outputs":{"values":', ov, b',"shapes":', osh, b',"types":', oty,
+                     b',"strides":' if ost is not None else b"", ost or b"",
+                     b'},"attrs":[', std, entries, b"]", more))
 
 
 def add_io(node: dict[str, Any], op: HostOp, layout: str) -> None:
