@@ -1,12 +1,18 @@
-"""The linker's ET+ host node text (chakra.link.etplus.host_text) against the node dict it stands for."""
+"""The linker's ET+ node text (etplus.host_text, GPU nodes) against the node dicts it stands for."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import orjson
 import pytest
 
 from chakra.host.model import HostOp
+from chakra.link import api
+from chakra.link.api import link_files
 from chakra.link.etplus import CHAKRA, FLAT, host_node, host_text
+from chakra.pipeline.link import find_rank_pairs
+from tests.conftest import needs_corpus
 
 _IO = (b"[[1,2]]", b"[[2]]", b'["Tensor(float)"]', None, b"[]", b"[]", b"[]", b"[]")
 
@@ -58,3 +64,26 @@ def test_flat_text_worked_out_by_hand() -> None:
 def test_text_is_the_node_dicts_text(layout: str, kw: dict[str, object]) -> None:
     op = _op(**kw)
     assert host_text(op, layout) + b"}" == orjson.dumps(host_node(op, layout))
+
+
+def _dict_nodes_text(monkeypatch: pytest.MonkeyPatch, host: Path, kineto: Path, out: Path) -> bytes:
+    """The ET+ written with every node going through its dict (the route for unusual values)."""
+    monkeypatch.setattr(api, "host_text", lambda op, layout: orjson.dumps(host_node(op, layout))[:-1])
+    monkeypatch.setattr(api, "_PLAIN", ())
+    link_files(host, kineto, out)
+    monkeypatch.undo()
+    return out.read_bytes()
+
+
+@needs_corpus
+@pytest.mark.parametrize("folder,rank", [("dlrm_8r_v100", 1), ("cpu_gloo/tp_like_2r", 0),
+                                         ("simple_add_1r", 0)])
+def test_linked_text_is_the_node_dicts_text(corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           folder: str, rank: int) -> None:
+    ((host, kineto),) = [(h, k) for r, h, k in find_rank_pairs(corpus / folder) if r == rank]
+    link_files(host, kineto, tmp_path / "text.json")
+    text = (tmp_path / "text.json").read_bytes()
+    assert text == _dict_nodes_text(monkeypatch, host, kineto, tmp_path / "dicts.json")
+    nodes = orjson.loads(text)["nodes"]
+    assert any("ts" in n for n in nodes)   # host nodes with link fields
+    assert any(n.get("ph") == "X" for n in nodes) == (folder != "cpu_gloo/tp_like_2r")   # GPU nodes

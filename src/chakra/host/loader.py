@@ -551,7 +551,8 @@ def _opt_int(v: Any) -> int | None:
 
 def _trace(doc: Document) -> HostTrace:
     records = Records(doc)
-    ops = list(records)
+    host_op = records.builder.host_op
+    ops = [host_op(index, n, fields) for index, n, fields in records.records()]
     by_id = {op.id: op for op in ops}
     if len(by_id) != len(ops):
         raise _duplicate_error(ops, doc.path)

@@ -30,7 +30,7 @@ from chakra.io import gc_paused
 from chakra.io.jsonio import dump_json_items
 from chakra.link.comm import CommResolver, gloo_fields, process_groups
 from chakra.link.deps import DEFAULT_GAP_US, SyncStats, inter_thread_deps, order_keys, sync_deps
-from chakra.link.etplus import FLAT, add_io, host_text
+from chakra.link.etplus import FLAT, add_io, host_text, io_text
 from chakra.link.gpu import GpuAttachment, attach_gpu_ops
 from chakra.link.kineto_only import KINETO_ONLY, KinetoHost, build_host, missing_note
 from chakra.link.match import MatchResult, match_ops
@@ -290,15 +290,19 @@ _TIMING = b',"ts":%b,"dur":%b,"inclusive_dur":%b,"exclusive_dur":%b,"kineto_tid"
 
 def _gpu_nodes(
     host: HostTrace, kineto: KinetoTrace, gpu: GpuAttachment, resolver: CommResolver, next_id: int
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[Fragment | dict[str, Any]]:
     """One node per attached GPU op (GPU start order), ids from ``next_id`` (after the largest host id).
-    Each copies its launcher's inputs/outputs."""
+    Each copies its launcher's inputs/outputs.  Written as text (:data:`_GPU_TEXT`) when its numbers are
+    plain and its launcher has its inputs/outputs as text, else as the node dict (the same JSON)."""
     events = kineto.events
     layout = host.layout
     by_id = host.by_id
     gpu_cat = _GPU_CAT
+    cat_text = _GPU_CAT_TEXT
     parent_key = "parent" if layout == FLAT else "ctrl_deps"
     comm_prefixes = COMM_KERNEL_PREFIXES
+    dumps = orjson.dumps
+    plain = _PLAIN
     for g in gpu.ops:
         ev = events[g.pos]
         launcher = g.launcher
@@ -308,27 +312,46 @@ def _gpu_nodes(
             pg_name, coll, size = "", "", 0
         dur = ev.dur
         stream = ev.stream
-        node = {
-            "id": next_id,
-            "name": ev.name,
-            "cat": gpu_cat[ev.kind],
-            "ph": "X",
-            "ts": ev.ts,
-            "dur": dur,
-            "inclusive_dur": dur,
-            "exclusive_dur": dur,
-            "stream": stream,
-            "device": ev.device,
-            "tid": stream,
-            "args": ev.args,
-            "pg_name": pg_name,
-            "collective_name": coll,
-            "comm_size": size,
-            parent_key: launcher,
-        }
-        add_io(node, by_id[launcher], layout)
-        yield node
+        device = ev.device
+        io = by_id[launcher].io
+        if (io is not None and type(stream) in plain and type(device) in plain and type(size) is int
+                and type(next_id) is type(launcher) is int):
+            # (numbers have no commas)
+            ts, dur_t, stream_t, device_t = dumps((ev.ts, dur, stream, device))[1:-1].split(b",")
+            yield Fragment(_GPU_TEXT % (
+                next_id, dumps(ev.name), cat_text[ev.kind], ts, dur_t, dur_t, dur_t, stream_t, device_t,
+                stream_t, dumps(ev.args), dumps(pg_name), dumps(coll), size,
+                b"parent" if layout == FLAT else b"ctrl_deps", launcher, io_text(io, layout)))
+        else:
+            node = {
+                "id": next_id,
+                "name": ev.name,
+                "cat": gpu_cat[ev.kind],
+                "ph": "X",
+                "ts": ev.ts,
+                "dur": dur,
+                "inclusive_dur": dur,
+                "exclusive_dur": dur,
+                "stream": stream,
+                "device": device,
+                "tid": stream,
+                "args": ev.args,
+                "pg_name": pg_name,
+                "collective_name": coll,
+                "comm_size": size,
+                parent_key: launcher,
+            }
+            add_io(node, by_id[launcher], layout)
+            yield node
         next_id += 1
+
+
+# a GPU node as orjson writes _gpu_nodes' dict (keys in its order)
+_GPU_TEXT = (b'{"id":%d,"name":%b,"cat":%b,"ph":"X","ts":%b,"dur":%b,"inclusive_dur":%b,"exclusive_dur":%b,'
+             b'"stream":%b,"device":%b,"tid":%b,"args":%b,"pg_name":%b,"collective_name":%b,"comm_size":%d,'
+             b'"%b":%d,"inputs":%b}')
+_GPU_CAT_TEXT = {k: orjson.dumps(v) for k, v in _GPU_CAT.items()}
+_PLAIN = (int, type(None))
 
 
 def _stats(
