@@ -64,11 +64,13 @@ def test_flat_text_worked_out_by_hand() -> None:
 def test_text_is_the_node_dicts_text(layout: str, kw: dict[str, object]) -> None:
     op = _op(**kw)
     assert host_text(op, layout) + b"}" == orjson.dumps(host_node(op, layout))
+    assert host_text(op, layout, b',"ts":1}') == orjson.dumps({**host_node(op, layout), "ts": 1})
 
 
 def _dict_nodes_text(monkeypatch: pytest.MonkeyPatch, host: Path, kineto: Path, out: Path) -> bytes:
     """The ET+ written with every node going through its dict (the route for unusual values)."""
-    monkeypatch.setattr(api, "host_text", lambda op, layout: orjson.dumps(host_node(op, layout))[:-1])
+    monkeypatch.setattr(api, "host_text",
+                        lambda op, layout, tail: orjson.dumps(host_node(op, layout))[:-1] + tail)
     monkeypatch.setattr(api, "_PLAIN", ())
     link_files(host, kineto, out)
     monkeypatch.undo()

@@ -266,23 +266,24 @@ def _host_nodes(
         oid = op.id
         if keep is not None and oid not in keep:
             continue
-        text = host_text(op, layout)
         pos = host_to_event.get(oid)
         if pos is not None:
             ev = events[pos]
             # ts, dur, inclusive_dur (= dur), exclusive_dur, kineto_tid, as orjson writes them (numbers
             # have no commas)
             ts, dur, excl, tid = dumps((ev.ts, ev.dur, ev.excl_dur, ev.tid))[1:-1].split(b",", 3)
-            text += timing % (ts, dur, dur, excl, tid)
+            tail = timing % (ts, dur, dur, excl, tid)
+        else:
+            tail = b""
         if op.name.startswith("gloo:"):
-            text += b"," + dumps(gloo_fields(resolver, op))[1:-1]
+            tail += b"," + dumps(gloo_fields(resolver, op))[1:-1]
         dep = it_deps.get(oid)
         if dep is not None:
-            text += b',"inter_thread_dep":%b' % dumps(dep)
+            tail += b',"inter_thread_dep":%b' % dumps(dep)
         deps = s_deps.get(oid)
         if deps is not None:
-            text += b',"sync_dep":%b' % dumps(deps)
-        yield Fragment(text + b"}")
+            tail += b',"sync_dep":%b' % dumps(deps)
+        yield Fragment(host_text(op, layout, tail + b"}"))
 
 
 _TIMING = b',"ts":%b,"dur":%b,"inclusive_dur":%b,"exclusive_dur":%b,"kineto_tid":%b'

@@ -168,10 +168,10 @@ def _extras(attrs: dict[str, Any], types: dict[str, str], layout: str) -> tuple[
     return text
 
 
-def host_text(op: HostOp, layout: str) -> bytes:
-    """The JSON text of ``host_node(op, layout)`` without its closing ``}`` (the linker appends the link
-    fields): formatted directly for an op loaded from a file whose fields are plain integers and strings,
-    encoded from the dict otherwise."""
+def host_text(op: HostOp, layout: str, tail: bytes = b"") -> bytes:
+    """The JSON text of ``host_node(op, layout)`` without its closing ``}``, followed by ``tail`` (the
+    linker's fields and the ``}``): formatted directly for an op loaded from a file whose fields are plain
+    integers and strings, encoded from the dict otherwise."""
     io = op.io
     nid = op.id
     parent = op.parent
@@ -185,7 +185,7 @@ def host_text(op: HostOp, layout: str) -> bytes:
     if (io is None or not (type(nid) is type(parent) is type(fw) is type(seq) is type(sc) is type(tid)
                            is type(ftid) is int)
             or type(schema) is not str or (rf is not None and type(rf) is not int)):
-        return orjson.dumps(host_node(op, layout))[:-1]
+        return orjson.dumps(host_node(op, layout))[:-1] + tail
     attrs = op.attrs
     types = op.attr_types
     if attrs or types:
@@ -195,7 +195,7 @@ def host_text(op: HostOp, layout: str) -> bytes:
         else:
             extras = _extras(attrs, types, layout)
         if extras is None:
-            return orjson.dumps(host_node(op, layout))[:-1]
+            return orjson.dumps(host_node(op, layout))[:-1] + tail
         entries, more = extras
     else:
         entries = more = b""
@@ -209,7 +209,7 @@ def host_text(op: HostOp, layout: str) -> bytes:
                          iv, b',"input_shapes":', ish, b',"input_types":', ity, b',"outputs":', ov,
                          b',"output_shapes":', osh, b',"output_types":', oty,
                          b',"input_strides":' if ist is not None else b"", ist or b"",
-                         b',"output_strides":' if ost is not None else b"", ost or b"", more))
+                         b',"output_strides":' if ost is not None else b"", ost or b"", more, tail))
     if rf is None:
         std = _STD_TAIL % (fw, seq, sc, tid, ftid, schema)
     else:
@@ -219,7 +219,7 @@ def host_text(op: HostOp, layout: str) -> bytes:
                      b',"strides":' if ist is not None else b"", ist or b"",
                      b'},"outputs":{"values":', ov, b',"shapes":', osh, b',"types":', oty,
                      b',"strides":' if ost is not None else b"", ost or b"",
-                     b'},"attrs":[', std, entries, b"]", more))
+                     b'},"attrs":[', std, entries, b"]", more, tail))
 
 
 def add_io(node: dict[str, Any], op: HostOp, layout: str) -> None:
