@@ -30,7 +30,7 @@ from chakra.io import gc_paused
 from chakra.io.jsonio import dump_json_items
 from chakra.link.comm import CommResolver, gloo_fields, process_groups
 from chakra.link.deps import DEFAULT_GAP_US, SyncStats, inter_thread_deps, order_keys, sync_deps
-from chakra.link.etplus import FLAT, add_io, host_text, io_text
+from chakra.link.etplus import FLAT, add_io, host_text, io_text, json_string
 from chakra.link.gpu import GpuAttachment, attach_gpu_ops
 from chakra.link.kineto_only import KINETO_ONLY, KinetoHost, build_host, missing_note
 from chakra.link.match import MatchResult, match_ops
@@ -304,6 +304,7 @@ def _gpu_nodes(
     comm_prefixes = COMM_KERNEL_PREFIXES
     dumps = orjson.dumps
     plain = _PLAIN
+    string = json_string
     for g in gpu.ops:
         ev = events[g.pos]
         launcher = g.launcher
@@ -320,8 +321,8 @@ def _gpu_nodes(
             # (numbers have no commas)
             ts, dur_t, stream_t, device_t = dumps((ev.ts, dur, stream, device))[1:-1].split(b",")
             yield Fragment(_GPU_TEXT % (
-                next_id, dumps(ev.name), cat_text[ev.kind], ts, dur_t, dur_t, dur_t, stream_t, device_t,
-                stream_t, dumps(ev.args), dumps(pg_name), dumps(coll), size,
+                next_id, string(ev.name), cat_text[ev.kind], ts, dur_t, dur_t, dur_t, stream_t, device_t,
+                stream_t, dumps(ev.args), string(pg_name), string(coll), size,
                 b"parent" if layout == FLAT else b"ctrl_deps", launcher, io_text(io, layout)))
         else:
             node = {

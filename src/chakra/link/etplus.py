@@ -123,7 +123,7 @@ _FLAT_HEAD = (b'{"name":%b,"id":%d,"rf_id":%b,"parent":%d,"fw_parent":%d,"seq_id
               b'"fw_tid":%d,"op_schema":%b,"inputs":')
 _STD_NAMES = frozenset(name for name, _ in _STD_ATTRS)
 _NO_EXTRAS = (b"", b"")
-_STRINGS: dict[str, bytes] = {}   # names and op schemas -> their JSON text
+_STRINGS: dict[str, bytes] = {}   # names and op schemas -> their JSON text (json_string)
 _EXTRAS: dict[int, tuple[dict[str, Any], dict[str, str], str, tuple[bytes, bytes] | None]] = {}
 # keys of host_node's dict an attribute of the same name would replace (host_text leaves those to it)
 _OWN_KEYS = {
@@ -133,7 +133,8 @@ _OWN_KEYS = {
 }
 
 
-def _string(s: str) -> bytes:
+def json_string(s: str) -> bytes:
+    """The JSON text of a name (op, kernel, process group ...), kept: names repeat."""
     got = _STRINGS.get(s)
     if got is None:
         if len(_STRINGS) > 100_000:
@@ -200,8 +201,8 @@ def host_text(op: HostOp, layout: str, tail: bytes = b"") -> bytes:
     else:
         entries = more = b""
     strings = _STRINGS
-    name = strings.get(op.name) or _string(op.name)
-    schema = strings.get(schema) or _string(schema)
+    name = strings.get(op.name) or json_string(op.name)
+    schema = strings.get(schema) or json_string(schema)
     iv, ish, ity, ist, ov, osh, oty, ost = io
     if layout == FLAT:
         return b"".join((_FLAT_HEAD % (name, nid, b"null" if rf is None else b"%d" % rf, parent, fw, seq, sc,
