@@ -2,16 +2,24 @@
 
 Each measurement runs in a fresh subprocess (clean heap, honest max RSS):
 
-* DLRM: per rank, load time (host ET + Kineto), ``link_traces`` time (median of
-  ``--repeat`` runs), ET+ write time, tracemalloc peak of one link, process max RSS;
+The stages are timed as ``link_files`` runs them (cyclic GC paused): host ET load, Kineto load, the
+passes (``link s``: window, matching, GPU attachment, collectives, dependencies; median of ``--repeat``),
+the ET+ write (``write s``: the nodes are made while they are written; median), the tracemalloc peak of
+one passes + write, the process max RSS.
+
+* DLRM: per rank;
 * synthetic (``benchmarks/synth.py``): ``--sizes`` host ops (default 10k, 100k,
   1M) with kernels on several streams, two threads and collectives on three
   process groups, 0.1% of the Kineto ops dropped and 0.1% extra ones added so
   the tolerant alignment path is exercised; the table shows link time per host
   op and the growth factor against the previous size, to show near-linear growth.
 
+* ``--inputs DIR ...``: ready-made folders holding ``host_et_0.json`` and ``kineto_0.json`` (e.g. the
+  real-weight traces of ``benchmarks/synth.py N DIR --weight real``), one row each, stage by stage.
+
 Usage: ``python benchmarks/bench_link.py [--corpus DIR] [--sizes 10000 100000 1000000] [--repeat 3]
-[--skip-dlrm] [--skip-synth] [--keep DIR]``.  Prints markdown tables.  Never run from the tests.
+[--skip-dlrm] [--skip-synth] [--inputs DIR ...] [--keep DIR]``.  Prints markdown tables.  Never run
+from the tests.
 """
 
 from __future__ import annotations
@@ -33,35 +41,39 @@ import gc, json, resource, statistics, sys, time, tracemalloc
 sys.path.insert(0, {src!r})
 from chakra.host.loader import load_host_et
 from chakra.device.loader import load_kineto
-from chakra.link import link_traces
-from chakra.io import dump_json
+from chakra.io import gc_paused
+from chakra.io.jsonio import dump_json_items
+from chakra.link.api import DEFAULT_GAP_US, _prepare
 host_path, kineto_path, out_path, repeat, trace_mem = {args!r}
-t = time.perf_counter()
-host = load_host_et(host_path)
-kineto = load_kineto(kineto_path)
-load_s = time.perf_counter() - t
-times = []
-doc = None
-for _ in range(repeat):
-    doc = None
-    gc.collect()
+with gc_paused():   # as link_files runs the stages
     t = time.perf_counter()
-    doc = link_traces(host, kineto)
-    times.append(time.perf_counter() - t)
-t = time.perf_counter()
-dump_json(out_path, doc)
-write_s = time.perf_counter() - t
-peak = None
-if trace_mem:
-    doc = None
-    gc.collect()
-    tracemalloc.start()
-    doc = link_traces(host, kineto)
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
+    host = load_host_et(host_path)
+    t_host = time.perf_counter() - t
+    t = time.perf_counter()
+    kineto = load_kineto(kineto_path)
+    t_kineto = time.perf_counter() - t
+    times = []
+    writes = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        doc, nodes = _prepare(host, kineto, None, None, DEFAULT_GAP_US)
+        times.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        dump_json_items(out_path, doc, "nodes", nodes)   # the nodes are made while they are written
+        writes.append(time.perf_counter() - t)
+    peak = None
+    if trace_mem:
+        del nodes
+        gc.collect()
+        tracemalloc.start()
+        doc, nodes = _prepare(host, kineto, None, None, DEFAULT_GAP_US)
+        dump_json_items(out_path, doc, "nodes", nodes)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
 s = doc["link_stats"]
 print(json.dumps({{
-    "load_s": load_s, "link_s": statistics.median(times), "write_s": write_s, "link_peak_bytes": peak,
+    "host_load_s": t_host, "kineto_load_s": t_kineto, "load_s": t_host + t_kineto,
+    "link_s": statistics.median(times), "write_s": statistics.median(writes), "link_peak_bytes": peak,
     "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     "host_ops": s["host_ops"], "matched": s["matched"], "gpu_ops": s["gpu_ops"],
     "gpu_attached": s["gpu_attached"], "kineto_events": len(kineto.events), "strategy": s["strategy"],
@@ -141,6 +153,21 @@ def bench_synth(sizes: list[int], repeat: int, tmp: Path) -> None:
     print()
 
 
+def bench_inputs(dirs: list[Path], repeat: int, tmp: Path) -> None:
+    print("## Ready-made inputs, stage by stage (seconds)\n")
+    print("| inputs | host ops | GPU ops | host load | Kineto load | link (passes) | write | total | "
+          "max RSS MiB |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for d in dirs:
+        r = measure(d / "host_et_0.json", d / "kineto_0.json", tmp / "et_plus.json", repeat, False)
+        total = r["load_s"] + r["link_s"] + r["write_s"]
+        print(f"| {d} | {r['host_ops']} | {r['gpu_ops']} | {r['host_load_s']:.2f} | "
+              f"{r['kineto_load_s']:.2f} | {r['link_s']:.2f} | {r['write_s']:.2f} | {total:.2f} | "
+              f"{mib(r['max_rss_bytes'])} |")
+        (tmp / "et_plus.json").unlink(missing_ok=True)
+    print()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
@@ -148,11 +175,16 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--skip-dlrm", action="store_true")
     ap.add_argument("--skip-synth", action="store_true")
+    ap.add_argument("--inputs", type=Path, nargs="+", default=[],
+                    help="folders with host_et_0.json + kineto_0.json (then DLRM and synth are skipped)")
     ap.add_argument("--keep", type=Path, default=None, help="work directory to keep (default: a temp dir)")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench_link_") as tmpname:
         tmp = a.keep or Path(tmpname)
         tmp.mkdir(parents=True, exist_ok=True)
+        if a.inputs:
+            bench_inputs(a.inputs, a.repeat, tmp)
+            return 0
         if not a.skip_dlrm:
             bench_dlrm(a.corpus, a.repeat, tmp)
         if not a.skip_synth:

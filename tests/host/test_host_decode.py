@@ -27,7 +27,7 @@ from chakra.errors import TraceFormatError
 from chakra.host.decode import canonical
 from chakra.host.loader import build_host_trace, load_host_et
 from chakra.host.model import HostOp
-from chakra.link.etplus import host_node
+from chakra.link.etplus import host_node, host_text
 
 # ---- random JSON -------------------------------------------------------------------------------------------
 
@@ -91,7 +91,9 @@ def _check_writers(trace: Any) -> None:
                        op.scope, op.fw_tid, op.op_schema, op.inputs, op.outputs, op.attrs, op.attr_types,
                        op.index)
         assert lists.io is None and op.io is not None
-        assert orjson.dumps(host_node(op, trace.layout)) == orjson.dumps(host_node(lists, trace.layout))
+        want = orjson.dumps(host_node(lists, trace.layout))
+        assert orjson.dumps(host_node(op, trace.layout)) == want
+        assert host_text(op, trace.layout) + b"}" == want   # what the linker writes
         assert ser.op_ios(op) == (ser.op_io(lists.inputs, IN_TAG), ser.op_io(lists.outputs, OUT_TAG))
 
 

@@ -6,6 +6,7 @@ import gzip
 import os
 from pathlib import Path
 
+import orjson
 import pytest
 
 from chakra.errors import TraceFormatError
@@ -14,10 +15,12 @@ from chakra.io import (
     decode_varint,
     dump_json,
     encode_varint,
+    jsonio,
     load_json,
     read_messages,
     write_messages,
 )
+from chakra.io.jsonio import dump_json_items
 from chakra.schema import GlobalMetadata, Node
 
 
@@ -111,3 +114,20 @@ def test_atomic_output_honours_umask(tmp_path: Path) -> None:
     assert (tmp_path / "m.json").stat().st_mode & 0o777 == 0o644
 
 
+
+
+@pytest.mark.parametrize("name", ["items.json", "items.json.gz"])
+def test_dump_json_items_is_the_documents_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                name: str) -> None:
+    # several batches (3 items each), items as dicts and as pre-encoded text
+    monkeypatch.setattr(jsonio, "_STREAM_BATCH", 3)
+    items = [{"id": i, "x": [i, 0.5]} if i % 2 else orjson.Fragment(b'{"id":%d}' % i) for i in range(10)]
+    data = {"schema": "s", "nodes": None, "tail": {"k": 1}}
+    out = tmp_path / name
+    dump_json_items(out, data, "nodes", iter(items))
+    want = orjson.dumps({**data, "nodes": items})
+    assert want.startswith(b'{"schema":"s","nodes":[{"id":0},{"id":1,"x":[1,0.5]},')
+    if name.endswith(".gz"):
+        assert out.read_bytes() == gzip.compress(want, compresslevel=6, mtime=0)
+    else:
+        assert out.read_bytes() == want

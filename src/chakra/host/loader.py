@@ -267,24 +267,42 @@ class _Builder:
             if d is None or d is UNSET:
                 return _NO_IO4
             raise TypeError
-        pieces = self.pieces
+        get = self.pieces.get
         piece = self.piece
         vb = bytes(d.values)
-        got = pieces.get(vb)
-        vb = got if got is not None else piece(vb)
+        vb = get(vb) or piece(vb)
         sb = bytes(d.shapes)
-        got = pieces.get(sb)
-        sb = got if got is not None else piece(sb)
+        sb = get(sb) or piece(sb)
         tb = bytes(d.types)
-        got = pieces.get(tb)
-        tb = got if got is not None else piece(tb)
+        tb = get(tb) or piece(tb)
         st = d.strides
         if st is NO_RAW:
             return (vb, sb, tb, None)
         stb = bytes(st)
-        got = pieces.get(stb)
-        stb = got if got is not None else piece(stb)
+        stb = get(stb) or piece(stb)
         return (vb, sb, tb, None if stb == b"null" else stb)
+
+    def io8(self, ins: Any, outs: Any) -> tuple[bytes | None, ...]:
+        """:meth:`io4` of a chakra node's inputs and outputs objects, the usual ones in one call."""
+        if type(ins) is not IOPieces or type(outs) is not IOPieces or ins.strides is NO_RAW \
+                or outs.strides is NO_RAW:
+            io = self.io4(ins) + self.io4(outs)
+            return EMPTY_IO if io == EMPTY_IO else io
+        get = self.pieces.get
+        piece = self.piece
+        a = bytes(ins.values)
+        b = bytes(ins.shapes)
+        c = bytes(ins.types)
+        d = bytes(ins.strides)
+        e = bytes(outs.values)
+        f = bytes(outs.shapes)
+        g = bytes(outs.types)
+        h = bytes(outs.strides)
+        io = (get(a) or piece(a), get(b) or piece(b), get(c) or piece(c), get(d) or piece(d),
+              get(e) or piece(e), get(f) or piece(f), get(g) or piece(g), get(h) or piece(h))
+        if io[3] == b"null" or io[7] == b"null":
+            io = (*io[:3], None if io[3] == b"null" else io[3], *io[4:7], None if io[7] == b"null" else io[7])
+        return EMPTY_IO if io == EMPTY_IO else io
 
     # -- the two layouts: the core fields of a node -------------------------------------------------------
     #
@@ -379,9 +397,7 @@ class _Builder:
                     if len(self.shared) > _PIECES_LIMIT:
                         self.shared.clear()
                     self.shared[key] = (attrs, types)
-        io = self.io4(n.inputs) + self.io4(n.outputs)
-        if io == EMPTY_IO:
-            io = EMPTY_IO
+        io = self.io8(n.inputs, n.outputs)
         kind = OP if (nid != 1 and name[:1] != "[" and name[:1] != "#") else _kind(nid, name, parent)
         return (nid, name, parent, kind, *std, attrs, types, io)
 
@@ -535,7 +551,8 @@ def _opt_int(v: Any) -> int | None:
 
 def _trace(doc: Document) -> HostTrace:
     records = Records(doc)
-    ops = list(records)
+    host_op = records.builder.host_op
+    ops = [host_op(index, n, fields) for index, n, fields in records.records()]
     by_id = {op.id: op for op in ops}
     if len(by_id) != len(ops):
         raise _duplicate_error(ops, doc.path)

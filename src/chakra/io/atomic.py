@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -35,7 +34,7 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     fd = -1
     try:
         for _ in range(100):
-            tmp = os.path.join(directory, f".{target.name}.{secrets.token_hex(4)}.part")
+            tmp = os.path.join(directory, f".{target.name}.{os.urandom(4).hex()}.part")
             try:
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
                 break

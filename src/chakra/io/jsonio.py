@@ -172,7 +172,7 @@ def _write_items(path: str | os.PathLike[str], data: dict[str, Any], key: str, i
         write = (lambda b: fh.write(comp.compress(b))) if comp is not None else fh.write
         # the file writes (and zlib) release the GIL: a writer thread overlaps them with making the next
         # batch; at most a few batches wait in the queue
-        pending: queue.Queue[bytes | None] = queue.Queue(maxsize=4)
+        pending: queue.Queue[bytes | memoryview | None] = queue.Queue(maxsize=8)
         failed: list[BaseException] = []
 
         def writer() -> None:
@@ -196,10 +196,13 @@ def _write_items(path: str | os.PathLike[str], data: dict[str, Any], key: str, i
                 batch = list(islice(it, _STREAM_BATCH))
                 if not batch:
                     break
-                # a batch as a JSON list, brackets cut off: orjson's separators are the plain ","
+                # a batch as a JSON list, brackets cut off (a view: no copy of the text): orjson's
+                # separators are the plain ","
                 part = dumps(batch, option=opts)
                 del batch
-                pending.put(part[1:-1] if first else b"," + part[1:-1])
+                if not first:
+                    pending.put(b",")
+                pending.put(memoryview(part)[1:-1])
                 first = False
             pending.put(b"]" + tail)
         finally:

@@ -17,6 +17,9 @@ from dataclasses import dataclass, field, replace
 from itertools import chain
 from typing import Any
 
+import orjson
+from orjson import Fragment
+
 from chakra.device.loader import load_kineto
 from chakra.device.model import KERNEL, MEMCPY, MEMSET, KinetoTrace
 from chakra.errors import TraceFormatError, UsageError
@@ -27,7 +30,7 @@ from chakra.io import gc_paused
 from chakra.io.jsonio import dump_json_items
 from chakra.link.comm import CommResolver, gloo_fields, process_groups
 from chakra.link.deps import DEFAULT_GAP_US, SyncStats, inter_thread_deps, order_keys, sync_deps
-from chakra.link.etplus import FLAT, add_io, host_node
+from chakra.link.etplus import FLAT, add_io, host_text, io_text, json_string
 from chakra.link.gpu import GpuAttachment, attach_gpu_ops
 from chakra.link.kineto_only import KINETO_ONLY, KinetoHost, build_host, missing_note
 from chakra.link.match import MatchResult, match_ops
@@ -145,23 +148,28 @@ def _link(
     host: HostTrace, kineto: KinetoTrace, rank_out: int | None, annotation: str | None,
     inter_thread_gap_us: float, step: int | None = None
 ) -> dict[str, Any]:
-    doc, nodes = _prepare(host, kineto, rank_out, annotation, inter_thread_gap_us, step=step, text=False)
-    doc["nodes"] = list(nodes)
+    doc, nodes = _prepare(host, kineto, rank_out, annotation, inter_thread_gap_us, step=step)
+    doc["nodes"] = parse_nodes(nodes)
     return doc
+
+
+def parse_nodes(nodes: Iterator[Any]) -> list[dict[str, Any]]:
+    """The nodes :func:`_prepare` makes for the writer (text and dicts holding text) as plain JSON values:
+    the document of :func:`link_traces` / :func:`link_kineto` is what the file would read back as."""
+    return orjson.loads(orjson.dumps(list(nodes)))
 
 
 def _prepare(
     host: HostTrace, kineto: KinetoTrace, rank_out: int | None, annotation: str | None,
-    inter_thread_gap_us: float, prematched: KinetoHost | None = None, step: int | None = None,
-    text: bool = True
+    inter_thread_gap_us: float, prematched: KinetoHost | None = None, step: int | None = None
 ) -> tuple[dict[str, Any], Iterator[Any]]:
     """The ET+ document with ``"nodes"`` holding None (in its place among the keys), and an iterator
     over the nodes: host nodes in file order, then GPU nodes.
 
     Everything the document says about the nodes (deps, counts) is worked out before the first node
-    is made, so a writer can stream the nodes and never hold a million node dicts at once; with ``text``
-    the host ops' inputs/outputs go into them as the JSON text they were loaded as
-    (:func:`chakra.link.etplus.host_node`), else as lists.  ``prematched``: a host ET made from the
+    is made, so a writer can stream the nodes and never hold a million node dicts at once: each is its
+    JSON text (an ``orjson.Fragment``, :func:`chakra.link.etplus.host_text`) or a dict holding the
+    text of its launcher's inputs/outputs (GPU nodes).  ``prematched``: a host ET made from the
     Kineto trace itself, with its window and matching (:mod:`chakra.link.kineto_only`); ``host`` is its
     ``host``."""
     if step is not None:
@@ -236,8 +244,8 @@ def _prepare(
                  step_stats["gpu_ops_dropped"])
     doc["link_stats"] = stats
     _log_summary(f"rank {rank_out}" if rank_out is not None else os.path.basename(host.path), stats)
-    nodes = chain(_host_nodes(host, kineto, match.host_to_event, resolver, it_deps, s_deps, keep, text),
-                  _gpu_nodes(host, kineto, gpu, resolver, first_gpu_id, text))
+    nodes = chain(_host_nodes(host, kineto, match.host_to_event, resolver, it_deps, s_deps, keep),
+                  _gpu_nodes(host, kineto, gpu, resolver, first_gpu_id))
     return doc, nodes
 
 
@@ -246,48 +254,57 @@ _OUR_TOP_KEYS = frozenset(("rank", "world_size", "process_groups", "measured", "
 
 def _host_nodes(
     host: HostTrace, kineto: KinetoTrace, host_to_event: dict[int, int], resolver: CommResolver,
-    it_deps: dict[int, int], s_deps: dict[int, list[int]], keep: set[int] | None = None, text: bool = True
-) -> Iterator[dict[str, Any]]:
+    it_deps: dict[int, int], s_deps: dict[int, list[int]], keep: set[int] | None = None
+) -> Iterator[Fragment]:
     """Host nodes in file order and layout, with the timing of their matched event and their deps
-    (only those in ``keep`` when it is given)."""
+    (only those in ``keep`` when it is given), as their JSON text."""
     events = kineto.events
     layout = host.layout
+    dumps = orjson.dumps
+    timing = _TIMING
     for op in host.ops:
-        if keep is not None and op.id not in keep:
-            continue
-        node = host_node(op, layout, text)
         oid = op.id
+        if keep is not None and oid not in keep:
+            continue
         pos = host_to_event.get(oid)
         if pos is not None:
             ev = events[pos]
-            node["ts"] = ev.ts
-            node["dur"] = ev.dur
-            node["inclusive_dur"] = ev.dur
-            node["exclusive_dur"] = ev.excl_dur
-            node["kineto_tid"] = ev.tid
+            # ts, dur, inclusive_dur (= dur), exclusive_dur, kineto_tid, as orjson writes them (numbers
+            # have no commas)
+            ts, dur, excl, tid = dumps((ev.ts, ev.dur, ev.excl_dur, ev.tid))[1:-1].split(b",", 3)
+            tail = timing % (ts, dur, dur, excl, tid)
+        else:
+            tail = b""
         if op.name.startswith("gloo:"):
-            node.update(gloo_fields(resolver, op))  # type: ignore[arg-type]
+            tail += b"," + dumps(gloo_fields(resolver, op))[1:-1]
         dep = it_deps.get(oid)
         if dep is not None:
-            node["inter_thread_dep"] = dep
+            tail += b',"inter_thread_dep":%b' % dumps(dep)
         deps = s_deps.get(oid)
         if deps is not None:
-            node["sync_dep"] = deps
-        yield node
+            tail += b',"sync_dep":%b' % dumps(deps)
+        yield Fragment(host_text(op, layout, tail + b"}"))
+
+
+_TIMING = b',"ts":%b,"dur":%b,"inclusive_dur":%b,"exclusive_dur":%b,"kineto_tid":%b'
 
 
 def _gpu_nodes(
-    host: HostTrace, kineto: KinetoTrace, gpu: GpuAttachment, resolver: CommResolver, next_id: int,
-    text: bool = True
-) -> Iterator[dict[str, Any]]:
+    host: HostTrace, kineto: KinetoTrace, gpu: GpuAttachment, resolver: CommResolver, next_id: int
+) -> Iterator[Fragment | dict[str, Any]]:
     """One node per attached GPU op (GPU start order), ids from ``next_id`` (after the largest host id).
-    Each copies its launcher's inputs/outputs."""
+    Each copies its launcher's inputs/outputs.  Written as text (:data:`_GPU_TEXT`) when its numbers are
+    plain and its launcher has its inputs/outputs as text, else as the node dict (the same JSON)."""
     events = kineto.events
     layout = host.layout
     by_id = host.by_id
     gpu_cat = _GPU_CAT
+    cat_text = _GPU_CAT_TEXT
     parent_key = "parent" if layout == FLAT else "ctrl_deps"
     comm_prefixes = COMM_KERNEL_PREFIXES
+    dumps = orjson.dumps
+    plain = _PLAIN
+    string = json_string
     for g in gpu.ops:
         ev = events[g.pos]
         launcher = g.launcher
@@ -297,27 +314,46 @@ def _gpu_nodes(
             pg_name, coll, size = "", "", 0
         dur = ev.dur
         stream = ev.stream
-        node = {
-            "id": next_id,
-            "name": ev.name,
-            "cat": gpu_cat[ev.kind],
-            "ph": "X",
-            "ts": ev.ts,
-            "dur": dur,
-            "inclusive_dur": dur,
-            "exclusive_dur": dur,
-            "stream": stream,
-            "device": ev.device,
-            "tid": stream,
-            "args": ev.args,
-            "pg_name": pg_name,
-            "collective_name": coll,
-            "comm_size": size,
-            parent_key: launcher,
-        }
-        add_io(node, by_id[launcher], layout, text)
-        yield node
+        device = ev.device
+        io = by_id[launcher].io
+        if (io is not None and type(stream) in plain and type(device) in plain and type(size) is int
+                and type(next_id) is type(launcher) is int):
+            # (numbers have no commas)
+            ts, dur_t, stream_t, device_t = dumps((ev.ts, dur, stream, device))[1:-1].split(b",")
+            yield Fragment(_GPU_TEXT % (
+                next_id, string(ev.name), cat_text[ev.kind], ts, dur_t, dur_t, dur_t, stream_t, device_t,
+                stream_t, dumps(ev.args), string(pg_name), string(coll), size,
+                b"parent" if layout == FLAT else b"ctrl_deps", launcher, io_text(io, layout)))
+        else:
+            node = {
+                "id": next_id,
+                "name": ev.name,
+                "cat": gpu_cat[ev.kind],
+                "ph": "X",
+                "ts": ev.ts,
+                "dur": dur,
+                "inclusive_dur": dur,
+                "exclusive_dur": dur,
+                "stream": stream,
+                "device": device,
+                "tid": stream,
+                "args": ev.args,
+                "pg_name": pg_name,
+                "collective_name": coll,
+                "comm_size": size,
+                parent_key: launcher,
+            }
+            add_io(node, by_id[launcher], layout)
+            yield node
         next_id += 1
+
+
+# a GPU node as orjson writes _gpu_nodes' dict (keys in its order)
+_GPU_TEXT = (b'{"id":%d,"name":%b,"cat":%b,"ph":"X","ts":%b,"dur":%b,"inclusive_dur":%b,"exclusive_dur":%b,'
+             b'"stream":%b,"device":%b,"tid":%b,"args":%b,"pg_name":%b,"collective_name":%b,"comm_size":%d,'
+             b'"%b":%d,"inputs":%b}')
+_GPU_CAT_TEXT = {k: orjson.dumps(v) for k, v in _GPU_CAT.items()}
+_PLAIN = (int, type(None))
 
 
 def _stats(
@@ -446,7 +482,7 @@ def link_kineto(
     """
     with gc_paused():
         doc, nodes = _prepare_kineto(kineto, rank, annotation, inter_thread_gap_us, fallback_rank)
-        doc["nodes"] = list(nodes)
+        doc["nodes"] = parse_nodes(nodes)
         return doc
 
 

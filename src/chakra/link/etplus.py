@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from orjson import Fragment
 
 from chakra.host.model import HostOp, IOInfo
@@ -55,12 +56,12 @@ def _io_chakra(io: IOInfo) -> dict[str, Any]:
     return d
 
 
-def host_node(op: HostOp, layout: str, text: bool = True) -> dict[str, Any]:
+def host_node(op: HostOp, layout: str) -> dict[str, Any]:
     """The node dict of a host op in ``layout`` (without link fields).
 
-    With ``text``, the inputs/outputs of an op loaded from a file are its JSON text (``HostOp.io``),
-    as an ``orjson.Fragment`` (:func:`add_io`): the node encodes to the bytes its lists would; without,
-    they are its lists (a document for Python code rather than for a file)."""
+    The inputs/outputs of an op loaded from a file are its JSON text (``HostOp.io``), as an
+    ``orjson.Fragment`` (:func:`add_io`): the node encodes to the bytes its lists would.  The writer uses
+    :func:`host_text`, this dict's text."""
     if layout == FLAT:
         node: dict[str, Any] = {
             "name": op.name,
@@ -74,9 +75,9 @@ def host_node(op: HostOp, layout: str, text: bool = True) -> dict[str, Any]:
             "fw_tid": op.fw_tid,
             "op_schema": op.op_schema,
         }
-        add_io(node, op, layout, text)
+        add_io(node, op, layout)
         io = op.io
-        if io is not None and text:
+        if io is not None:
             if io[3] is not None:
                 node["input_strides"] = Fragment(io[3])
             if io[7] is not None:
@@ -91,64 +92,142 @@ def host_node(op: HostOp, layout: str, text: bool = True) -> dict[str, Any]:
                 if k not in LINK_KEYS:
                     node[k] = v
         return node
-    types = op.attr_types
-    if types and not _STD_NAMES.isdisjoint(types):   # a std attr with a type of its own
-        attrs = []
-        for name, default_type in _STD_ATTRS:
-            value = getattr(op, name)
-            if name == "rf_id" and value is None:
-                continue
-            attrs.append({"name": name, "type": types.get(name, default_type), "value": value})
-    else:   # (the usual case, written out: a million nodes)
-        attrs = [{"name": "fw_parent", "type": "uint64", "value": op.fw_parent},
-                 {"name": "seq_id", "type": "int64", "value": op.seq_id},
-                 {"name": "scope", "type": "uint64", "value": op.scope},
-                 {"name": "tid", "type": "uint64", "value": op.tid},
-                 {"name": "fw_tid", "type": "uint64", "value": op.fw_tid},
-                 {"name": "op_schema", "type": "string", "value": op.op_schema}]
-        if op.rf_id is not None:
-            attrs.insert(0, {"name": "rf_id", "type": "uint64", "value": op.rf_id})
     node = {"id": op.id, "name": op.name, "ctrl_deps": op.parent}
-    add_io(node, op, layout, text)
+    add_io(node, op, layout)
+    types = op.attr_types
+    attrs = []
+    for name, default_type in _STD_ATTRS:
+        value = getattr(op, name)
+        if name == "rf_id" and value is None:
+            continue
+        attrs.append({"name": name, "type": types.get(name, default_type), "value": value})
     node["attrs"] = attrs
-    if op.attrs:
-        typed, untyped = _split_attrs(op.attrs, types)
-        attrs.extend(typed)
-        for k in untyped:
-            node[k] = op.attrs[k]
+    more = op.attrs
+    if more:
+        for k, v in more.items():
+            t = types.get(k)
+            if t is not None:
+                attrs.append({"name": k, "type": t, "value": v})
+            elif k not in LINK_KEYS:
+                node[k] = v
     return node
 
 
+# host_text's formats: the text orjson writes for host_node's dict when its scalars are plain integers and
+# strings (the std attrs with their default types): formatted, not built as dicts and encoded
+_STD_TAIL = (b'{"name":"fw_parent","type":"uint64","value":%d},{"name":"seq_id","type":"int64","value":%d},'
+             b'{"name":"scope","type":"uint64","value":%d},{"name":"tid","type":"uint64","value":%d},'
+             b'{"name":"fw_tid","type":"uint64","value":%d},{"name":"op_schema","type":"string","value":%b}')
+_CHAKRA_STD = b'{"name":"rf_id","type":"uint64","value":%d},' + _STD_TAIL
+_FLAT_HEAD = (b'{"name":%b,"id":%d,"rf_id":%b,"parent":%d,"fw_parent":%d,"seq_id":%d,"scope":%d,"tid":%d,'
+              b'"fw_tid":%d,"op_schema":%b,"inputs":')
 _STD_NAMES = frozenset(name for name, _ in _STD_ATTRS)
-_SPLIT: dict[int, tuple[dict[str, Any], dict[str, str], list[dict[str, Any]], list[str]]] = {}
+_NO_EXTRAS = (b"", b"")
+_STRINGS: dict[str, bytes] = {}   # names and op schemas -> their JSON text (json_string)
+_EXTRAS: dict[int, tuple[dict[str, Any], dict[str, str], str, tuple[bytes, bytes] | None]] = {}
+# keys of host_node's dict an attribute of the same name would replace (host_text leaves those to it)
+_OWN_KEYS = {
+    FLAT: frozenset(("name", "id", "rf_id", "parent", "fw_parent", "seq_id", "scope", "tid", "fw_tid",
+                     "op_schema", "inputs", "input_strides", "output_strides")),
+    CHAKRA: frozenset(("id", "name", "ctrl_deps", "inputs", "attrs")),
+}
 
 
-def _split_attrs(attrs: dict[str, Any], types: dict[str, str]) -> tuple[list[dict[str, Any]], list[str]]:
-    """The ``attrs`` entries of an op's attributes (those with an ET type), and the names of the other
-    attributes written as node keys (not LINK_KEYS).  Cached per dict: loaded ops share them."""
-    got = _SPLIT.get(id(attrs))
-    if got is not None and got[0] is attrs and got[1] is types:
-        return got[2], got[3]
+def json_string(s: str) -> bytes:
+    """The JSON text of a name (op, kernel, process group ...), kept: names repeat."""
+    got = _STRINGS.get(s)
+    if got is None:
+        if len(_STRINGS) > 100_000:
+            _STRINGS.clear()
+        got = _STRINGS[s] = orjson.dumps(s)
+    return got
+
+
+def _extras(attrs: dict[str, Any], types: dict[str, str], layout: str) -> tuple[bytes, bytes] | None:
+    """The text of an op's attributes in ``layout``: the chakra ``attrs`` entries that follow the std ones
+    (``,`` + each) and the node keys (``,`` + each ``"key":value``), as host_node writes them; None when
+    an attribute would replace one of host_node's own keys, or a std attr has an ET type of its own.
+    Cached per dict: loaded ops share them."""
+    got = _EXTRAS.get(id(attrs))
+    if got is not None and got[0] is attrs and got[1] is types and got[2] == layout:
+        return got[3]
     typed = []
-    untyped = []
+    keys = {}
     for k, v in attrs.items():
-        t = types.get(k)
+        t = types.get(k) if layout != FLAT else None
         if t is not None:
             typed.append({"name": k, "type": t, "value": v})
         elif k not in LINK_KEYS:
-            untyped.append(k)
-    if len(_SPLIT) > 10_000:
-        _SPLIT.clear()
-    _SPLIT[id(attrs)] = (attrs, types, typed, untyped)
-    return typed, untyped
+            keys[k] = v
+    text = None
+    if _OWN_KEYS[layout].isdisjoint(keys) and (layout == FLAT or _STD_NAMES.isdisjoint(types)):
+        text = (b"," + orjson.dumps(typed)[1:-1] if typed else b"",
+                b"," + orjson.dumps(keys)[1:-1] if keys else b"")
+    if len(_EXTRAS) > 10_000:
+        _EXTRAS.clear()
+    _EXTRAS[id(attrs)] = (attrs, types, layout, text)
+    return text
 
 
-def add_io(node: dict[str, Any], op: HostOp, layout: str, text: bool = True) -> None:
-    """Add the op's inputs/outputs keys to ``node`` (in place): with ``text``, its text (:func:`io_text`)
-    as the value of ``inputs`` when it has one, else its lists.  A GPU node gets its launcher's this way
-    too."""
+def host_text(op: HostOp, layout: str, tail: bytes = b"") -> bytes:
+    """The JSON text of ``host_node(op, layout)`` without its closing ``}``, followed by ``tail`` (the
+    linker's fields and the ``}``): formatted directly for an op loaded from a file whose fields are plain
+    integers and strings, encoded from the dict otherwise."""
     io = op.io
-    if io is not None and text:
+    nid = op.id
+    parent = op.parent
+    rf = op.rf_id
+    fw = op.fw_parent
+    seq = op.seq_id
+    sc = op.scope
+    tid = op.tid
+    ftid = op.fw_tid
+    schema = op.op_schema
+    if (io is None or not (type(nid) is type(parent) is type(fw) is type(seq) is type(sc) is type(tid)
+                           is type(ftid) is int)
+            or type(schema) is not str or (rf is not None and type(rf) is not int)):
+        return orjson.dumps(host_node(op, layout))[:-1] + tail
+    attrs = op.attrs
+    types = op.attr_types
+    if attrs or types:
+        got = _EXTRAS.get(id(attrs))
+        if got is not None and got[0] is attrs and got[1] is types and got[2] == layout:
+            extras = got[3]
+        else:
+            extras = _extras(attrs, types, layout)
+        if extras is None:
+            return orjson.dumps(host_node(op, layout))[:-1] + tail
+        entries, more = extras
+    else:
+        entries = more = b""
+    strings = _STRINGS
+    name = strings.get(op.name) or json_string(op.name)
+    schema = strings.get(schema) or json_string(schema)
+    iv, ish, ity, ist, ov, osh, oty, ost = io
+    if layout == FLAT:
+        return b"".join((_FLAT_HEAD % (name, nid, b"null" if rf is None else b"%d" % rf, parent, fw, seq, sc,
+                                       tid, ftid, schema),
+                         iv, b',"input_shapes":', ish, b',"input_types":', ity, b',"outputs":', ov,
+                         b',"output_shapes":', osh, b',"output_types":', oty,
+                         b',"input_strides":' if ist is not None else b"", ist or b"",
+                         b',"output_strides":' if ost is not None else b"", ost or b"", more, tail))
+    if rf is None:
+        std = _STD_TAIL % (fw, seq, sc, tid, ftid, schema)
+    else:
+        std = _CHAKRA_STD % (rf, fw, seq, sc, tid, ftid, schema)
+    return b"".join((b'{"id":%d,"name":%b,"ctrl_deps":%d,"inputs":{"values":' % (nid, name, parent),
+                     iv, b',"shapes":', ish, b',"types":', ity,   # type: ignore[list-item]
+                     b',"strides":' if ist is not None else b"", ist or b"",
+                     b'},"outputs":{"values":', ov, b',"shapes":', osh, b',"types":', oty,
+                     b',"strides":' if ost is not None else b"", ost or b"",
+                     b'},"attrs":[', std, entries, b"]", more, tail))
+
+
+def add_io(node: dict[str, Any], op: HostOp, layout: str) -> None:
+    """Add the op's inputs/outputs keys to ``node`` (in place): its text (:func:`io_text`) as the value of
+    ``inputs`` when it has one, else its lists.  A GPU node gets its launcher's this way too."""
+    io = op.io
+    if io is not None:
         node["inputs"] = Fragment(io_text(io, layout))
     elif layout == FLAT:
         i = op.inputs

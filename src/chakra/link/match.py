@@ -129,19 +129,25 @@ def match_ops(host: HostTrace, kineto: KinetoTrace, window: Window) -> MatchResu
     result: MatchResult | None = None
     if by_rf:
         hits = same = 0
+        found: list[tuple[int, int, bool]] = []   # (op id, position, same name), in op order
         for op in ops:
-            p = by_rf.get(op.rf_id) if op.rf_id is not None else None
+            rf = op.rf_id
+            if rf is None:
+                continue
+            p = by_rf.get(rf)
             if p is not None:
                 hits += 1
-                same += events[p].name == op.name
+                equal = events[p].name == op.name
+                same += equal
+                found.append((op.id, p, equal))
         if hits * 2 >= len(ops) and same * 10 >= hits * 9:
             result = MatchResult(RF_ID)
-            for op in ops:
-                p = by_rf.get(op.rf_id) if op.rf_id is not None else None
-                if p is None:
-                    continue
-                if events[p].name == op.name:
-                    result.add(op.id, p)
+            host_to_event = result.host_to_event
+            event_to_host = result.event_to_host
+            for oid, p, equal in found:
+                if equal:   # result.add
+                    host_to_event[oid] = p
+                    event_to_host[p] = oid
                 else:
                     result.rf_name_mismatch += 1
         else:
