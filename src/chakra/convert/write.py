@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from chakra import schema as pb
-from chakra.convert.attrs import frame_attr, make_attr
+from chakra.convert.attrs import frame_attr, make_attr, uint64_varint, varint
 from chakra.convert.comm import (
     CommFields,
 )
@@ -42,19 +42,19 @@ def iter_serialized(cv: Plan, order: list[int]) -> Iterator[bytes]:
 
     Assembled from pieces, because building a Node with its IOInfo and attribute
     sub-messages costs several times its serialisation: the scalar and dependency
-    fields (1-7) come from a small Node serialised by protobuf (which checks their
-    ranges), followed by ``inputs`` (8), ``outputs`` (9) and the ``attr`` entries
-    (10), each encoded as protobuf would (fields in number order, so the bytes are
-    those of the whole message serialised at once; ``convert.serial``).  An op
-    ``load_columns`` did not keep whole has its fields 8-10 ready (``Columns.tails``; a
-    GPU comm node adds its comm attributes after them).
+    fields (1-7) encoded here as protobuf would (proto3: zero values left out, the
+    dependencies packed, uint64 range checked with protobuf's error), followed by
+    ``inputs`` (8), ``outputs`` (9) and the ``attr`` entries (10), each encoded as
+    protobuf would (fields in number order, so the bytes are those of the whole message
+    serialised at once; ``convert.serial``).  An op ``load_columns`` did not keep whole
+    has its fields 8-10 ready (``Columns.tails``; a GPU comm node adds its comm attributes
+    after them).
     """
     ids, names, full = cv.ids, cv.names, cv.full
     tails = cv.cols.tails
     ctrl, data, start, dur, ntype = cv.ctrl, cv.data, cv.start, cv.dur, cv.ntype
     is_gpu, comm, cpu_comm = cv.is_gpu, cv.comm, cv.cpu_comm
     ser = cv.ser
-    Node = pb.Node
     framed = ser.attr_cache.framed
     op_ios = ser.op_ios
     join = b"".join
@@ -63,45 +63,50 @@ def iter_serialized(cv: Plan, order: list[int]) -> Iterator[bytes]:
     per_thread = thread_attrs(cv)
     ctrl_edges = data_edges = 0
     meta_t = pb.METADATA_NODE
+    # every id as a varint, once: a node's own field 1 and the dependencies on it
+    vid = list(map(uint64_varint, ids))
+    name_fields: dict[str, bytes] = {"": b""}
+    type_fields = {t: (b"\x18" + bytes((t,)) if t else b"") for t in _TYPE_NAMES}
 
     for i in order:
         t = ntype[i]
         counts[t] = counts.get(t, 0) + 1
-        # fields set one by one, defaults left out: the bytes (and the range checks) of
-        # Node(id=, name=, type=, ctrl_deps=, data_deps=, start_time_micros=, duration_micros=)
-        m = Node()
-        m.id = ids[i]
-        v = names[i]
-        if v:
-            m.name = v
-        if t:
-            m.type = t
+        name = names[i]
+        nf = name_fields.get(name)
+        if nf is None:
+            nb = name.encode()
+            nf = name_fields[name] = b"\x12" + varint(len(nb)) + nb
         c = ctrl[i]
         if c >= 0:
-            m.ctrl_deps.append(ids[c])
+            v = vid[c]
+            cf = b"\x22" + _SMALL[len(v)] + v
             ctrl_edges += 1
+        else:
+            cf = b""
         ds = data[i]
         k = len(ds)
         if k == 1:
-            m.data_deps.append(ids[ds[0]])
+            v = vid[ds[0]]
+            df = b"\x2a" + _SMALL[len(v)] + v
         elif k:
-            m.data_deps.extend([ids[j] for j in ds])
+            v = join([vid[j] for j in ds])
+            df = b"\x2a" + varint(len(v)) + v
+        else:
+            df = b""
         data_edges += k
         v = start[i]
-        if v:
-            m.start_time_micros = v
+        sf = b"\x30" + uint64_varint(v) if v else b""
         v = dur[i]
-        if v:
-            m.duration_micros = v
-        head = m.SerializeToString()
+        uf = b"\x38" + uint64_varint(v) if v else b""
+        head = (b"\x08" if ids[i] else b"", vid[i] if ids[i] else b"", nf, type_fields[t], cf, df, sf, uf)
         f = comm.get(i)
         tail = tails[i] if tails is not None else None
         ta = per_thread(i)
         if tail is not None:   # neither METADATA nor a host comm node (those are kept whole)
             if f is None:
-                yield head + tail + ta if ta else head + tail
+                yield join((*head, tail, ta))
             else:
-                yield join((head, tail, *[frame_attr(a) for a in _comm_attrs(f, t)], ta))
+                yield join((*head, tail, *[frame_attr(a) for a in _comm_attrs(f, t)], ta))
             continue
         op = full[i]
         if is_gpu[i]:
@@ -115,12 +120,15 @@ def iter_serialized(cv: Plan, order: list[int]) -> Iterator[bytes]:
         if ta:
             attrs.append(ta)
         if t == meta_t:
-            yield join((head, meta_io(cv, op), *attrs))
+            yield join((*head, meta_io(cv, op), *attrs))
         else:
-            yield join((head, *op_ios(op), *attrs))
+            yield join((*head, *op_ios(op), *attrs))
     stats.by_type = {_TYPE_NAMES[t]: k for t, k in counts.items()}
     stats.ctrl_edges = ctrl_edges
     stats.data_edges = data_edges
+
+
+_SMALL = [bytes((i,)) for i in range(128)]
 
 
 def thread_attrs(cv: Plan) -> Any:
