@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -58,19 +59,19 @@ def iter_serialized(cv: Plan, order: list[int]) -> Iterator[bytes]:
     framed = ser.attr_cache.framed
     op_ios = ser.op_ios
     join = b"".join
-    counts: dict[int, int] = {}   # node type -> count, in first-seen order
     stats = cv.stats
-    per_thread = thread_attrs(cv)
+    ta_of = thread_attrs(cv)
     ctrl_edges = data_edges = 0
     meta_t = pb.METADATA_NODE
     # every id as a varint, once: a node's own field 1 and the dependencies on it
     vid = list(map(uint64_varint, ids))
     name_fields: dict[str, bytes] = {"": b""}
     type_fields = {t: (b"\x18" + bytes((t,)) if t else b"") for t in _TYPE_NAMES}
+    small = _SMALL
+    empty = b""
 
     for i in order:
         t = ntype[i]
-        counts[t] = counts.get(t, 0) + 1
         name = names[i]
         nf = name_fields.get(name)
         if nf is None:
@@ -79,35 +80,37 @@ def iter_serialized(cv: Plan, order: list[int]) -> Iterator[bytes]:
         c = ctrl[i]
         if c >= 0:
             v = vid[c]
-            cf = b"\x22" + _SMALL[len(v)] + v
+            cf = b"\x22" + small[len(v)] + v
             ctrl_edges += 1
         else:
-            cf = b""
+            cf = empty
         ds = data[i]
-        k = len(ds)
-        if k == 1:
-            v = vid[ds[0]]
-            df = b"\x2a" + _SMALL[len(v)] + v
-        elif k:
-            v = join([vid[j] for j in ds])
-            df = b"\x2a" + varint(len(v)) + v
-        else:
-            df = b""
-        data_edges += k
-        v = start[i]
-        sf = b"\x30" + uint64_varint(v) if v else b""
-        v = dur[i]
-        uf = b"\x38" + uint64_varint(v) if v else b""
-        head = (b"\x08" if ids[i] else b"", vid[i] if ids[i] else b"", nf, type_fields[t], cf, df, sf, uf)
-        f = comm.get(i)
-        tail = tails[i] if tails is not None else None
-        ta = per_thread(i)
-        if tail is not None:   # neither METADATA nor a host comm node (those are kept whole)
-            if f is None:
-                yield join((*head, tail, ta))
+        if ds:
+            k = len(ds)
+            if k == 1:
+                v = vid[ds[0]]
+                df = b"\x2a" + small[len(v)] + v
             else:
-                yield join((*head, tail, *[frame_attr(a) for a in _comm_attrs(f, t)], ta))
+                v = join([vid[j] for j in ds])
+                df = b"\x2a" + varint(len(v)) + v
+            data_edges += k
+        else:
+            df = empty
+        v = start[i]
+        sf = b"\x30" + uint64_varint(v) if v else empty
+        v = dur[i]
+        uf = b"\x38" + uint64_varint(v) if v else empty
+        idf = b"\x08" + vid[i] if ids[i] else empty
+        tail = tails[i] if tails is not None else None
+        if tail is not None:   # neither METADATA nor a host comm node (those are kept whole)
+            f = comm.get(i) if comm else None
+            if f is None:
+                yield join((idf, nf, type_fields[t], cf, df, sf, uf, tail, ta_of[i]))
+            else:
+                yield join((idf, nf, type_fields[t], cf, df, sf, uf, tail,
+                            *[frame_attr(a) for a in _comm_attrs(f, t)], ta_of[i]))
             continue
+        f = comm.get(i)
         op = full[i]
         if is_gpu[i]:
             attrs = ser.gpu_attrs(op)
@@ -117,12 +120,14 @@ def iter_serialized(cv: Plan, order: list[int]) -> Iterator[bytes]:
             attrs = ser.cpu_attrs(op, cpu=i not in cpu_comm, skip=f is not None)
         if f is not None:
             attrs.extend(frame_attr(a) for a in _comm_attrs(f, t))
-        if ta:
-            attrs.append(ta)
+        attrs.append(ta_of[i])
+        head = (idf, nf, type_fields[t], cf, df, sf, uf)
         if t == meta_t:
             yield join((*head, meta_io(cv, op), *attrs))
         else:
             yield join((*head, *op_ios(op), *attrs))
+    # node type -> count, in first-seen order
+    counts = Counter(map(ntype.__getitem__, order))
     stats.by_type = {_TYPE_NAMES[t]: k for t, k in counts.items()}
     stats.ctrl_edges = ctrl_edges
     stats.data_edges = data_edges
@@ -131,16 +136,16 @@ def iter_serialized(cv: Plan, order: list[int]) -> Iterator[bytes]:
 _SMALL = [bytes((i,)) for i in range(128)]
 
 
-def thread_attrs(cv: Plan) -> Any:
-    """``i -> bytes``: node ``i``'s thread-timing attributes (convert.threads), framed; b"" if none.
+def thread_attrs(cv: Plan) -> list[bytes]:
+    """Node ``i``'s thread-timing attributes (convert.threads), framed, at ``[i]``; b"" if none.
 
     Built once for the nodes that have any (a framed (name, value) is made once: values repeat)."""
+    out = [b""] * cv.n
     tt = cv.tt
     if tt is None:
-        return lambda i: b""
+        return out
     ids = cv.ids
     framed: dict[tuple[str, int], bytes] = {}
-    out: dict[int, bytes] = {}
     for (name_field, name), d in ((_DEPTH, tt.depth), (_WORK, tt.work_before), (_TAIL, tt.tail),
                                   (_IDLE, tt.idle_before), (_POST, tt.wait_post)):
         for i, v in d.items():
@@ -148,15 +153,14 @@ def thread_attrs(cv: Plan) -> Any:
                 b = framed.get((name, v))
                 if b is None:
                     b = framed[(name, v)] = int_attr(name_field, name, v)
-                out[i] = out.get(i, b"") + b
+                out[i] += b
     for i, u in tt.wait_on.items():
-        out[i] = out.get(i, b"") + int_attr(_WAIT_ON[0], _WAIT_ON[1], ids[u])
+        out[i] += int_attr(_WAIT_ON[0], _WAIT_ON[1], ids[u])
     if tt.frees_thread:
         frees_attr = int_attr(_FREES[0], _FREES[1], 1)
         for i in tt.frees_thread:
-            out[i] = out.get(i, b"") + frees_attr
-    get = out.get
-    return lambda i: get(i, b"")
+            out[i] += frees_attr
+    return out
 
 
 def meta_io(cv: Plan, op: HostOp) -> bytes:
