@@ -68,6 +68,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import Any
 
 WAIT_SLACK_US = 500      # a blocked thread resumes within this of what it waited for ending
@@ -119,9 +120,14 @@ def thread_timing(inp: ThreadInput) -> ThreadTiming:
     """Pieces, depths and waits of every host thread (see the module doc)."""
     out = ThreadTiming()
     threads: dict[Any, list[int]] = {}
-    for i in range(inp.n):
-        if inp.on_thread[i]:
-            threads.setdefault(inp.thread[i], []).append(i)
+    thread = inp.thread
+    for i in compress(range(inp.n), inp.on_thread):
+        th = thread[i]
+        members = threads.get(th)
+        if members is None:
+            threads[th] = [i]
+        else:
+            members.append(i)
     if not threads:
         return out
     ends = _EndIndex(inp)
@@ -144,9 +150,14 @@ def _stream_waits(inp: ThreadInput, ends: _EndIndex, out: ThreadTiming) -> None:
     starts as many µs after its launcher started as recorded)."""
     start, end, lane, launcher = inp.start, inp.end, inp.lane, inp.launcher
     streams: dict[Any, list[int]] = {}
-    for i in range(inp.n):
-        if inp.is_gpu[i] and end[i] is not None:
-            streams.setdefault(lane[i], []).append(i)
+    for i in compress(range(inp.n), inp.is_gpu):
+        if end[i] is not None:
+            ln = lane[i]
+            members = streams.get(ln)
+            if members is None:
+                streams[ln] = [i]
+            else:
+                members.append(i)
     for ln, seq in streams.items():
         seq.sort(key=lambda i: (start[i], inp.pos[i]))
         free = 0
