@@ -57,15 +57,14 @@ def int_attr(name_field: bytes, name: str, v: int) -> bytes:
         vb = varint(v + (1 << 64))
     else:
         return frame_attr(make_attr(name, v))
-    key = (name_field, len(vb))
-    head = _INT_HEADS.get(key)
-    if head is None:   # tag, length, name, int64_val tag: one per name and value length
-        head = _INT_HEADS[key] = b"".join((b"\x52", varint(len(name_field) + 1 + len(vb)), name_field,
-                                            b"\x48"))
-    return head + vb
+    heads = _INT_HEADS.get(name_field)
+    if heads is None:   # tag, length, name, int64_val tag: one per name and value length (1-10 bytes)
+        heads = _INT_HEADS[name_field] = [b"".join((b"\x52", varint(len(name_field) + 1 + k), name_field,
+                                                    b"\x48")) for k in range(11)]
+    return heads[len(vb)] + vb
 
 
-_INT_HEADS: dict[tuple[bytes, int], bytes] = {}
+_INT_HEADS: dict[bytes, list[bytes]] = {}
 
 
 def io_tail(shapes: bytes, types: bytes) -> bytes:
