@@ -28,7 +28,7 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
-from chakra.convert.attrs import frame_attr, make_attr
+from chakra.convert.attrs import frame_attr, make_attr, varint
 from chakra.convert.serial import (
     _CORR_NAME,
     _EXT_NAME,
@@ -39,6 +39,7 @@ from chakra.convert.serial import (
     RF_NAME,
     Serializer,
     int_attr,
+    io_tail,
 )
 from chakra.errors import TraceFormatError
 from chakra.host.comm import COMM_KERNEL_PREFIXES, is_nccl_kernel
@@ -326,6 +327,7 @@ _FLAT_GPU_KEYS = ("ph", "stream", "device", "pid", "args", "pg_name", "collectiv
 _FLAT_CPU_PLAIN = attrgetter(*_FLAT_GPU_KEYS)
 _FLAT_ALL_UNSET = (UNSET,) * len(_FLAT_GPU_KEYS)
 _CHAKRA_DECODE = msgspec.json.Decoder(_ChakraNode).decode
+_IO_TAILS_LIMIT = 100_000
 _FLAT_DECODE = msgspec.json.Decoder(_FlatNode).decode
 _STD_ORDER = ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schema")   # PyTorch's order
 _STD_NAMES = frozenset(_STD_ORDER)
@@ -360,6 +362,7 @@ class _Plain:
                         c.ts.append, c.dur.append, c.excl.append)
         self.piece = builder.piece
         self.pieces = builder.pieces
+        self.io_tails: dict[tuple[bytes, bytes], bytes] = {}   # raw (shapes, types) -> IOInfo fields 2, 3
         self.comm_names: dict[str, bool] = {}
         # encoded attrs entries after the std ones -> (CPU bytes, GPU bytes), or None: not plain
         self.rests: dict[bytes, tuple[bytes, bytes] | None] = {}
@@ -441,22 +444,24 @@ class _Plain:
 
     # -- pieces -------------------------------------------------------------------------------------------
     def io_field(self, tag: bytes, d: Any) -> bytes:
-        """A chakra ``inputs`` / ``outputs`` object as the Node's field 8 / 9 (``Serializer.io_text`` of its
-        canonical pieces, interned by the host builder)."""
+        """A chakra ``inputs`` / ``outputs`` object as the Node's field 8 / 9: ``Serializer.io_text`` of its
+        canonical pieces (the values interned by the host builder, the shapes+types tail cached by their raw
+        text)."""
         if d is None or d is UNSET:
             return _IN_EMPTY if tag is IN_TAG else _OUT_EMPTY
-        pieces = self.pieces
-        piece = self.piece
         vb = bytes(d.values)
-        got = pieces.get(vb)
-        vb = got if got is not None else piece(vb)
-        sb = bytes(d.shapes)
-        got = pieces.get(sb)
-        sb = got if got is not None else piece(sb)
-        tb = bytes(d.types)
-        got = pieces.get(tb)
-        tb = got if got is not None else piece(tb)
-        return self.ser.io_text(tag, vb, sb, tb)
+        got = self.pieces.get(vb)
+        vb = got if got is not None else self.piece(vb)
+        key = (bytes(d.shapes), bytes(d.types))
+        tails = self.io_tails
+        tail = tails.get(key)
+        if tail is None:
+            if len(tails) > _IO_TAILS_LIMIT:
+                tails.clear()
+            piece = self.piece
+            tail = tails[key] = io_tail(piece(key[0]), piece(key[1]))
+        vn = varint(len(vb))
+        return b"".join((tag, varint(1 + len(vn) + len(vb) + len(tail)), b"\x0a", vn, vb, tail))
 
     def falsy(self, raw: Any) -> bytes:
         """A flat key read as ``value or []``."""

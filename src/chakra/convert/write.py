@@ -69,6 +69,9 @@ def iter_serialized(cv: Plan, order: list[int]) -> Iterator[bytes]:
     type_fields = {t: (b"\x18" + bytes((t,)) if t else b"") for t in _TYPE_NAMES}
     small = _SMALL
     empty = b""
+    if tails is None:
+        tails = [None] * cv.n
+    start_fields, dur_fields = _START_FIELDS, _DUR_FIELDS
 
     for i in order:
         t = ntype[i]
@@ -97,11 +100,11 @@ def iter_serialized(cv: Plan, order: list[int]) -> Iterator[bytes]:
         else:
             df = empty
         v = start[i]
-        sf = b"\x30" + uint64_varint(v) if v else empty
+        sf = (start_fields[v] if v < _TABLE else b"\x30" + uint64_varint(v)) if v else empty
         v = dur[i]
-        uf = b"\x38" + uint64_varint(v) if v else empty
+        uf = (dur_fields[v] if v < _TABLE else b"\x38" + uint64_varint(v)) if v else empty
         idf = b"\x08" + vid[i] if ids[i] else empty
-        tail = tails[i] if tails is not None else None
+        tail = tails[i]
         if tail is not None:   # neither METADATA nor a host comm node (those are kept whole)
             f = comm.get(i) if comm else None
             if f is None:
@@ -134,6 +137,10 @@ def iter_serialized(cv: Plan, order: list[int]) -> Iterator[bytes]:
 
 
 _SMALL = [bytes((i,)) for i in range(128)]
+# fields 6 (start_time_micros) and 7 (duration_micros) of the values below _TABLE, looked up
+_TABLE = 1 << 14
+_START_FIELDS = [b"\x30" + uint64_varint(v) for v in range(_TABLE)]
+_DUR_FIELDS = [b"\x38" + uint64_varint(v) for v in range(_TABLE)]
 
 
 def thread_attrs(cv: Plan) -> list[bytes]:
