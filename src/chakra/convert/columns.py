@@ -361,7 +361,6 @@ class _Plain:
                         c.is_gpu.append, c.skeys.append, c.full.append, c.tails.append,  # type: ignore[union-attr]
                         c.ts.append, c.dur.append, c.excl.append)
         self.piece = builder.piece
-        self.pieces = builder.pieces
         self.io_tails: dict[tuple[bytes, bytes], bytes] = {}   # raw (shapes, types) -> IOInfo fields 2, 3
         self.comm_names: dict[str, bool] = {}
         # encoded attrs entries after the std ones -> (CPU bytes, GPU bytes), or None: not plain
@@ -445,13 +444,11 @@ class _Plain:
     # -- pieces -------------------------------------------------------------------------------------------
     def io_field(self, tag: bytes, d: Any) -> bytes:
         """A chakra ``inputs`` / ``outputs`` object as the Node's field 8 / 9: ``Serializer.io_text`` of its
-        canonical pieces (the values interned by the host builder, the shapes+types tail cached by their raw
-        text)."""
+        canonical pieces (the shapes+types tail cached by their raw text; the values, mostly unique, are
+        not kept)."""
         if d is None or d is UNSET:
             return _IN_EMPTY if tag is IN_TAG else _OUT_EMPTY
-        vb = bytes(d.values)
-        got = self.pieces.get(vb)
-        vb = got if got is not None else self.piece(vb)
+        vb = canonical(bytes(d.values))   # (mostly unique: not interned)
         key = (bytes(d.shapes), bytes(d.types))
         tails = self.io_tails
         tail = tails.get(key)
