@@ -197,16 +197,3 @@ def varint(n: int) -> bytes:
         n >>= 7
     out.append(n)
     return bytes(out)
-
-
-def uint64_varint(n: int) -> bytes:
-    """:func:`varint` of a uint64 field's value, with protobuf's range check (its error, its words)."""
-    if 0 <= n < 16384:
-        return _SMALL[n] if n < 128 else _TWO[n]
-    if n < 0 or n >= 18446744073709551616:
-        raise ValueError(f"Value out of range: {n}")
-    if n < 2097152:
-        return bytes(((n & 0x7F) | 0x80, ((n >> 7) & 0x7F) | 0x80, n >> 14))
-    if n < 268435456:
-        return bytes(((n & 0x7F) | 0x80, ((n >> 7) & 0x7F) | 0x80, ((n >> 14) & 0x7F) | 0x80, n >> 21))
-    return varint(n)

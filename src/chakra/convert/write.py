@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 import orjson
 
 from chakra import schema as pb
-from chakra.convert.attrs import frame_attr, make_attr, uint64_varint, varint
+from chakra.convert.attrs import frame_attr, make_attr, varint
 from chakra.convert.comm import (
     CommFields,
 )
@@ -63,15 +64,16 @@ def iter_serialized(cv: Plan, order: list[int]) -> Iterator[bytes]:
     ta_of = thread_attrs(cv)
     ctrl_edges = data_edges = 0
     meta_t = pb.METADATA_NODE
-    # every id as a varint, once: a node's own field 1 and the dependencies on it
-    vid = list(map(uint64_varint, ids))
+    # every id as a varint, once: a node's own field 1 and the dependencies on it; the starts and durations
+    vid = uint64_varints(ids)
+    vstart = uint64_varints(start)
+    vdur = uint64_varints(dur)
     name_fields: dict[str, bytes] = {"": b""}
     type_fields = {t: (b"\x18" + bytes((t,)) if t else b"") for t in _TYPE_NAMES}
     small = _SMALL
     empty = b""
     if tails is None:
         tails = [None] * cv.n
-    start_fields, dur_fields = _START_FIELDS, _DUR_FIELDS
 
     for i in order:
         t = ntype[i]
@@ -99,10 +101,8 @@ def iter_serialized(cv: Plan, order: list[int]) -> Iterator[bytes]:
             data_edges += k
         else:
             df = empty
-        v = start[i]
-        sf = (start_fields[v] if v < _TABLE else b"\x30" + uint64_varint(v)) if v else empty
-        v = dur[i]
-        uf = (dur_fields[v] if v < _TABLE else b"\x38" + uint64_varint(v)) if v else empty
+        sf = b"\x30" + vstart[i] if start[i] else empty
+        uf = b"\x38" + vdur[i] if dur[i] else empty
         idf = b"\x08" + vid[i] if ids[i] else empty
         tail = tails[i]
         if tail is not None:   # neither METADATA nor a host comm node (those are kept whole)
@@ -137,10 +137,21 @@ def iter_serialized(cv: Plan, order: list[int]) -> Iterator[bytes]:
 
 
 _SMALL = [bytes((i,)) for i in range(128)]
-# fields 6 (start_time_micros) and 7 (duration_micros) of the values below _TABLE, looked up
-_TABLE = 1 << 14
-_START_FIELDS = [b"\x30" + uint64_varint(v) for v in range(_TABLE)]
-_DUR_FIELDS = [b"\x38" + uint64_varint(v) for v in range(_TABLE)]
+_VARINT_END = re.compile(rb"[\x80-\xff]*[\x00-\x7f]")
+
+
+def uint64_varints(values: list[int]) -> list[bytes]:
+    """Each of ``values`` as a uint64 varint, encoded by protobuf in one call: the packed ``data_deps`` field
+    of a Node holding them all, split at the varints' last bytes (protobuf's range checks and errors)."""
+    if not values:
+        return []
+    m = pb.Node()
+    m.data_deps.extend(values)
+    b = m.SerializeToString()
+    k = 1   # after the tag: the field's length, a varint
+    while b[k] & 0x80:
+        k += 1
+    return _VARINT_END.findall(b, k + 1)
 
 
 def thread_attrs(cv: Plan) -> list[bytes]:
