@@ -7,12 +7,13 @@ node's position in the file, the whole ``HostOp`` only where needed (``full``), 
 every other node its serialised inputs/outputs/attributes (``tails``, see
 ``convert.serial``).
 
-:func:`load_columns` fills them while the host loader reads the nodes one at a time
-(:class:`chakra.host.loader.Records`), so a million-op ET+ never exists as a million
-``HostOp`` objects: most nodes go straight from their decoded fields into the columns
-(:class:`_Direct`), the others (comm candidates, METADATA, unusual keys) through their
-HostOp and :func:`_add_op`, which :func:`columns_from_trace` uses for every op of a loaded
-HostTrace (every op kept whole).
+:func:`load_columns` fills them one node at a time, so a million-op ET+ never exists as a million
+``HostOp`` objects: most nodes are decoded by the converter's own Structs (the keys a plain ET+ node has,
+nothing parsed that is not read) and go straight into the columns (:class:`_Plain`); the others (comm
+candidates, METADATA, roots, unusual keys or values) are built as HostOps by the host loader
+(:meth:`chakra.host.loader.Records.record`) and added by :func:`_add_op`, which
+:func:`columns_from_trace` uses for every op of a loaded HostTrace (every op kept whole).  The tests
+compare the two routes on random documents (tests/test_convert_columns.py).
 """
 
 from __future__ import annotations
