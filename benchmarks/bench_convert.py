@@ -5,9 +5,10 @@
     python benchmarks/bench_convert.py --file ../shared/traces/dlrm_8r_v100/et_plus_2023/et_plus_0.json.gz
 
 Reports seconds per stage, on the path ``convert_file`` takes (load = ``convert.columns.load_columns``:
-the JSON parsed a chunk at a time into per-node columns and pre-serialised pieces; synthetic traces are
-written to a temporary JSON file first; passes = tree, timing, comm, deps, cycle check; build+write =
-the node messages assembled and written one by one),
+each node decoded by the converter's own msgspec Structs into per-node columns and pre-serialised pieces,
+the few others through the host loader; synthetic traces are written to a temporary JSON file first;
+passes = tree, timing, comm, deps, thread timing, cycle check; build+write = the node messages assembled
+from their pieces and written one by one),
 µs per node, peak RSS, and the ratio of per-node cost between the largest and
 smallest size (near 1.0 means linear scaling).  Nothing here is asserted.
 """

@@ -125,3 +125,168 @@ def test_duplicate_id_message(tmp_path: Path, gloo_etplus: str) -> None:
         cc.load_columns(path)
     with pytest.raises(TraceFormatError, match=want):
         load_host_et(path)
+
+
+# ---- ET+ nodes as the linker writes them, perturbed: the plain route (convert.columns._Plain) ----------
+
+_SMALL_VALUES = st.one_of(st.integers(-2, 5), st.sampled_from([0.0, 1.0, 2.5, "", "x", None, True, [1], {}]))
+_REST_NAMES = ["kernel_backend", "kernel_file", "tensor_range", "dtype", "is_cpu_op", "ts", "rf_id",
+               "comm_type", "stream"]
+
+
+@st.composite
+def _rest_attrs(draw: Any) -> list[dict[str, Any]]:
+    out = []
+    for name in draw(st.lists(st.sampled_from(_REST_NAMES), max_size=3)):
+        a: dict[str, Any] = {"name": name, "value": draw(_SMALL_VALUES)}
+        if draw(st.booleans()):
+            a["type"] = draw(st.sampled_from(["string", "uint64", "int", "bool", "double"]))
+        out.append(a)
+    return out
+
+
+@st.composite
+def _plain_io(draw: Any) -> dict[str, Any] | None:
+    if draw(st.integers(0, 9)) == 0:
+        return None
+    k = draw(st.integers(0, 2))
+    values = [[draw(st.integers(1, 3)), 2, 0, 4, 4, "cuda:0"]] * k + draw(st.lists(_SMALL_VALUES, max_size=2))
+    return {"values": values, "shapes": [[64, draw(st.sampled_from([1, 64]))]] * k,
+            "types": ["Tensor(float)"] * k, "strides": [[1]] * k}
+
+
+# (no NaN: a bare NaN sends the whole document down the generic route, test_random_etplus has those)
+_TIMES = st.one_of(st.floats(0, 1e6, allow_nan=False), st.integers(0, 1000), st.none(),
+                   st.sampled_from([-1.0, 1e300, "1"]))
+
+
+@st.composite
+def _plain_node(draw: Any, nid: int, parent: int, flat: bool) -> dict[str, Any]:
+    gpu = draw(st.integers(0, 2)) == 0
+    name = draw(st.sampled_from(["aten::mm", "aten::add", "kernel_a", "ncclDevKernel_AllReduce_Sum_f32",
+                                 "nccl:all_reduce", "[weird]", "#x"])) if draw(st.integers(0, 4)) == 0 \
+        else ("kernel_a" if gpu else "aten::mm")
+    n: dict[str, Any] = {"id": nid, "name": name}
+    std = {"rf_id": nid + 100, "fw_parent": draw(st.integers(0, 2)), "seq_id": draw(st.integers(-1, 3)),
+           "scope": 0, "tid": draw(st.integers(1, 2)), "fw_tid": 0,
+           "op_schema": draw(st.sampled_from(["", "aten::mm(Tensor self) -> Tensor"]))}
+    if draw(st.integers(0, 9)) == 0:
+        std["seq_id"] = draw(_SMALL_VALUES)   # an unusual value
+    if flat:
+        n["parent"] = parent
+        n.update({k: v for k, v in std.items() if draw(st.integers(0, 9))})
+        for key in ("inputs", "outputs"):
+            io = draw(_plain_io())
+            if io is not None:
+                n[key] = io["values"]
+                n[key[:-1] + "_shapes"] = io["shapes"]
+                n[key[:-1] + "_types"] = io["types"]
+    else:
+        n["ctrl_deps"] = parent
+        for key in ("inputs", "outputs"):
+            if draw(st.integers(0, 9)):
+                n[key] = draw(_plain_io())
+        if not gpu or draw(st.integers(0, 4)) == 0:
+            attrs = [{"name": k, "type": "uint64", "value": v} for k, v in std.items()]
+            if draw(st.integers(0, 9)) == 0:
+                attrs = attrs[:draw(st.integers(0, 7))]   # short, or out of PyTorch's order
+                attrs.reverse()
+            n["attrs"] = attrs + draw(_rest_attrs())
+    n.update(ts=draw(_TIMES), dur=draw(_TIMES), inclusive_dur=1.0, exclusive_dur=draw(_TIMES))
+    if gpu:
+        n.update(cat=draw(st.sampled_from(["kernel", "gpu_memcpy", "gpu_memset"])), ph="X")
+        for key in ("stream", "device", "tid"):
+            if draw(st.integers(0, 3)):
+                n[key] = draw(st.one_of(st.integers(0, 20), _SMALL_VALUES))
+        if draw(st.integers(0, 4)):
+            args: dict[str, Any] = {"queued": 0, "grid": [1, 2, 3]}
+            for key in ("stream", "device", "correlation", "External id"):
+                if draw(st.booleans()):
+                    args[key] = draw(st.one_of(st.integers(0, 1 << 40), _SMALL_VALUES))
+            n["args"] = args
+        n.update(pg_name="", collective_name=draw(st.sampled_from(["", "", "allreduce"])), comm_size=0)
+    else:
+        n["kineto_tid"] = draw(st.one_of(st.integers(1, 3), st.none()))
+        if draw(st.integers(0, 9)) == 0:
+            n["sync_dep"] = draw(st.one_of(st.integers(1, 30), st.lists(st.integers(1, 30), max_size=2)))
+        if draw(st.integers(0, 9)) == 0:
+            n["inter_thread_dep"] = draw(st.integers(1, 30))
+    if draw(st.integers(0, 14)) == 0:   # a key that makes it an attribute / unknown: the host route
+        n[draw(st.sampled_from(["comm_backend", "future_key", "cat", "pid", "stream", "args"]))] = \
+            draw(_SMALL_VALUES)
+    return n
+
+
+@st.composite
+def _plain_documents(draw: Any) -> dict[str, Any]:
+    flat = draw(st.booleans())
+    nodes = [{"id": 1, "name": "[pytorch|profiler|execution_trace|process]", ("parent" if flat else
+                                                                            "ctrl_deps"): 1}]
+    for nid in range(2, draw(st.integers(3, 25))):
+        nodes.append(draw(_plain_node(nid, draw(st.integers(1, nid - 1)), flat)))
+    return {"schema": "1.0.1" if flat else "1.1.1-chakra.0.0.4", "pid": 7, "nodes": nodes}
+
+
+@SETTINGS
+@given(doc=_plain_documents())
+def test_plain_route(tmp_path: Path, doc: dict[str, Any]) -> None:
+    """Mostly plain ET+ nodes (the linker's shape, values of unusual types now and then): the columns and
+    bytes of load_columns are those of the whole loaded trace, or both fail with one message."""
+    path = tmp_path / "et_plus.json"
+    path.write_bytes(orjson.dumps(doc))
+    try:
+        whole = load_host_et(path)
+        build(whole)
+    except TraceFormatError as exc:
+        with pytest.raises(TraceFormatError) as got:
+            trace, cols, ser = cc.load_columns(path)
+            meta, gen, _ = stream_serialized(trace, columns=cols, serializer=ser)
+            list(gen)
+        assert got.value.message == exc.message
+        return
+    lean, ref = _both(str(path))
+    assert lean == ref
+
+
+def test_plain_route_taken(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The linker's CPU and GPU nodes of both layouts go the plain route; a root, a comm candidate and a node
+    with a key the plain Structs refuse take the host route (Records.record)."""
+    from chakra.host.loader import Records
+
+    asked: list[int] = []
+    record = Records.record
+
+    def spy(self: Records, index: int) -> Any:
+        asked.append(index)
+        return record(self, index)
+
+    monkeypatch.setattr(Records, "record", spy)
+    for flat in (False, True):
+        par = "parent" if flat else "ctrl_deps"
+        cpu: dict[str, Any] = {"id": 2, "name": "aten::mm", par: 1, "ts": 1.0, "dur": 2.0,
+                               "exclusive_dur": 2.0, "kineto_tid": 3}
+        if flat:
+            cpu.update(rf_id=5, tid=1, inputs=[[7, 8, 0, 4, 4, "cuda:0"]], input_shapes=[[2]],
+                       input_types=["Tensor(float)"])
+        else:
+            cpu["attrs"] = [{"name": k, "type": "uint64", "value": 1} for k in
+                            ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid")] + \
+                [{"name": "op_schema", "type": "string", "value": ""},
+                 {"name": "kernel_file", "type": "string", "value": ""}]
+            cpu["inputs"] = {"values": [[7, 8, 0, 4, 4, "cuda:0"]], "shapes": [[2]],
+                             "types": ["Tensor(float)"], "strides": [[1]]}
+        gpu = {"id": 3, "name": "k", "cat": "kernel", "ph": "X", "ts": 1.5, "dur": 1.0, "inclusive_dur": 1.0,
+               "exclusive_dur": 1.0, "stream": 7, "device": 0, "tid": 7,
+               "args": {"correlation": 9, "External id": 4, "grid": [1, 1, 1]}, "pg_name": "",
+               "collective_name": "", "comm_size": 0, par: 2}
+        nccl = dict(gpu, id=4, name="ncclDevKernel_AllReduce_Sum_f32_RING_LL")
+        odd = dict(cpu, id=5, comm_backend="gloo")
+        root = {"id": 1, "name": "[pytorch|profiler|execution_trace|process]", par: 1}
+        doc = {"schema": "1.0.1" if flat else "1.1.1-chakra.0.0.4", "nodes": [root, cpu, gpu, nccl, odd]}
+        path = tmp_path / f"p{flat}.json"
+        path.write_bytes(orjson.dumps(doc))
+        asked.clear()
+        cc.load_columns(path)
+        assert asked == [0, 3, 4]
+        lean, ref = _both(str(path))
+        assert lean == ref

@@ -7,12 +7,13 @@ node's position in the file, the whole ``HostOp`` only where needed (``full``), 
 every other node its serialised inputs/outputs/attributes (``tails``, see
 ``convert.serial``).
 
-:func:`load_columns` fills them while the host loader reads the nodes one at a time
-(:class:`chakra.host.loader.Records`), so a million-op ET+ never exists as a million
-``HostOp`` objects: most nodes go straight from their decoded fields into the columns
-(:class:`_Direct`), the others (comm candidates, METADATA, unusual keys) through their
-HostOp and :func:`_add_op`, which :func:`columns_from_trace` uses for every op of a loaded
-HostTrace (every op kept whole).
+:func:`load_columns` fills them one node at a time, so a million-op ET+ never exists as a million
+``HostOp`` objects: most nodes are decoded by the converter's own Structs (the keys a plain ET+ node has,
+nothing parsed that is not read) and go straight into the columns (:class:`_Plain`); the others (comm
+candidates, METADATA, roots, unusual keys or values) are built as HostOps by the host loader
+(:meth:`chakra.host.loader.Records.record`) and added by :func:`_add_op`, which
+:func:`columns_from_trace` uses for every op of a loaded HostTrace (every op kept whole).  The tests
+compare the two routes on random documents (tests/test_convert_columns.py).
 """
 
 from __future__ import annotations
@@ -25,24 +26,27 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
-from msgspec import UNSET
+import msgspec
+from msgspec import UNSET, Raw, UnsetType
 
-from chakra.convert.attrs import frame_attr, make_attr
+from chakra.convert.attrs import frame_attr, make_attr, varint
 from chakra.convert.serial import (
-    COMM_KEYS,
-    CPU_SKIP,
+    _CORR_NAME,
+    _EXT_NAME,
+    EMPTY_IO,
     GPU_CATS,
-    GPU_SKIP,
+    IN_TAG,
+    OUT_TAG,
     RF_NAME,
     Serializer,
-    _kineto_ids,
     int_attr,
+    io_tail,
 )
 from chakra.errors import TraceFormatError
-from chakra.host.comm import is_nccl_kernel
-from chakra.host.decode import read_document
-from chakra.host.loader import Records, make_trace
-from chakra.host.model import METADATA, HostOp, HostTrace, is_comm_name
+from chakra.host.comm import COMM_KERNEL_PREFIXES, is_nccl_kernel
+from chakra.host.decode import FALSY, NO_RAW, Attr, canonical, read_document
+from chakra.host.loader import FLAT, Records, make_trace
+from chakra.host.model import METADATA, OP, HostOp, HostTrace, is_comm_name
 from chakra.io import gc_paused
 
 
@@ -174,6 +178,12 @@ def load_columns(path: str | os.PathLike[str]) -> tuple[HostTrace, Columns, Seri
     ``trace`` is the HostTrace of ``load_host_et`` (same top-level fields, process groups,
     warnings) except that its ``ops`` are only the ops kept whole (``columns.full``) and
     ``by_id`` is empty.  Errors are those of ``load_host_et``.
+
+    Each node is decoded by the converter's own Struct (:class:`_ChakraNode` / :class:`_FlatNode`: the keys
+    a plain node has, nothing parsed that is not read) and goes straight into the columns
+    (:class:`_Plain`); a node that is not plain (a comm candidate, METADATA, a root, a key or value the
+    Structs do not take) is built as a HostOp by the host loader (``Records.record``) and added by
+    :func:`_add_op`.  Both give the same columns and bytes (tests/test_convert_columns.py).
     """
     with gc_paused():
         doc = read_document(path)
@@ -184,105 +194,334 @@ def load_columns(path: str | os.PathLike[str]) -> tuple[HostTrace, Columns, Seri
         interned: dict[Any, Any] = {}
         kept: list[HostOp] = []
         index = c.index
-        full = c.full
-        fast = _Direct(c, ser, interned, builder.layout)
+        plain = _Plain(c, ser, interned, builder, doc.path)
+        add = plain.flat if builder.layout == FLAT else plain.chakra
+        record = records.record
+        raws = doc.raw_nodes
+        generic = doc.generic   # every node already parsed: the host route for all
         with malformed(doc.path):
-            for i, n, core in records.records():
-                nid = core[0]
-                at = index.setdefault(nid, i)
-                if at != i:
-                    raise TraceFormatError(f"duplicate node id {nid} (indices {at} and {i})", doc.path)
+            for i in range(len(raws)):
                 try:
-                    if fast.add(n, core):
+                    if not generic and add(raws[i], i):
                         continue
-                    op = builder.host_op(i, n, core)
-                    _add_op(c, op, ser, interned)
                 except OverflowError:   # a parent id beyond int64: a plain list holds it (nothing appended)
                     c.parents = list(c.parents)
-                    fast.parents = c.parents.append
-                    if fast.add(n, core):
+                    plain.parents = c.parents.append
+                    if add(raws[i], i):
                         continue
-                    op = builder.host_op(i, n, core)
+                n, core = record(i)
+                op = builder.host_op(i, n, core)
+                at = index.setdefault(op.id, i)
+                if at != i:
+                    raise _duplicate(op.id, at, i, doc.path)
+                try:
                     _add_op(c, op, ser, interned)
-                if full[-1] is not None:
+                except OverflowError:
+                    c.parents = list(c.parents)
+                    plain.parents = c.parents.append
+                    _add_op(c, op, ser, interned)
+                if c.full[-1] is not None:
                     kept.append(op)
         trace = make_trace(doc.top, builder.layout, kept, {}, records.warnings, doc.path)
     return trace, c, ser
 
 
-# ET+ keys a node may have besides its layout's own that become attributes of a CPU / GPU node (the
-# others are read into columns or skipped); a node with any of them, or whose attrs list has a key the
-# converter reads from the node, takes the general path (its HostOp through _add_op)
-_NODE_KEYS = ("cat", "ph", "ts", "dur", "inclusive_dur", "exclusive_dur", "kineto_tid", "stream", "device",
-              "tid", "pid", "args", "pg_name", "collective_name", "comm_size", "comm_backend",
-              "inter_thread_dep", "sync_dep", "parent", "ctrl_deps", "rf_id", "fw_parent", "seq_id", "scope",
-              "fw_tid", "op_schema")
+def _duplicate(nid: int, at: int, i: int, path: str) -> TraceFormatError:
+    return TraceFormatError(f"duplicate node id {nid} (indices {at} and {i})", path)
 
 
-def _emitted(layout: str, skip: frozenset[str]) -> Any:
-    flat_own = {"parent", "rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schema"}
-    own = flat_own if layout == "flat" else {"ctrl_deps"}
-    names = [k for k in _NODE_KEYS if k not in own and k not in skip and k != "is_cpu_op"]
-    # (with the id, so that the getter always gives a tuple)
-    return attrgetter("id", *names), len(names)
+# ---- the plain route -----------------------------------------------------------------------------------
+
+class _IO(msgspec.Struct, gc=False):
+    """A chakra-layout ``inputs`` / ``outputs`` object: the three lists the .et keeps, raw (strides and any
+    other key skipped)."""
+
+    values: Raw
+    shapes: Raw
+    types: Raw
 
 
-class _Direct:
-    """Columns and tail of a node straight from its decoded fields (no HostOp, no attribute dict): what
-    ``_add_op`` would append for the HostOp of the same node, for every node it would not keep whole and
-    whose ET+ keys are the usual ones (see ``_NODE_KEYS``).  Returns False, appending nothing, otherwise."""
+class _Args(msgspec.Struct, gc=False):
+    """The Kineto ``args`` of a GPU node: the keys the converter reads (the others skipped)."""
 
-    def __init__(self, c: Columns, ser: Serializer, interned: dict[Any, Any], layout: str) -> None:
+    stream: Any = UNSET
+    device: Any = UNSET
+    correlation: Any = UNSET
+    external_id: Any = msgspec.field(default=UNSET, name="External id")
+
+
+# ET+ keys of a GPU node (the ``cat`` of a CPU node is an attribute: the host route)
+_GPU_KEYS = ("ph", "stream", "device", "tid", "pid", "args", "pg_name", "collective_name", "comm_size")
+_CPU_PLAIN = attrgetter(*_GPU_KEYS)
+_ALL_UNSET = (UNSET,) * len(_GPU_KEYS)
+
+
+class _ChakraNode(msgspec.Struct, gc=False, forbid_unknown_fields=True):
+    """A plain node of the chakra layout: its own keys and the ET+ keys the converter reads or skips.  Any
+    other key (``comm_backend``, a flat-layout key, an unknown one) is refused: the host route."""
+
+    id: Any
+    name: Any
+    ctrl_deps: Any = UNSET
+    inputs: _IO | None | UnsetType = UNSET
+    outputs: _IO | None | UnsetType = UNSET
+    attrs: list[Attr] | None | UnsetType = UNSET
+    cat: Any = UNSET
+    ph: Any = UNSET
+    ts: Any = UNSET
+    dur: Any = UNSET
+    inclusive_dur: Any = UNSET
+    exclusive_dur: Any = UNSET
+    kineto_tid: Any = UNSET
+    stream: Any = UNSET
+    device: Any = UNSET
+    tid: Any = UNSET
+    pid: Any = UNSET
+    args: _Args | UnsetType = UNSET
+    pg_name: Any = UNSET
+    collective_name: Any = UNSET
+    comm_size: Any = UNSET
+    inter_thread_dep: Any = UNSET
+    sync_dep: Any = UNSET
+
+
+class _FlatNode(msgspec.Struct, gc=False, forbid_unknown_fields=True):
+    """A plain node of the flat (1.0.1) layout, as :class:`_ChakraNode` (``tid`` is a layout key here)."""
+
+    id: Any
+    name: Any
+    parent: Any = UNSET
+    rf_id: Any = UNSET
+    fw_parent: Any = UNSET
+    seq_id: Any = UNSET
+    scope: Any = UNSET
+    tid: Any = UNSET
+    fw_tid: Any = UNSET
+    op_schema: Any = UNSET
+    inputs: list[Raw] | None | UnsetType = UNSET
+    input_shapes: Raw = NO_RAW
+    input_types: Raw = NO_RAW
+    input_strides: Raw = NO_RAW
+    outputs: list[Raw] | None | UnsetType = UNSET
+    output_shapes: Raw = NO_RAW
+    output_types: Raw = NO_RAW
+    output_strides: Raw = NO_RAW
+    cat: Any = UNSET
+    ph: Any = UNSET
+    ts: Any = UNSET
+    dur: Any = UNSET
+    inclusive_dur: Any = UNSET
+    exclusive_dur: Any = UNSET
+    kineto_tid: Any = UNSET
+    stream: Any = UNSET
+    device: Any = UNSET
+    pid: Any = UNSET
+    args: _Args | UnsetType = UNSET
+    pg_name: Any = UNSET
+    collective_name: Any = UNSET
+    comm_size: Any = UNSET
+    inter_thread_dep: Any = UNSET
+    sync_dep: Any = UNSET
+
+
+_FLAT_GPU_KEYS = ("ph", "stream", "device", "pid", "args", "pg_name", "collective_name", "comm_size")
+_FLAT_CPU_PLAIN = attrgetter(*_FLAT_GPU_KEYS)
+_FLAT_ALL_UNSET = (UNSET,) * len(_FLAT_GPU_KEYS)
+_CHAKRA_DECODE = msgspec.json.Decoder(_ChakraNode).decode
+_IO_TAILS_LIMIT = 100_000
+_FLAT_DECODE = msgspec.json.Decoder(_FlatNode).decode
+_STD_ORDER = ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schema")   # PyTorch's order
+_STD_NAMES = frozenset(_STD_ORDER)
+#: node keys read into the columns: an ``attrs`` entry of one of these names takes the host route (the
+#: HostOp's attribute dict would give it to the columns)
+_NODE_KEYS = frozenset(("cat", "ph", "ts", "dur", "inclusive_dur", "exclusive_dur", "kineto_tid", "stream",
+                        "device", "tid", "pid", "args", "pg_name", "collective_name", "comm_size",
+                        "comm_backend", "inter_thread_dep", "sync_dep", "parent", "ctrl_deps", "rf_id",
+                        "fw_parent", "seq_id", "scope", "fw_tid", "op_schema"))
+_encode = msgspec.json.encode
+_NAN = float("nan")
+_IN_EMPTY, _OUT_EMPTY = EMPTY_IO[IN_TAG], EMPTY_IO[OUT_TAG]
+
+
+class _Plain:
+    """Columns and tail of a plain node straight from its decoded Struct: what ``_add_op`` appends for the
+    HostOp of the same node (no HostOp, no attribute dict).  ``chakra`` / ``flat`` return False, having
+    appended nothing, for a node that is not plain: a comm candidate (``is_comm_candidate``), a root or
+    METADATA node (id 1, names starting with ``[`` or ``#``), a key or value type the Structs refuse, a
+    CPU node with an ET+ key that becomes an attribute, an ``attrs`` list whose std entries are not first in
+    PyTorch's order or whose other entries name a node key."""
+
+    def __init__(self, c: Columns, ser: Serializer, interned: dict[Any, Any], builder: Any,
+                 path: str) -> None:
         self.c = c
+        self.path = path
         self.ser = ser
         self.interned = interned
         self.parents = c.parents.append
-        # the other columns keep their list objects: their appends are bound once
         self.appends = (c.ids.append, c.names.append, c.kinds.append, c.rf_ids.append, c.threads.append,
-                        c.is_gpu.append, c.skeys.append, c.full.append, c.tails.append)  # type: ignore[union-attr]
-        self.cpu_emitted = _emitted(layout, CPU_SKIP)
-        self.gpu_emitted = _emitted(layout, GPU_SKIP | COMM_KEYS)
+                        c.is_gpu.append, c.skeys.append, c.full.append, c.tails.append,  # type: ignore[union-attr]
+                        c.ts.append, c.dur.append, c.excl.append)
+        self.piece = builder.piece
+        self.io_tails: dict[tuple[bytes, bytes], bytes] = {}   # raw (shapes, types) -> IOInfo fields 2, 3
         self.comm_names: dict[str, bool] = {}
-        self.clean: dict[int, tuple[dict[str, Any], bool]] = {}   # id(attrs list part) -> no key read here
+        # encoded attrs entries after the std ones -> (CPU bytes, GPU bytes), or None: not plain
+        self.rests: dict[bytes, tuple[bytes, bytes] | None] = {}
 
-    def add(self, n: Any, core: tuple[Any, ...]) -> bool:
-        if n.extra is not None:
-            return False   # the generic route: file order matters, the general path keeps it
-        nid, name, parent, kind, rf, tid, fp, sq, sc, ft, osc, attrs, types, io = core
-        if kind == METADATA:
+    # -- the two layouts ----------------------------------------------------------------------------------
+    def chakra(self, raw: Any, i: int) -> bool:
+        try:
+            n = _CHAKRA_DECODE(raw)
+        except msgspec.DecodeError:   # (ValidationError included) the host route says what it is
             return False
-        if attrs:
-            got = self.clean.get(id(attrs))
-            if got is None or got[0] is not attrs:
-                if len(self.clean) > 10_000:
-                    self.clean.clear()
-                got = self.clean[id(attrs)] = (attrs, attrs.keys().isdisjoint(_NODE_KEYS))
-            if not got[1]:
+        nid = n.id
+        name = n.name
+        parent = n.ctrl_deps
+        if parent is UNSET:
+            parent = 0
+        if type(nid) is not int or type(name) is not str or type(parent) is not int or nid == 1 or \
+                name[:1] == "[" or name[:1] == "#":
+            return False
+        alist = n.attrs
+        rest = b""
+        if alist is UNSET or alist is None or not alist:
+            rf, fp, sq, sc, tid, ft, osc = None, 0, -1, 0, 0, 0, ""
+        elif len(alist) >= 7:
+            a0, a1, a2, a3, a4, a5, a6 = alist[:7]
+            if (a0.name, a1.name, a2.name, a3.name, a4.name, a5.name, a6.name) != _STD_ORDER:
                 return False
+            rf, fp, sq, sc, tid, ft, osc = a0.value, a1.value, a2.value, a3.value, a4.value, a5.value, \
+                a6.value
+            if len(alist) > 7:
+                rest = _encode(alist[7:])
+        else:
+            return False
         cat = n.cat
-        gpu = cat is not UNSET and cat in GPU_CATS
-        coll = n.collective_name
-        if gpu:
-            if is_nccl_kernel(name) or (coll is not UNSET and isinstance(coll, str) and coll):
+        if cat is UNSET:
+            if _CPU_PLAIN(n) != _ALL_UNSET:
                 return False
-            get, count = self.gpu_emitted
+            gpu = False
+        elif type(cat) is str and cat in GPU_CATS:
+            gpu = True
+        else:
+            return False
+        io = self.io_field
+        ins = io(IN_TAG, n.inputs)
+        outs = io(OUT_TAG, n.outputs)
+        return self.append(n, i, nid, name, parent, gpu, rf, tid, (fp, sq, sc, ft, osc), rest, ins, outs)
+
+    def flat(self, raw: Any, i: int) -> bool:
+        try:
+            n = _FLAT_DECODE(raw)
+        except msgspec.DecodeError:
+            return False
+        nid = n.id
+        name = n.name
+        parent = n.parent
+        if parent is UNSET:
+            parent = 0
+        if type(nid) is not int or type(name) is not str or type(parent) is not int or nid == 1 or \
+                name[:1] == "[" or name[:1] == "#":
+            return False
+        cat = n.cat
+        if cat is UNSET:
+            if _FLAT_CPU_PLAIN(n) != _FLAT_ALL_UNSET:
+                return False
+            gpu = False
+        elif type(cat) is str and cat in GPU_CATS:
+            gpu = True
+        else:
+            return False
+        v = n.rf_id
+        rf = None if v is UNSET else v
+        v = n.tid
+        tid = 0 if v is UNSET else v
+        fixed = tuple(d if v is UNSET else v for v, d in zip(_FLAT_FIXED(n), _FLAT_FIXED_DEFAULTS))
+        falsy = self.falsy
+        text = self.ser.io_text
+        ins = text(IN_TAG, _flat_list(n.inputs), falsy(n.input_shapes), falsy(n.input_types))
+        outs = text(OUT_TAG, _flat_list(n.outputs), falsy(n.output_shapes), falsy(n.output_types))
+        return self.append(n, i, nid, name, parent, gpu, rf, tid, fixed, b"", ins, outs)
+
+    # -- pieces -------------------------------------------------------------------------------------------
+    def io_field(self, tag: bytes, d: Any) -> bytes:
+        """A chakra ``inputs`` / ``outputs`` object as the Node's field 8 / 9: ``Serializer.io_text`` of its
+        canonical pieces (the shapes+types tail cached by their raw text; the values, mostly unique, are
+        not kept)."""
+        if d is None or d is UNSET:
+            return _IN_EMPTY if tag is IN_TAG else _OUT_EMPTY
+        vb = canonical(bytes(d.values))   # (mostly unique: not interned)
+        key = (bytes(d.shapes), bytes(d.types))
+        tails = self.io_tails
+        tail = tails.get(key)
+        if tail is None:
+            if len(tails) > _IO_TAILS_LIMIT:
+                tails.clear()
+            piece = self.piece
+            tail = tails[key] = io_tail(piece(key[0]), piece(key[1]))
+        vn = varint(len(vb))
+        return b"".join((tag, varint(1 + len(vn) + len(vb) + len(tail)), b"\x0a", vn, vb, tail))
+
+    def falsy(self, raw: Any) -> bytes:
+        """A flat key read as ``value or []``."""
+        if raw is NO_RAW:
+            return b"[]"
+        b = self.piece(raw)
+        return b"[]" if b in FALSY else b
+
+    def rest_bytes(self, rest: bytes, alist: list[Attr]) -> tuple[bytes, bytes] | None:
+        """The attribute entries of a node's ``attrs`` after the std ones (CPU, GPU), as
+        ``Serializer.attr_entries`` writes them; None when they name a std or node key (the host route)."""
+        got = self.rests.get(rest, False)
+        if got is not False:
+            return got   # type: ignore[return-value]
+        attrs: dict[str, Any] = {}
+        types: dict[str, Any] = {}
+        out: tuple[bytes, bytes] | None = None
+        for a in alist[7:]:
+            an = a.name
+            if type(an) is not str or an in _STD_NAMES or an in _NODE_KEYS:
+                break
+            attrs[an] = a.value
+            if a.type is not None:
+                types[an] = a.type
+        else:
+            entries = self.ser.attr_entries
+            out = (entries(attrs, types, False), entries(attrs, types, True))
+        if len(self.rests) > 10_000:
+            self.rests.clear()
+        self.rests[rest] = out
+        return out
+
+    # -- the columns and the tail -------------------------------------------------------------------------
+    def append(self, n: Any, i: int, nid: int, name: str, parent: int, gpu: bool, rf: Any, tid: Any,
+               fixed: tuple[Any, ...], rest: bytes, ins: bytes, outs: bytes) -> bool:
+        """Append node ``i`` (decoded ``n``; its core fields given) unless it is not plain after all."""
+        if gpu:
+            coll = n.collective_name
+            if name.startswith(COMM_KERNEL_PREFIXES) or (type(coll) is str and coll):
+                return False
         else:
             comm = self.comm_names.get(name)
             if comm is None:
                 comm = self.comm_names[name] = is_comm_name(name)
             if comm:
                 return False
-            get, count = self.cpu_emitted
-        if get(n).count(UNSET) != count:   # (the id is never UNSET)
-            return False
+        if rest:
+            got = self.rest_bytes(rest, n.attrs)
+            if got is None:
+                return False
+            tail_attrs = got[1] if gpu else got[0]
+        else:
+            tail_attrs = b""
         c = self.c
-        i = len(c.ids)
         self.parents(parent)   # first: an id beyond int64 fails here, before anything is appended
-        ids, names, kinds, rf_ids, threads, is_gpu, skeys, full, tails = self.appends
+        at = c.index.setdefault(nid, i)
+        if at != i:
+            raise _duplicate(nid, at, i, self.path)
+        ids, names, kinds, rf_ids, threads, is_gpu, skeys, full, tails, ts, dur, excl = self.appends
         ids(nid)
-        interned = self.interned
-        names(interned.setdefault(name, name))
-        kinds(kind)
+        names(self.interned.setdefault(name, name))
+        kinds(OP)
         rf_ids(rf)
         kt = n.kineto_tid
         if kt is UNSET:
@@ -290,46 +529,64 @@ class _Direct:
         threads(kt if kt is not None else tid)
         is_gpu(gpu)
         v = n.ts
-        _put(c.ts, c.ts_x, i, None if v is UNSET else v)
+        if type(v) is float and v == v:
+            ts(v)
+        else:
+            ts(_NAN)
+            if v is not UNSET and v is not None:
+                c.ts_x[i] = v
         v = n.dur
-        _put(c.dur, c.dur_x, i, None if v is UNSET else v)
+        if type(v) is float and v == v:
+            dur(v)
+        else:
+            dur(_NAN)
+            if v is not UNSET and v is not None:
+                c.dur_x[i] = v
         v = n.exclusive_dur
-        _put(c.excl, c.excl_x, i, None if v is UNSET else v)
+        if type(v) is float and v == v:
+            excl(v)
+        else:
+            excl(_NAN)
+            if v is not UNSET and v is not None:
+                c.excl_x[i] = v
         ser = self.ser
         if gpu:
             args = n.args
-            if not isinstance(args, dict):
-                args = {}
             stream = n.stream
             if stream is UNSET:
-                if "stream" in args:
-                    stream = args["stream"]
+                if args is not UNSET and args.stream is not UNSET:
+                    stream = args.stream
                 else:
                     stream = n.tid
                     if stream is UNSET:
                         stream = tid
             device = n.device
             if device is UNSET:
-                device = args.get("device")
+                device = None if args is UNSET or args.device is UNSET else args.device
             key = (device, stream)
             try:
-                key = interned.setdefault(key, key)
+                key = self.interned.setdefault(key, key)
             except TypeError:
                 pass   # unhashable: the stream pass reports it
             skeys(key)
-            parts = [*ser.op_ios_text(io), ser.gpu_block(stream, device, cat)]
-            _kineto_ids(args, parts)
-            if attrs:
-                parts.append(ser.list_attrs(attrs, types, True))
+            if args is UNSET:
+                tail = b"".join((ins, outs, ser.gpu_block(stream, device, n.cat), tail_attrs))
+            else:
+                parts = [ins, outs, ser.gpu_block(stream, device, n.cat)]
+                v = args.correlation
+                if type(v) is int:
+                    parts.append(int_attr(_CORR_NAME, "correlation", v))
+                v = args.external_id
+                if type(v) is int:
+                    parts.append(int_attr(_EXT_NAME, "external_id", v))
+                parts.append(tail_attrs)
+                tail = b"".join(parts)
         else:
             skeys(None)
-            parts = [*ser.op_ios_text(io), ser.cpu_block(True, kt, tid)]
-            if rf is not None:
-                parts.append(int_attr(RF_NAME, "rf_id", rf) if type(rf) is int else
-                             frame_attr(make_attr("rf_id", rf)))
-            parts.append(ser.fixed_block(fp, sq, sc, ft, osc))
-            if attrs:
-                parts.append(ser.list_attrs(attrs, types, False))
+            rfb = b"" if rf is None else (int_attr(RF_NAME, "rf_id", rf) if type(rf) is int else
+                                          frame_attr(make_attr("rf_id", rf)))
+            tail = b"".join((ins, outs, ser.cpu_block(True, kt, tid), rfb, ser.fixed_block(*fixed),
+                             tail_attrs))
         itd = n.inter_thread_dep
         sd = n.sync_dep
         if itd is UNSET:
@@ -339,5 +596,16 @@ class _Direct:
         if itd is not None or sd is not None:
             c.xdeps[i] = (itd, sd)
         full(None)
-        tails(b"".join(parts))
+        tails(tail)
         return True
+
+
+_FLAT_FIXED = attrgetter("fw_parent", "seq_id", "scope", "fw_tid", "op_schema")
+_FLAT_FIXED_DEFAULTS = (0, -1, 0, 0, "")
+
+
+def _flat_list(v: Any) -> bytes:
+    """A flat ``inputs`` / ``outputs`` value read as ``value or []`` (a list of raw items), canonical."""
+    if v is UNSET or v is None or not v:
+        return b"[]"
+    return canonical(b"[" + b",".join(v) + b"]")

@@ -13,7 +13,6 @@ from chakra.convert.graph import CycleError, kahn_order, topological_order
 from chakra.convert.plan import (
     _NUM_LIMIT,
     Plan,
-    _num,
     _warn,
 )
 from chakra.convert.threads import ThreadInput, thread_timing
@@ -223,21 +222,28 @@ def add_thread_timing(cv: Plan) -> None:
     lane: list[Any] = [None] * n
     skeys = cols.skeys
     keys: dict[Any, Any] = {}
+    L = _NUM_LIMIT
+    setkey = keys.setdefault
     for i, t in enumerate(ts):
-        if kinds[i] != METADATA:
+        k = kinds[i]
+        if k is OP or k != METADATA:
             th = threads[i]
             key = ("gpu", skeys[i]) if is_gpu[i] else ("cpu" if th in host else "host", th)
-            lane[i] = keys.setdefault(key, key)
+            lane[i] = setkey(key, key)
         if t is None:
             continue
         d = raw_dur[i]
         if d != d:
             d = dur_x.get(i)
-        if not _num(d) or d < 0:
+            tt = type(d)
+            if not ((tt is float or tt is int) and -L < d < L) or d < 0:   # _num(d) inlined
+                d = 0.0
+        elif not -L < d < L or d < 0:   # (a float: NaN taken above)
             d = 0.0
         v = t + d - origin
         e = int(v + 0.5) if v > 0 else 0
-        end[i] = e if e > start[i] else start[i]
+        s = start[i]
+        end[i] = e if e > s else s
     sync_lanes: dict[int, set[Any]] = {}
     index = cv.index
     for i, (_, sd) in cols.xdeps.items():
@@ -250,7 +256,7 @@ def add_thread_timing(cv: Plan) -> None:
     inp = ThreadInput(n=n, start=cv.start, end=end, excl=cv.dur, thread=threads, on_thread=on_thread,
                       is_cpu=is_cpu, lane=lane, pos=cv.pos, deps=cv.data, host_comm=cpu_comm,
                       is_gpu=is_gpu, sync_lanes=sync_lanes,
-                      launcher=[cv.par[i] if is_gpu[i] else -1 for i in range(n)],
+                      launcher=[p if g else -1 for p, g in zip(cv.par, is_gpu)],
                       gpu_comm={i for i in cv.comm if is_gpu[i]})
     tt = thread_timing(inp)
     data, ctrl, soft = cv.data, cv.ctrl, cv.soft

@@ -29,6 +29,8 @@ GPU_SKIP = CPU_SKIP | frozenset({"cat", "ph", "args", "pid", "tid", "stream", "d
 COMM_KEYS = frozenset({"comm_type", "comm_size", "pg_name", "comm_priority", "comm_src", "comm_dst",
                        "comm_tag", "comm_seq", "is_cpu_op"})
 
+_CPU_ENTRY_SKIP = CPU_SKIP | {"is_cpu_op"}
+_GPU_ENTRY_SKIP = GPU_SKIP | COMM_KEYS
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 BLOCK_LIMIT = 100_000
 #: an IOInfo of three empty lists as the inputs (8) / outputs (9) field of a Node
@@ -55,15 +57,14 @@ def int_attr(name_field: bytes, name: str, v: int) -> bytes:
         vb = varint(v + (1 << 64))
     else:
         return frame_attr(make_attr(name, v))
-    key = (name_field, len(vb))
-    head = _INT_HEADS.get(key)
-    if head is None:   # tag, length, name, int64_val tag: one per name and value length
-        head = _INT_HEADS[key] = b"".join((b"\x52", varint(len(name_field) + 1 + len(vb)), name_field,
-                                            b"\x48"))
-    return head + vb
+    heads = _INT_HEADS.get(name_field)
+    if heads is None:   # tag, length, name, int64_val tag: one per name and value length (1-10 bytes)
+        heads = _INT_HEADS[name_field] = [b"".join((b"\x52", varint(len(name_field) + 1 + k), name_field,
+                                                    b"\x48")) for k in range(11)]
+    return heads[len(vb)] + vb
 
 
-_INT_HEADS: dict[tuple[bytes, int], bytes] = {}
+_INT_HEADS: dict[bytes, list[bytes]] = {}
 
 
 def io_tail(shapes: bytes, types: bytes) -> bytes:
@@ -83,7 +84,7 @@ _EXT_NAME = b"\x0a\x0bexternal_id"
 class Serializer:
     """The per-conversion caches (values are pure functions of their keys) and the piece builders."""
 
-    __slots__ = ("attr_cache", "blocks", "cpu_keys", "gpu_keys", "tails", "lists")
+    __slots__ = ("attr_cache", "blocks", "cpu_keys", "gpu_keys", "tails")
 
     def __init__(self) -> None:
         self.attr_cache = AttrCache()
@@ -94,8 +95,6 @@ class Serializer:
         self.gpu_keys: dict[tuple[str, ...], tuple[str, ...]] = {}
         # serialised (shapes, types) -> IOInfo fields 2 and 3
         self.tails: dict[tuple[bytes, bytes], bytes] = {}
-        # (id of an attribute dict, gpu) -> (the dict, its types, its entries serialised): list_attrs
-        self.lists: dict[tuple[int, bool], tuple[dict[str, Any], dict[str, str], bytes]] = {}
 
     # -- inputs / outputs ------------------------------------------------------------------------------
     def io_text(self, tag: bytes, vb: bytes, sb: bytes, tb: bytes) -> bytes:
@@ -158,21 +157,13 @@ class Serializer:
                     out.append(cached(k, a[k], types.get(k)))
         return out
 
-    def list_attrs(self, attrs: dict[str, Any], types: dict[str, str], gpu: bool) -> bytes:
+    def attr_entries(self, attrs: dict[str, Any], types: dict[str, str], gpu: bool) -> bytes:
         """The attribute entries of ``attrs`` (a node's attrs list entries, none of them an ET+ key) that a
         CPU / GPU node that is not a comm node writes, in order: what ``cpu_attrs`` / ``gpu_attrs`` add
-        after their blocks.  Cached per dict object: the loader shares one among equal entries."""
-        cache = self.lists
-        got = cache.get((id(attrs), gpu))
-        if got is not None and got[0] is attrs and got[1] is types:
-            return got[2]
+        after their blocks (the converter's load caches them per distinct entries)."""
         cached = self.attr_cache.framed
-        skip = GPU_SKIP | COMM_KEYS if gpu else CPU_SKIP | {"is_cpu_op"}
-        b = b"".join([cached(k, v, types.get(k)) for k, v in attrs.items() if k not in skip])
-        if len(cache) > 10_000:
-            cache.clear()
-        cache[(id(attrs), gpu)] = (attrs, types, b)
-        return b
+        skip = _GPU_ENTRY_SKIP if gpu else _CPU_ENTRY_SKIP
+        return b"".join([cached(k, v, types.get(k)) for k, v in attrs.items() if k not in skip])
 
     def cpu_block(self, cpu: bool, kt: Any, htid: Any) -> bytes:
         """is_cpu_op, tid (the Kineto tid when an int, else the host tid), [host_tid]: one cached block

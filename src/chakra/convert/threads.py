@@ -68,6 +68,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import Any
 
 WAIT_SLACK_US = 500      # a blocked thread resumes within this of what it waited for ending
@@ -119,9 +120,14 @@ def thread_timing(inp: ThreadInput) -> ThreadTiming:
     """Pieces, depths and waits of every host thread (see the module doc)."""
     out = ThreadTiming()
     threads: dict[Any, list[int]] = {}
-    for i in range(inp.n):
-        if inp.on_thread[i]:
-            threads.setdefault(inp.thread[i], []).append(i)
+    thread = inp.thread
+    for i in compress(range(inp.n), inp.on_thread):
+        th = thread[i]
+        members = threads.get(th)
+        if members is None:
+            threads[th] = [i]
+        else:
+            members.append(i)
     if not threads:
         return out
     ends = _EndIndex(inp)
@@ -144,9 +150,14 @@ def _stream_waits(inp: ThreadInput, ends: _EndIndex, out: ThreadTiming) -> None:
     starts as many µs after its launcher started as recorded)."""
     start, end, lane, launcher = inp.start, inp.end, inp.lane, inp.launcher
     streams: dict[Any, list[int]] = {}
-    for i in range(inp.n):
-        if inp.is_gpu[i] and end[i] is not None:
-            streams.setdefault(lane[i], []).append(i)
+    for i in compress(range(inp.n), inp.is_gpu):
+        if end[i] is not None:
+            ln = lane[i]
+            members = streams.get(ln)
+            if members is None:
+                streams[ln] = [i]
+            else:
+                members.append(i)
     for ln, seq in streams.items():
         seq.sort(key=lambda i: (start[i], inp.pos[i]))
         free = 0
@@ -230,16 +241,14 @@ class _EndIndex:
 def _sweep(inp: ThreadInput, members: list[int], ends: _EndIndex, out: ThreadTiming) -> None:
     """One thread: a stack of open nodes in time order; the pieces between consecutive nodes."""
     start, end, is_cpu, pos = inp.start, inp.end, inp.is_cpu, inp.pos
-
-    def end_of(i: int) -> int:
-        e = end[i]
-        return start[i] if e is None or e < start[i] else e
-
+    tail, idle_before, work_before, wait_post, depth = (out.tail, out.idle_before, out.work_before,
+                                                        out.wait_post, out.depth)
     members.sort(key=lambda i: (start[i], -(end[i] or 0), pos[i]))   # untimed: end = start, sorts after
     stack: list[tuple[int, int]] = []       # (end clipped to the enclosing node's, index) of open nodes
     cursor = 0                              # the window start: a thread's first node keeps its offset
     lane = inp.lane[members[0]]
     prev = -1
+    last = len(members) - 1
     for k, j in enumerate(members):
         s = start[j]
         # the pieces between the previous event and j, in time order: (owner or -1, a, b, kind) with kind
@@ -265,27 +274,28 @@ def _sweep(inp: ThreadInput, members: list[int], ends: _EndIndex, out: ThreadTim
             cursor = s
         r = _wait(inp, j, lane, pieces, ends, out) if longest >= MIN_WAIT_US else None
         for o, a, b, kind in pieces:
-            if b <= a or kind in ("leaf", "lead"):     # a node's lead is what its duration leaves
+            if b <= a or kind == "leaf" or kind == "lead":     # a node's lead is what its duration leaves
                 continue
-            length = b - a
             if kind == "tail":
-                out.tail[o] = out.tail.get(o, 0) + length
+                tail[o] = tail.get(o, 0) + b - a
             elif kind == "idle":
-                out.idle_before[j] = out.idle_before.get(j, 0) + length
+                idle_before[j] = idle_before.get(j, 0) + b - a
             else:
-                out.work_before[j] = out.work_before.get(j, 0) + length
+                work_before[j] = work_before.get(j, 0) + b - a
         if r is not None:       # the idle time after the wait is the node's idle_before_us
-            post = s - r - out.idle_before.get(j, 0)
+            post = s - r - idle_before.get(j, 0)
             if post > 0:
-                out.wait_post[j] = post
+                wait_post[j] = post
         if stack:
-            out.depth[j] = len(stack)
-        e = end_of(j)
+            depth[j] = len(stack)
+        e = end[j]
+        if e is None or e < s:
+            e = s
         if not is_cpu[j] and e > s:
             # a communication record that outlasts its enclosing op, or that the next node of the thread
             # outlasts, is not holding its thread (an isend): the thread goes on at its start
-            nxt = members[k + 1] if k + 1 < len(members) else -1
-            if (stack and e > stack[-1][0]) or (nxt >= 0 and start[nxt] < e < end_of(nxt)):
+            nxt = members[k + 1] if k < last else -1
+            if (stack and e > stack[-1][0]) or (nxt >= 0 and start[nxt] < e < _end_of(start, end, nxt)):
                 out.frees_thread.add(j)
                 e = s
         if stack and e > stack[-1][0]:
@@ -296,8 +306,13 @@ def _sweep(inp: ThreadInput, members: list[int], ends: _EndIndex, out: ThreadTim
         e, o = stack.pop()
         if e > cursor:
             if o != prev:
-                out.tail[o] = out.tail.get(o, 0) + e - cursor
+                tail[o] = tail.get(o, 0) + e - cursor
             cursor = e
+
+
+def _end_of(start: Sequence[int], end: Sequence[int | None], i: int) -> int:
+    e = end[i]
+    return start[i] if e is None or e < start[i] else e
 
 
 def _wait(inp: ThreadInput, j: int, lane: Any, pieces: list[tuple[int, int, int, str]], ends: _EndIndex,

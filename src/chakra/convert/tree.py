@@ -89,9 +89,9 @@ def build_tree(cv: Plan) -> None:
             par[i] = -1
             pos[i] = counter
             counter += 1
-    cv.preorder = [0] * cv.n
+    preorder = cv.preorder = [0] * cv.n
     for i, p in enumerate(pos):
-        cv.preorder[p] = i
+        preorder[p] = i
     # Call order without timestamps: record function ids are handed out when a call starts, one
     # counter per process, so they order calls across threads too (the ET tree does not: gloo
     # worker-thread records hang under whatever record was open).  An op without rf_id (GPU nodes,

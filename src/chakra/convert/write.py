@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import orjson
 
 from chakra import schema as pb
-from chakra.convert.attrs import frame_attr, make_attr
+from chakra.convert.attrs import frame_attr, make_attr, varint
 from chakra.convert.comm import (
     CommFields,
 )
@@ -42,67 +44,76 @@ def iter_serialized(cv: Plan, order: list[int]) -> Iterator[bytes]:
 
     Assembled from pieces, because building a Node with its IOInfo and attribute
     sub-messages costs several times its serialisation: the scalar and dependency
-    fields (1-7) come from a small Node serialised by protobuf (which checks their
-    ranges), followed by ``inputs`` (8), ``outputs`` (9) and the ``attr`` entries
-    (10), each encoded as protobuf would (fields in number order, so the bytes are
-    those of the whole message serialised at once; ``convert.serial``).  An op
-    ``load_columns`` did not keep whole has its fields 8-10 ready (``Columns.tails``; a
-    GPU comm node adds its comm attributes after them).
+    fields (1-7) encoded here as protobuf would (proto3: zero values left out, the
+    dependencies packed, uint64 range checked with protobuf's error), followed by
+    ``inputs`` (8), ``outputs`` (9) and the ``attr`` entries (10), each encoded as
+    protobuf would (fields in number order, so the bytes are those of the whole message
+    serialised at once; ``convert.serial``).  An op ``load_columns`` did not keep whole
+    has its fields 8-10 ready (``Columns.tails``; a GPU comm node adds its comm attributes
+    after them).
     """
     ids, names, full = cv.ids, cv.names, cv.full
     tails = cv.cols.tails
     ctrl, data, start, dur, ntype = cv.ctrl, cv.data, cv.start, cv.dur, cv.ntype
     is_gpu, comm, cpu_comm = cv.is_gpu, cv.comm, cv.cpu_comm
     ser = cv.ser
-    Node = pb.Node
     framed = ser.attr_cache.framed
     op_ios = ser.op_ios
     join = b"".join
-    counts: dict[int, int] = {}   # node type -> count, in first-seen order
     stats = cv.stats
-    per_thread = thread_attrs(cv)
+    ta_of = thread_attrs(cv)
     ctrl_edges = data_edges = 0
     meta_t = pb.METADATA_NODE
+    # every id as a varint, once: a node's own field 1 and the dependencies on it; the starts and durations
+    vid = uint64_varints(ids)
+    vstart = uint64_varints(start)
+    vdur = uint64_varints(dur)
+    name_fields: dict[str, bytes] = {"": b""}
+    type_fields = {t: (b"\x18" + bytes((t,)) if t else b"") for t in _TYPE_NAMES}
+    small = _SMALL
+    empty = b""
+    if tails is None:
+        tails = [None] * cv.n
 
     for i in order:
         t = ntype[i]
-        counts[t] = counts.get(t, 0) + 1
-        # fields set one by one, defaults left out: the bytes (and the range checks) of
-        # Node(id=, name=, type=, ctrl_deps=, data_deps=, start_time_micros=, duration_micros=)
-        m = Node()
-        m.id = ids[i]
-        v = names[i]
-        if v:
-            m.name = v
-        if t:
-            m.type = t
+        name = names[i]
+        nf = name_fields.get(name)
+        if nf is None:
+            nb = name.encode()
+            nf = name_fields[name] = b"\x12" + varint(len(nb)) + nb
         c = ctrl[i]
         if c >= 0:
-            m.ctrl_deps.append(ids[c])
+            v = vid[c]
+            cf = b"\x22" + small[len(v)] + v
             ctrl_edges += 1
+        else:
+            cf = empty
         ds = data[i]
-        k = len(ds)
-        if k == 1:
-            m.data_deps.append(ids[ds[0]])
-        elif k:
-            m.data_deps.extend([ids[j] for j in ds])
-        data_edges += k
-        v = start[i]
-        if v:
-            m.start_time_micros = v
-        v = dur[i]
-        if v:
-            m.duration_micros = v
-        head = m.SerializeToString()
-        f = comm.get(i)
-        tail = tails[i] if tails is not None else None
-        ta = per_thread(i)
-        if tail is not None:   # neither METADATA nor a host comm node (those are kept whole)
-            if f is None:
-                yield head + tail + ta if ta else head + tail
+        if ds:
+            k = len(ds)
+            if k == 1:
+                v = vid[ds[0]]
+                df = b"\x2a" + small[len(v)] + v
             else:
-                yield join((head, tail, *[frame_attr(a) for a in _comm_attrs(f, t)], ta))
+                v = join([vid[j] for j in ds])
+                df = b"\x2a" + varint(len(v)) + v
+            data_edges += k
+        else:
+            df = empty
+        sf = b"\x30" + vstart[i] if start[i] else empty
+        uf = b"\x38" + vdur[i] if dur[i] else empty
+        idf = b"\x08" + vid[i] if ids[i] else empty
+        tail = tails[i]
+        if tail is not None:   # neither METADATA nor a host comm node (those are kept whole)
+            f = comm.get(i) if comm else None
+            if f is None:
+                yield join((idf, nf, type_fields[t], cf, df, sf, uf, tail, ta_of[i]))
+            else:
+                yield join((idf, nf, type_fields[t], cf, df, sf, uf, tail,
+                            *[frame_attr(a) for a in _comm_attrs(f, t)], ta_of[i]))
             continue
+        f = comm.get(i)
         op = full[i]
         if is_gpu[i]:
             attrs = ser.gpu_attrs(op)
@@ -112,27 +123,47 @@ def iter_serialized(cv: Plan, order: list[int]) -> Iterator[bytes]:
             attrs = ser.cpu_attrs(op, cpu=i not in cpu_comm, skip=f is not None)
         if f is not None:
             attrs.extend(frame_attr(a) for a in _comm_attrs(f, t))
-        if ta:
-            attrs.append(ta)
+        attrs.append(ta_of[i])
+        head = (idf, nf, type_fields[t], cf, df, sf, uf)
         if t == meta_t:
-            yield join((head, meta_io(cv, op), *attrs))
+            yield join((*head, meta_io(cv, op), *attrs))
         else:
-            yield join((head, *op_ios(op), *attrs))
+            yield join((*head, *op_ios(op), *attrs))
+    # node type -> count, in first-seen order
+    counts = Counter(map(ntype.__getitem__, order))
     stats.by_type = {_TYPE_NAMES[t]: k for t, k in counts.items()}
     stats.ctrl_edges = ctrl_edges
     stats.data_edges = data_edges
 
 
-def thread_attrs(cv: Plan) -> Any:
-    """``i -> bytes``: node ``i``'s thread-timing attributes (convert.threads), framed; b"" if none.
+_SMALL = [bytes((i,)) for i in range(128)]
+_VARINT_END = re.compile(rb"[\x80-\xff]*[\x00-\x7f]")
+
+
+def uint64_varints(values: list[int]) -> list[bytes]:
+    """Each of ``values`` as a uint64 varint, encoded by protobuf in one call: the packed ``data_deps`` field
+    of a Node holding them all, split at the varints' last bytes (protobuf's range checks and errors)."""
+    if not values:
+        return []
+    m = pb.Node()
+    m.data_deps.extend(values)
+    b = m.SerializeToString()
+    k = 1   # after the tag: the field's length, a varint
+    while b[k] & 0x80:
+        k += 1
+    return _VARINT_END.findall(b, k + 1)
+
+
+def thread_attrs(cv: Plan) -> list[bytes]:
+    """Node ``i``'s thread-timing attributes (convert.threads), framed, at ``[i]``; b"" if none.
 
     Built once for the nodes that have any (a framed (name, value) is made once: values repeat)."""
+    out = [b""] * cv.n
     tt = cv.tt
     if tt is None:
-        return lambda i: b""
+        return out
     ids = cv.ids
     framed: dict[tuple[str, int], bytes] = {}
-    out: dict[int, bytes] = {}
     for (name_field, name), d in ((_DEPTH, tt.depth), (_WORK, tt.work_before), (_TAIL, tt.tail),
                                   (_IDLE, tt.idle_before), (_POST, tt.wait_post)):
         for i, v in d.items():
@@ -140,15 +171,14 @@ def thread_attrs(cv: Plan) -> Any:
                 b = framed.get((name, v))
                 if b is None:
                     b = framed[(name, v)] = int_attr(name_field, name, v)
-                out[i] = out.get(i, b"") + b
+                out[i] += b
     for i, u in tt.wait_on.items():
-        out[i] = out.get(i, b"") + int_attr(_WAIT_ON[0], _WAIT_ON[1], ids[u])
+        out[i] += int_attr(_WAIT_ON[0], _WAIT_ON[1], ids[u])
     if tt.frees_thread:
         frees_attr = int_attr(_FREES[0], _FREES[1], 1)
         for i in tt.frees_thread:
-            out[i] = out.get(i, b"") + frees_attr
-    get = out.get
-    return lambda i: get(i, b"")
+            out[i] += frees_attr
+    return out
 
 
 def meta_io(cv: Plan, op: HostOp) -> bytes:

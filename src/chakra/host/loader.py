@@ -457,22 +457,26 @@ class Records:
     def records(self) -> Iterator[tuple[int, Node, tuple[Any, ...]]]:
         """``(index, node, core fields)`` of every node (:meth:`_Builder.flat` / ``chakra``), in file order;
         a malformed node raises TraceFormatError saying what is wrong with it."""
-        doc, path, layout = self.doc, self.path, self.layout
+        record = self.record
+        for index in range(len(self.doc)):
+            yield index, *record(index)
+
+    def record(self, index: int) -> tuple[Node, tuple[Any, ...]]:
+        """Node ``index`` and its core fields (what :meth:`records` yields for it; the converter asks for the
+        few nodes it does not read itself)."""
+        doc = self.doc
         core = self.builder.core
-        node = doc.node
-        for index in range(len(doc)):
+        try:
+            n = doc.node(index)
             try:
-                n = node(index)
-                try:
-                    fields = core(n)
-                except _Rebuild:
-                    n = doc.generic_node(index)
-                    fields = core(n)
-            except NodeError as exc:
-                raise _diagnose(exc.index, exc.obj, layout, path) from None
-            except (KeyError, TypeError, AttributeError, IndexError, ValueError):
-                raise _diagnose(index, doc.obj(index), layout, path) from None
-            yield index, n, fields
+                return n, core(n)
+            except _Rebuild:
+                n = doc.generic_node(index)
+                return n, core(n)
+        except NodeError as exc:
+            raise _diagnose(exc.index, exc.obj, self.layout, self.path) from None
+        except (KeyError, TypeError, AttributeError, IndexError, ValueError):
+            raise _diagnose(index, doc.obj(index), self.layout, self.path) from None
 
     def __iter__(self) -> Iterator[HostOp]:
         host_op = self.builder.host_op
