@@ -12,11 +12,9 @@ import sys
 from pathlib import Path
 
 from chakra.errors import UsageError
-from chakra.io.executor import run_ranks, show_progress
 from chakra.io.ranks import RankNaming, find_ranks
 from chakra.link.api import LinkReport, link_files
 from chakra.pipeline.model import RankTask
-from chakra.pipeline.run import process_rank
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +46,10 @@ def link_folder(
 
     The ranks, the per-rank worker and the process pool are those of :mod:`chakra.pipeline`.  ``quiet``:
     no progress bar (one is shown only on a terminal)."""
+    # (the executor and the pipeline's worker: imported here, a link of one pair needs neither)
+    from chakra.io.executor import run_ranks, show_progress
+    from chakra.pipeline.run import process_rank
+
     files = find_ranks(folder, naming=RankNaming(kineto_only=kineto_only))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

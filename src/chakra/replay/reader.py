@@ -764,13 +764,19 @@ def _id_order(ids: list[int], where: str | None) -> list[int] | None:
 
 def load_graph(path: str | os.PathLike[str], rank: int | None = None) -> RankGraph:
     """Read one Chakra ET file (plain or gzipped) into the RankGraph the replay runs."""
-    cols = read_columns(path)
-    if not cols.ids:
-        raise TraceFormatError("no nodes after the GlobalMetadata (a trace cut short?)", path)
-    return graph_from_columns(cols, rank)
+    from chakra.io import gc_paused
+
+    with gc_paused():      # the finish step builds millions of tuples too: no GC rescans of them
+        cols = read_columns(path)
+        if not cols.ids:
+            raise TraceFormatError("no nodes after the GlobalMetadata (a trace cut short?)", path)
+        return graph_from_columns(cols, rank)
 
 
 def graph_from_protobuf(nodes: Any, metadata: Any = None, *, path: str | None = None,
                         rank: int | None = None) -> RankGraph:
     """Read protobuf ``Node`` messages (and the ``GlobalMetadata``) into a RankGraph."""
-    return graph_from_columns(columns_from_messages(nodes, metadata, path), rank)
+    from chakra.io import gc_paused
+
+    with gc_paused():
+        return graph_from_columns(columns_from_messages(nodes, metadata, path), rank)
