@@ -161,6 +161,7 @@ _FIRST_KEY = 3
 _ATTR_MAX = 0xD800         # distinct attributes cached (one character each, below the surrogates)
 _NODE_MAX = 1 << 16        # distinct attribute strings cached
 _VALUES_MAX = 4096         # distinct values cached per attribute name; beyond: decoded where they occur
+_SKIPS_MAX = 256           # distinct values cached per name the replay does not read; beyond: not cached
 _DEFER = ("defer",)        # lane marker: a non-CPU node without stream/device (maybe on a host thread)
 
 
@@ -211,17 +212,18 @@ class _Keys(dict):
     keep changing (``rf_id``) is skipped right here, without decoding it (and listed in ``new_skips``, to be
     checked for a second name); any other goes to :meth:`_Builder.key_of`."""
 
-    __slots__ = ("key_of", "volatile", "new_skips")
+    __slots__ = ("key_of", "volatile", "new_skips", "skip")
 
     def __init__(self, key_of: Any) -> None:
         super().__init__({b"": _SENT_KEY})
         self.key_of = key_of
-        self.volatile: set[bytes] = set()    # names not read, no longer cached
-        self.new_skips: list[bytes] = []     # this batch's attributes skipped by their first name
+        self.volatile: tuple[bytes, ...] = ()   # encoded names (tag, length, name) not read, no longer cached
+        self.new_skips: list[bytes] = []         # this batch's attributes skipped by their first name
+        self.skip = self.new_skips.append
 
     def __missing__(self, raw: bytes) -> str:
-        if raw[0] == 0x0A and raw[1] < 0x80 and raw[2:2 + raw[1]] in self.volatile:
-            self.new_skips.append(raw)
+        if raw.startswith(self.volatile):
+            self.skip(raw)
             return _SKIP_KEY
         return self.key_of(raw)
 
@@ -437,11 +439,11 @@ class _Builder:
                 kcache = self.kcache
                 kcache.new_skips.append(raw)
                 seen = self.skipped.get(name_b, 0)
-                if seen < _VALUES_MAX:
+                if seen < _SKIPS_MAX:
                     self.skipped[name_b] = seen + 1
                     kcache[raw] = _SKIP_KEY
                 else:
-                    kcache.volatile.add(name_b)
+                    kcache.volatile += (raw[:2 + raw[1]],)
                 return _SKIP_KEY
             if _NAMES_B[name_b] in self.direct_names:
                 self.direct.append(raw)
@@ -481,7 +483,9 @@ class _Builder:
         if self.failed or (new_skips and _NEEDED.search(b"\xff".join(new_skips)) is not None):
             for raw in new_skips:          # (an attribute named twice, or a cache full of lane values)
                 kcache.pop(raw, None)
+            new_skips.clear()
             return None
+        new_skips.clear()
         if _SKIP_KEY in text:
             text = text.replace(_SKIP_KEY, "")
         keyed = text.replace(_DIRECT_KEY, "").split(_SENT_KEY) if direct else text.split(_SENT_KEY)
