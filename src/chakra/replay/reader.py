@@ -24,15 +24,18 @@ Why it is fast: per node, Python does next to nothing; upb (C) decodes and the C
   This is exact when the batch has no unknown field, no node has a singular field twice and no real value
   is a default (all counted).  Otherwise (files a proto3 encoder does not write) the batch is read node
   by node (:meth:`_Builder.add_nodes`), into the same columns.
-* Attributes come as raw bytes and are looked up in a cache: ``is_cpu_op: true`` or ``tid: 7`` are the
-  same bytes on every node, so each is decoded once and gets one character; a node's attributes are then
-  a short string, which a second cache maps to what they say (CPU side, lane, comm attributes, the
-  per-node numbers of ``EXTRA_ATTRS``).  Bytes not in the cache are searched, in bulk, for the encoded
-  name of an attribute the replay reads (``0A <len> name``: every encoding of such an attribute holds it);
-  those found are decoded, the others (``rf_id``, ``correlation``: a new value on every node) skipped.
-  A name whose values keep changing (``wait_on`` holds a node id; more than ``_VALUES_MAX`` values) is
-  not cached any more: its attributes are found by their encoded prefix (name and value tag) and decoded
-  in bulk, all those of a batch concatenated into one message (``AttrAll``), so the cache never fills up.
+* Attributes come as raw bytes and are looked up in a cache (:class:`_Keys`): ``is_cpu_op: true`` or
+  ``tid: 7`` are the same bytes on every node, so each is decoded once and gets one character; a node's
+  attributes are then a short string, which a second cache maps to what they say (CPU side, lane, comm
+  attributes, the per-node numbers of ``EXTRA_ATTRS``).  Bytes not in the cache are looked at where the
+  dict misses them (``__missing__``, :meth:`_Builder.key_of`): one whose first name (``0A <len> name``)
+  the replay does not read is skipped without decoding it, and cached while that name has had few values
+  (``fw_parent: 0``); a name with ever new values (``rf_id``, ``correlation``) is then recognised by its
+  encoded name alone.  A batch's skipped attributes are checked, in one search, for the encoded name of
+  one the replay reads (a second name field, which would win): found, the batch is read node by node.
+  A name the replay reads whose values keep changing (``wait_on`` holds a node id; more than
+  ``_VALUES_MAX`` values) is not cached any more: its attributes are decoded where they occur, in bulk,
+  all those of a batch concatenated into one message (``AttrAll``), so the cache never fills up.
 """
 
 from __future__ import annotations
