@@ -255,7 +255,11 @@ class EtColumns:
     cpu: list[bool | None] = field(default_factory=list)        # is_cpu_op (None: no such attribute)
     lanes: list[Any] = field(default_factory=list)
     comm: dict[int, dict[str, Any]] = field(default_factory=dict)    # index -> comm attributes (name: value)
-    extra: dict[str, dict[int, Any]] = field(default_factory=dict)   # EXTRA_ATTRS: name -> {index: value}
+    # EXTRA_ATTRS: per node the (name, value) pairs of its cached attributes (tuples shared by the nodes
+    # that have the same: None without any), and name -> {index: value} of those decoded where they occur
+    # (see :meth:`extras`)
+    xpairs: list[tuple | None] = field(default_factory=list)
+    extra: dict[str, dict[int, Any]] = field(default_factory=dict)
     deferred: list[tuple[int, Any]] = field(default_factory=list)    # (index, tid) of the _DEFER lanes
     host_tids: set[Any] = field(default_factory=set)            # tid of every CPU node, as read
     meta_payload: str | None = None                 # inputs.values of the first METADATA node that has one
@@ -264,12 +268,16 @@ class EtColumns:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def extras(self) -> dict[str, dict[int, Any]]:
+        """EXTRA_ATTRS: name -> {index: value}, every node's."""
+        return _extras_of(self.xpairs, self.extra)
+
     def copy(self) -> EtColumns:
         """Columns that :func:`graph_from_columns` may take over while these stay as they are."""
         return EtColumns(path=self.path, metadata=self.metadata, ids=list(self.ids), names=list(self.names),
                          types=list(self.types), durs=list(self.durs), starts=list(self.starts),
                          deps=list(self.deps), nctrl=list(self.nctrl), cpu=list(self.cpu),
-                         lanes=list(self.lanes), comm=dict(self.comm),
+                         lanes=list(self.lanes), comm=dict(self.comm), xpairs=list(self.xpairs),
                          extra={name: dict(d) for name, d in self.extra.items()},
                          deferred=list(self.deferred), host_tids=set(self.host_tids),
                          meta_payload=self.meta_payload, lane_cache=dict(self.lane_cache))
@@ -409,8 +417,7 @@ class _Builder:
         if any(map(_fourth, infos)):
             for k in compress(count(), map(_fourth, infos)):
                 cols.comm[base + k] = infos[k][3]
-        if any(map(_fifth, infos)):
-            self.add_extras(base, infos)
+        cols.xpairs += map(_fifth, infos)
         for index, code, name, value in direct:
             if code == _EXTRA:
                 cols.extra.setdefault(name, {})[index] = value
@@ -526,27 +533,6 @@ class _Builder:
                 found_direct.append((base + k, code, name, value))
         return out, found_direct
 
-    def add_extras(self, base: int, infos: list[tuple]) -> None:
-        """Store the EXTRA_ATTRS of a batch's nodes: nodes with the same (cached) pairs at once.
-
-        Grouped by the pairs' identity, not equality: ``("tail_us", 0)`` equals ``("tail_us", 0.0)``."""
-        groups: dict[int, list[int]] = {}
-        kept: dict[int, tuple] = {}
-        for k, pairs in zip(compress(count(base), map(_fifth, infos)), filter(None, map(_fifth, infos))):
-            g = groups.get(id(pairs))
-            if g is None:
-                groups[id(pairs)] = [k]
-                kept[id(pairs)] = pairs
-            else:
-                g.append(k)
-        extra = self.cols.extra
-        for key, where in groups.items():
-            for name, value in kept[key]:
-                d = extra.get(name)
-                if d is None:
-                    d = extra[name] = {}
-                d.update(zip(where, repeat(value)))
-
     def read_payload(self, frame: bytes) -> None:
         """The METADATA node's ``inputs.values`` (ASTRA-sim's process-group table), if any."""
         from chakra.io.pbstream import decode_varint
@@ -576,9 +562,7 @@ class _Builder:
                 raise TraceFormatError(f"message {i} is not a valid protobuf ({exc})", path) from None
             is_cpu, lane, tid, comm, extra = self.node_info(list(map(_classify, node.attr)))
             index = len(cols.ids)
-            if extra:
-                for name, value in extra:
-                    cols.extra.setdefault(name, {})[index] = value
+            cols.xpairs.append(extra)
             ntype = node.type
             if ntype == METADATA_NODE:
                 lane = None
@@ -614,6 +598,33 @@ class _Floats(dict):
             return float(key)
         value = self[key] = float(key)
         return value
+
+
+def _extras_of(xpairs: list[tuple | None], direct: dict[str, dict[int, Any]]) -> dict[str, dict[int, Any]]:
+    """name -> {index: value} of the EXTRA_ATTRS: the nodes with the same pairs (cached attributes) at
+    once, then those decoded where they occur (``direct``; never a name a node also has cached).
+
+    Grouped by the pairs' identity, not equality: ``("tail_us", 0)`` equals ``("tail_us", 0.0)``."""
+    groups: dict[int, list[int]] = {}
+    kept: dict[int, tuple] = {}
+    for k, pairs in zip(compress(count(), xpairs), filter(None, xpairs)):
+        g = groups.get(id(pairs))
+        if g is None:
+            groups[id(pairs)] = [k]
+            kept[id(pairs)] = pairs
+        else:
+            g.append(k)
+    extra: dict[str, dict[int, Any]] = {}
+    for key, where in groups.items():
+        for name, value in kept[key]:
+            d = extra.get(name)
+            if d is None:
+                d = extra[name] = {}
+            d.update(zip(where, repeat(value)))
+    for name, d in direct.items():
+        if d:
+            extra.setdefault(name, {}).update(d)
+    return extra
 
 
 _first = operator.itemgetter(0)
@@ -729,7 +740,7 @@ def graph_from_columns(cols: EtColumns, rank: int | None = None) -> RankGraph:
         raw = cols.comm
         for i in compress(count(), map(COMM_TYPES.__contains__, types)):
             comm[i] = CommInfo.from_attrs(raw.get(i, {}))
-    extra = cols.extra
+    direct = cols.extra
     # the ctrl_deps of CPU ops: their parents (by id: display, critical path, finish waits)
     deps, nctrl = cols.deps, cols.nctrl
     sel = list(map(operator.and_, map(bool, cpu), map(bool, nctrl)))
@@ -739,7 +750,8 @@ def graph_from_columns(cols: EtColumns, rank: int | None = None) -> RankGraph:
         g.parents = set(chain.from_iterable(ctrl))
         del ctrl
     del sel
-    cols_l = [ids, cols.names, types, cols.durs, cols.starts, deps, cpu, lanes]
+    xpairs = cols.xpairs
+    cols_l = [ids, cols.names, types, cols.durs, cols.starts, deps, cpu, lanes, xpairs]
     perm = _id_order(ids, where)
     if perm is not None:
         m = len(perm)
@@ -748,11 +760,11 @@ def graph_from_columns(cols: EtColumns, rank: int | None = None) -> RankGraph:
         new = list(range(len(ids)))                      # old index -> new index
         any(map(new.__setitem__, perm, range(m)))
         comm = dict(zip(map(new.__getitem__, comm), comm.values()))
-        extra = {name: dict(zip(map(new.__getitem__, d), d.values())) for name, d in extra.items()}
-    ids, names, types, durs, starts, deps, cpu, lanes = cols_l
+        direct = {name: dict(zip(map(new.__getitem__, d), d.values())) for name, d in direct.items()}
+    ids, names, types, durs, starts, deps, cpu, lanes, xpairs = cols_l
     g.ids, g.names, g.types, g.durations, g.starts = ids, names, types, durs, starts
     g.deps, g.is_cpu, g.lanes, g.comm = deps, cpu, lanes, comm
-    g.extra = {name: d for name, d in extra.items() if d}
+    g.extra = _extras_of(xpairs, direct)    # (built in id order: no table to carry through the order)
     if not g.process_groups and cols.meta_payload:
         groups = groups_from_metadata_node(cols.meta_payload, where)
         if groups:
