@@ -24,7 +24,8 @@ def test_link_of_one_pair_imports_no_replay_protobuf_or_process_pool() -> None:
     loaded = _loaded_after("import chakra.cli.trace_link, chakra.pipeline.link")
     assert "chakra.link.api" in loaded
     unwanted = {"chakra.replay", "chakra.job", "chakra.convert", "chakra.schema", "google.protobuf",
-                "multiprocessing", "concurrent.futures", "chakra.io.executor", "chakra.pipeline.run",
+                "multiprocessing", "concurrent.futures", "chakra.io.executor", "chakra.io.ranks",
+                "chakra.pipeline.run", "chakra.pipeline.model",
                 "rich", "networkx", "pydot"}
     assert not unwanted & loaded, sorted(unwanted & loaded)
 
