@@ -135,9 +135,41 @@ def bench_nodes(label: str, nodes: list[Node], repeat: int) -> None:
           f"(same ends: {out_ev.ends == simulate([g], mode='lanes').ends})")  # type: ignore[attr-defined]
 
 
+def phases(path: Path) -> None:
+    """Where one file's replay spends its time: read (columns), finish (id order, lanes), dependencies,
+    lane order, plan, the in-order pass, completion lines (CPU seconds, the GC paused as the replay does)."""
+    from chakra.io import gc_paused
+    from chakra.replay import engine, plan
+    from chakra.replay.api import replay_rank
+    from chakra.replay.reader import graph_from_columns, read_columns
+
+    clock = time.process_time
+    with gc_paused():
+        t = [clock()]
+        cols = read_columns(path)
+        t.append(clock())
+        g = graph_from_columns(cols)
+        t.append(clock())
+        deps = engine._resolve_deps(g, "error")
+        t.append(clock())
+        order = engine._topo_order(g, deps)
+        t.append(clock())
+        p = plan.rank_plan(g, deps, order, True)
+        t.append(clock())
+        engine._run_in_order(p, order, 0.0)
+        t.append(clock())
+        lines = sum(1 for _ in replay_rank(g).completion_lines())
+        t.append(clock())
+    names = ("read", "finish", "deps", "lane order", "plan", "pass", "replay_rank + completion lines")
+    parts = ", ".join(f"{name} {b - a:.2f}" for name, a, b in zip(names, t, t[1:]))
+    print(f"  {path.name}: {len(g):,} nodes, {lines:,} lines; CPU s: {parts}")
+
+
 def bench_files(label: str, paths: list[Path], repeat: int) -> None:
     from chakra.replay.api import replay_job
 
+    for p in paths:
+        phases(p)
     t_read, graphs = _best(lambda: [load_graph(p) for p in paths], 1)
     n = sum(len(g) for g in graphs)  # type: ignore[union-attr]
     print(f"{label}: {len(paths)} file(s), {n:,} nodes; read + columns {t_read:.3f} s "

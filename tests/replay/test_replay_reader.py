@@ -228,10 +228,10 @@ def test_attributes_with_ever_new_values_are_not_cached(tmp_path: Path, monkeypa
     real = reader._classify_bytes
     monkeypatch.setattr(reader, "_classify_bytes", lambda raw: decoded.append(raw) or real(raw))
     bulk = []
-    real_bulk = reader._bulk_values
-    monkeypatch.setattr(reader, "_bulk_values", lambda raws, f: bulk.append(len(raws)) or real_bulk(raws, f))
+    real_bulk = reader._bulk_infos
+    monkeypatch.setattr(reader, "_bulk_infos", lambda raws: bulk.append(len(raws)) or real_bulk(raws))
     cols = reader.read_columns(path)
-    assert cols.extra["wait_on"] == {k: k for k in range(1, n)}      # index k: node k + 1 waits on node k
+    assert cols.extras()["wait_on"] == {k: k for k in range(1, n)}      # index k: node k + 1 waits on node k
     assert set(cols.lanes) == {("cpu", 2)} and cols.cpu == [True] * n
     # each wait_on value decoded alone up to the batch where the name turned out to change all the time,
     # in bulk after that

@@ -26,7 +26,6 @@ from typing import Any
 
 from chakra import __version__
 from chakra.errors import ChakraError, UsageError
-from chakra.io.executor import show_progress  # noqa: F401  (the commands' one progress rule)
 
 LOG_FORMAT = "[%(asctime)s] %(levelname)s %(name)s: %(message)s"
 DEFAULT_LOG_LEVEL = "WARNING"
@@ -62,6 +61,14 @@ def other_spellings(option: str) -> list[str]:
         if alt != option and alt not in out:
             out.append(alt)
     return out
+
+
+def show_progress(quiet: bool = False) -> bool:
+    """The commands' one progress rule (:func:`chakra.io.executor.show_progress`), imported when asked: the
+    executor brings multiprocessing and concurrent.futures, which a command of one file never uses."""
+    from chakra.io.executor import show_progress as rule
+
+    return rule(quiet)
 
 
 class ArgumentParser(argparse.ArgumentParser):

@@ -14,15 +14,49 @@ then optionally convert and replay) serve ``chakra_trace_link --batch``, the int
 
 Outputs do not depend on the executor: every file is written by the same code from the same inputs, file
 names carry only the rank, and the summary holds no timestamp, path or pid.
+
+The names below are imported when first used: ``chakra_trace_link`` of one pair imports
+``chakra.pipeline.link``, and with it this package, without the replay, the report or the process pool.
 """
 
-from chakra.io.executor import auto_jobs, dask_client, run_ranks
-from chakra.io.ranks import RankFiles, RankNaming, find_ranks
-from chakra.pipeline.commands import bundled_data_dir, demo_command, pipeline_command
-from chakra.pipeline.model import PipelineResult, RankResult, RankTask
-from chakra.pipeline.report import job_table, pipeline_table, summary_markdown
-from chakra.pipeline.run import process_rank, run_pipeline
+from __future__ import annotations
 
-__all__ = ["PipelineResult", "RankFiles", "RankNaming", "RankResult", "RankTask", "auto_jobs",
-           "bundled_data_dir", "dask_client", "demo_command", "find_ranks", "job_table", "pipeline_command",
-           "pipeline_table", "process_rank", "run_pipeline", "run_ranks", "summary_markdown"]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from chakra.io.executor import auto_jobs, dask_client, run_ranks
+    from chakra.io.ranks import RankFiles, RankNaming, find_ranks
+    from chakra.pipeline.commands import bundled_data_dir, demo_command, pipeline_command
+    from chakra.pipeline.model import PipelineResult, RankResult, RankTask
+    from chakra.pipeline.report import job_table, pipeline_table, summary_markdown
+    from chakra.pipeline.run import process_rank, run_pipeline
+
+_FROM = {
+    "chakra.io.executor": ("auto_jobs", "dask_client", "run_ranks"),
+    "chakra.io.ranks": ("RankFiles", "RankNaming", "find_ranks"),
+    "chakra.pipeline.commands": ("bundled_data_dir", "demo_command", "pipeline_command"),
+    "chakra.pipeline.model": ("PipelineResult", "RankResult", "RankTask"),
+    "chakra.pipeline.report": ("job_table", "pipeline_table", "summary_markdown"),
+    "chakra.pipeline.run": ("process_rank", "run_pipeline"),
+}
+_MODULE_OF = {name: module for module, names in _FROM.items() for name in names}
+
+__all__ = [
+    "PipelineResult", "RankFiles", "RankNaming", "RankResult", "RankTask", "auto_jobs", "bundled_data_dir",
+    "dask_client", "demo_command", "find_ranks", "job_table", "pipeline_command", "pipeline_table",
+    "process_rank", "run_pipeline", "run_ranks", "summary_markdown"
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -12,11 +12,7 @@ import sys
 from pathlib import Path
 
 from chakra.errors import UsageError
-from chakra.io.executor import run_ranks, show_progress
-from chakra.io.ranks import RankNaming, find_ranks
 from chakra.link.api import LinkReport, link_files
-from chakra.pipeline.model import RankTask
-from chakra.pipeline.run import process_rank
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +21,8 @@ def find_rank_pairs(folder: str | os.PathLike[str]) -> list[tuple[int, Path | No
     """``(rank, host ET, Kineto)`` of every rank in ``folder`` (also in ``host/`` + ``device/``).
 
     The one rank-file finder is :func:`chakra.io.ranks.find_ranks`; this name stays for callers."""
+    from chakra.io.ranks import find_ranks
+
     return list(find_ranks(folder))
 
 
@@ -48,6 +46,13 @@ def link_folder(
 
     The ranks, the per-rank worker and the process pool are those of :mod:`chakra.pipeline`.  ``quiet``:
     no progress bar (one is shown only on a terminal)."""
+    # (the rank finder, the executor and the pipeline's worker: imported here, a link of one pair needs
+    # none of them)
+    from chakra.io.executor import run_ranks, show_progress
+    from chakra.io.ranks import RankNaming, find_ranks
+    from chakra.pipeline.model import RankTask
+    from chakra.pipeline.run import process_rank
+
     files = find_ranks(folder, naming=RankNaming(kineto_only=kineto_only))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

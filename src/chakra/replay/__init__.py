@@ -2,25 +2,64 @@
 
 Semantics (lanes, gaps, ASTRA-sim rule, collective durations) are documented in
 :mod:`chakra.replay.engine`.
+
+The names below are imported when first used, so that ``import chakra.replay`` (what
+``chakra_converter --simulate`` does) costs only the modules a replay of one file needs.
 """
 
-from chakra.replay.api import (  # noqa: F401
-    JobResult,
-    ReplayResult,
-    load_job,
-    replay_file,
-    replay_job,
-    replay_nodes,
-    replay_rank,
-    round_us,
-)
-from chakra.replay.engine import MODES, ReplayError  # noqa: F401
-from chakra.replay.graph import NodeSpec, RankGraph  # noqa: F401
-from chakra.replay.output import (  # noqa: F401
-    read_completion_time,
-    results_table,
-    timeline,
-    write_completion_log,
-    write_timeline,
-)
-from chakra.replay.reader import graph_from_protobuf, load_graph  # noqa: F401
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from chakra.replay.api import (
+        JobResult,
+        ReplayResult,
+        load_job,
+        replay_file,
+        replay_job,
+        replay_nodes,
+        replay_rank,
+        round_us,
+    )
+    from chakra.replay.engine import MODES, ReplayError
+    from chakra.replay.graph import NodeSpec, RankGraph
+    from chakra.replay.output import (
+        read_completion_time,
+        results_table,
+        timeline,
+        write_completion_log,
+        write_timeline,
+    )
+    from chakra.replay.reader import graph_from_protobuf, load_graph
+
+_FROM = {
+    "chakra.replay.api": ("JobResult", "ReplayResult", "load_job", "replay_file", "replay_job",
+                          "replay_nodes", "replay_rank", "round_us"),
+    "chakra.replay.engine": ("MODES", "ReplayError"),
+    "chakra.replay.graph": ("NodeSpec", "RankGraph"),
+    "chakra.replay.output": ("read_completion_time", "results_table", "timeline", "write_completion_log",
+                             "write_timeline"),
+    "chakra.replay.reader": ("graph_from_protobuf", "load_graph"),
+}
+_MODULE_OF = {name: module for module, names in _FROM.items() for name in names}
+
+__all__ = [
+    "JobResult", "MODES", "NodeSpec", "RankGraph", "ReplayError", "ReplayResult", "graph_from_protobuf",
+    "load_graph", "load_job", "read_completion_time", "replay_file", "replay_job", "replay_nodes",
+    "replay_rank", "results_table", "round_us", "timeline", "write_completion_log", "write_timeline"
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -13,6 +13,7 @@ import math
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import count
 from typing import Any
 
 from chakra.errors import ChakraError, UsageError
@@ -99,11 +100,15 @@ class ReplayResult:
 
     def completion_lines(self) -> Iterator[str]:
         """``[rank R] Node ID <id> completed at <T>us``, one per node, by completion time then id."""
-        label = "-" if self.rank is None else str(self.rank)
+        head = f"[rank {'-' if self.rank is None else self.rank}] Node ID "
+        ends = self.ends
+        # each node's completion (:meth:`completion`: the later of its end and its tail's), in C
+        done = list(map(max, ends, map(self.closes.get, count(), ends))) if self.closes else ends
         ids = self.graph.ids
-        done = [self.completion(i) for i in range(len(ids))] if self.closes else self.ends
-        for i in sorted(range(len(ids)), key=lambda i: (done[i], ids[i])):
-            yield f"[rank {label}] Node ID {ids[i]} completed at {round_us(done[i])}us"
+        floor = math.floor
+        # by completion, then id: a stable sort on the float alone (index order is id order)
+        for i in sorted(range(len(ids)), key=done.__getitem__):
+            yield f"{head}{ids[i]} completed at {int(floor(done[i] + 0.5))}us"
 
     def summary(self) -> dict[str, Any]:
         return {

@@ -260,9 +260,9 @@ def _pieces_plan(g: RankGraph, order: Sequence[int], use_gaps: bool) -> Plan:
             if o in cwb:
                 close[o] = (seq[-1], t)
     if wait_on:
-        index = dict(zip(g.ids, range(n))) if len(wait_on) > 8 else None
+        ids = g.ids
         for j, uid in wait_on.items():
-            u = index.get(uid) if index is not None else _find_id(g.ids, uid)
+            u = _find_id(ids, uid)          # (ids increase: a bisection, no id -> index table)
             if u is None or uid not in g.deps[j]:
                 continue
             post = float(wait_post.get(j, 0)) + (idle.get(j, 0) if use_gaps else 0.0)

@@ -24,15 +24,18 @@ Why it is fast: per node, Python does next to nothing; upb (C) decodes and the C
   This is exact when the batch has no unknown field, no node has a singular field twice and no real value
   is a default (all counted).  Otherwise (files a proto3 encoder does not write) the batch is read node
   by node (:meth:`_Builder.add_nodes`), into the same columns.
-* Attributes come as raw bytes and are looked up in a cache: ``is_cpu_op: true`` or ``tid: 7`` are the
-  same bytes on every node, so each is decoded once and gets one character; a node's attributes are then
-  a short string, which a second cache maps to what they say (CPU side, lane, comm attributes, the
-  per-node numbers of ``EXTRA_ATTRS``).  Bytes not in the cache are searched, in bulk, for the encoded
-  name of an attribute the replay reads (``0A <len> name``: every encoding of such an attribute holds it);
-  those found are decoded, the others (``rf_id``, ``correlation``: a new value on every node) skipped.
-  A name whose values keep changing (``wait_on`` holds a node id; more than ``_VALUES_MAX`` values) is
-  not cached any more: its attributes are found by their encoded prefix (name and value tag) and decoded
-  in bulk, all those of a batch concatenated into one message (``AttrAll``), so the cache never fills up.
+* Attributes come as raw bytes and are looked up in a cache (:class:`_Keys`): ``is_cpu_op: true`` or
+  ``tid: 7`` are the same bytes on every node, so each is decoded once and gets one character; a node's
+  attributes are then a short string, which a second cache maps to what they say (CPU side, lane, comm
+  attributes, the per-node numbers of ``EXTRA_ATTRS``).  Bytes not in the cache are looked at where the
+  dict misses them (``__missing__``, :meth:`_Builder.key_of`): one whose first name (``0A <len> name``)
+  the replay does not read is skipped without decoding it, and cached while that name has had few values
+  (``fw_parent: 0``); a name with ever new values (``rf_id``, ``correlation``) is then recognised by its
+  encoded name alone.  A batch's skipped attributes are checked, in one search, for the encoded name of
+  one the replay reads (a second name field, which would win): found, the batch is read node by node.
+  A name the replay reads whose values keep changing (``wait_on`` holds a node id; more than
+  ``_VALUES_MAX`` values) is not cached any more: its attributes are decoded where they occur, in bulk,
+  all those of a batch concatenated into one message (``AttrAll``), so the cache never fills up.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ import os
 import re
 import sys
 from dataclasses import dataclass, field
-from itertools import accumulate, chain, compress, count, islice, repeat
+from itertools import chain, compress, count, islice, repeat
 from typing import Any
 
 from chakra.errors import TraceFormatError
@@ -150,16 +153,18 @@ _NAMES = {"is_cpu_op": _IS_CPU, "tid": _TID, "stream": _STREAM, "device": _DEVIC
 # every encoding of such an attribute holds it, so bytes without it are none of them.  (``fw_tid`` holds
 # the bytes "tid", not "\x0a\x03tid".)  Matches never span two attributes joined with b"\xff".
 _NEEDED = re.compile(b"\x0a(?:" + b"|".join(re.escape(bytes((len(n),)) + n.encode()) for n in _NAMES) + b")")
-_JOIN = b"\xff"
-_UNKNOWN = re.compile("\x01")     # the key of an attribute not in the cache
-# AttributeProto fields of one-byte tags holding a number: tag byte -> field name
-_NUMBER_TAGS = {(number << 3) | wire: name for name, number, wire in (
-    ("double_val", 3, 1), ("float_val", 5, 5), ("int32_val", 7, 0), ("int64_val", 9, 0),
-    ("uint32_val", 11, 0), ("uint64_val", 13, 0), ("sint32_val", 15, 0))}
+_NAMES_B = {name.encode(): name for name in _NAMES}
+# AttributeProto fields that hold one number (a name and one of them: decoded in bulk)
+_NUMBER_FIELDS = frozenset(("double_val", "float_val", "int32_val", "int64_val", "uint32_val", "uint64_val",
+                            "sint32_val"))
+# key characters: the sentinel's empty attribute, an attribute the replay does not read, one decoded where
+# it occurs; the cached attributes the replay reads have the characters from _FIRST_KEY on
+_SENT_KEY, _SKIP_KEY, _DIRECT_KEY = "\x00", "\x01", "\x02"
+_FIRST_KEY = 3
 _ATTR_MAX = 0xD800         # distinct attributes cached (one character each, below the surrogates)
 _NODE_MAX = 1 << 16        # distinct attribute strings cached
 _VALUES_MAX = 4096         # distinct values cached per attribute name; beyond: decoded where they occur
-_WARMUP = 2                # batches in which repeating attributes the replay does not read get cached
+_SKIPS_MAX = 256           # distinct values cached per name the replay does not read; beyond: not cached
 _DEFER = ("defer",)        # lane marker: a non-CPU node without stream/device (maybe on a host thread)
 
 
@@ -185,9 +190,9 @@ def _classify_bytes(raw: bytes) -> tuple[int, Any, Any]:
     return _classify(AttributeProto.FromString(raw))
 
 
-def _bulk_values(raws: list[bytes], field_name: str) -> list | None:
-    """The values of attributes that each hold a name and one number in ``field_name`` (checked: exactly
-    one of each per attribute, nothing else), decoded in one call; None otherwise.
+def _bulk_infos(raws: list[bytes]) -> list[tuple[int, Any, Any]]:
+    """The classifications of attributes (of the names decoded where they occur), in one decoding when each
+    holds a name and one number in the same field (checked: nothing else), else one by one.
 
     Every attribute is a whole, valid message (the batch was validated), so their concatenation decodes
     as each of them in turn, the values in order."""
@@ -195,10 +200,35 @@ def _bulk_values(raws: list[bytes], field_name: str) -> list | None:
 
     m = _lean()[2].FromString(b"".join(raws))
     k = len(raws)
-    if len(m.ListFields()) != 2 or len(m.name) != k or len(UnknownFieldSet(m)):
-        return None
-    values = getattr(m, field_name)
-    return list(values) if len(values) == k else None
+    fields = m.ListFields()
+    if len(fields) == 2 and len(m.name) == k and not len(UnknownFieldSet(m)):
+        fd, values = fields[1]
+        if fd.name in _NUMBER_FIELDS and len(values) == k:
+            names = list(map(sys.intern, m.name))
+            return list(zip(map(_NAMES.__getitem__, names), values, names))
+    return list(map(_classify_bytes, raws))
+
+
+class _Keys(dict):
+    """Attribute bytes -> key character (:class:`_Builder`), filled while a batch's keys are made: ``dict``
+    calls ``__missing__`` for an attribute not cached.  One of a name the replay does not read whose values
+    keep changing (``rf_id``) is skipped right here, without decoding it (and listed in ``new_skips``, to be
+    checked for a second name); any other goes to :meth:`_Builder.key_of`."""
+
+    __slots__ = ("key_of", "volatile", "new_skips", "skip")
+
+    def __init__(self, key_of: Any) -> None:
+        super().__init__({b"": _SENT_KEY})
+        self.key_of = key_of
+        self.volatile: tuple[bytes, ...] = ()   # encoded names (tag, length, name) not read, no longer cached
+        self.new_skips: list[bytes] = []         # this batch's attributes skipped by their first name
+        self.skip = self.new_skips.append
+
+    def __missing__(self, raw: bytes) -> str:
+        if raw.startswith(self.volatile):
+            self.skip(raw)
+            return _SKIP_KEY
+        return self.key_of(raw)
 
 
 # ---- the columns -------------------------------------------------------------------------------------------
@@ -225,7 +255,11 @@ class EtColumns:
     cpu: list[bool | None] = field(default_factory=list)        # is_cpu_op (None: no such attribute)
     lanes: list[Any] = field(default_factory=list)
     comm: dict[int, dict[str, Any]] = field(default_factory=dict)    # index -> comm attributes (name: value)
-    extra: dict[str, dict[int, Any]] = field(default_factory=dict)   # EXTRA_ATTRS: name -> {index: value}
+    # EXTRA_ATTRS: per node the (name, value) pairs of its cached attributes (tuples shared by the nodes
+    # that have the same: None without any), and name -> {index: value} of those decoded where they occur
+    # (see :meth:`extras`)
+    xpairs: list[tuple | None] = field(default_factory=list)
+    extra: dict[str, dict[int, Any]] = field(default_factory=dict)
     deferred: list[tuple[int, Any]] = field(default_factory=list)    # (index, tid) of the _DEFER lanes
     host_tids: set[Any] = field(default_factory=set)            # tid of every CPU node, as read
     meta_payload: str | None = None                 # inputs.values of the first METADATA node that has one
@@ -234,12 +268,16 @@ class EtColumns:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def extras(self) -> dict[str, dict[int, Any]]:
+        """EXTRA_ATTRS: name -> {index: value}, every node's."""
+        return _extras_of(self.xpairs, self.extra)
+
     def copy(self) -> EtColumns:
         """Columns that :func:`graph_from_columns` may take over while these stay as they are."""
         return EtColumns(path=self.path, metadata=self.metadata, ids=list(self.ids), names=list(self.names),
                          types=list(self.types), durs=list(self.durs), starts=list(self.starts),
                          deps=list(self.deps), nctrl=list(self.nctrl), cpu=list(self.cpu),
-                         lanes=list(self.lanes), comm=dict(self.comm),
+                         lanes=list(self.lanes), comm=dict(self.comm), xpairs=list(self.xpairs),
                          extra={name: dict(d) for name, d in self.extra.items()},
                          deferred=list(self.deferred), host_tids=set(self.host_tids),
                          meta_payload=self.meta_payload, lane_cache=dict(self.lane_cache))
@@ -251,14 +289,16 @@ class _Builder:
     def __init__(self, cols: EtColumns) -> None:
         self.cols = cols
         # attribute bytes -> key (one character: chr(index in self.kinfo)); a node's keys -> node info.
-        # "\x00" is the sentinel's (empty) attribute, "\x01" stands for an attribute not in the cache.
-        self.kcache: dict[bytes, str] = {b"": "\x00"}
-        self.kinfo: list[tuple[int, Any, Any]] = [(_SKIP, None, None), (_SKIP, None, None)]
+        self.kcache = _Keys(self.key_of)
+        self.kinfo: list[tuple[int, Any, Any]] = [(_SKIP, None, None)] * _FIRST_KEY
         self.ncache: dict[str, tuple] = {}
         self.values: dict[str, int] = {}      # attribute name -> distinct values cached
-        # encoded name + value tag -> (code, name, field) of a name decoded where it occurs, in bulk
-        self.direct: dict[bytes, tuple[int, str, str]] = {}
-        self.warmup = _WARMUP
+        self.skipped: dict[bytes, int] = {}   # name not read -> distinct values cached (as _SKIP_KEY)
+        self.direct_names: set[str] = set()   # names decoded where they occur (their values keep changing)
+        # the batch being keyed: the attributes decoded where they occur (bytes, or their classification);
+        # a failure
+        self.direct: list[Any] = []
+        self.failed = False
         self.fdur = _Floats()                 # durations repeat: one float object per value
 
     # -- what a node's attributes say ------------------------------------------------------------------
@@ -377,8 +417,7 @@ class _Builder:
         if any(map(_fourth, infos)):
             for k in compress(count(), map(_fourth, infos)):
                 cols.comm[base + k] = infos[k][3]
-        if any(map(_fifth, infos)):
-            self.add_extras(base, infos)
+        cols.xpairs += map(_fifth, infos)
         for index, code, name, value in direct:
             if code == _EXTRA:
                 cols.extra.setdefault(name, {})[index] = value
@@ -395,25 +434,71 @@ class _Builder:
         cols.lanes += lanes
         return True
 
+    def key_of(self, raw: bytes) -> str:
+        """The key of an attribute not in the cache (caching it when it may repeat).
+
+        An attribute whose (first) name the replay does not read is skipped without decoding it, and
+        cached while its name has had few values (``fw_parent: 0`` repeats, ``rf_id`` does not); the
+        batch's new ones are checked for the name of one it reads afterwards (a name written twice: the
+        last one counts).  One of a name the replay reads is decoded and cached, or, for a name whose
+        values keep changing (``wait_on`` holds a node id), decoded where it occurs, in bulk."""
+        name_b = None
+        if len(raw) > 1 and raw[0] == 0x0A and raw[1] < 0x80:
+            name_b = raw[2:2 + raw[1]]
+            if name_b not in _NAMES_B:
+                kcache = self.kcache
+                kcache.new_skips.append(raw)
+                seen = self.skipped.get(name_b, 0)
+                if seen < _SKIPS_MAX:
+                    self.skipped[name_b] = seen + 1
+                    kcache[raw] = _SKIP_KEY
+                else:
+                    kcache.volatile += (raw[:2 + raw[1]],)
+                return _SKIP_KEY
+            if _NAMES_B[name_b] in self.direct_names:
+                self.direct.append(raw)
+                return _DIRECT_KEY
+        info = _classify_bytes(raw)
+        code, _, name = info
+        if code == _SKIP:                # (a value the replay does not read, a foreign encoding)
+            key_b = b"" if name_b is None else name_b
+            seen = self.skipped.get(key_b, 0)
+            if seen < _VALUES_MAX:
+                self.skipped[key_b] = seen + 1
+                self.kcache[raw] = _SKIP_KEY
+            return _SKIP_KEY
+        if code in (_EXTRA, _COMM):
+            v = self.values.get(name, 0)
+            if v >= _VALUES_MAX or not self.learn(raw, info):
+                self.direct_names.add(name)
+                self.direct.append(info)
+                return _DIRECT_KEY
+            self.values[name] = v + 1
+        elif not self.learn(raw, info):
+            self.failed = True           # a lane attribute left out would change the lanes: node by node
+            return _SKIP_KEY
+        return self.kcache[raw]
+
     def attr_infos(self, attrs: list[bytes], n: int, base: int) -> tuple[list[tuple], list[tuple]] | None:
         """(per node: :meth:`node_info`, [(node index, code, name, value) of the attributes decoded where
         they occur]) from a batch's merged attributes (a sentinel after each node's); None when the batch
         is to be read node by node."""
         kcache = self.kcache
-        keys = list(map(kcache.get, attrs, repeat("\x01")))
-        text = "".join(keys)             # one character per attribute
-        direct: list[tuple[int, tuple[int, Any, Any]]] = []    # (position in attrs, classification)
-        if "\x01" in text:
-            unknown = [m.start() for m in _UNKNOWN.finditer(text)]
-            found = self.learn_unknown(attrs, unknown, n, direct)
-            if found is None:
-                return None
-            if found:              # the keys of the attributes just cached
-                raws = map(attrs.__getitem__, unknown)
-                any(map(keys.__setitem__, unknown, map(kcache.get, raws, repeat("\x01"))))
-                text = "".join(keys)
-        del keys
-        keyed = text.replace("\x01", "").split("\x00") if "\x01" in text else text.split("\x00")
+        new_skips = kcache.new_skips
+        new_skips.clear()
+        self.direct = []
+        self.failed = False
+        text = "".join(map(kcache.__getitem__, attrs))     # one character per attribute
+        direct = self.direct
+        if self.failed or (new_skips and _NEEDED.search(b"\xff".join(new_skips)) is not None):
+            for raw in new_skips:          # (an attribute named twice, or a cache full of lane values)
+                kcache.pop(raw, None)
+            new_skips.clear()
+            return None
+        new_skips.clear()
+        if _SKIP_KEY in text:
+            text = text.replace(_SKIP_KEY, "")
+        keyed = text.replace(_DIRECT_KEY, "").split(_SENT_KEY) if direct else text.split(_SENT_KEY)
         if len(keyed) != n + 1:
             return None                  # an empty attribute in the file
         ncache = self.ncache
@@ -430,104 +515,23 @@ class _Builder:
                 out[k] = info
         found_direct: list[tuple] = []
         if direct:
-            # node of an attribute: its position among the sentinels (each node's attributes end with one)
-            ends = list(accumulate(map(len, text.split("\x00"))))
-            ends = list(map(operator.add, ends, count()))      # + the sentinels before
-            for pos, (code, value, name) in direct:
-                k = bisect.bisect_left(ends, pos)
+            raws = [x for x in direct if type(x) is bytes]
+            if raws:
+                decoded = iter(_bulk_infos(raws))
+                direct = [next(decoded) if type(x) is bytes else x for x in direct]
+            # the node of each: node k's keys are the k-th piece between sentinels
+            owners = chain.from_iterable(map(repeat, count(), map(operator.methodcaller("count", _DIRECT_KEY),
+                                                                  text.split(_SENT_KEY))))
+            for k, (code, value, name) in zip(owners, direct):
+                if code == _SKIP:
+                    continue
+                if code not in (_EXTRA, _COMM):
+                    return None          # (a lane attribute decoded where it occurs: node by node)
                 pairs = out[k][4] if code == _EXTRA else out[k][3]
                 if pairs and name in (dict(pairs) if code == _EXTRA else pairs):
                     return None          # the name twice in one node, cached and not: node by node (order)
                 found_direct.append((base + k, code, name, value))
         return out, found_direct
-
-    def learn_unknown(self, attrs: list[bytes], unknown: list[int], n: int,
-                      direct: list[tuple[int, tuple[int, Any, Any]]]) -> int | None:
-        """Look at the attributes not in the cache (positions ``unknown``): list in ``direct`` those of a
-        name whose values keep changing, cache the other ones the replay reads (and, early on, those it
-        does not read that repeat).  Returns how many were cached, None when the cache is full."""
-        raws = list(map(attrs.__getitem__, unknown))
-        for prefix, (code, name, fname) in self.direct.items():
-            mask = list(map(bytes.startswith, raws, repeat(prefix)))
-            if True not in mask:
-                continue
-            values = _bulk_values(list(compress(raws, mask)), fname)
-            if values is None:
-                continue           # (not the plain shape: each one is found and decoded below)
-            direct += zip(compress(unknown, mask), map(tuple.__add__, zip(repeat(code), values),
-                                                         repeat((name,))))
-            keep = list(map(operator.not_, mask))
-            raws = list(compress(raws, keep))
-            unknown = list(compress(unknown, keep))
-        joined = _JOIN.join(raws)
-        learned = 0
-        seen: set[int] = set()
-        if _NEEDED.search(joined) is not None:
-            # where each attribute starts in joined (one b"\xff" after each)
-            starts = list(accumulate(map((1).__add__, map(len, raws)), initial=0))
-            values = self.values
-            kcache = self.kcache
-            for m in _NEEDED.finditer(joined):
-                k = bisect.bisect_right(starts, m.start()) - 1
-                if k in seen:
-                    continue
-                seen.add(k)
-                raw = raws[k]
-                if raw in kcache:
-                    continue
-                info = _classify_bytes(raw)
-                code, _, name = info
-                if code in (_EXTRA, _COMM):
-                    v = values.get(name, 0)
-                    if v >= _VALUES_MAX or not self.learn(raw, info):
-                        direct.append((unknown[k], info))
-                        size = m.end() - m.start()
-                        if m.start() == starts[k] and len(raw) > size and raw[size] in _NUMBER_TAGS:
-                            self.direct.setdefault(raw[:size + 1], (code, name, _NUMBER_TAGS[raw[size]]))
-                        continue
-                    values[name] = v + 1
-                elif not self.learn(raw, info):
-                    if code != _SKIP:
-                        return None      # a lane attribute left out would change the lanes
-                    continue
-                learned += 1
-        if self.warmup and len(unknown) > n:
-            # attributes the replay does not read that repeat (``fw_parent: 0``): cached too, so that only
-            # those with a new value on every node are left to look at
-            self.warmup -= 1
-            once: set[bytes] = set()
-            kcache = self.kcache
-            for k, raw in enumerate(raws):
-                if k in seen or raw in kcache:
-                    continue
-                if raw in once:
-                    if not self.learn(raw, (_SKIP, None, None)):
-                        break
-                    learned += 1
-                else:
-                    once.add(raw)
-        return learned
-
-    def add_extras(self, base: int, infos: list[tuple]) -> None:
-        """Store the EXTRA_ATTRS of a batch's nodes: nodes with the same (cached) pairs at once.
-
-        Grouped by the pairs' identity, not equality: ``("tail_us", 0)`` equals ``("tail_us", 0.0)``."""
-        groups: dict[int, list[int]] = {}
-        kept: dict[int, tuple] = {}
-        for k, pairs in zip(compress(count(base), map(_fifth, infos)), filter(None, map(_fifth, infos))):
-            g = groups.get(id(pairs))
-            if g is None:
-                groups[id(pairs)] = [k]
-                kept[id(pairs)] = pairs
-            else:
-                g.append(k)
-        extra = self.cols.extra
-        for key, where in groups.items():
-            for name, value in kept[key]:
-                d = extra.get(name)
-                if d is None:
-                    d = extra[name] = {}
-                d.update(zip(where, repeat(value)))
 
     def read_payload(self, frame: bytes) -> None:
         """The METADATA node's ``inputs.values`` (ASTRA-sim's process-group table), if any."""
@@ -558,9 +562,7 @@ class _Builder:
                 raise TraceFormatError(f"message {i} is not a valid protobuf ({exc})", path) from None
             is_cpu, lane, tid, comm, extra = self.node_info(list(map(_classify, node.attr)))
             index = len(cols.ids)
-            if extra:
-                for name, value in extra:
-                    cols.extra.setdefault(name, {})[index] = value
+            cols.xpairs.append(extra)
             ntype = node.type
             if ntype == METADATA_NODE:
                 lane = None
@@ -596,6 +598,33 @@ class _Floats(dict):
             return float(key)
         value = self[key] = float(key)
         return value
+
+
+def _extras_of(xpairs: list[tuple | None], direct: dict[str, dict[int, Any]]) -> dict[str, dict[int, Any]]:
+    """name -> {index: value} of the EXTRA_ATTRS: the nodes with the same pairs (cached attributes) at
+    once, then those decoded where they occur (``direct``; never a name a node also has cached).
+
+    Grouped by the pairs' identity, not equality: ``("tail_us", 0)`` equals ``("tail_us", 0.0)``."""
+    groups: dict[int, list[int]] = {}
+    kept: dict[int, tuple] = {}
+    for k, pairs in zip(compress(count(), xpairs), filter(None, xpairs)):
+        g = groups.get(id(pairs))
+        if g is None:
+            groups[id(pairs)] = [k]
+            kept[id(pairs)] = pairs
+        else:
+            g.append(k)
+    extra: dict[str, dict[int, Any]] = {}
+    for key, where in groups.items():
+        for name, value in kept[key]:
+            d = extra.get(name)
+            if d is None:
+                d = extra[name] = {}
+            d.update(zip(where, repeat(value)))
+    for name, d in direct.items():
+        if d:
+            extra.setdefault(name, {}).update(d)
+    return extra
 
 
 _first = operator.itemgetter(0)
@@ -711,7 +740,7 @@ def graph_from_columns(cols: EtColumns, rank: int | None = None) -> RankGraph:
         raw = cols.comm
         for i in compress(count(), map(COMM_TYPES.__contains__, types)):
             comm[i] = CommInfo.from_attrs(raw.get(i, {}))
-    extra = cols.extra
+    direct = cols.extra
     # the ctrl_deps of CPU ops: their parents (by id: display, critical path, finish waits)
     deps, nctrl = cols.deps, cols.nctrl
     sel = list(map(operator.and_, map(bool, cpu), map(bool, nctrl)))
@@ -721,7 +750,8 @@ def graph_from_columns(cols: EtColumns, rank: int | None = None) -> RankGraph:
         g.parents = set(chain.from_iterable(ctrl))
         del ctrl
     del sel
-    cols_l = [ids, cols.names, types, cols.durs, cols.starts, deps, cpu, lanes]
+    xpairs = cols.xpairs
+    cols_l = [ids, cols.names, types, cols.durs, cols.starts, deps, cpu, lanes, xpairs]
     perm = _id_order(ids, where)
     if perm is not None:
         m = len(perm)
@@ -730,11 +760,11 @@ def graph_from_columns(cols: EtColumns, rank: int | None = None) -> RankGraph:
         new = list(range(len(ids)))                      # old index -> new index
         any(map(new.__setitem__, perm, range(m)))
         comm = dict(zip(map(new.__getitem__, comm), comm.values()))
-        extra = {name: dict(zip(map(new.__getitem__, d), d.values())) for name, d in extra.items()}
-    ids, names, types, durs, starts, deps, cpu, lanes = cols_l
+        direct = {name: dict(zip(map(new.__getitem__, d), d.values())) for name, d in direct.items()}
+    ids, names, types, durs, starts, deps, cpu, lanes, xpairs = cols_l
     g.ids, g.names, g.types, g.durations, g.starts = ids, names, types, durs, starts
     g.deps, g.is_cpu, g.lanes, g.comm = deps, cpu, lanes, comm
-    g.extra = {name: d for name, d in extra.items() if d}
+    g.extra = _extras_of(xpairs, direct)    # (built in id order: no table to carry through the order)
     if not g.process_groups and cols.meta_payload:
         groups = groups_from_metadata_node(cols.meta_payload, where)
         if groups:
@@ -764,13 +794,19 @@ def _id_order(ids: list[int], where: str | None) -> list[int] | None:
 
 def load_graph(path: str | os.PathLike[str], rank: int | None = None) -> RankGraph:
     """Read one Chakra ET file (plain or gzipped) into the RankGraph the replay runs."""
-    cols = read_columns(path)
-    if not cols.ids:
-        raise TraceFormatError("no nodes after the GlobalMetadata (a trace cut short?)", path)
-    return graph_from_columns(cols, rank)
+    from chakra.io import gc_paused
+
+    with gc_paused():      # the finish step builds millions of tuples too: no GC rescans of them
+        cols = read_columns(path)
+        if not cols.ids:
+            raise TraceFormatError("no nodes after the GlobalMetadata (a trace cut short?)", path)
+        return graph_from_columns(cols, rank)
 
 
 def graph_from_protobuf(nodes: Any, metadata: Any = None, *, path: str | None = None,
                         rank: int | None = None) -> RankGraph:
     """Read protobuf ``Node`` messages (and the ``GlobalMetadata``) into a RankGraph."""
-    return graph_from_columns(columns_from_messages(nodes, metadata, path), rank)
+    from chakra.io import gc_paused
+
+    with gc_paused():
+        return graph_from_columns(columns_from_messages(nodes, metadata, path), rank)

@@ -118,8 +118,9 @@ def load_et(path: str | os.PathLike[str]) -> EtGraph:
                     rank = v
     if rank is None:
         rank = rank_from_name(path)
-    comm_types = cols.extra.get("comm_type", {})
-    comm_sizes = cols.extra.get("comm_size", {})
+    extras = cols.extras()
+    comm_types = extras.get("comm_type", {})
+    comm_sizes = extras.get("comm_size", {})
     out: list[GraphNode] = []
     for k, (nid, name, ntype, dur, deps, nctrl, cpu, start) in enumerate(zip(
             cols.ids, cols.names, cols.types, cols.durs, cols.deps, cols.nctrl, cols.cpu, cols.starts)):
