@@ -6,13 +6,13 @@ from pathlib import Path
 
 import orjson
 import pytest
+from conftest import needs_corpus
 
 from chakra.host.model import HostOp
 from chakra.link import api
 from chakra.link.api import link_files
 from chakra.link.etplus import CHAKRA, FLAT, host_node, host_text
 from chakra.pipeline.link import find_rank_pairs
-from tests.conftest import needs_corpus
 
 _IO = (b"[[1,2]]", b"[[2]]", b'["Tensor(float)"]', None, b"[]", b"[]", b"[]", b"[]")
 
