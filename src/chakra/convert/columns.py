@@ -44,7 +44,7 @@ from chakra.convert.serial import (
 )
 from chakra.errors import TraceFormatError
 from chakra.host.comm import COMM_KERNEL_PREFIXES, is_nccl_kernel
-from chakra.host.decode import FALSY, NO_RAW, Attr, canonical, read_document
+from chakra.host.decode import FALSY, NO_RAW, Attr, IOPieces, Node, canonical, read_document
 from chakra.host.loader import FLAT, Records, make_trace
 from chakra.host.model import METADATA, OP, HostOp, HostTrace, is_comm_name
 from chakra.io import gc_paused
@@ -86,11 +86,12 @@ def raw(values: array[float], extra: dict[int, Any], i: int) -> Any:
 
 
 def _put(values: array[float], extra: dict[int, Any], i: int, v: Any) -> None:
+    """Append ``v`` to a float column (see ``Columns.ts``); absent (None, UNSET) is NaN alone."""
     if type(v) is float and v == v:
         values.append(v)
     else:
         values.append(_NAN)
-        if v is not None:
+        if v is not None and v is not UNSET:
             extra[i] = v
 
 
@@ -179,11 +180,12 @@ def load_columns(path: str | os.PathLike[str]) -> tuple[HostTrace, Columns, Seri
     warnings) except that its ``ops`` are only the ops kept whole (``columns.full``) and
     ``by_id`` is empty.  Errors are those of ``load_host_et``.
 
-    Each node is decoded by the converter's own Struct (:class:`_ChakraNode` / :class:`_FlatNode`: the keys
-    a plain node has, nothing parsed that is not read) and goes straight into the columns
-    (:class:`_Plain`); a node that is not plain (a comm candidate, METADATA, a root, a key or value the
-    Structs do not take) is built as a HostOp by the host loader (``Records.record``) and added by
-    :func:`_add_op`.  Both give the same columns and bytes (tests/test_convert_columns.py).
+    Each node is decoded by a Struct (chakra layout: the converter's own ``_ChakraNode``, the keys a
+    plain node has, nothing parsed that is not read; flat layout: the host loader's ``Node``) and goes
+    straight into the columns (:class:`_Plain`); a node that is not plain (a comm candidate, METADATA, a
+    root, a key or value the plain route does not take) is built as a HostOp by the host loader
+    (``Records.record``) and added by :func:`_add_op`.  Both give the same columns and bytes
+    (tests/test_convert_columns.py).
     """
     with gc_paused():
         doc = read_document(path)
@@ -256,72 +258,18 @@ _CPU_PLAIN = attrgetter(*_GPU_KEYS)
 _ALL_UNSET = (UNSET,) * len(_GPU_KEYS)
 
 
-class _ChakraNode(msgspec.Struct, gc=False, forbid_unknown_fields=True):
-    """A plain node of the chakra layout: its own keys and the ET+ keys the converter reads or skips.  Any
-    other key (``comm_backend``, a flat-layout key, an unknown one) is refused: the host route."""
-
-    id: Any
-    name: Any
-    ctrl_deps: Any = UNSET
-    inputs: _IO | None | UnsetType = UNSET
-    outputs: _IO | None | UnsetType = UNSET
-    attrs: list[Attr] | None | UnsetType = UNSET
-    cat: Any = UNSET
-    ph: Any = UNSET
-    ts: Any = UNSET
-    dur: Any = UNSET
-    inclusive_dur: Any = UNSET
-    exclusive_dur: Any = UNSET
-    kineto_tid: Any = UNSET
-    stream: Any = UNSET
-    device: Any = UNSET
-    tid: Any = UNSET
-    pid: Any = UNSET
-    args: _Args | UnsetType = UNSET
-    pg_name: Any = UNSET
-    collective_name: Any = UNSET
-    comm_size: Any = UNSET
-    inter_thread_dep: Any = UNSET
-    sync_dep: Any = UNSET
-
-
-class _FlatNode(msgspec.Struct, gc=False, forbid_unknown_fields=True):
-    """A plain node of the flat (1.0.1) layout, as :class:`_ChakraNode` (``tid`` is a layout key here)."""
-
-    id: Any
-    name: Any
-    parent: Any = UNSET
-    rf_id: Any = UNSET
-    fw_parent: Any = UNSET
-    seq_id: Any = UNSET
-    scope: Any = UNSET
-    tid: Any = UNSET
-    fw_tid: Any = UNSET
-    op_schema: Any = UNSET
-    inputs: list[Raw] | None | UnsetType = UNSET
-    input_shapes: Raw = NO_RAW
-    input_types: Raw = NO_RAW
-    input_strides: Raw = NO_RAW
-    outputs: list[Raw] | None | UnsetType = UNSET
-    output_shapes: Raw = NO_RAW
-    output_types: Raw = NO_RAW
-    output_strides: Raw = NO_RAW
-    cat: Any = UNSET
-    ph: Any = UNSET
-    ts: Any = UNSET
-    dur: Any = UNSET
-    inclusive_dur: Any = UNSET
-    exclusive_dur: Any = UNSET
-    kineto_tid: Any = UNSET
-    stream: Any = UNSET
-    device: Any = UNSET
-    pid: Any = UNSET
-    args: _Args | UnsetType = UNSET
-    pg_name: Any = UNSET
-    collective_name: Any = UNSET
-    comm_size: Any = UNSET
-    inter_thread_dep: Any = UNSET
-    sync_dep: Any = UNSET
+# A plain node of the chakra layout: its own keys and the ET+ keys the converter reads or skips (Kineto args
+# reduced to the keys read, the other ET+ keys as parsed).  Any other key (``comm_backend``, a flat-layout
+# key, an unknown one) is refused: the host route.  (A flat node, rarer, is decoded by the host loader's
+# ``Node``.)
+_ETPLUS_KEYS = ("cat", "ph", "ts", "dur", "inclusive_dur", "exclusive_dur", "kineto_tid", "stream", "device",
+                "tid", "pid", "pg_name", "collective_name", "comm_size", "inter_thread_dep", "sync_dep")
+_ChakraNode = msgspec.defstruct(
+    "_ChakraNode",
+    [("id", Any), ("name", Any), ("ctrl_deps", Any, UNSET), ("inputs", _IO | None | UnsetType, UNSET),
+     ("outputs", _IO | None | UnsetType, UNSET), ("attrs", list[Attr] | None | UnsetType, UNSET),
+     ("args", _Args | UnsetType, UNSET), *((k, Any, UNSET) for k in _ETPLUS_KEYS)],
+    gc=False, forbid_unknown_fields=True)
 
 
 _FLAT_GPU_KEYS = ("ph", "stream", "device", "pid", "args", "pg_name", "collective_name", "comm_size")
@@ -329,7 +277,10 @@ _FLAT_CPU_PLAIN = attrgetter(*_FLAT_GPU_KEYS)
 _FLAT_ALL_UNSET = (UNSET,) * len(_FLAT_GPU_KEYS)
 _CHAKRA_DECODE = msgspec.json.Decoder(_ChakraNode).decode
 _IO_TAILS_LIMIT = 100_000
-_FLAT_DECODE = msgspec.json.Decoder(_FlatNode).decode
+# a flat-layout node: the host loader's Struct (its flat keys); the keys the plain route refuses are checked
+_FLAT_DECODE = msgspec.json.Decoder(Node).decode
+_FLAT_REFUSED = attrgetter("attrs", "ctrl_deps", "comm_backend")
+_FLAT_NONE_REFUSED = (UNSET,) * 3
 _STD_ORDER = ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schema")   # PyTorch's order
 _STD_NAMES = frozenset(_STD_ORDER)
 #: node keys read into the columns: an ``attrs`` entry of one of these names takes the host route (the
@@ -359,8 +310,7 @@ class _Plain:
         self.interned = interned
         self.parents = c.parents.append
         self.appends = (c.ids.append, c.names.append, c.kinds.append, c.rf_ids.append, c.threads.append,
-                        c.is_gpu.append, c.skeys.append, c.full.append, c.tails.append,  # type: ignore[union-attr]
-                        c.ts.append, c.dur.append, c.excl.append)
+                        c.is_gpu.append, c.skeys.append, c.full.append, c.tails.append)  # type: ignore[union-attr]
         self.piece = builder.piece
         self.io_tails: dict[tuple[bytes, bytes], bytes] = {}   # raw (shapes, types) -> IOInfo fields 2, 3
         self.comm_names: dict[str, bool] = {}
@@ -373,13 +323,11 @@ class _Plain:
             n = _CHAKRA_DECODE(raw)
         except msgspec.DecodeError:   # (ValidationError included) the host route says what it is
             return False
-        nid = n.id
-        name = n.name
         parent = n.ctrl_deps
         if parent is UNSET:
             parent = 0
-        if type(nid) is not int or type(name) is not str or type(parent) is not int or nid == 1 or \
-                name[:1] == "[" or name[:1] == "#":
+        gpu = _plain_kind(n, parent, _CPU_PLAIN, _ALL_UNSET)
+        if gpu is None:
             return False
         alist = n.attrs
         rest = b""
@@ -395,42 +343,33 @@ class _Plain:
                 rest = _encode(alist[7:])
         else:
             return False
-        cat = n.cat
-        if cat is UNSET:
-            if _CPU_PLAIN(n) != _ALL_UNSET:
-                return False
-            gpu = False
-        elif type(cat) is str and cat in GPU_CATS:
-            gpu = True
-        else:
-            return False
         io = self.io_field
         ins = io(IN_TAG, n.inputs)
         outs = io(OUT_TAG, n.outputs)
-        return self.append(n, i, nid, name, parent, gpu, rf, tid, (fp, sq, sc, ft, osc), rest, ins, outs)
+        return self.append(n, i, n.id, n.name, parent, gpu, rf, tid, (fp, sq, sc, ft, osc), rest, ins, outs,
+                           n.args)
 
     def flat(self, raw: Any, i: int) -> bool:
         try:
             n = _FLAT_DECODE(raw)
         except msgspec.DecodeError:
             return False
-        nid = n.id
-        name = n.name
         parent = n.parent
         if parent is UNSET:
             parent = 0
-        if type(nid) is not int or type(name) is not str or type(parent) is not int or nid == 1 or \
-                name[:1] == "[" or name[:1] == "#":
+        if _FLAT_REFUSED(n) != _FLAT_NONE_REFUSED or type(n.inputs) is IOPieces or \
+                type(n.outputs) is IOPieces:
             return False
-        cat = n.cat
-        if cat is UNSET:
-            if _FLAT_CPU_PLAIN(n) != _FLAT_ALL_UNSET:
+        gpu = _plain_kind(n, parent, _FLAT_CPU_PLAIN, _FLAT_ALL_UNSET)
+        if gpu is None:
+            return False
+        args = n.args
+        if gpu and args is not UNSET:   # the host Struct keeps args as parsed: the keys read, as _Args
+            if type(args) is not dict:
                 return False
-            gpu = False
-        elif type(cat) is str and cat in GPU_CATS:
-            gpu = True
-        else:
-            return False
+            get = args.get
+            args = _Args(get("stream", UNSET), get("device", UNSET), get("correlation", UNSET),
+                         get("External id", UNSET))
         v = n.rf_id
         rf = None if v is UNSET else v
         v = n.tid
@@ -440,7 +379,7 @@ class _Plain:
         text = self.ser.io_text
         ins = text(IN_TAG, _flat_list(n.inputs), falsy(n.input_shapes), falsy(n.input_types))
         outs = text(OUT_TAG, _flat_list(n.outputs), falsy(n.output_shapes), falsy(n.output_types))
-        return self.append(n, i, nid, name, parent, gpu, rf, tid, fixed, b"", ins, outs)
+        return self.append(n, i, n.id, n.name, parent, gpu, rf, tid, fixed, b"", ins, outs, args)
 
     # -- pieces -------------------------------------------------------------------------------------------
     def io_field(self, tag: bytes, d: Any) -> bytes:
@@ -494,8 +433,9 @@ class _Plain:
 
     # -- the columns and the tail -------------------------------------------------------------------------
     def append(self, n: Any, i: int, nid: int, name: str, parent: int, gpu: bool, rf: Any, tid: Any,
-               fixed: tuple[Any, ...], rest: bytes, ins: bytes, outs: bytes) -> bool:
-        """Append node ``i`` (decoded ``n``; its core fields given) unless it is not plain after all."""
+               fixed: tuple[Any, ...], rest: bytes, ins: bytes, outs: bytes, args: Any) -> bool:
+        """Append node ``i`` (decoded ``n``; its core fields and Kineto ``args`` given) unless it is not plain
+        after all."""
         if gpu:
             coll = n.collective_name
             if name.startswith(COMM_KERNEL_PREFIXES) or (type(coll) is str and coll):
@@ -518,7 +458,7 @@ class _Plain:
         at = c.index.setdefault(nid, i)
         if at != i:
             raise _duplicate(nid, at, i, self.path)
-        ids, names, kinds, rf_ids, threads, is_gpu, skeys, full, tails, ts, dur, excl = self.appends
+        ids, names, kinds, rf_ids, threads, is_gpu, skeys, full, tails = self.appends
         ids(nid)
         names(self.interned.setdefault(name, name))
         kinds(OP)
@@ -528,30 +468,11 @@ class _Plain:
             kt = None
         threads(kt if kt is not None else tid)
         is_gpu(gpu)
-        v = n.ts
-        if type(v) is float and v == v:
-            ts(v)
-        else:
-            ts(_NAN)
-            if v is not UNSET and v is not None:
-                c.ts_x[i] = v
-        v = n.dur
-        if type(v) is float and v == v:
-            dur(v)
-        else:
-            dur(_NAN)
-            if v is not UNSET and v is not None:
-                c.dur_x[i] = v
-        v = n.exclusive_dur
-        if type(v) is float and v == v:
-            excl(v)
-        else:
-            excl(_NAN)
-            if v is not UNSET and v is not None:
-                c.excl_x[i] = v
+        _put(c.ts, c.ts_x, i, n.ts)
+        _put(c.dur, c.dur_x, i, n.dur)
+        _put(c.excl, c.excl_x, i, n.exclusive_dur)
         ser = self.ser
         if gpu:
-            args = n.args
             stream = n.stream
             if stream is UNSET:
                 if args is not UNSET and args.stream is not UNSET:
@@ -598,6 +519,24 @@ class _Plain:
         full(None)
         tails(tail)
         return True
+
+
+def _plain_kind(n: Any, parent: Any, cpu_plain: Any, none: tuple[Any, ...]) -> bool | None:
+    """Whether a decoded node is a GPU op (True) or a CPU op (False) of the plain route; None when it is not
+    plain: an id, name or parent of another type, a root or METADATA node (id 1, a name starting with
+    ``[`` or ``#``), a ``cat`` that is not a GPU one, or a CPU node with a GPU key (``cpu_plain(n)`` is not
+    ``none``: an attribute of its HostOp)."""
+    nid = n.id
+    name = n.name
+    if type(nid) is not int or type(name) is not str or type(parent) is not int or nid == 1 or \
+            name[:1] == "[" or name[:1] == "#":
+        return None
+    cat = n.cat
+    if cat is UNSET:
+        return False if cpu_plain(n) == none else None
+    if type(cat) is str and cat in GPU_CATS:
+        return True
+    return None
 
 
 _FLAT_FIXED = attrgetter("fw_parent", "seq_id", "scope", "fw_tid", "op_schema")

@@ -179,8 +179,8 @@ class Serializer:
             b = cached("is_cpu_op", cpu) + cached("tid", tid)
             if kt is not None and kt != htid:
                 b += cached("host_tid", htid)
-            if key is not None and len(blocks) < BLOCK_LIMIT:
-                blocks[key] = b
+            if key is not None:
+                _keep(blocks, key, b)
         return b
 
     def fixed_block(self, fp: Any, sq: Any, sc: Any, ft: Any, osc: Any) -> bytes:
@@ -196,8 +196,8 @@ class Serializer:
                           for nf, name, v in ((_FP_NAME, "fw_parent", fp), (_SQ_NAME, "seq_id", sq),
                                               (_SC_NAME, "scope", sc), (_FT_NAME, "fw_tid", ft))]) \
                 + cached("op_schema", osc)
-            if key is not None and len(blocks) < BLOCK_LIMIT:
-                blocks[key] = b
+            if key is not None:
+                _keep(blocks, key, b)
         return b
 
     def gpu_block(self, stream: Any, device: Any, cat: Any) -> bytes:
@@ -217,8 +217,7 @@ class Serializer:
                 b += cached("device", device)
             if cat is not None:
                 b += cached("cat", cat)
-            if len(blocks) < BLOCK_LIMIT:
-                blocks[key] = b
+            _keep(blocks, key, b)
         return b
 
     def gpu_attrs(self, op: HostOp) -> list[bytes]:
@@ -238,6 +237,14 @@ class Serializer:
             for k in kept:
                 out.append(cached(k, a[k], types.get(k)))
         return out
+
+
+def _keep(blocks: dict[tuple[Any, ...], bytes], key: tuple[Any, ...], b: bytes) -> None:
+    """Cache a block; a full cache starts again (values unique to one op fill it: seq_id, fw_parent), so
+    that the blocks that repeat stay cached at any size."""
+    if len(blocks) >= BLOCK_LIMIT:
+        blocks.clear()
+    blocks[key] = b
 
 
 def _kineto_ids(args: dict[str, Any], out: list[bytes]) -> None:

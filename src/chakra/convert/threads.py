@@ -66,7 +66,7 @@ waiting, so the replay without idle time never exceeds the recording.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any
@@ -119,15 +119,7 @@ class ThreadTiming:
 def thread_timing(inp: ThreadInput) -> ThreadTiming:
     """Pieces, depths and waits of every host thread (see the module doc)."""
     out = ThreadTiming()
-    threads: dict[Any, list[int]] = {}
-    thread = inp.thread
-    for i in compress(range(inp.n), inp.on_thread):
-        th = thread[i]
-        members = threads.get(th)
-        if members is None:
-            threads[th] = [i]
-        else:
-            members.append(i)
+    threads = _group(compress(range(inp.n), inp.on_thread), inp.thread)
     if not threads:
         return out
     ends = _EndIndex(inp)
@@ -135,6 +127,19 @@ def thread_timing(inp: ThreadInput) -> ThreadTiming:
         _sweep(inp, members, ends, out)
     if inp.launcher:
         _stream_waits(inp, ends, out)
+    return out
+
+
+def _group(nodes: Iterable[int], key: Sequence[Any]) -> dict[Any, list[int]]:
+    """``nodes`` by ``key[node]``, each list in the order given."""
+    out: dict[Any, list[int]] = {}
+    for i in nodes:
+        k = key[i]
+        members = out.get(k)
+        if members is None:
+            out[k] = [i]
+        else:
+            members.append(i)
     return out
 
 
@@ -149,15 +154,7 @@ def _stream_waits(inp: ThreadInput, ends: _EndIndex, out: ThreadTiming) -> None:
     A kernel that started while its launching op was still running keeps the replay's own rule (it
     starts as many µs after its launcher started as recorded)."""
     start, end, lane, launcher = inp.start, inp.end, inp.lane, inp.launcher
-    streams: dict[Any, list[int]] = {}
-    for i in compress(range(inp.n), inp.is_gpu):
-        if end[i] is not None:
-            ln = lane[i]
-            members = streams.get(ln)
-            if members is None:
-                streams[ln] = [i]
-            else:
-                members.append(i)
+    streams = _group((i for i in compress(range(inp.n), inp.is_gpu) if end[i] is not None), lane)
     for ln, seq in streams.items():
         seq.sort(key=lambda i: (start[i], inp.pos[i]))
         free = 0

@@ -355,13 +355,15 @@ def _attrs_from_obj(v: Any) -> Any:
 _SUSPECT = b" \t\n\r\\.E"
 _EXPONENT = re.compile(rb"[0-9]e")
 _MINUS_ZERO = re.compile(rb"-0(?![.0-9eE])")
+# text without any of these bytes passes the three tests above: one scan decides for most text
+_NOT_PLAIN = _SUSPECT + b"e-"
 
 
 def canonical(raw: Any) -> bytes:
     """The canonical text of a raw JSON value (see above)."""
     b = bytes(raw)
-    if len(b.translate(None, _SUSPECT)) == len(b) and (b"e" not in b or not _EXPONENT.search(b)) and (
-            b"-0" not in b or not _MINUS_ZERO.search(b)):
+    if len(b.translate(None, _NOT_PLAIN)) == len(b) or (len(b.translate(None, _SUSPECT)) == len(b) and (
+            b"e" not in b or not _EXPONENT.search(b)) and (b"-0" not in b or not _MINUS_ZERO.search(b))):
         return b
     try:
         value = orjson.loads(b)
