@@ -746,10 +746,13 @@ def graph_from_columns(cols: EtColumns, rank: int | None = None) -> RankGraph:
     deps, nctrl = cols.deps, cols.nctrl
     sel = list(map(operator.and_, map(bool, cpu), map(bool, nctrl)))
     if any(sel):
-        ctrl = list(map(operator.getitem, compress(deps, sel), map(slice, compress(nctrl, sel))))
-        g.ctrl_parent = dict(zip(compress(ids, sel), map(_first, ctrl)))
-        g.parents = set(chain.from_iterable(ctrl))
-        del ctrl
+        firsts = list(map(_first, compress(deps, sel)))        # (most have one ctrl_dep: no slices)
+        g.ctrl_parent = dict(zip(compress(ids, sel), firsts))
+        parents = set(firsts)
+        del firsts
+        for k in compress(count(), map(operator.and_, sel, map((1).__lt__, nctrl))):
+            parents.update(deps[k][:nctrl[k]])
+        g.parents = parents
     del sel
     xpairs = cols.xpairs
     cols_l = [ids, cols.names, types, cols.durs, cols.starts, deps, cpu, lanes, xpairs]
