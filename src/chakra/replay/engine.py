@@ -348,9 +348,12 @@ def _run_in_order(plan: Plan, order: list[int], base: float) -> tuple[list[float
     for i, v in plan.first.items():
         ready[i] += v
     rget = plan.release.get
-    aget = plan.after.get if plan.after else None
-    wget = plan.waits.get if plan.waits else None
+    aget = plan.after.get
+    wget = plan.waits.get
     mget = plan.ff_min.get
+    # the nodes with a wait after another node's end, or for a finish (few): the others take the short way
+    special = set(plan.after)
+    special.update(plan.waits, plan.ff_min)
     start = [0.0] * n
     end = [-1.0] * n
     for i in order:
@@ -365,25 +368,25 @@ def _run_in_order(plan: Plan, order: list[int], base: float) -> tuple[list[float
             c = (end[p] if rel is None else start[p] + rel) + gap[i]
             if c > t:
                 t = c
-        if aget is not None:
-            for u, dl in aget(i, ()):
-                e = end[u]
-                if e < 0.0:
-                    return None
-                if e + dl > t:
-                    t = e + dl
+        if i not in special:
+            start[i] = t
+            end[i] = t + rd[i]
+            continue
+        for u, dl in aget(i, ()):
+            e = end[u]
+            if e < 0.0:
+                return None
+            if e + dl > t:
+                t = e + dl
         cand = None
-        if wget is not None:
-            w = wget(i)
-            if w is not None:
-                for j, tail, offset in w:
-                    c = start[j] + offset
-                    if c > t:
-                        t = c
-                    if tail is not None:
-                        c = end[j] + tail
-                        if cand is None or c > cand:
-                            cand = c
+        for j, tail, offset in wget(i, ()):
+            c = start[j] + offset
+            if c > t:
+                t = c
+            if tail is not None:
+                c = end[j] + tail
+                if cand is None or c > cand:
+                    cand = c
         start[i] = t
         m = mget(i)
         e = t + (rd[i] if m is None else m)

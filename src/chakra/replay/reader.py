@@ -45,6 +45,7 @@ import operator
 import os
 import re
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import chain, compress, count, islice, repeat
 from typing import Any
@@ -396,12 +397,12 @@ class _Builder:
         if ids is None or types is None or starts is None or durs is None or names is None \
                 or ctrl is None or data is None:
             return False
-        attrs = list(m.attr)
-        del m
         cols = self.cols
         base = len(cols.ids)
-        read = self.attr_infos(attrs, n, base)
-        del attrs
+        # (the attributes straight from the message: each bytes object is dropped once looked up, unless
+        # the cache keeps it)
+        read = self.attr_infos(m.attr, n, base)
+        del m
         if read is None:
             return False
         infos, direct = read
@@ -479,7 +480,7 @@ class _Builder:
             return _SKIP_KEY
         return self.kcache[raw]
 
-    def attr_infos(self, attrs: list[bytes], n: int, base: int) -> tuple[list[tuple], list[tuple]] | None:
+    def attr_infos(self, attrs: Iterable[bytes], n: int, base: int) -> tuple[list[tuple], list[tuple]] | None:
         """(per node: :meth:`node_info`, [(node index, code, name, value) of the attributes decoded where
         they occur]) from a batch's merged attributes (a sentinel after each node's); None when the batch
         is to be read node by node."""
@@ -745,10 +746,13 @@ def graph_from_columns(cols: EtColumns, rank: int | None = None) -> RankGraph:
     deps, nctrl = cols.deps, cols.nctrl
     sel = list(map(operator.and_, map(bool, cpu), map(bool, nctrl)))
     if any(sel):
-        ctrl = list(map(operator.getitem, compress(deps, sel), map(slice, compress(nctrl, sel))))
-        g.ctrl_parent = dict(zip(compress(ids, sel), map(_first, ctrl)))
-        g.parents = set(chain.from_iterable(ctrl))
-        del ctrl
+        firsts = list(map(_first, compress(deps, sel)))        # (most have one ctrl_dep: no slices)
+        g.ctrl_parent = dict(zip(compress(ids, sel), firsts))
+        parents = set(firsts)
+        del firsts
+        for k in compress(count(), map(operator.and_, sel, map((1).__lt__, nctrl))):
+            parents.update(deps[k][:nctrl[k]])
+        g.parents = parents
     del sel
     xpairs = cols.xpairs
     cols_l = [ids, cols.names, types, cols.durs, cols.starts, deps, cpu, lanes, xpairs]
