@@ -10,7 +10,7 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "chakra"
 
 #: bottom to top; a package may import its own modules and any package of a lower layer
 LAYERS: list[tuple[str, ...]] = [
-    ("__init__", "errors", "schema"),
+    ("__init__", "errors", "lazy", "schema"),
     ("io",),
     ("host", "device"),
     ("link",),

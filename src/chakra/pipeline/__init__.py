@@ -21,8 +21,9 @@ The names below are imported when first used: ``chakra_trace_link`` of one pair 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from chakra.lazy import lazy_exports, module_of
 
 if TYPE_CHECKING:
     from chakra.io.executor import auto_jobs, dask_client, run_ranks
@@ -40,7 +41,7 @@ _FROM = {
     "chakra.pipeline.report": ("job_table", "pipeline_table", "summary_markdown"),
     "chakra.pipeline.run": ("process_rank", "run_pipeline"),
 }
-_MODULE_OF = {name: module for module, names in _FROM.items() for name in names}
+_MODULE_OF = module_of(_FROM)
 
 __all__ = [
     "PipelineResult", "RankFiles", "RankNaming", "RankResult", "RankTask", "auto_jobs", "bundled_data_dir",
@@ -48,15 +49,4 @@ __all__ = [
     "process_rank", "run_pipeline", "run_ranks", "summary_markdown"
 ]
 
-
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _MODULE_OF)

@@ -9,8 +9,9 @@ The names below are imported when first used, so that ``import chakra.replay`` (
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from chakra.lazy import lazy_exports, module_of
 
 if TYPE_CHECKING:
     from chakra.replay.api import (
@@ -43,7 +44,7 @@ _FROM = {
                              "write_timeline"),
     "chakra.replay.reader": ("graph_from_protobuf", "load_graph"),
 }
-_MODULE_OF = {name: module for module, names in _FROM.items() for name in names}
+_MODULE_OF = module_of(_FROM)
 
 __all__ = [
     "JobResult", "MODES", "NodeSpec", "RankGraph", "ReplayError", "ReplayResult", "graph_from_protobuf",
@@ -51,15 +52,4 @@ __all__ = [
     "replay_rank", "results_table", "round_us", "timeline", "write_completion_log", "write_timeline"
 ]
 
-
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _MODULE_OF)
