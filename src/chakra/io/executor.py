@@ -18,6 +18,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from chakra.errors import ChakraError, UsageError
+from chakra.io.forkmap import serial_workers
 from chakra.io.ranks import RankFiles
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,12 @@ def _guarded(func: Callable[[Any], Any], task: Any, level: int | None = None) ->
             root.removeHandler(capture)
 
 
+def _dask_task(func: Callable[[Any], Any], task: Any, level: int | None) -> Outcome:
+    """``_guarded`` on a Dask worker: one part per stage (the cluster's workers share the cores)."""
+    serial_workers()
+    return _guarded(func, task, level)
+
+
 def _replay_records(pid: int, records: list[tuple[str, int, str]]) -> None:
     if pid == os.getpid():
         return      # the task ran in this process: its records were logged already
@@ -76,8 +83,10 @@ def _replay_records(pid: int, records: list[tuple[str, int, str]]) -> None:
 
 
 def _init_worker() -> None:
-    """A spawned worker prints nothing itself: its records go back to the parent (see ``_guarded``)."""
+    """A spawned worker prints nothing itself: its records go back to the parent (see ``_guarded``); its
+    stages run in one part (``chakra.io.forkmap``: the pool keeps the cores busy with ranks)."""
     logging.getLogger().addHandler(logging.NullHandler())
+    serial_workers()
 
 
 def _task_rank(task: Any, pos: int) -> int:
@@ -152,7 +161,7 @@ def run_ranks(func: Callable[[Any], Any], tasks: Sequence[Any], *, jobs: int | N
         try:
             from dask.distributed import as_completed as dask_completed
 
-            futures = [client.submit(_guarded, func, t, level, pure=False) for t in tasks]
+            futures = [client.submit(_dask_task, func, t, level, pure=False) for t in tasks]
             pos_of = {f.key: i for i, f in enumerate(futures)}
             for fut in dask_completed(futures):
                 done(pos_of[fut.key], fut.result())

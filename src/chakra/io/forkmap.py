@@ -1,0 +1,177 @@
+"""One stage's per-node work split over the cores this process may use: the one parallel mechanism and policy.
+
+A stage that does the same thing to every node of a file (decode it, serialise it) cuts its node range into
+``parts()`` contiguous pieces and calls :func:`fork_map`: piece 0 runs in this process, every other piece in
+a forked child that sees the parent's data as it was at the fork (nothing is pickled on the way in) and sends
+its result back pickled through a pipe.  The results come back in piece order, so a stage that concatenates
+them produces the same output for any number of parts; the tests run every such stage with 1 and with
+several parts and compare.
+
+Policy (the only one):
+
+* ``parts()`` is the number of CPUs this process may run on (``os.sched_getaffinity``), or ``CHAKRA_PARTS``
+  when set (``1``: everything in this process).  A rank worker of a multi-rank pipeline runs with 1 (the
+  pipeline already keeps every core busy with ranks).
+* Where ``os.fork`` does not exist (Windows) there is one part.
+* A piece smaller than ``min_size`` items is not worth a process (fork + pickling cost about a
+  millisecond per thousand nodes of result): ``split`` makes fewer pieces.
+* A child that fails with an exception re-raises it here (its type and message); a child that dies (killed,
+  out of memory) raises :class:`chakra.errors.ChakraError` naming the stage.  A fork that fails (no
+  memory for the process) logs a warning and runs that piece here: slower, never silent.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from chakra.errors import ChakraError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_ENV = "CHAKRA_PARTS"
+
+
+def parts() -> int:
+    """How many pieces a stage splits its nodes into (see the module doc)."""
+    if not hasattr(os, "fork"):
+        return 1
+    env = os.environ.get(_ENV)
+    if env:
+        try:
+            return max(1, int(env))
+        except ValueError:
+            log.warning("%s=%r is not a number; using 1", _ENV, env)
+            return 1
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def serial_workers() -> None:
+    """Called in a rank worker of a process pool: its stages run in one part (the pool uses the cores)."""
+    os.environ[_ENV] = "1"
+
+
+def split(n: int, min_size: int, k: int | None = None) -> list[range]:
+    """``range(n)`` cut into at most ``k`` (default ``parts()``) contiguous pieces of nearly equal size, each
+    at least ``min_size`` long (one piece when ``n`` is small)."""
+    k = parts() if k is None else k
+    k = max(1, min(k, n // max(1, min_size)))
+    step, extra = divmod(n, k)
+    out: list[range] = []
+    a = 0
+    for i in range(k):
+        b = a + step + (1 if i < extra else 0)
+        out.append(range(a, b))
+        a = b
+    return out
+
+
+def fork_map(fn: Callable[[T], R], pieces: Sequence[T], what: str) -> list[R]:
+    """``[fn(p) for p in pieces]``, the first piece here, each other one in a forked child (module doc).
+
+    ``what`` names the work in error messages (e.g. "decoding nodes of x.json").  ``fn``'s result must
+    pickle; ``fn`` must not rely on changes a child makes to shared state (they stay in the child).
+    """
+    if len(pieces) <= 1:
+        return [fn(p) for p in pieces]
+    children: list[tuple[int, int] | None] = []
+    for p in pieces[1:]:
+        children.append(_spawn(fn, p, what))
+    try:
+        first = fn(pieces[0])
+    except BaseException:
+        for ch in children:
+            if ch is not None:
+                _reap(ch)
+        raise
+    out: list[R] = [first]
+    pending = list(zip(pieces[1:], children))
+    try:
+        while pending:
+            p, ch = pending[0]
+            out.append(fn(p) if ch is None else _collect(ch, what))
+            pending.pop(0)
+    except BaseException:
+        for _, ch in pending[1:]:
+            if ch is not None:
+                _reap(ch)
+        raise
+    return out
+
+
+def _spawn(fn: Callable[[Any], Any], piece: Any, what: str) -> tuple[int, int] | None:
+    r, w = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        os.close(r)
+        os.close(w)
+        log.warning("could not start a process for %s (%s); doing that part in this process", what, exc)
+        return None
+    if pid == 0:   # the child: compute, send, leave without running the parent's clean-up
+        code = 0
+        try:
+            os.close(r)
+            try:
+                payload = pickle.dumps((True, fn(piece)), protocol=pickle.HIGHEST_PROTOCOL)
+            except BaseException as exc:   # noqa: BLE001 - sent to the parent, which re-raises it
+                payload = _error_payload(exc)
+            with os.fdopen(w, "wb") as f:
+                f.write(payload)
+        except BaseException:   # noqa: BLE001 - nothing to report to: the parent sees a dead child
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(w)
+    return pid, r
+
+
+def _error_payload(exc: BaseException) -> bytes:
+    try:
+        return pickle.dumps((False, exc), protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:   # noqa: BLE001 - an exception that does not pickle goes as text
+        text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        return pickle.dumps((False, ChakraError(text)), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _read_all(fd: int) -> bytes:
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
+
+
+def _collect(child: tuple[int, int], what: str) -> Any:
+    pid, r = child
+    data = _read_all(r)
+    _, status = os.waitpid(pid, 0)
+    if not data:
+        sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+        how = f"killed by signal {sig}" if sig else f"exit code {os.waitstatus_to_exitcode(status)}"
+        raise ChakraError(f"the process {what} died ({how}; out of memory?); "
+                          f"{_ENV}=1 does all the work in one process")
+    ok, value = pickle.loads(data)
+    if ok:
+        return value
+    raise value
+
+
+def _reap(child: tuple[int, int]) -> None:
+    pid, r = child
+    try:
+        os.close(r)
+    finally:
+        try:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        except OSError:
+            pass
+

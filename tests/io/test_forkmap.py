@@ -1,0 +1,59 @@
+"""chakra.io.forkmap: results in piece order, errors of a child raised here, a dead child reported."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from chakra.errors import ChakraError, TraceFormatError
+from chakra.io import forkmap
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
+
+
+def test_split_covers_the_range_in_order() -> None:
+    assert forkmap.split(10, 1, 3) == [range(0, 4), range(4, 7), range(7, 10)]
+    assert forkmap.split(10, 4, 3) == [range(0, 5), range(5, 10)]   # pieces of >= 4: two
+    assert forkmap.split(3, 4, 8) == [range(0, 3)]
+    assert forkmap.split(0, 1, 2) == [range(0, 0)]
+
+
+def test_parts_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHAKRA_PARTS", "3")
+    assert forkmap.parts() == 3
+    monkeypatch.setenv("CHAKRA_PARTS", "1")
+    assert forkmap.parts() == 1
+    assert forkmap.split(100, 1) == [range(0, 100)]
+    monkeypatch.delenv("CHAKRA_PARTS")
+    assert forkmap.parts() == len(os.sched_getaffinity(0))
+
+
+def test_results_come_back_in_order_from_other_processes() -> None:
+    got = forkmap.fork_map(lambda r: (os.getpid(), [i * i for i in r]), forkmap.split(9, 1, 3), "squares")
+    assert [v for _, part in got for v in part] == [i * i for i in range(9)]
+    pids = [pid for pid, _ in got]
+    assert pids[0] == os.getpid() and len(set(pids)) == 3
+
+
+def _fail(r: range) -> int:
+    if r.start > 0:
+        raise TraceFormatError("node 7 has no id", "x.json")
+    return 1
+
+
+def test_a_child_error_is_raised_here_with_its_type() -> None:
+    with pytest.raises(TraceFormatError, match="x.json: node 7 has no id"):
+        forkmap.fork_map(_fail, [range(0, 1), range(1, 2)], "decoding x.json")
+
+
+def _die(r: range) -> int:
+    if r.start > 0:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return 1
+
+
+def test_a_dead_child_is_reported() -> None:
+    with pytest.raises(ChakraError, match=r"decoding x.json died \(killed by signal 9"):
+        forkmap.fork_map(_die, [range(0, 1), range(1, 2)], "decoding x.json")
