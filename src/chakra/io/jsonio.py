@@ -10,7 +10,7 @@ import os
 import queue
 import threading
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from itertools import islice
 from typing import Any
 
@@ -136,7 +136,7 @@ def _stream_dump(path: str | os.PathLike[str], data: dict[str, Any], opts: int) 
     items = data[key]
     if len(items) < _STREAM_MIN_ITEMS:
         return False
-    return _write_texts(path, data, key, _item_texts(items, opts), opts)
+    return _write_items(path, data, key, items, opts)
 
 
 def dump_json_items(path: str | os.PathLike[str], data: dict[str, Any], key: str,
@@ -145,44 +145,19 @@ def dump_json_items(path: str | os.PathLike[str], data: dict[str, Any], key: str
     a batch at a time): the bytes :func:`dump_json` writes for the document holding that list, without
     the list (or the text) ever being whole in memory.  Atomic; gzip when the name ends in ``.gz``."""
     opts = orjson.OPT_SERIALIZE_NUMPY if hasattr(orjson, "OPT_SERIALIZE_NUMPY") else 0
-    dump_json_texts(path, data, key, _item_texts(items, opts))
-
-
-def dump_json_texts(path: str | os.PathLike[str], data: dict[str, Any], key: str,
-                    texts: Iterable[bytes | memoryview]) -> None:
-    """:func:`dump_json_items` with the list given as text: each of ``texts`` is the JSON text of some
-    consecutive items joined by ``,`` (``orjson.dumps(batch)[1:-1]``; empty ones are skipped), made
-    wherever the caller likes (e.g. in other processes, :mod:`chakra.io.forkmap`).  The same bytes as
-    :func:`dump_json_items` of those items."""
-    opts = orjson.OPT_SERIALIZE_NUMPY if hasattr(orjson, "OPT_SERIALIZE_NUMPY") else 0
-    if not _write_texts(path, data, key, texts, opts):
+    if not _write_items(path, data, key, items, opts):
         whole = dict(data)
-        whole[key] = orjson.Fragment(b"[" + b",".join(t for t in texts if len(t)) + b"]")
+        whole[key] = list(items)
         dump_json(path, whole)
 
 
-def _item_texts(items: Iterable[Any], opts: int) -> Iterator[memoryview]:
-    """``items`` as texts for :func:`_write_texts`: a batch at a time as a JSON list, brackets cut off (a
-    view: no copy of the text)."""
-    it = iter(items)
-    dumps = orjson.dumps
-    while True:
-        batch = list(islice(it, _STREAM_BATCH))
-        if not batch:
-            return
-        part = dumps(batch, option=opts)
-        del batch
-        yield memoryview(part)[1:-1]
-
-
-def _write_texts(path: str | os.PathLike[str], data: dict[str, Any], key: str,
-                 texts: Iterable[bytes | memoryview], opts: int) -> bool:
-    """Byte-identical to ``orjson.dumps(data)`` (+ ``gzip.compress(..., 6, mtime=0)``) with ``data[key]``
-    the list whose items' text ``texts`` holds: the document is encoded once with the list replaced by a
-    sentinel string, split there, and the list is written as ``[`` + the texts joined by ``,`` + ``]``
-    (orjson's compact form); gzip output goes through a zlib stream with the same parameters as
-    ``zlib.compress(level=6, wbits=31)``.  The full text never exists in memory (about 1 GB for a
-    million-op ET+).  False (nothing consumed) on a sentinel clash."""
+def _write_items(path: str | os.PathLike[str], data: dict[str, Any], key: str, items: Iterable[Any],
+                 opts: int) -> bool:
+    """Byte-identical to ``orjson.dumps(data)`` (+ ``gzip.compress(..., 6, mtime=0)``): the document is
+    encoded once with the list replaced by a sentinel string, split there, and the list is written as
+    ``[`` + the items joined by ``,`` + ``]`` (orjson's compact form); gzip output goes through a zlib
+    stream with the same parameters as ``zlib.compress(level=6, wbits=31)``.  The full text never exists
+    in memory (about 1 GB for a million-op ET+).  False (nothing consumed) on a sentinel clash."""
     shell = dict(data)
     shell[key] = _SENTINEL
     enc = orjson.dumps(shell, option=opts)
@@ -192,10 +167,11 @@ def _write_texts(path: str | os.PathLike[str], data: dict[str, Any], key: str,
     head, tail = enc.split(marker)
     gz = str(path).endswith(".gz")
     comp = zlib.compressobj(6, zlib.DEFLATED, 31) if gz else None
+    it = iter(items)
     with atomic_output(path) as fh:
         write = (lambda b: fh.write(comp.compress(b))) if comp is not None else fh.write
         # the file writes (and zlib) release the GIL: a writer thread overlaps them with making the next
-        # texts; at most a few wait in the queue
+        # batch; at most a few batches wait in the queue
         pending: queue.Queue[bytes | memoryview | None] = queue.Queue(maxsize=8)
         failed: list[BaseException] = []
 
@@ -214,15 +190,19 @@ def _write_texts(path: str | os.PathLike[str], data: dict[str, Any], key: str,
         thread.start()
         try:
             pending.put(head + b"[")
+            dumps = orjson.dumps
             first = True
-            for part in texts:
-                if failed:
+            while not failed:
+                batch = list(islice(it, _STREAM_BATCH))
+                if not batch:
                     break
-                if not len(part):
-                    continue
+                # a batch as a JSON list, brackets cut off (a view: no copy of the text): orjson's
+                # separators are the plain ","
+                part = dumps(batch, option=opts)
+                del batch
                 if not first:
                     pending.put(b",")
-                pending.put(part)
+                pending.put(memoryview(part)[1:-1])
                 first = False
             pending.put(b"]" + tail)
         finally:

@@ -12,26 +12,28 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
+from itertools import chain
 from typing import Any
 
 import orjson
+from orjson import Fragment
 
 from chakra.device.loader import load_kineto
 from chakra.device.model import KERNEL, MEMCPY, MEMSET, KinetoTrace
 from chakra.errors import TraceFormatError, UsageError
 from chakra.host.comm import COMM_KERNEL_PREFIXES
 from chakra.host.loader import load_host_et, self_parent_message
-from chakra.host.model import PROCESS_ROOT, HostOp, HostTrace
+from chakra.host.model import PROCESS_ROOT, HostTrace
 from chakra.io import gc_paused
-from chakra.io.forkmap import fork_map, parts, split
-from chakra.io.jsonio import dump_json_texts
+from chakra.io.forkmap import fork_map, split
+from chakra.io.jsonio import dump_json_items
 from chakra.link.comm import CommResolver, gloo_fields, process_groups
 from chakra.link.deps import DEFAULT_GAP_US, SyncStats, inter_thread_deps, order_keys, sync_deps
 from chakra.link.etplus import FLAT, add_io, host_text, io_text, json_string
-from chakra.link.gpu import GpuAttachment, GpuOp, attach_gpu_ops
+from chakra.link.gpu import GpuAttachment, attach_gpu_ops
 from chakra.link.kineto_only import KINETO_ONLY, KinetoHost, build_host, missing_note
 from chakra.link.match import MatchResult, match_ops
 from chakra.link.provenance import run_mismatches
@@ -148,28 +150,28 @@ def _link(
     host: HostTrace, kineto: KinetoTrace, rank_out: int | None, annotation: str | None,
     inter_thread_gap_us: float, step: int | None = None
 ) -> dict[str, Any]:
-    doc, texts = _prepare(host, kineto, rank_out, annotation, inter_thread_gap_us, step=step)
-    doc["nodes"] = parse_nodes(texts)
+    doc, nodes = _prepare(host, kineto, rank_out, annotation, inter_thread_gap_us, step=step)
+    doc["nodes"] = parse_nodes(nodes)
     return doc
 
 
-def parse_nodes(texts: Iterable[bytes]) -> list[dict[str, Any]]:
-    """The nodes' text :func:`_prepare` makes for the writer as plain JSON values: the document of
-    :func:`link_traces` / :func:`link_kineto` is what the file would read back as."""
-    return orjson.loads(b"[" + b",".join(t for t in texts if t) + b"]")
+def parse_nodes(nodes: Iterator[Any]) -> list[dict[str, Any]]:
+    """The nodes :func:`_prepare` makes for the writer (text and dicts holding text) as plain JSON values:
+    the document of :func:`link_traces` / :func:`link_kineto` is what the file would read back as."""
+    return orjson.loads(orjson.dumps(list(nodes)))
 
 
 def _prepare(
     host: HostTrace, kineto: KinetoTrace, rank_out: int | None, annotation: str | None,
     inter_thread_gap_us: float, prematched: KinetoHost | None = None, step: int | None = None
-) -> tuple[dict[str, Any], Iterator[bytes]]:
-    """The ET+ document with ``"nodes"`` holding None (in its place among the keys), and the nodes' JSON
-    text (host nodes in file order, then GPU nodes) as an iterator of pieces for
-    :func:`chakra.io.jsonio.dump_json_texts` (:func:`_node_texts`).
+) -> tuple[dict[str, Any], Iterator[Any]]:
+    """The ET+ document with ``"nodes"`` holding None (in its place among the keys), and an iterator
+    over the nodes: host nodes in file order, then GPU nodes.
 
     Everything the document says about the nodes (deps, counts) is worked out before the first node
-    is made, so a writer can stream the nodes and never hold a million nodes' text at once, and the
-    nodes of different pieces can be made in different processes.  ``prematched``: a host ET made from the
+    is made, so a writer can stream the nodes and never hold a million node dicts at once: each is its
+    JSON text (an ``orjson.Fragment``, :func:`chakra.link.etplus.host_text`) or a dict holding the
+    text of its launcher's inputs/outputs (GPU nodes).  ``prematched``: a host ET made from the
     Kineto trace itself, with its window and matching (:mod:`chakra.link.kineto_only`); ``host`` is its
     ``host``."""
     if step is not None:
@@ -244,73 +246,25 @@ def _prepare(
                  step_stats["gpu_ops_dropped"])
     doc["link_stats"] = stats
     _log_summary(f"rank {rank_out}" if rank_out is not None else os.path.basename(host.path), stats)
-    text = _NodeText(host, kineto, match.host_to_event, resolver, it_deps, s_deps, keep, gpu, first_gpu_id)
-    return doc, _node_texts(text, len(host.ops) + len(gpu.ops), f"writing the ET+ nodes of {host.path}")
+    nodes = chain(_host_nodes(host, kineto, match.host_to_event, resolver, it_deps, s_deps, keep),
+                  _gpu_nodes(host, kineto, gpu, resolver, first_gpu_id))
+    return doc, nodes
 
 
 _OUR_TOP_KEYS = frozenset(("rank", "world_size", "process_groups", "measured", "link_stats"))
 
-# Nodes turned into text by one piece of a round (:func:`_node_texts`), at most: bounds the text held
-# at once (about 1 KB a real-weight node: ~40 MB a piece, a few pieces in flight), not a speed knob.
-_PIECE_NODES = 40_000
-# A piece of fewer nodes is not worth a process: ~6 us a node here against a few ms for a fork of this
-# process and its exit (chakra.io.forkmap's min_size).
-_MIN_PIECE = 5_000
-
-
-def _node_texts(text: _NodeText, n: int, what: str) -> Iterator[bytes]:
-    """The text of nodes ``0 .. n-1`` (host ops, then GPU ops) in rounds of ``parts()`` pieces of at most
-    ``_PIECE_NODES`` nodes each, made by :func:`chakra.io.forkmap.fork_map` (piece 0 here, the others in
-    children: a node's text is compact to send back); one part: the same pieces, here.  Each text is the
-    comma-joined text of its nodes, in order; the texts of all rounds make the ``nodes`` list."""
-    step = _PIECE_NODES * parts()
-    for lo in range(0, n, step):
-        pieces = [range(lo + r.start, lo + r.stop) for r in split(min(step, n - lo), _MIN_PIECE)]
-        yield from fork_map(text, pieces, what)
-
-
-@dataclass(slots=True)
-class _NodeText:
-    """What makes the text of a range of ET+ nodes (host ops by position in ``host.ops``, then GPU ops
-    from ``len(host.ops)`` on): everything worked out by the passes, read only (a forked child sees it)."""
-
-    host: HostTrace
-    kineto: KinetoTrace
-    host_to_event: dict[int, int]
-    resolver: CommResolver
-    it_deps: dict[int, int]
-    s_deps: dict[int, list[int]]
-    keep: set[int] | None
-    gpu: GpuAttachment
-    first_gpu_id: int
-
-    def __call__(self, which: range) -> bytes:
-        """The nodes of ``which`` as JSON, joined by ``,`` (without brackets; empty for no nodes)."""
-        ops = self.host.ops
-        n = len(ops)
-        a, b = which.start, which.stop
-        out: list[bytes] = []
-        if a < n:
-            out.extend(_host_nodes(self.host, self.kineto, self.host_to_event, self.resolver, self.it_deps,
-                                   self.s_deps, self.keep, ops[a:min(b, n)]))
-        if b > n:
-            g0 = max(a, n) - n
-            out.extend(_gpu_nodes(self.host, self.kineto, self.gpu.ops[g0:b - n], self.resolver,
-                                  self.first_gpu_id + g0))
-        return b",".join(out)
-
 
 def _host_nodes(
     host: HostTrace, kineto: KinetoTrace, host_to_event: dict[int, int], resolver: CommResolver,
-    it_deps: dict[int, int], s_deps: dict[int, list[int]], keep: set[int] | None, ops: list[HostOp]
-) -> Iterator[bytes]:
-    """The host nodes of ``ops`` (host ops in file order) in their layout, with the timing of their
-    matched event and their deps (only those in ``keep`` when it is given), as their JSON text."""
+    it_deps: dict[int, int], s_deps: dict[int, list[int]], keep: set[int] | None = None
+) -> Iterator[Fragment]:
+    """Host nodes in file order and layout, with the timing of their matched event and their deps
+    (only those in ``keep`` when it is given), as their JSON text."""
     events = kineto.events
     layout = host.layout
     dumps = orjson.dumps
     timing = _TIMING
-    for op in ops:
+    for op in host.ops:
         oid = op.id
         if keep is not None and oid not in keep:
             continue
@@ -331,19 +285,18 @@ def _host_nodes(
         deps = s_deps.get(oid)
         if deps is not None:
             tail += b',"sync_dep":%b' % dumps(deps)
-        yield host_text(op, layout, tail + b"}")
+        yield Fragment(host_text(op, layout, tail + b"}"))
 
 
 _TIMING = b',"ts":%b,"dur":%b,"inclusive_dur":%b,"exclusive_dur":%b,"kineto_tid":%b'
 
 
 def _gpu_nodes(
-    host: HostTrace, kineto: KinetoTrace, ops: list[GpuOp], resolver: CommResolver, next_id: int
-) -> Iterator[bytes]:
-    """The JSON text of one node per attached GPU op of ``ops`` (GPU start order), ids from ``next_id``
-    (after the largest host id, plus the position of ``ops[0]`` among them).  Each copies its launcher's
-    inputs/outputs.  Formatted (:data:`_GPU_TEXT`) when its numbers are plain and its launcher has its
-    inputs/outputs as text, else encoded from the node dict (the same JSON)."""
+    host: HostTrace, kineto: KinetoTrace, gpu: GpuAttachment, resolver: CommResolver, next_id: int
+) -> Iterator[Fragment | dict[str, Any]]:
+    """One node per attached GPU op (GPU start order), ids from ``next_id`` (after the largest host id).
+    Each copies its launcher's inputs/outputs.  Written as text (:data:`_GPU_TEXT`) when its numbers are
+    plain and its launcher has its inputs/outputs as text, else as the node dict (the same JSON)."""
     events = kineto.events
     layout = host.layout
     by_id = host.by_id
@@ -354,7 +307,7 @@ def _gpu_nodes(
     dumps = orjson.dumps
     plain = _PLAIN
     string = json_string
-    for g in ops:
+    for g in gpu.ops:
         ev = events[g.pos]
         launcher = g.launcher
         if ev.name.startswith(comm_prefixes) or ev.collective:  # is_comm_kernel(ev)
@@ -369,10 +322,10 @@ def _gpu_nodes(
                 and type(next_id) is type(launcher) is int):
             # (numbers have no commas)
             ts, dur_t, stream_t, device_t = dumps((ev.ts, dur, stream, device))[1:-1].split(b",")
-            yield _GPU_TEXT % (
+            yield Fragment(_GPU_TEXT % (
                 next_id, string(ev.name), cat_text[ev.kind], ts, dur_t, dur_t, dur_t, stream_t, device_t,
                 stream_t, dumps(ev.args), string(pg_name), string(coll), size,
-                b"parent" if layout == FLAT else b"ctrl_deps", launcher, io_text(io, layout))
+                b"parent" if layout == FLAT else b"ctrl_deps", launcher, io_text(io, layout)))
         else:
             node = {
                 "id": next_id,
@@ -393,7 +346,7 @@ def _gpu_nodes(
                 parent_key: launcher,
             }
             add_io(node, by_id[launcher], layout)
-            yield dumps(node)
+            yield node
         next_id += 1
 
 
@@ -530,14 +483,14 @@ def link_kineto(
     except that every window of the annotation (default: every ``ProfilerStep#N``) is kept.
     """
     with gc_paused():
-        doc, texts = _prepare_kineto(kineto, rank, annotation, inter_thread_gap_us, fallback_rank)
-        doc["nodes"] = parse_nodes(texts)
+        doc, nodes = _prepare_kineto(kineto, rank, annotation, inter_thread_gap_us, fallback_rank)
+        doc["nodes"] = parse_nodes(nodes)
         return doc
 
 
 def _prepare_kineto(kineto: KinetoTrace, rank: int | None, annotation: str | None, gap_us: float,
                     fallback_rank: int | None, step: int | None = None
-                    ) -> tuple[dict[str, Any], Iterator[bytes]]:
+                    ) -> tuple[dict[str, Any], Iterator[Any]]:
     kh = build_host(kineto, annotation)
     host = kh.host
     host.extra = {"kineto_only": kh.summary()}
@@ -587,9 +540,9 @@ def link_kineto_file(
             if strict:
                 raise TraceFormatError(what + " (refused: --strict)", os.fspath(kineto_path))
             warnings.append(f"{what} (wrote rank {own}; --strict refuses)")
-        doc, texts = _prepare_kineto(kineto, rank, annotation, DEFAULT_GAP_US, fallback_rank, step)
-        dump_json_texts(out, doc, "nodes", texts)
-        del kineto, texts
+        doc, nodes = _prepare_kineto(kineto, rank, annotation, DEFAULT_GAP_US, fallback_rank, step)
+        dump_json_items(out, doc, "nodes", nodes)
+        del kineto, nodes
         report = _report(doc, None, os.fspath(kineto_path), out)
         del doc
     report.warnings = warnings
@@ -643,12 +596,12 @@ def link_files(
             # as link_traces says it
             log.warning("%s: %s: writing rank %s, the rank its collectives were recorded with",
                         kineto.path or host.path, bad_rank, trace_rank(host, kineto))
-        doc, texts = _prepare(host, kineto, resolve_rank(rank, host, kineto, fallback_rank), annotation,
+        doc, nodes = _prepare(host, kineto, resolve_rank(rank, host, kineto, fallback_rank), annotation,
                               DEFAULT_GAP_US, step=step)
         warnings = list(host.warnings) + list(kineto.warnings) + mismatches
         # the nodes are made while they are written: never a million node dicts at once
-        dump_json_texts(out, doc, "nodes", texts)
-        del host, kineto, texts
+        dump_json_items(out, doc, "nodes", nodes)
+        del host, kineto, nodes
         report = _report(doc, os.fspath(host_path), os.fspath(kineto_path), out)
         del doc
     report.warnings = warnings
