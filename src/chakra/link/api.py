@@ -564,7 +564,8 @@ def link_files(
 ) -> LinkReport:
     """Load, link and write ET+ atomically (``.gz`` output when the name ends in ``.gz``).
 
-    ``host_path`` None: the Kineto trace is linked alone (:func:`link_kineto_file`).
+    ``host_path`` None: the Kineto trace is linked alone (:func:`link_kineto_file`).  With two cores the
+    two traces load at the same time (:func:`load_pair`); the ET+ bytes do not depend on it.
 
     Files that look like different runs (pid or wall-clock mismatch, see :mod:`chakra.link.provenance`)
     and a ``rank`` that contradicts the trace's own rank (see :func:`link_traces`: the trace's wins)
