@@ -163,56 +163,133 @@ _VARINT_2 = ([bytes((i,)) for i in range(128)]
 # Decoding a million messages one ``FromString`` call at a time costs more in Python calls than in
 # parsing.  A length-delimited stream becomes a valid ``repeated <message> = 1`` field once every
 # ``varint(len) + body`` frame gets the tag byte 0x0A in front, so a run of frames decodes with ONE call
-# of a container message; the frames come in batches for that.  The file is read in chunks: it never
-# sits in memory whole.
+# of a container message; the frames come in batches for that.  A plain file is read in chunks (it never
+# sits in memory whole), and by spans of whole frames, which separate processes can read
+# (chakra.io.forkmap): :meth:`FrameFile.cuts` finds where they start.
 
 _CHUNK = 1 << 23          # bytes read at a time
 _BATCH_BYTES = 1 << 22    # frames handed over at a time
+_VARINT_MAX = 10          # bytes of the longest varint
 
 
-def iter_frame_batches(path: str | os.PathLike[str], first_cls: Any,
-                       batch_bytes: int = _BATCH_BYTES) -> tuple[Any, Iterator[tuple[int, list[bytes]]]]:
-    """Like :func:`iter_messages`, but the messages after the first come as batches of raw frames.
+class FrameFile:
+    """A length-delimited stream whose first message is decoded (``head``) and whose other messages are
+    read as batches of raw frames (``varint(len) + message bytes``), by byte spans.
 
-    Returns ``(first message, iterator of (index of the batch's first message, frames))``; a frame is
-    ``varint(len) + message bytes``.  The errors are those of ``iter_messages``, raised at the same point
-    of the stream: a damaged frame is reported after the batch of the messages before it.
+    ``start`` is where message 1 begins, ``size`` where the stream ends (as at the opening).  A gzipped
+    stream is decompressed whole into ``data``, as is a plain file smaller than one chunk; a larger plain
+    file is opened again by each :meth:`batches`.  The errors are those of :func:`iter_messages`, raised
+    at the same point of the stream: a damaged frame is reported after the batch of the messages before it.
     """
-    from chakra.io.jsonio import GZIP_MAGIC, open_input
 
-    fh = open_input(path)  # closed by the generator (or below)
-    try:
-        buf = fh.read(_CHUNK)
-    except IsADirectoryError:
-        fh.close()
-        raise TraceFormatError("is a directory, expected a file", path) from None
-    except BaseException:
-        fh.close()
-        raise
-    if buf[:2] == GZIP_MAGIC:
-        fh.close()
-        buf = read_bytes(path)   # the whole stream: exactly read_bytes' errors on a damaged gzip
-        fh = None
-    elif len(buf) < _CHUNK:
-        fh.close()
-        fh = None
-    if not buf:
-        raise TraceFormatError("file is empty", path)
-    try:
-        head_frame, pos, buf = _first_frame(buf, fh, path)
-    except BaseException:
-        if fh is not None:
-            fh.close()
-        raise
-    from google.protobuf.message import DecodeError
+    def __init__(self, path: str | os.PathLike[str], first_cls: Any) -> None:
+        from google.protobuf.message import DecodeError
 
-    try:
-        head = first_cls.FromString(head_frame)
-    except (DecodeError, RuntimeError, ValueError) as exc:
-        if fh is not None:
+        from chakra.io.jsonio import GZIP_MAGIC, open_input
+
+        self.path = path
+        with open_input(path) as fh:
+            try:
+                buf = fh.read(_CHUNK)
+            except IsADirectoryError:
+                raise TraceFormatError("is a directory, expected a file", path) from None
+            if buf[:2] == GZIP_MAGIC:
+                buf = read_bytes(path)   # the whole stream: exactly read_bytes' errors on a damaged gzip
+                size = len(buf)
+            elif len(buf) < _CHUNK:
+                size = len(buf)
+            else:
+                size = os.fstat(fh.fileno()).st_size
+            if not buf:
+                raise TraceFormatError("file is empty", path)
+            head_frame, self.start, buf = _first_frame(buf, None if len(buf) == size else fh, path)
+        self.size = max(size, len(buf))
+        self.data: bytes | None = buf if len(buf) == self.size else None
+        try:
+            self.head = first_cls.FromString(head_frame)
+        except (DecodeError, RuntimeError, ValueError) as exc:
+            raise TraceFormatError(f"message 0 is not a valid protobuf ({exc})", path) from None
+
+    def cuts(self, targets: Iterable[int]) -> list[tuple[int, int]]:
+        """``(offset, message index)`` of the first frame that starts at or after each of the ascending
+        byte offsets ``targets`` (offsets inside the stream after message 0; none past its last frame).
+
+        Walks the frame lengths from message 1 on.  At a damaged frame (a bad length varint, a frame
+        running past the end) it stops: the cuts after it are left out, and the reading of the span that
+        holds it reports the damage, where reading the whole stream would."""
+        out: list[tuple[int, int]] = []
+        wanted = iter(targets)
+        target = next(wanted, None)
+        if target is None:
+            return out
+        fh = None
+        if self.data is not None:
+            buf, base, at_end = self.data, 0, True
+        else:
+            from chakra.io.jsonio import open_input
+
+            fh = open_input(self.path)
+            base = self.start
+            fh.seek(base)
+            buf = fh.read(_CHUNK)
+            at_end = len(buf) < _CHUNK
+        pos = self.start - base
+        index = 1
+        try:
+            while True:
+                n = len(buf)
+                limit = n if at_end else n - _VARINT_MAX
+                while pos < limit:
+                    while base + pos >= target:
+                        out.append((base + pos, index))
+                        target = next(wanted, None)
+                        if target is None:
+                            return out
+                    b = buf[pos]
+                    if b < 0x80:
+                        pos += b + 1
+                    elif pos + 1 < n and buf[pos + 1] < 0x80:
+                        pos += 2 + ((b & 0x7F) | (buf[pos + 1] << 7))
+                    else:
+                        try:
+                            length, start = decode_varint(buf, pos)
+                        except ValueError:
+                            return out
+                        pos = start + length
+                    index += 1
+                if at_end or fh is None:
+                    return out      # (the last frame may run past the end: damage found by its reading)
+                base += pos
+                fh.seek(base)
+                buf = fh.read(_CHUNK)
+                at_end = len(buf) < _CHUNK
+                pos = 0
+        finally:
+            if fh is not None:
+                fh.close()
+
+    def batches(self, start: int | None = None, stop: int | None = None,
+                index: int = 1) -> Iterator[tuple[int, list[bytes]]]:
+        """``(index of the batch's first message, frames)`` of the frames from byte ``start`` (default:
+        message 1, index 1) up to ``stop`` (a frame start given by :meth:`cuts`; default: the end of the
+        stream), about ``_BATCH_BYTES`` at a time."""
+        start = self.start if start is None else start
+        if self.data is not None:
+            return _batches(self.data, start, self.size if stop is None else stop, None, None,
+                            self.path, index)
+        from chakra.io.jsonio import open_input
+
+        fh = open_input(self.path)   # closed by the generator (or below)
+        try:
+            fh.seek(start)
+            left = None if stop is None else stop - start
+            buf = fh.read(_CHUNK if left is None else min(_CHUNK, left))
+            if left is not None:
+                left -= len(buf)
+        except BaseException:
             fh.close()
-        raise TraceFormatError(f"message 0 is not a valid protobuf ({exc})", path) from None
-    return head, _batches(buf, pos, fh, path, batch_bytes)
+            raise
+        return _batches(buf, 0, len(buf), fh, left, self.path, index)
 
 
 def _first_frame(buf: bytes, fh: Any, path: Any) -> tuple[bytes, int, bytes]:
@@ -236,22 +313,20 @@ def _first_frame(buf: bytes, fh: Any, path: Any) -> tuple[bytes, int, bytes]:
             more = fh.read(max(_CHUNK, end - len(buf)))
             eof = len(more) < max(_CHUNK, end - len(buf))
             buf += more
-            if eof:
-                fh.close()
             continue
         return buf[start:end], end, buf
 
 
-def _batches(buf: bytes, pos: int, fh: Any, path: Any, batch_bytes: int,
-             index: int = 1) -> Iterator[tuple[int, list[bytes]]]:
-    # index: of the next message
-    eof = fh is None or fh.closed
+def _batches(buf: bytes, pos: int, n: int, fh: Any, left: int | None, path: Any,
+             index: int) -> Iterator[tuple[int, list[bytes]]]:
+    # buf[pos:n]: the frames to read (index: of the first); fh: the file to read on from (None: buf holds
+    # all), ``left`` bytes of it (None: up to its end)
+    eof = fh is None or left == 0
     try:
         while True:
-            n = len(buf)
             frames: list[bytes] = []
             append = frames.append
-            limit = pos + batch_bytes
+            limit = pos + _BATCH_BYTES
             error = None
             while pos < n:
                 b = buf[pos]
@@ -263,7 +338,7 @@ def _batches(buf: bytes, pos: int, fh: Any, path: Any, batch_bytes: int,
                     end = start + ((b & 0x7F) | (buf[pos + 1] << 7))
                 else:
                     try:
-                        length, start = decode_varint(buf, pos)
+                        length, start = decode_varint(buf, pos)   # (inside buf[:n]: n ends a frame)
                     except ValueError as exc:
                         if eof or str(exc) != "truncated varint":
                             error = TraceFormatError(f"message {index + len(frames)}: {exc}", path)
@@ -290,12 +365,15 @@ def _batches(buf: bytes, pos: int, fh: Any, path: Any, batch_bytes: int,
                     return
                 continue  # pragma: no cover - (an error was raised above)
             # the rest of the buffer is an incomplete frame: read on
-            more = fh.read(_CHUNK)
-            if len(more) < _CHUNK:
+            more = fh.read(_CHUNK if left is None else min(_CHUNK, left))
+            if left is not None:
+                left -= len(more)
+            if len(more) < _CHUNK or left == 0:
                 eof = True
                 fh.close()
             buf = buf[pos:] + more
             pos = 0
+            n = len(buf)
     finally:
         if fh is not None and not fh.closed:
             fh.close()
