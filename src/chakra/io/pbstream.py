@@ -210,18 +210,13 @@ class FrameFile:
         except (DecodeError, RuntimeError, ValueError) as exc:
             raise TraceFormatError(f"message 0 is not a valid protobuf ({exc})", path) from None
 
-    def cuts(self, targets: Iterable[int]) -> list[tuple[int, int]]:
-        """``(offset, message index)`` of the first frame that starts at or after each of the ascending
-        byte offsets ``targets`` (offsets inside the stream after message 0; none past its last frame).
+    def frame_at(self, offset: int) -> tuple[int, int] | None:
+        """``(offset, message index)`` of the first frame that starts at or after byte ``offset`` (inside
+        the stream after message 0); None when none does.
 
-        Walks the frame lengths from message 1 on.  At a damaged frame (a bad length varint, a frame
-        running past the end) it stops: the cuts after it are left out, and the reading of the span that
-        holds it reports the damage, where reading the whole stream would."""
-        out: list[tuple[int, int]] = []
-        wanted = iter(targets)
-        target = next(wanted, None)
-        if target is None:
-            return out
+        Walks the frame lengths from message 1 on, as a reading of the whole stream does.  At a damaged
+        frame before ``offset`` (a bad length varint, a frame running past the end) there is none: the
+        reading of the span that holds the damage reports it, where reading the whole stream would."""
         fh = None
         if self.data is not None:
             buf, base, at_end = self.data, 0, True
@@ -240,11 +235,8 @@ class FrameFile:
                 n = len(buf)
                 limit = n if at_end else n - _VARINT_MAX
                 while pos < limit:
-                    while base + pos >= target:
-                        out.append((base + pos, index))
-                        target = next(wanted, None)
-                        if target is None:
-                            return out
+                    if base + pos >= offset:
+                        return base + pos, index
                     b = buf[pos]
                     if b < 0x80:
                         pos += b + 1
@@ -254,11 +246,11 @@ class FrameFile:
                         try:
                             length, start = decode_varint(buf, pos)
                         except ValueError:
-                            return out
+                            return None
                         pos = start + length
                     index += 1
-                if at_end or fh is None:
-                    return out      # (the last frame may run past the end: damage found by its reading)
+                if at_end:
+                    return None     # (the last frame may run past the end: damage found by its reading)
                 base += pos
                 fh.seek(base)
                 buf = fh.read(_CHUNK)
@@ -268,28 +260,30 @@ class FrameFile:
             if fh is not None:
                 fh.close()
 
-    def batches(self, start: int | None = None, stop: int | None = None,
-                index: int = 1) -> Iterator[tuple[int, list[bytes]]]:
-        """``(index of the batch's first message, frames)`` of the frames from byte ``start`` (default:
-        message 1, index 1) up to ``stop`` (a frame start given by :meth:`cuts`; default: the end of the
-        stream), about ``_BATCH_BYTES`` at a time."""
-        start = self.start if start is None else start
+    def batches(self, start: int | None = None, stop: int | None = None) -> Iterator[tuple[int, list[bytes]]]:
+        """``(index of the batch's first message, frames)`` of the frames that start from byte ``start``
+        (default: message 1) up to before byte ``stop`` (default: the end of the stream), about
+        ``_BATCH_BYTES`` at a time.  Spans cut at any offsets hold every frame once: a frame belongs to
+        the span where it starts (found by :meth:`frame_at`, in whichever process reads the span)."""
+        if start is None:
+            first: tuple[int, int] | None = (self.start, 1)
+        else:
+            first = self.frame_at(start)
+        if first is None or (stop is not None and first[0] >= stop):
+            return iter(())
+        pos, index = first
         if self.data is not None:
-            return _batches(self.data, start, self.size if stop is None else stop, None, None,
-                            self.path, index)
+            return _batches(self.data, pos, 0, stop, None, self.path, index)
         from chakra.io.jsonio import open_input
 
         fh = open_input(self.path)   # closed by the generator (or below)
         try:
-            fh.seek(start)
-            left = None if stop is None else stop - start
-            buf = fh.read(_CHUNK if left is None else min(_CHUNK, left))
-            if left is not None:
-                left -= len(buf)
+            fh.seek(pos)
+            buf = fh.read(_CHUNK)
         except BaseException:
             fh.close()
             raise
-        return _batches(buf, 0, len(buf), fh, left, self.path, index)
+        return _batches(buf, 0, pos, stop, fh, self.path, index)
 
 
 def _first_frame(buf: bytes, fh: Any, path: Any) -> tuple[bytes, int, bytes]:
@@ -317,18 +311,20 @@ def _first_frame(buf: bytes, fh: Any, path: Any) -> tuple[bytes, int, bytes]:
         return buf[start:end], end, buf
 
 
-def _batches(buf: bytes, pos: int, n: int, fh: Any, left: int | None, path: Any,
+def _batches(buf: bytes, pos: int, base: int, stop: int | None, fh: Any, path: Any,
              index: int) -> Iterator[tuple[int, list[bytes]]]:
-    # buf[pos:n]: the frames to read (index: of the first); fh: the file to read on from (None: buf holds
-    # all), ``left`` bytes of it (None: up to its end)
-    eof = fh is None or left == 0
+    # buf[pos:]: frames from message ``index`` on; ``base``: the stream offset of buf[0]; the frames that
+    # start before ``stop`` (None: all); fh: the file to read on from (None: buf holds all of the stream)
+    eof = fh is None or len(buf) < _CHUNK
     try:
         while True:
+            n = len(buf)
+            last = n if stop is None else min(n, stop - base)    # frames start before this
             frames: list[bytes] = []
             append = frames.append
             limit = pos + _BATCH_BYTES
             error = None
-            while pos < n:
+            while pos < last:
                 b = buf[pos]
                 if b < 0x80:
                     start = pos + 1
@@ -338,7 +334,7 @@ def _batches(buf: bytes, pos: int, n: int, fh: Any, left: int | None, path: Any,
                     end = start + ((b & 0x7F) | (buf[pos + 1] << 7))
                 else:
                     try:
-                        length, start = decode_varint(buf, pos)   # (inside buf[:n]: n ends a frame)
+                        length, start = decode_varint(buf, pos)
                     except ValueError as exc:
                         if eof or str(exc) != "truncated varint":
                             error = TraceFormatError(f"message {index + len(frames)}: {exc}", path)
@@ -358,22 +354,18 @@ def _batches(buf: bytes, pos: int, n: int, fh: Any, left: int | None, path: Any,
                 index += len(frames)
             if error is not None:
                 raise error
-            if pos < n and pos >= limit:
+            if pos >= last and (last < n or eof):
+                return          # (the span's end, or the stream's)
+            if pos < last and pos >= limit:
                 continue
-            if eof:
-                if pos >= n:
-                    return
-                continue  # pragma: no cover - (an error was raised above)
             # the rest of the buffer is an incomplete frame: read on
-            more = fh.read(_CHUNK if left is None else min(_CHUNK, left))
-            if left is not None:
-                left -= len(more)
-            if len(more) < _CHUNK or left == 0:
+            more = fh.read(_CHUNK)
+            if len(more) < _CHUNK:
                 eof = True
                 fh.close()
             buf = buf[pos:] + more
+            base += pos
             pos = 0
-            n = len(buf)
     finally:
         if fh is not None and not fh.closed:
             fh.close()

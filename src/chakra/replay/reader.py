@@ -10,7 +10,7 @@ Why it is fast: per node, Python does next to nothing; upb (C) decodes and the C
 ``map``/``itertools`` build the columns.
 
 * The file comes in batches of a few thousand frames (:class:`chakra.io.pbstream.FrameFile`), by spans
-  of whole frames read in separate processes (:func:`read_columns`).
+  of the file read in separate processes (:func:`read_columns`).
 * Each frame of a batch is followed by a *sentinel* node and the batch is decoded as ONE message whose
   ``node`` field is not repeated, so that the occurrences merge:
 
@@ -684,9 +684,10 @@ _SPAN_MIN = 1 << 20
 def read_columns(path: str | os.PathLike[str]) -> EtColumns:
     """The nodes of one Chakra ET file (plain or gzipped), in file order.
 
-    The file is cut into spans of whole frames, one per core (:mod:`chakra.io.forkmap`; ``CHAKRA_PARTS=1``:
-    one span, read here); each is read by :func:`_read_span` into its own columns, which come back pickled
-    (lists of numbers and shared tuples: cheap to pickle) and are joined in file order.  The errors of a
+    The file is cut into byte spans, one per core (:mod:`chakra.io.forkmap`; ``CHAKRA_PARTS=1``: one span,
+    read here); :func:`_read_span` reads the frames that start in a span (each process finds its first
+    one itself) into columns, which come back pickled (lists of numbers and shared tuples: cheap to
+    pickle) and are joined in file order.  The errors of a
     damaged file are those :func:`chakra.io.pbstream.read_messages` gives (which message, and why; the
     first in file order); a file without nodes gives empty columns."""
     from chakra.io import gc_paused
@@ -695,9 +696,9 @@ def read_columns(path: str | os.PathLike[str]) -> EtColumns:
     from chakra.schema import GlobalMetadata
 
     src = FrameFile(path, GlobalMetadata)
-    ranges = split(src.size - src.start, _SPAN_MIN)
-    starts = [(src.start, 1), *src.cuts(src.start + r.start for r in ranges[1:])]
-    spans = [(src, a, index, b) for (a, index), (b, _) in zip(starts, [*starts[1:], (None, 0)])]
+    cuts: list[int | None] = [src.start + r.start for r in split(src.size - src.start, _SPAN_MIN)]
+    cuts[0] = None
+    spans = list(zip(repeat(src), cuts, [*cuts[1:], None]))
     with gc_paused():      # millions of acyclic tuples: the cyclic GC would only rescan them
         pieces = fork_map(_read_span, spans, f"reading {os.fspath(path)}")
         cols = _joined(pieces)
@@ -705,13 +706,13 @@ def read_columns(path: str | os.PathLike[str]) -> EtColumns:
     return cols
 
 
-def _read_span(span: tuple[Any, int, int, int | None]) -> EtColumns:
-    """The columns of the frames of one span (``(FrameFile, start, index of its first message, stop)``),
-    indexed from 0."""
-    src, start, index, stop = span
+def _read_span(span: tuple[Any, int | None, int | None]) -> EtColumns:
+    """The columns of the frames that start in one span of the file (``(FrameFile, start, stop)`` byte
+    offsets; None: the first, the last), indexed from 0."""
+    src, start, stop = span
     cols = EtColumns(path=os.fspath(src.path), metadata=None)
     build = _Builder(cols)
-    for first, frames in src.batches(start, stop, index):
+    for first, frames in src.batches(start, stop):
         build.add_frames(first, frames, src.path)
     return cols
 
