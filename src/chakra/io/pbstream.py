@@ -164,8 +164,9 @@ _VARINT_2 = ([bytes((i,)) for i in range(128)]
 # parsing.  A length-delimited stream becomes a valid ``repeated <message> = 1`` field once every
 # ``varint(len) + body`` frame gets the tag byte 0x0A in front, so a run of frames decodes with ONE call
 # of a container message; the frames come in batches for that.  A plain file is read in chunks (it never
-# sits in memory whole), and by spans of whole frames, which separate processes can read
-# (chakra.io.forkmap): :meth:`FrameFile.cuts` finds where they start.
+# sits in memory whole), by byte spans that separate processes can read (chakra.io.forkmap): a frame
+# belongs to the span where it starts, which the reader of each span finds by walking the frame lengths
+# (:meth:`FrameFile.frame_at`), so that no process scans the file for them first.
 
 _CHUNK = 1 << 23          # bytes read at a time
 _BATCH_BYTES = 1 << 22    # frames handed over at a time
@@ -174,7 +175,7 @@ _VARINT_MAX = 10          # bytes of the longest varint
 
 class FrameFile:
     """A length-delimited stream whose first message is decoded (``head``) and whose other messages are
-    read as batches of raw frames (``varint(len) + message bytes``), by byte spans.
+    read as batches of raw frames (``varint(len) + message bytes``), by byte spans (:meth:`batches`).
 
     ``start`` is where message 1 begins, ``size`` where the stream ends (as at the opening).  A gzipped
     stream is decompressed whole into ``data``, as is a plain file smaller than one chunk; a larger plain
