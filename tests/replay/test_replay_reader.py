@@ -156,7 +156,8 @@ def _fields(g):
     (None, None, 1, None, None),       # attributes of the names the replay reads decoded where they occur
     (None, 3000, 2, 40, None),         # a cache that fills up
     (None, None, None, None, 64),      # the file read in 3 spans, two of them in other processes
-    (40, 300, 2, None, 1),             # 3 spans of tiny chunks and batches (cut at frame starts)
+    (40, 300, 2, None, 1),             # 3 spans of tiny chunks and batches (cut anywhere)
+    (7, 1, None, None, 1),             # 3 spans, chunks shorter than a length varint can be
 ])
 def test_reader_equals_the_plain_reading(chunk, batch, values_max, attr_max, span_min, tmp_path: Path,
                                          monkeypatch) -> None:

@@ -219,6 +219,7 @@ class FrameFile:
         frame before ``offset`` (a bad length varint, a frame running past the end) there is none: the
         reading of the span that holds the damage reports it, where reading the whole stream would."""
         fh = None
+        chunk = max(_CHUNK, 4 * _VARINT_MAX)     # (a chunk holds more than the next frame's length)
         if self.data is not None:
             buf, base, at_end = self.data, 0, True
         else:
@@ -227,8 +228,8 @@ class FrameFile:
             fh = open_input(self.path)
             base = self.start
             fh.seek(base)
-            buf = fh.read(_CHUNK)
-            at_end = len(buf) < _CHUNK
+            buf = fh.read(chunk)
+            at_end = len(buf) < chunk
         pos = self.start - base
         index = 1
         try:
@@ -254,8 +255,8 @@ class FrameFile:
                     return None     # (the last frame may run past the end: damage found by its reading)
                 base += pos
                 fh.seek(base)
-                buf = fh.read(_CHUNK)
-                at_end = len(buf) < _CHUNK
+                buf = fh.read(chunk)
+                at_end = len(buf) < chunk
                 pos = 0
         finally:
             if fh is not None:

@@ -687,9 +687,9 @@ def read_columns(path: str | os.PathLike[str]) -> EtColumns:
     The file is cut into byte spans, one per core (:mod:`chakra.io.forkmap`; ``CHAKRA_PARTS=1``: one span,
     read here); :func:`_read_span` reads the frames that start in a span (each process finds its first
     one itself) into columns, which come back pickled (lists of numbers and shared tuples: cheap to
-    pickle) and are joined in file order.  The errors of a
-    damaged file are those :func:`chakra.io.pbstream.read_messages` gives (which message, and why; the
-    first in file order); a file without nodes gives empty columns."""
+    pickle) and are joined in file order.  The errors of a damaged file are those
+    :func:`chakra.io.pbstream.read_messages` gives (which message, and why; the first in file order); a
+    file without nodes gives empty columns."""
     from chakra.io import gc_paused
     from chakra.io.forkmap import fork_map, split
     from chakra.io.pbstream import FrameFile
@@ -724,9 +724,8 @@ def _joined(pieces: list[EtColumns]) -> EtColumns:
     if len(pieces) == 1:
         return cols
     seen: dict[Any, Any] = {_DEFER: _DEFER, None: None}
-    for lane in cols.lanes:
-        if lane not in seen:
-            seen[lane] = lane
+    for lane in set(cols.lanes):      # (equal lanes of one piece are one tuple already)
+        seen.setdefault(lane, lane)
     for c in pieces[1:]:
         base = len(cols.ids)
         cols.ids += c.ids
