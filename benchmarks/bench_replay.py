@@ -137,9 +137,12 @@ def bench_nodes(label: str, nodes: list[Node], repeat: int) -> None:
 
 def phases(path: Path) -> None:
     """Where one file's replay spends its time: read (columns), finish (id order, lanes), dependencies,
-    lane order, plan, the in-order pass, completion lines (CPU seconds, the GC paused as the replay does;
-    the last is timed on a second replay of the same graph)."""
+    lane order, plan, the in-order pass, completion lines (CPU seconds of this process, the GC paused as
+    the replay does; the last is timed on a second replay of the same graph).  The read runs in
+    ``forkmap.parts()`` processes (``CHAKRA_PARTS``): its wall time is printed too, and its CPU seconds
+    here are those of the first span only."""
     from chakra.io import gc_paused
+    from chakra.io.forkmap import parts as n_parts
     from chakra.replay import engine, plan
     from chakra.replay.api import replay_rank
     from chakra.replay.reader import graph_from_columns, read_columns
@@ -147,7 +150,9 @@ def phases(path: Path) -> None:
     clock = time.process_time
     with gc_paused():
         t = [clock()]
+        wall = time.perf_counter()
         cols = read_columns(path)
+        wall = time.perf_counter() - wall
         t.append(clock())
         g = graph_from_columns(cols)
         t.append(clock())
@@ -167,7 +172,8 @@ def phases(path: Path) -> None:
     del spans[-2]                            # (the second replay)
     names = ("read", "finish", "deps", "lane order", "plan", "pass", "completion lines")
     parts = ", ".join(f"{name} {span:.2f}" for name, span in zip(names, spans))
-    print(f"  {path.name}: {len(g):,} nodes, {lines:,} lines; CPU s: {parts}")
+    print(f"  {path.name}: {len(g):,} nodes, {lines:,} lines; read {wall:.2f} s wall in {n_parts()} part(s); "
+          f"CPU s: {parts}")
 
 
 def bench_files(label: str, paths: list[Path], repeat: int) -> None:

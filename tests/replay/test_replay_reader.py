@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from helpers.replay_oracle import graph_from_protobuf
 
+import chakra.io.forkmap as forkmap
 import chakra.io.pbstream as pbstream
 from chakra.errors import ChakraError
 from chakra.io import read_messages
@@ -113,7 +114,10 @@ def _write_random_et(rng: random.Random, path: Path, n: int, canonical: bool) ->
     frames += [_node(rng, nid, ids, canonical) for nid in order]
     if rng.random() < 0.05:
         frames[-1] = frames[-1][:-1] or b"\xff"          # a damaged last message
-    path.write_bytes(b"".join(V(len(f)) + f for f in frames))
+    data = b"".join(V(len(f)) + f for f in frames)
+    if rng.random() < 0.05:
+        data = data[:rng.randrange(len(frames[0]) + 2, len(data))]     # a stream cut short
+    path.write_bytes(data)
 
 
 def _old_graph(path: Path):
@@ -147,19 +151,29 @@ def _fields(g):
     return out
 
 
-@pytest.mark.parametrize("chunk,batch,values_max,attr_max", [
-    (None, None, None, None), (64, 200, None, None), (7, 1, None, None),
-    (None, None, 1, None),       # attributes of the names the replay reads decoded where they occur
-    (None, 3000, 2, 40),         # a cache that fills up
+@pytest.mark.parametrize("chunk,batch,values_max,attr_max,span_min", [
+    (None, None, None, None, None), (64, 200, None, None, None), (7, 1, None, None, None),
+    (None, None, 1, None, None),       # attributes of the names the replay reads decoded where they occur
+    (None, 3000, 2, 40, None),         # a cache that fills up
+    (None, None, None, None, 64),      # the file read in 3 spans, two of them in other processes
+    (40, 300, 2, None, 1),             # 3 spans of tiny chunks and batches (cut anywhere)
+    (7, 1, None, None, 1),             # 3 spans, chunks shorter than a length varint can be
 ])
-def test_reader_equals_the_plain_reading(chunk, batch, values_max, attr_max, tmp_path: Path,
+def test_reader_equals_the_plain_reading(chunk, batch, values_max, attr_max, span_min, tmp_path: Path,
                                          monkeypatch) -> None:
     import chakra.replay.reader as reader
 
+    if span_min is not None:
+        monkeypatch.setattr(reader, "_SPAN_MIN", span_min)
+        monkeypatch.setenv("CHAKRA_PARTS", "3")
+    spans: list[int] = []
+    real_map = forkmap.fork_map
+    monkeypatch.setattr(forkmap, "fork_map", lambda fn, pieces, what: spans.append(len(pieces))
+                        or real_map(fn, pieces, what))
     if chunk is not None:
         monkeypatch.setattr(pbstream, "_CHUNK", chunk)
     if batch is not None:
-        monkeypatch.setattr(pbstream.iter_frame_batches, "__defaults__", (batch,))
+        monkeypatch.setattr(pbstream, "_BATCH_BYTES", batch)
     if values_max is not None:
         monkeypatch.setattr(reader, "_VALUES_MAX", values_max)
     if attr_max is not None:
@@ -177,6 +191,7 @@ def test_reader_equals_the_plain_reading(chunk, batch, values_max, attr_max, tmp
         outcomes["graph"] += 1
         assert _fields(old) == _fields(new), seed
     assert outcomes["graph"] > 60 and outcomes["error"] > 5
+    assert max(spans) == (1 if span_min is None else 3)
 
 
 def test_reader_takes_both_paths(tmp_path: Path, monkeypatch) -> None:
@@ -223,7 +238,7 @@ def test_attributes_with_ever_new_values_are_not_cached(tmp_path: Path, monkeypa
         frames.append(node)
     path = tmp_path / "w.0.et"
     path.write_bytes(b"".join(V(len(m.SerializeToString())) + m.SerializeToString() for m in frames))
-    monkeypatch.setattr(pbstream.iter_frame_batches, "__defaults__", (20_000,))     # ~500 nodes a batch
+    monkeypatch.setattr(pbstream, "_BATCH_BYTES", 20_000)     # ~500 nodes a batch
     decoded = []
     real = reader._classify_bytes
     monkeypatch.setattr(reader, "_classify_bytes", lambda raw: decoded.append(raw) or real(raw))

@@ -163,56 +163,129 @@ _VARINT_2 = ([bytes((i,)) for i in range(128)]
 # Decoding a million messages one ``FromString`` call at a time costs more in Python calls than in
 # parsing.  A length-delimited stream becomes a valid ``repeated <message> = 1`` field once every
 # ``varint(len) + body`` frame gets the tag byte 0x0A in front, so a run of frames decodes with ONE call
-# of a container message; the frames come in batches for that.  The file is read in chunks: it never
-# sits in memory whole.
+# of a container message; the frames come in batches for that.  A plain file is read in chunks (it never
+# sits in memory whole), by byte spans that separate processes can read (chakra.io.forkmap): a frame
+# belongs to the span where it starts, which the reader of each span finds by walking the frame lengths
+# (:meth:`FrameFile.frame_at`), so that no process scans the file for them first.
 
 _CHUNK = 1 << 23          # bytes read at a time
 _BATCH_BYTES = 1 << 22    # frames handed over at a time
+_VARINT_MAX = 10          # bytes of the longest varint
 
 
-def iter_frame_batches(path: str | os.PathLike[str], first_cls: Any,
-                       batch_bytes: int = _BATCH_BYTES) -> tuple[Any, Iterator[tuple[int, list[bytes]]]]:
-    """Like :func:`iter_messages`, but the messages after the first come as batches of raw frames.
+class FrameFile:
+    """A length-delimited stream whose first message is decoded (``head``) and whose other messages are
+    read as batches of raw frames (``varint(len) + message bytes``), by byte spans (:meth:`batches`).
 
-    Returns ``(first message, iterator of (index of the batch's first message, frames))``; a frame is
-    ``varint(len) + message bytes``.  The errors are those of ``iter_messages``, raised at the same point
-    of the stream: a damaged frame is reported after the batch of the messages before it.
+    ``start`` is where message 1 begins, ``size`` where the stream ends (as at the opening).  A gzipped
+    stream is decompressed whole into ``data``, as is a plain file smaller than one chunk; a larger plain
+    file is opened again by each :meth:`batches`.  The errors are those of :func:`iter_messages`, raised
+    at the same point of the stream: a damaged frame is reported after the batch of the messages before it.
     """
-    from chakra.io.jsonio import GZIP_MAGIC, open_input
 
-    fh = open_input(path)  # closed by the generator (or below)
-    try:
-        buf = fh.read(_CHUNK)
-    except IsADirectoryError:
-        fh.close()
-        raise TraceFormatError("is a directory, expected a file", path) from None
-    except BaseException:
-        fh.close()
-        raise
-    if buf[:2] == GZIP_MAGIC:
-        fh.close()
-        buf = read_bytes(path)   # the whole stream: exactly read_bytes' errors on a damaged gzip
-        fh = None
-    elif len(buf) < _CHUNK:
-        fh.close()
-        fh = None
-    if not buf:
-        raise TraceFormatError("file is empty", path)
-    try:
-        head_frame, pos, buf = _first_frame(buf, fh, path)
-    except BaseException:
-        if fh is not None:
-            fh.close()
-        raise
-    from google.protobuf.message import DecodeError
+    def __init__(self, path: str | os.PathLike[str], first_cls: Any) -> None:
+        from google.protobuf.message import DecodeError
 
-    try:
-        head = first_cls.FromString(head_frame)
-    except (DecodeError, RuntimeError, ValueError) as exc:
-        if fh is not None:
+        from chakra.io.jsonio import GZIP_MAGIC, open_input
+
+        self.path = path
+        with open_input(path) as fh:
+            try:
+                buf = fh.read(_CHUNK)
+            except IsADirectoryError:
+                raise TraceFormatError("is a directory, expected a file", path) from None
+            if buf[:2] == GZIP_MAGIC:
+                buf = read_bytes(path)   # the whole stream: exactly read_bytes' errors on a damaged gzip
+                size = len(buf)
+            elif len(buf) < _CHUNK:
+                size = len(buf)
+            else:
+                size = os.fstat(fh.fileno()).st_size
+            if not buf:
+                raise TraceFormatError("file is empty", path)
+            head_frame, self.start, buf = _first_frame(buf, None if len(buf) == size else fh, path)
+        self.size = max(size, len(buf))
+        self.data: bytes | None = buf if len(buf) == self.size else None
+        try:
+            self.head = first_cls.FromString(head_frame)
+        except (DecodeError, RuntimeError, ValueError) as exc:
+            raise TraceFormatError(f"message 0 is not a valid protobuf ({exc})", path) from None
+
+    def frame_at(self, offset: int) -> tuple[int, int] | None:
+        """``(offset, message index)`` of the first frame that starts at or after byte ``offset`` (inside
+        the stream after message 0); None when none does.
+
+        Walks the frame lengths from message 1 on, as a reading of the whole stream does.  At a damaged
+        frame before ``offset`` (a bad length varint, a frame running past the end) there is none: the
+        reading of the span that holds the damage reports it, where reading the whole stream would."""
+        fh = None
+        chunk = max(_CHUNK, 4 * _VARINT_MAX)     # (a chunk holds more than the next frame's length)
+        if self.data is not None:
+            buf, base, at_end = self.data, 0, True
+        else:
+            from chakra.io.jsonio import open_input
+
+            fh = open_input(self.path)
+            base = self.start
+            fh.seek(base)
+            buf = fh.read(chunk)
+            at_end = len(buf) < chunk
+        pos = self.start - base
+        index = 1
+        try:
+            while True:
+                n = len(buf)
+                limit = n if at_end else n - _VARINT_MAX
+                while pos < limit:
+                    if base + pos >= offset:
+                        return base + pos, index
+                    b = buf[pos]
+                    if b < 0x80:
+                        pos += b + 1
+                    elif pos + 1 < n and buf[pos + 1] < 0x80:
+                        pos += 2 + ((b & 0x7F) | (buf[pos + 1] << 7))
+                    else:
+                        try:
+                            length, start = decode_varint(buf, pos)
+                        except ValueError:
+                            return None
+                        pos = start + length
+                    index += 1
+                if at_end:
+                    return None     # (the last frame may run past the end: damage found by its reading)
+                base += pos
+                fh.seek(base)
+                buf = fh.read(chunk)
+                at_end = len(buf) < chunk
+                pos = 0
+        finally:
+            if fh is not None:
+                fh.close()
+
+    def batches(self, start: int | None = None, stop: int | None = None) -> Iterator[tuple[int, list[bytes]]]:
+        """``(index of the batch's first message, frames)`` of the frames that start from byte ``start``
+        (default: message 1) up to before byte ``stop`` (default: the end of the stream), about
+        ``_BATCH_BYTES`` at a time.  Spans cut at any offsets hold every frame once: a frame belongs to
+        the span where it starts (found by :meth:`frame_at`, in whichever process reads the span)."""
+        if start is None:
+            first: tuple[int, int] | None = (self.start, 1)
+        else:
+            first = self.frame_at(start)
+        if first is None or (stop is not None and first[0] >= stop):
+            return iter(())
+        pos, index = first
+        if self.data is not None:
+            return _batches(self.data, pos, 0, stop, None, self.path, index)
+        from chakra.io.jsonio import open_input
+
+        fh = open_input(self.path)   # closed by the generator (or below)
+        try:
+            fh.seek(pos)
+            buf = fh.read(_CHUNK)
+        except BaseException:
             fh.close()
-        raise TraceFormatError(f"message 0 is not a valid protobuf ({exc})", path) from None
-    return head, _batches(buf, pos, fh, path, batch_bytes)
+            raise
+        return _batches(buf, 0, pos, stop, fh, self.path, index)
 
 
 def _first_frame(buf: bytes, fh: Any, path: Any) -> tuple[bytes, int, bytes]:
@@ -236,24 +309,24 @@ def _first_frame(buf: bytes, fh: Any, path: Any) -> tuple[bytes, int, bytes]:
             more = fh.read(max(_CHUNK, end - len(buf)))
             eof = len(more) < max(_CHUNK, end - len(buf))
             buf += more
-            if eof:
-                fh.close()
             continue
         return buf[start:end], end, buf
 
 
-def _batches(buf: bytes, pos: int, fh: Any, path: Any, batch_bytes: int,
-             index: int = 1) -> Iterator[tuple[int, list[bytes]]]:
-    # index: of the next message
-    eof = fh is None or fh.closed
+def _batches(buf: bytes, pos: int, base: int, stop: int | None, fh: Any, path: Any,
+             index: int) -> Iterator[tuple[int, list[bytes]]]:
+    # buf[pos:]: frames from message ``index`` on; ``base``: the stream offset of buf[0]; the frames that
+    # start before ``stop`` (None: all); fh: the file to read on from (None: buf holds all of the stream)
+    eof = fh is None or len(buf) < _CHUNK
     try:
         while True:
             n = len(buf)
+            last = n if stop is None else min(n, stop - base)    # frames start before this
             frames: list[bytes] = []
             append = frames.append
-            limit = pos + batch_bytes
+            limit = pos + _BATCH_BYTES
             error = None
-            while pos < n:
+            while pos < last:
                 b = buf[pos]
                 if b < 0x80:
                     start = pos + 1
@@ -283,18 +356,17 @@ def _batches(buf: bytes, pos: int, fh: Any, path: Any, batch_bytes: int,
                 index += len(frames)
             if error is not None:
                 raise error
-            if pos < n and pos >= limit:
+            if pos >= last and (last < n or eof):
+                return          # (the span's end, or the stream's)
+            if pos < last and pos >= limit:
                 continue
-            if eof:
-                if pos >= n:
-                    return
-                continue  # pragma: no cover - (an error was raised above)
             # the rest of the buffer is an incomplete frame: read on
             more = fh.read(_CHUNK)
             if len(more) < _CHUNK:
                 eof = True
                 fh.close()
             buf = buf[pos:] + more
+            base += pos
             pos = 0
     finally:
         if fh is not None and not fh.closed:

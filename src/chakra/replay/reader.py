@@ -9,7 +9,8 @@ serialized and read the same way, so there is one decoding of nodes, whatever th
 Why it is fast: per node, Python does next to nothing; upb (C) decodes and the C loops of
 ``map``/``itertools`` build the columns.
 
-* The file comes in batches of a few thousand frames (:func:`chakra.io.pbstream.iter_frame_batches`).
+* The file comes in batches of a few thousand frames (:class:`chakra.io.pbstream.FrameFile`), by spans
+  of the file read in separate processes (:func:`read_columns`).
 * Each frame of a batch is followed by a *sentinel* node and the batch is decoded as ONE message whose
   ``node`` field is not repeated, so that the occurrences merge:
 
@@ -675,21 +676,78 @@ _NO_DEP = {0: ()}
 # ---- reading -----------------------------------------------------------------------------------------------
 
 
+# bytes of frames worth a process of their own (about 2,000 nodes of a real trace, ~15 ms of decoding):
+# forkmap's min_size for the spans of a file
+_SPAN_MIN = 1 << 20
+
+
 def read_columns(path: str | os.PathLike[str]) -> EtColumns:
     """The nodes of one Chakra ET file (plain or gzipped), in file order.
 
-    The errors of a damaged file are those :func:`chakra.io.pbstream.read_messages` gives (which message,
-    and why); a file without nodes gives empty columns."""
+    The file is cut into byte spans, one per core (:mod:`chakra.io.forkmap`; ``CHAKRA_PARTS=1``: one span,
+    read here); :func:`_read_span` reads the frames that start in a span (each process finds its first
+    one itself) into columns, which come back pickled (lists of numbers and shared tuples: cheap to
+    pickle) and are joined in file order.  The errors of a damaged file are those
+    :func:`chakra.io.pbstream.read_messages` gives (which message, and why; the first in file order); a
+    file without nodes gives empty columns."""
     from chakra.io import gc_paused
-    from chakra.io.pbstream import iter_frame_batches
+    from chakra.io.forkmap import fork_map, split
+    from chakra.io.pbstream import FrameFile
     from chakra.schema import GlobalMetadata
 
-    metadata, batches = iter_frame_batches(path, GlobalMetadata)
-    cols = EtColumns(path=os.fspath(path), metadata=metadata)
-    build = _Builder(cols)
+    src = FrameFile(path, GlobalMetadata)
+    cuts: list[int | None] = [src.start + r.start for r in split(src.size - src.start, _SPAN_MIN)]
+    cuts[0] = None
+    spans = list(zip(repeat(src), cuts, [*cuts[1:], None]))
     with gc_paused():      # millions of acyclic tuples: the cyclic GC would only rescan them
-        for first, frames in batches:
-            build.add_frames(first, frames, path)
+        pieces = fork_map(_read_span, spans, f"reading {os.fspath(path)}")
+        cols = _joined(pieces)
+    cols.metadata = src.head
+    return cols
+
+
+def _read_span(span: tuple[Any, int | None, int | None]) -> EtColumns:
+    """The columns of the frames that start in one span of the file (``(FrameFile, start, stop)`` byte
+    offsets; None: the first, the last), indexed from 0."""
+    src, start, stop = span
+    cols = EtColumns(path=os.fspath(src.path), metadata=None)
+    build = _Builder(cols)
+    for first, frames in src.batches(start, stop):
+        build.add_frames(first, frames, src.path)
+    return cols
+
+
+def _joined(pieces: list[EtColumns]) -> EtColumns:
+    """The columns of consecutive spans as one (the first piece's lists, extended).  Names are interned
+    and equal lanes made one tuple again (a piece read in another process comes back with copies)."""
+    cols = pieces[0]
+    if len(pieces) == 1:
+        return cols
+    seen: dict[Any, Any] = {_DEFER: _DEFER, None: None}
+    for lane in set(cols.lanes):      # (equal lanes of one piece are one tuple already)
+        seen.setdefault(lane, lane)
+    for c in pieces[1:]:
+        base = len(cols.ids)
+        cols.ids += c.ids
+        cols.names += map(sys.intern, c.names)
+        cols.types += c.types
+        cols.durs += c.durs
+        cols.starts += c.starts
+        cols.deps += c.deps
+        cols.nctrl += c.nctrl
+        cols.cpu += c.cpu
+        same = {lane: seen.setdefault(lane, lane) for lane in set(c.lanes)}
+        cols.lanes += map(same.__getitem__, c.lanes)
+        cols.xpairs += c.xpairs
+        cols.comm.update(zip(map(base.__add__, c.comm), c.comm.values()))
+        for name, d in c.extra.items():
+            cols.extra.setdefault(name, {}).update(zip(map(base.__add__, d), d.values()))
+        cols.deferred += [(base + k, tid) for k, tid in c.deferred]
+        cols.host_tids |= c.host_tids
+        if cols.meta_payload is None:
+            cols.meta_payload = c.meta_payload
+        for key, lane in c.lane_cache.items():
+            cols.lane_cache.setdefault(key, seen.setdefault(lane, lane))
     return cols
 
 
