@@ -96,6 +96,22 @@ def test_linked_traces(which: str, request: pytest.FixtureRequest) -> None:
     _same_in_parts(path)
 
 
+def test_convert_file_parts(tmp_path: Path, dlrm_etplus: str) -> None:
+    """convert_file (what chakra_converter runs) on a real corpus ET+ in one part and in three: the same .et
+    bytes and statistics."""
+    from chakra.convert.driver import convert_file
+
+    got = {}
+    for k in (1, 3):
+        with _parts(k, 100) as counts:
+            report = convert_file(dlrm_etplus, tmp_path / f"p{k}.et")
+        assert counts == [k]
+        s = report.summary()
+        got[k] = ((tmp_path / f"p{k}.et").read_bytes(),
+                  {key: v for key, v in s.items() if not key.endswith("_s") and key != "output"})
+    assert got[3] == got[1] and got[1][1]["comm_nodes"] > 0
+
+
 def test_pieces_first_error(tmp_path: Path, gloo_etplus: str) -> None:
     """In three pieces, the error reported is the one a single pass meets first: a duplicate of an id of an
     earlier piece before an error of the piece's own, and the other way round."""
