@@ -6,7 +6,8 @@
 
 Reports seconds per stage, on the path ``convert_file`` takes (load = ``convert.columns.load_columns``:
 each node decoded by the converter's own msgspec Structs into per-node columns and pre-serialised pieces,
-the few others through the host loader; synthetic traces are written to a temporary JSON file first;
+the few others through the host loader, in ``chakra.io.forkmap.parts()`` pieces (CHAKRA_PARTS=1: one
+process); synthetic traces are written to a temporary JSON file first;
 passes = tree, timing, comm, deps, thread timing, cycle check; build+write = the node messages assembled
 from their pieces and written one by one),
 µs per node, peak RSS, and the ratio of per-node cost between the largest and
@@ -32,6 +33,7 @@ import orjson  # noqa: E402
 from chakra.convert.columns import load_columns  # noqa: E402
 from chakra.convert.core import stream_serialized  # noqa: E402
 from chakra.io import write_messages  # noqa: E402
+from chakra.io.forkmap import parts  # noqa: E402
 
 
 def synthetic_etplus(n_nodes: int, threads: int = 4) -> dict:
@@ -102,6 +104,11 @@ def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def children_rss_mb() -> float:
+    """Peak RSS of the largest forked helper so far (the load decodes its nodes in ``parts()`` pieces)."""
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
+
+
 def run(data_or_path, label: str) -> dict:
     gc.collect()
     with tempfile.TemporaryDirectory() as d:
@@ -126,10 +133,11 @@ def run(data_or_path, label: str) -> dict:
     n = stats.nodes
     row = {"label": label, "nodes": n, "load_s": t1 - t0, "plan_s": t2 - t1, "build_write_s": t3 - t2,
            "us_per_node": 1e6 * (t3 - t1) / max(n, 1), "mb": size / 1e6, "rss_mb": rss_mb(),
-           "comm": stats.comm_nodes}
+           "comm": stats.comm_nodes, "children_rss_mb": children_rss_mb()}
     print(f"{label:>28} {n:>9} nodes  load {row['load_s']:6.2f}s  passes {row['plan_s']:6.2f}s  "
           f"build+write {row['build_write_s']:5.2f}s  {row['us_per_node']:5.1f} us/node  "
-          f"{row['mb']:7.1f} MB  peak RSS {row['rss_mb']:7.0f} MB  comm {row['comm']}", flush=True)
+          f"{row['mb']:7.1f} MB  peak RSS {row['rss_mb']:7.0f} MB (helpers {row['children_rss_mb']:.0f} MB)  "
+          f"comm {row['comm']}", flush=True)
     return row
 
 
@@ -138,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nodes", type=int, action="append", help="synthetic sizes (repeatable)")
     ap.add_argument("--file", action="append", default=[], help="real ET+ / host ET files to time")
     args = ap.parse_args(argv)
+    print(f"parts (chakra.io.forkmap; CHAKRA_PARTS=1 for one process): {parts()}")
     for f in args.file:
         run(f, Path(f).name)
     sizes = args.nodes or ([] if args.file else [62_500, 250_000, 1_000_000])

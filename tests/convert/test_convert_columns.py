@@ -5,10 +5,12 @@ traces of both layouts and on random ET+ documents."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 from array import array
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +93,44 @@ def test_linked_traces(which: str, request: pytest.FixtureRequest) -> None:
     trace, cols, _ = cc.load_columns(path)
     kept = sum(op is not None for op in cols.full)
     assert 0 < kept < len(cols.ids) / 4   # most ops were dropped once serialised
+    _same_in_parts(path)
+
+
+def test_convert_file_parts(tmp_path: Path, dlrm_etplus: str) -> None:
+    """convert_file (what chakra_converter runs) on a real corpus ET+ in one part and in three: the same .et
+    bytes and statistics."""
+    from chakra.convert.driver import convert_file
+
+    got = {}
+    for k in (1, 3):
+        with _parts(k, 100) as counts:
+            report = convert_file(dlrm_etplus, tmp_path / f"p{k}.et")
+        assert counts == [k]
+        s = report.summary()
+        got[k] = ((tmp_path / f"p{k}.et").read_bytes(),
+                  {key: v for key, v in s.items() if not key.endswith("_s") and key != "output"})
+    assert got[3] == got[1] and got[1][1]["comm_nodes"] > 0
+
+
+def test_pieces_first_error(tmp_path: Path, gloo_etplus: str) -> None:
+    """In three pieces, the error reported is the one a single pass meets first: a duplicate of an id of an
+    earlier piece before an error of the piece's own, and the other way round."""
+    nodes = orjson.loads(Path(gloo_etplus).read_bytes())["nodes"][:30]
+    third = len(nodes) // 3
+    cases = [(2 * third + 2, 2 * third + 5, "duplicate node id"),
+             (2 * third + 5, 2 * third + 2, "non-integer")]
+    for dup_at, bad_at, want in cases:
+        doc = {"schema": "1.1.1-chakra.0.0.4", "nodes": [dict(n) for n in nodes]}
+        doc["nodes"][dup_at]["id"] = doc["nodes"][3]["id"]
+        doc["nodes"][bad_at]["id"] = "x"
+        path = tmp_path / f"bad{dup_at}.json"
+        path.write_bytes(orjson.dumps(doc))
+        with _parts(1):
+            one = _loaded(path)
+        assert isinstance(one, str) and want in one
+        if want == "duplicate node id":
+            assert f"(indices 3 and {dup_at})" in one
+        _same_in_parts(path)
 
 
 @SETTINGS
@@ -102,6 +142,7 @@ def test_random_etplus(tmp_path: Path, doc: dict[str, Any], timing: bool) -> Non
     path = tmp_path / "et_plus.json"
     path.write_text(json.dumps(doc))
     _same_or_same_error(path)
+    _same_in_parts(path, min(3, len(doc["nodes"])))
 
 
 def _same_or_same_error(path: Path) -> None:
@@ -118,6 +159,57 @@ def _same_or_same_error(path: Path) -> None:
         return
     lean, ref = _both(str(path))
     assert lean == ref
+
+
+@contextlib.contextmanager
+def _parts(k: int, min_piece: int = 1) -> Iterator[list[int]]:
+    """Stages run in ``k`` parts (CHAKRA_PARTS) with pieces as small as ``min_piece`` nodes; yields the
+    number of pieces of each ``fork_map`` call made meanwhile."""
+    counts: list[int] = []
+    old_env, old_min, old_map = os.environ.get("CHAKRA_PARTS"), cc.MIN_PIECE, cc.fork_map
+
+    def counted(fn: Any, pieces: Any, what: str) -> Any:
+        counts.append(len(pieces))
+        return old_map(fn, pieces, what)
+
+    os.environ["CHAKRA_PARTS"] = str(k)
+    cc.MIN_PIECE, cc.fork_map = min_piece, counted
+    try:
+        yield counts
+    finally:
+        cc.MIN_PIECE, cc.fork_map = old_min, old_map
+        if old_env is None:
+            del os.environ["CHAKRA_PARTS"]
+        else:
+            os.environ["CHAKRA_PARTS"] = old_env
+
+
+def _loaded(path: Any) -> tuple[Any, ...] | str:
+    """Everything load_columns returns that the conversion reads, and the .et bytes; or the error message."""
+    try:
+        trace, cols, ser = cc.load_columns(path)
+        meta, gen, _ = stream_serialized(trace, columns=cols, serializer=ser)
+        et = _frames(meta, gen)
+    except TraceFormatError as exc:
+        return exc.message
+    fields = []
+    for name in (*_COMPARED, "tails", "index"):
+        v = getattr(cols, name)
+        fields.append((type(v), v.tobytes() if isinstance(v, array) else v))
+    return (fields, [(op.index, op.id) for op in cols.full if op is not None],
+            [(op.index, op.id) for op in trace.ops], trace.warnings, et)
+
+
+def _same_in_parts(path: Any, min_pieces: int = 3) -> None:
+    """load_columns in one piece and in three: the same columns, kept ops, warnings and .et bytes (or the
+    same error); the three-part run really made ``min_pieces`` pieces (unless the file failed before its
+    nodes were read)."""
+    with _parts(1):
+        one = _loaded(path)
+    with _parts(3) as counts:
+        three = _loaded(path)
+    assert counts[0] >= min_pieces if counts else isinstance(three, str)
+    assert three == one
 
 
 def test_duplicate_id_message(tmp_path: Path, gloo_etplus: str) -> None:
@@ -240,6 +332,7 @@ def test_plain_route(tmp_path: Path, doc: dict[str, Any]) -> None:
     path = tmp_path / "et_plus.json"
     path.write_bytes(orjson.dumps(doc))
     _same_or_same_error(path)
+    _same_in_parts(path, min(3, len(doc["nodes"])))
 
 
 def test_plain_route_taken(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -23,6 +23,7 @@ import os
 from array import array
 from collections.abc import Iterator, MutableSequence
 from dataclasses import dataclass, field
+from functools import partial
 from operator import attrgetter
 from typing import Any
 
@@ -42,12 +43,13 @@ from chakra.convert.serial import (
     int_attr,
     io_tail,
 )
-from chakra.errors import TraceFormatError
+from chakra.errors import ChakraError, TraceFormatError
 from chakra.host.comm import COMM_KERNEL_PREFIXES, is_nccl_kernel
 from chakra.host.decode import FALSY, NO_RAW, Attr, IOPieces, Node, canonical, read_document
 from chakra.host.loader import FLAT, Records, make_trace
 from chakra.host.model import METADATA, OP, HostOp, HostTrace, is_comm_name
 from chakra.io import gc_paused
+from chakra.io.forkmap import fork_map, split
 
 
 @dataclass(slots=True)
@@ -110,11 +112,11 @@ def _gpu_key(a: dict[str, Any], tid: Any) -> tuple[Any, Any]:
     return (device, stream)
 
 
-def _add_op(c: Columns, op: HostOp, ser: Serializer | None, interned: dict[Any, Any]) -> None:
-    """Append one HostOp; with ``ser``, keep only its serialised pieces unless the converter needs it."""
+def _add_op(c: Columns, op: HostOp, ser: Serializer | None, interned: dict[Any, Any], i: int) -> None:
+    """Append one HostOp, node ``i`` of the file; with ``ser``, keep only its serialised pieces unless the
+    converter needs it."""
     a = op.attrs
     get = a.get
-    i = len(c.ids)
     c.parents.append(op.parent)   # first: an id beyond int64 fails here, before anything is appended
     c.ids.append(op.id)
     name = op.name
@@ -156,8 +158,8 @@ def columns_from_trace(trace: HostTrace) -> Columns:
     """Columns of a loaded HostTrace: every op kept whole (``full``), nothing pre-serialised."""
     c = Columns()
     interned: dict[Any, Any] = {}
-    for op in trace.ops:
-        _add_op(c, op, None, interned)
+    for i, op in enumerate(trace.ops):
+        _add_op(c, op, None, interned, i)
     return c
 
 
@@ -186,23 +188,66 @@ def load_columns(path: str | os.PathLike[str]) -> tuple[HostTrace, Columns, Seri
     root, a key or value the plain route does not take) is built as a HostOp by the host loader
     (``Records.record``) and added by :func:`_add_op`.  Both give the same columns and bytes
     (tests/test_convert_columns.py).
+
+    The nodes are decoded in contiguous pieces, one per core (``chakra.io.forkmap``: the pieces after the
+    first in forked children, which send back their columns: arrays, lists of ints and of the tails'
+    bytes, a few HostOps), and :func:`_join` puts the pieces together as one pass over the file would
+    have filled them: the same columns, the same first error (tests/convert/test_convert_columns.py
+    compares 1 and 3 parts).
     """
     with gc_paused():
         doc = read_document(path)
         records = Records(doc)
-        builder = records.builder
         ser = Serializer()
-        c = Columns(tails=[], parents=array("q"))
-        interned: dict[Any, Any] = {}
-        kept: list[HostOp] = []
-        index = c.index
-        plain = _Plain(c, ser, interned, builder, doc.path)
-        add = plain.flat if builder.layout == FLAT else plain.chakra
-        record = records.record
-        raws = doc.raw_nodes
-        generic = doc.generic   # every node already parsed: the host route for all
+        what = f"decoding the nodes of {doc.path}"
+        pieces = fork_map(partial(_load_piece, doc, records, ser), split(len(doc), MIN_PIECE), what)
+        c, kept = _join(pieces, doc.path)
+        records.warnings.extend(w for p in pieces for w in p.warnings)
+        trace = make_trace(doc.top, records.builder.layout, kept, {}, records.warnings, doc.path)
+    return trace, c, ser
+
+
+#: nodes below which a piece is not worth a process: decoding a node costs ~15 us here, a fork with the
+#: pickling of its result a few ms
+MIN_PIECE = 5_000
+
+
+@dataclass(slots=True)
+class _Piece:
+    """What :func:`_load_piece` made of nodes ``start`` .. ``stop - 1``: their columns (``index`` filled
+    only for the piece starting at 0, which the join extends), the strings and stream keys interned, the
+    ops kept whole, the loader's warnings, and the error that stopped it at node ``stop`` (None: all done)."""
+
+    start: int
+    stop: int
+    cols: Columns
+    interned: dict[Any, Any]
+    kept: list[HostOp]
+    warnings: list[str]
+    error: ChakraError | None = None
+
+
+def _load_piece(doc: Any, records: Records, ser: Serializer, nodes: range) -> _Piece:
+    """The columns of ``nodes`` (a range of node positions), one node at a time (see :func:`load_columns`).
+
+    An input error (duplicate id, malformed node) is returned with the columns of the nodes before it, not
+    raised: an earlier piece's ids may make a duplicate before it (:func:`_join` decides)."""
+    builder = records.builder
+    c = Columns(tails=[], parents=array("q"))
+    interned: dict[Any, Any] = {}
+    kept: list[HostOp] = []
+    index = c.index
+    plain = _Plain(c, ser, interned, builder, doc.path)
+    add = plain.flat if builder.layout == FLAT else plain.chakra
+    record = records.record
+    raws = doc.raw_nodes
+    generic = doc.generic   # every node already parsed: the host route for all
+    seen = len(records.warnings)
+    i = nodes.start
+    error: ChakraError | None = None
+    try:
         with malformed(doc.path):
-            for i in range(len(raws)):
+            for i in nodes:
                 try:
                     if not generic and add(raws[i], i):
                         continue
@@ -217,15 +262,74 @@ def load_columns(path: str | os.PathLike[str]) -> tuple[HostTrace, Columns, Seri
                 if at != i:
                     raise _duplicate(op.id, at, i, doc.path)
                 try:
-                    _add_op(c, op, ser, interned)
+                    _add_op(c, op, ser, interned, i)
                 except OverflowError:
                     c.parents = list(c.parents)
                     plain.parents = c.parents.append
-                    _add_op(c, op, ser, interned)
+                    _add_op(c, op, ser, interned, i)
                 if c.full[-1] is not None:
                     kept.append(op)
-        trace = make_trace(doc.top, builder.layout, kept, {}, records.warnings, doc.path)
-    return trace, c, ser
+            i = nodes.stop
+    except ChakraError as exc:
+        error = exc
+    warnings = records.warnings[seen:]
+    del records.warnings[seen:]   # the join adds every piece's, in order
+    if nodes.start:
+        c.index = {}   # rebuilt from the ids by the join (cheaper than pickling it)
+    return _Piece(nodes.start, i, c, interned, kept, warnings, error)
+
+
+def _join(pieces: list[_Piece], path: str) -> tuple[Columns, list[HostOp]]:
+    """The pieces' columns as one (the first piece's, extended) and the ops kept whole, or the first input
+    error in file order: a piece's own error, or an id that repeats one of an earlier piece (which one
+    pass would have met first)."""
+    c = pieces[0].cols
+    index = c.index
+    interned = pieces[0].interned
+    kept = list(pieces[0].kept)
+    for k, p in enumerate(pieces):
+        if k:
+            ids = p.cols.ids[:p.stop - p.start]
+            if not index.keys().isdisjoint(ids):
+                for pos, nid in enumerate(ids, p.start):
+                    if nid in index:
+                        raise _duplicate(nid, index[nid], pos, path)
+            index.update(zip(ids, range(p.start, p.stop)))
+        if p.error is not None:
+            raise p.error
+        if k:
+            _extend(c, p.cols, interned)
+            kept.extend(p.kept)
+    return c, kept
+
+
+def _extend(c: Columns, more: Columns, interned: dict[Any, Any]) -> None:
+    """Append the columns of the next piece to ``c`` (names and stream keys interned with ``c``'s)."""
+    if type(c.parents) is not type(more.parents):   # a parent id beyond int64 in one of them: plain lists
+        c.parents = list(c.parents)
+        more.parents = list(more.parents)
+    c.parents.extend(more.parents)   # type: ignore[arg-type]
+    c.ids.extend(more.ids)
+    intern = interned.setdefault
+    c.names.extend([intern(x, x) for x in more.names])
+    c.kinds.extend(more.kinds)
+    c.rf_ids.extend(more.rf_ids)
+    c.threads.extend(more.threads)
+    c.is_gpu.extend(more.is_gpu)
+    for name in ("ts", "dur", "excl"):
+        getattr(c, name).extend(getattr(more, name))
+        getattr(c, name + "_x").update(getattr(more, name + "_x"))
+    skeys = c.skeys
+    for key in more.skeys:
+        if key is not None:
+            try:
+                key = intern(key, key)
+            except TypeError:
+                pass   # unhashable: the stream pass reports it
+        skeys.append(key)
+    c.xdeps.update(more.xdeps)
+    c.full.extend(more.full)
+    c.tails.extend(more.tails)  # type: ignore[union-attr, arg-type]
 
 
 def _duplicate(nid: int, at: int, i: int, path: str) -> TraceFormatError:
