@@ -22,6 +22,7 @@ import logging
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from types import FrameType
 from typing import Any
 
 from chakra import __version__
@@ -203,6 +204,11 @@ class _Signals:
     the program carries on as if nothing happened.  So the handler also arms a 0.2 s timer (SIGALRM) that
     raises again while the interrupt is pending and no handler is busy with it; ``run_command`` clears it
     once the interrupt reached it.
+
+    Nor does it raise while a module is being imported: an extension module whose initialisation is cut
+    short by an exception from a nested import can crash the interpreter (orjson 3.x does: a Ctrl-C during
+    a command's start-up ended in a segmentation fault).  The interrupt stays pending and the timer raises
+    it once the import is done, a few hundred milliseconds later at most.
     """
 
     pending: int | None = None
@@ -213,18 +219,22 @@ class _Signals:
         return KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
 
     @classmethod
-    def on_signal(cls, signum: int, frame: object) -> None:
+    def on_signal(cls, signum: int, frame: FrameType | None) -> None:
         cls.pending = signum
         cls._arm()
+        if _importing(frame):
+            return  # the timer raises it once the import is done
         raise cls.interrupt(signum)
 
     @classmethod
-    def on_alarm(cls, signum: int, frame: object) -> None:
+    def on_alarm(cls, signum: int, frame: FrameType | None) -> None:
         if cls.pending is None:
             return
         cls._arm()
         if isinstance(sys.exc_info()[1], KeyboardInterrupt):
             return  # already unwinding (cleanup under way): do not interrupt the cleanup
+        if _importing(frame):
+            return
         raise cls.interrupt(cls.pending)
 
     @classmethod
@@ -258,6 +268,15 @@ class _Signals:
         for sig, handler in (previous or {}).items():
             with contextlib.suppress(ValueError, OSError, TypeError):
                 signal.signal(sig, handler)
+
+
+def _importing(frame: FrameType | None) -> bool:
+    """Whether ``frame`` runs inside the import machinery (a module's top level or an extension's init)."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _interrupt_in_chain(exc: BaseException) -> KeyboardInterrupt | None:
