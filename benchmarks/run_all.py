@@ -82,14 +82,22 @@ def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def _rss_kb(pid: str) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
+def _pss_kb(pid: str) -> int:
+    """The process's proportional set size in kB: its private pages plus its share of the pages it shares.
+
+    A forked child shares every page of its parent until one side writes it; RSS counts such a page in
+    both processes, PSS splits it between them, so a sum of PSS over a process tree is the memory the tree
+    really occupies (a sum of RSS counts the parent's loaded trace twice).  ``VmRSS`` where the kernel has
+    no ``smaps_rollup`` (before Linux 4.14).
+    """
+    for name, key in (("smaps_rollup", "Pss:"), ("status", "VmRSS:")):
+        try:
+            with open(f"/proc/{pid}/{name}") as fh:
+                for line in fh:
+                    if line.startswith(key):
+                        return int(line.split()[1])
+        except OSError:
+            continue
     return 0
 
 
@@ -104,14 +112,14 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-def _tree_rss_kb(pid: int) -> tuple[int, int]:
-    """(RSS of ``pid`` plus all its descendants in kB, number of descendants)."""
-    total, n = _rss_kb(str(pid)), 0
+def _tree_pss_kb(pid: int) -> tuple[int, int]:
+    """(PSS of ``pid`` plus all its descendants in kB, number of descendants)."""
+    total, n = _pss_kb(str(pid)), 0
     todo = _children(pid)
     while todo:
         c = todo.pop()
         n += 1
-        total += _rss_kb(str(c))
+        total += _pss_kb(str(c))
         todo += _children(c)
     return total, n
 
@@ -187,9 +195,9 @@ def child(stage: str, host: str, kineto: str, etplus: str, et: str) -> None:
 def measure(stage: str, host: Path, kineto: Path, etplus: Path, et: Path) -> dict[str, Any]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", stage, str(host), str(kineto),
            str(etplus), str(et)]
-    # The stage may fork helpers (the replay reads a large .et with a child): sampled from here every 20 ms,
-    # the largest RSS sum over the stage's process tree is its peak when it exceeds the stage process's own
-    # high-water mark.
+    # The stage may fork parts (chakra.io.forkmap): sampled from here every 20 ms, the largest PSS sum over
+    # the stage's process tree (shared pages counted once, see _pss_kb) is its peak when it exceeds the
+    # stage process's own high-water mark.
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
         import threading
 
@@ -199,7 +207,7 @@ def measure(stage: str, host: Path, kineto: Path, etplus: Path, et: Path) -> dic
         def sample() -> None:
             nonlocal tree_peak_kb, helpers
             while not done.wait(0.02):
-                kb, n = _tree_rss_kb(proc.pid)
+                kb, n = _tree_pss_kb(proc.pid)
                 if n:
                     helpers = max(helpers, n)
                     tree_peak_kb = max(tree_peak_kb, kb)
@@ -427,9 +435,11 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any],
         "(seconds summed, peak = the larger); `loads vs json` = (load_host + load_kineto) time / stdlib "
         "`json.loads` of both files; `total` = link + convert + replay (each stage in its own process; "
         "peak = the largest of the three); `vs read` = total / read+gunzip of the two input files (the "
-        "floor).  A stage may fork one helper process for large inputs (the replay: the second core reads "
-        "part of the .et): a stage's peak is the larger of its own high-water mark and the largest RSS "
-        "sum over its process tree, sampled every 20 ms (`results.json` has both, and the helper's own peak)."
+        "floor).  A stage forks parts for large inputs (`chakra.io.forkmap`: the link loads the Kineto trace "
+        "in a child, the converter decodes and the replay reads in pieces): a stage's peak is the larger of "
+        "its own high-water mark and the largest PSS sum over its process tree, sampled every 20 ms (PSS: "
+        "a page a child shares with its parent counts once; `results.json` has both, and the largest "
+        "child's own peak RSS)."
     )
     out.append("")
     cols = ["case", "host ops", "Kineto events", "GPU ops", "ET nodes", "input MB", "read s", "json.loads s",
