@@ -57,3 +57,21 @@ def _die(r: range) -> int:
 def test_a_dead_child_is_reported() -> None:
     with pytest.raises(ChakraError, match=r"decoding x.json died \(killed by signal 9"):
         forkmap.fork_map(_die, [range(0, 1), range(1, 2)], "decoding x.json")
+
+
+def _unpicklable(r: range) -> object:
+    return [list(range(50_000)), lambda: None] if r.start > 0 else []
+
+
+def test_a_result_that_does_not_pickle_is_reported_not_taken_for_a_crash() -> None:
+    # the child starts streaming the list (more than a pipe's 64 KB) before it meets the lambda
+    with pytest.raises(ChakraError, match=r"squares died \(its result could not be pickled\); CHAKRA_PARTS=1"):
+        forkmap.fork_map(_unpicklable, [range(0, 1), range(1, 2)], "squares")
+
+
+def test_a_result_larger_than_the_pipe_comes_back_whole() -> None:
+    # 3 x 4 MB of bytes plus 200k small ints: streamed through the 64 KB pipe while the parent unpickles
+    got = forkmap.fork_map(lambda r: (bytes([r.start]) * (4 << 20), list(range(r.start, r.start + 200_000))),
+                           [range(0, 1), range(1, 2), range(2, 3)], "big")
+    assert [b == bytes([i]) * (4 << 20) for i, (b, _) in enumerate(got)] == [True] * 3
+    assert [ints[-1] for _, ints in got] == [199_999, 200_000, 200_001]
