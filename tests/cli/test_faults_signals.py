@@ -163,8 +163,8 @@ def test_signal_while_writing_a_new_output_leaves_nothing(tmp_path: Path) -> Non
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.0.et"]
 
 
-def test_an_interrupt_during_an_import_waits_for_the_import_to_finish(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_interrupt_during_an_import_waits_for_the_import_to_finish(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A Ctrl-C raised inside an extension module's initialisation crashed the interpreter (orjson: signal
     11 in about one run in ten when the signal came 50 ms after start-up); the handler keeps it pending
     while an import runs and the 0.2 s timer raises it after."""

@@ -65,7 +65,8 @@ def _unpicklable(r: range) -> object:
 
 def test_a_result_that_does_not_pickle_is_reported_not_taken_for_a_crash() -> None:
     # the child starts streaming the list (more than a pipe's 64 KB) before it meets the lambda
-    with pytest.raises(ChakraError, match=r"squares died \(its result could not be pickled\); CHAKRA_PARTS=1"):
+    expected = r"squares died \(its result could not be pickled\); CHAKRA_PARTS=1"
+    with pytest.raises(ChakraError, match=expected):
         forkmap.fork_map(_unpicklable, [range(0, 1), range(1, 2)], "squares")
 
 
