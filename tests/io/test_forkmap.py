@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
+import resource
 import signal
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -64,15 +68,42 @@ def _unpicklable(r: range) -> object:
 
 
 def test_a_result_that_does_not_pickle_is_reported_not_taken_for_a_crash() -> None:
-    # the child starts streaming the list (more than a pipe's 64 KB) before it meets the lambda
+    # the child starts streaming the list (200 KB of pickle) before it meets the lambda
     expected = r"squares died \(its result could not be pickled\); CHAKRA_PARTS=1"
     with pytest.raises(ChakraError, match=expected):
         forkmap.fork_map(_unpicklable, [range(0, 1), range(1, 2)], "squares")
 
 
-def test_a_result_larger_than_the_pipe_comes_back_whole() -> None:
-    # 3 x 4 MB of bytes plus 200k small ints: streamed through the 64 KB pipe while the parent unpickles
+def test_a_large_result_comes_back_whole_and_leaves_no_file(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # 3 x 4 MB of bytes plus 200k small ints, each child's through its own temporary file
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     got = forkmap.fork_map(lambda r: (bytes([r.start]) * (4 << 20), list(range(r.start, r.start + 200_000))),
                            [range(0, 1), range(1, 2), range(2, 3)], "big")
     assert [b == bytes([i]) * (4 << 20) for i, (b, _) in enumerate(got)] == [True] * 3
     assert [ints[-1] for _, ints in got] == [199_999, 200_000, 200_001]
+    assert list(tmp_path.iterdir()) == []   # unlinked as soon as it was opened
+
+
+def _too_big_for_the_disk(r: range) -> object:
+    if r.start > 0:   # in the child: a file-size limit of 1 KB stands in for a full disk (EFBIG, not SIGXFSZ)
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1024, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+    return list(range(100_000))
+
+
+def test_a_result_that_cannot_be_written_is_reported_as_such(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    expected = (r"the process squares died \(its result could not be written to " + re.escape(str(tmp_path))
+                + r"; disk full\? \(TMPDIR sets the folder\)\); CHAKRA_PARTS=1")
+    with pytest.raises(ChakraError, match=expected):
+        forkmap.fork_map(_too_big_for_the_disk, [range(0, 1), range(1, 2)], "squares")
+
+
+def test_no_temporary_folder_means_the_piece_runs_here_with_a_warning(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "gone"))
+    got = forkmap.fork_map(lambda r: (os.getpid(), list(r)), [range(0, 2), range(2, 4)], "squares")
+    assert got == [(os.getpid(), [0, 1]), (os.getpid(), [2, 3])]
+    assert "could not open a temporary file for squares" in caplog.text
