@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -656,3 +657,30 @@ def test_sync_call_time_is_subtracted_launch_time_is_not(corpus: Path) -> None:
     assert children == [("cudaMemcpyAsync", 10.0), ("cudaStreamSynchronize", 1078.0)]
     # 1096 - 1078 (the wait) = 18, which keeps the 10 µs of the cudaMemcpyAsync call as the op's own work
     assert op.excl_dur == 18.0
+
+
+def test_a_pickled_trace_comes_back_equal_across_event_chunks(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    # KinetoTrace pickles its events in chunks (a forked loader sends it back pickled): 5 events in
+    # chunks of 2 -> 3 pickles, every field and every event back, in order
+    from chakra.device import model
+
+    monkeypatch.setattr(model, "_PICKLE_CHUNK", 2)
+    path = write(tmp_path, [X("C", 20, 10), X("A", 0, 100), X("D", 70, 20), X("B", 10, 50), X("E", 95, 1)])
+    tr = load_kineto(path)
+    assert len(tr.__reduce__()[1][0][model._TRACE_FIELDS.index("events")]) == 3
+    back = pickle.loads(pickle.dumps(tr, protocol=pickle.HIGHEST_PROTOCOL))
+    assert type(back) is model.KinetoTrace and back == tr
+    assert [e.name for e in back.events] == ["C", "A", "D", "B", "E"]
+    # C [20,30) in B [10,60) in A [0,100); D [70,90) and E [95,96) in A
+    assert [parent_name(back, e) for e in back.events] == ["B", None, "A", "A", "A"]
+
+
+def test_a_pickled_corpus_trace_comes_back_equal(corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from chakra.device import model
+
+    monkeypatch.setattr(model, "_PICKLE_CHUNK", 1000)
+    tr = load_kineto(corpus / "dlrm_8r_v100/device/kineto_0.json.gz")
+    assert len(tr.events) == 2460   # 3 chunks
+    back = pickle.loads(pickle.dumps(tr, protocol=pickle.HIGHEST_PROTOCOL))
+    assert back == tr and back.events[-1] == tr.events[-1]
