@@ -7,7 +7,8 @@ its result back pickled, streamed into an unlinked temporary file (``tempfile``'
 this process reads once the child has exited.  A file, not a pipe: the child writes its result as soon as it
 has it, while this process is still at its own piece (through a pipe it waited for this process to read:
 1M-op link, 3.9 s for the Kineto child's 225 MB at the end of the host load); its pages are the kernel's
-page cache, not memory of either process.  The results come back in piece order, so a stage that
+page cache, not memory of either process (where ``TMPDIR`` is a tmpfs they are memory, until this process
+has unpickled them).  The results come back in piece order, so a stage that
 concatenates them produces the same output for any number of parts; the tests run every such stage with 1
 and with several parts and compare.
 
