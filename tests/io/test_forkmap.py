@@ -95,8 +95,8 @@ def _too_big_for_the_disk(r: range) -> object:
 def test_a_result_that_cannot_be_written_is_reported_as_such(tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    expected = (r"the process squares died \(its result could not be written to " + re.escape(str(tmp_path))
-                + r"; disk full\? \(TMPDIR sets the folder\)\); CHAKRA_PARTS=1")
+    expected = (r"^the process squares could not write its result to " + re.escape(str(tmp_path))
+                + r" \(disk full\?\); set TMPDIR to a folder with room, or CHAKRA_PARTS=1 to do all the work")
     with pytest.raises(ChakraError, match=expected):
         forkmap.fork_map(_too_big_for_the_disk, [range(0, 1), range(1, 2)], "squares")
 

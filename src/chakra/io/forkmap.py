@@ -189,8 +189,9 @@ def _collect(child: tuple[int, int], what: str) -> Any:
     elif code == _UNPICKLABLE:
         how = "its result could not be pickled"
     elif code == _UNWRITABLE:
-        how = (f"its result could not be written to {tempfile.gettempdir()}; disk full? "
-               "(TMPDIR sets the folder)")
+        raise ChakraError(f"the process {what} could not write its result to {tempfile.gettempdir()} (disk "
+                          f"full?); set TMPDIR to a folder with room, or {_ENV}=1 to do all the work in one "
+                          "process")
     else:
         how = f"exit code {code}; out of memory?"
     raise ChakraError(f"the process {what} died ({how}); {_ENV}=1 does all the work in one process")
