@@ -19,6 +19,7 @@ from helpers.host_documents import (
     json_values,
 )
 from helpers.host_oracle import node_layout, op_tuple, oracle_ops, same
+from helpers.memory import traced_bytes_per_object
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -150,6 +151,12 @@ def test_canonical_examples() -> None:
     assert canonical(b'["\\u00e9\\/"]') == '["é/"]'.encode()
     plain = b'[[6,7,0,65536,4,"cuda:0"],"<None>",true]'
     assert canonical(plain) == plain
+
+
+def test_canonical_text_of_pytorch_spacing_holds_its_own_size() -> None:
+    # PyTorch writes ", " between items: such text is re-encoded, and kept by the loaders
+    assert canonical(b'[[5, 6, 0, 100, 4, "cpu"]]') == b'[[5,6,0,100,4,"cpu"]]'
+    assert traced_bytes_per_object(lambda i: canonical(b'[[%d, 6, 0, 100, 4, "cpu"]]' % i)) < 200
 
 
 # ---- the generic route -------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from helpers.memory import traced_bytes_per_object
 
 from chakra.errors import TraceFormatError
 from chakra.io import (
@@ -20,7 +21,7 @@ from chakra.io import (
     read_messages,
     write_messages,
 )
-from chakra.io.jsonio import dump_json_items
+from chakra.io.jsonio import dump_json_items, dumps_kept
 from chakra.schema import GlobalMetadata, Node
 
 
@@ -131,3 +132,11 @@ def test_dump_json_items_is_the_documents_bytes(tmp_path: Path, monkeypatch: pyt
         assert out.read_bytes() == gzip.compress(want, compresslevel=6, mtime=0)
     else:
         assert out.read_bytes() == want
+
+
+def test_kept_json_text_holds_its_own_size_not_orjsons_buffer() -> None:
+    # orjson.dumps returns its ~4 KB write buffer however short the text: a kept text must not
+    value = [[5, 6, 0, 100, 4, "cpu"], "<None>"]
+    assert dumps_kept(value) == orjson.dumps(value) == b'[[5,6,0,100,4,"cpu"],"<None>"]'
+    assert traced_bytes_per_object(lambda i: orjson.dumps([i, value])) > 4000   # what it fixes
+    assert traced_bytes_per_object(lambda i: dumps_kept([i, value])) < 200

@@ -34,7 +34,7 @@ from msgspec import UNSET, Raw, UnsetType
 
 from chakra.errors import TraceFormatError
 from chakra.io import read_bytes
-from chakra.io.jsonio import parse_json, top_level_array
+from chakra.io.jsonio import dumps_kept, parse_json, top_level_array
 
 log = logging.getLogger(__name__)
 
@@ -376,7 +376,7 @@ def dumps_canonical(value: Any) -> bytes:
     """orjson's text of a parsed value; what orjson cannot encode (an integer beyond 64 bits) as the
     standard library writes it, non-JSON values as their str (as the converter always wrote them)."""
     try:
-        return orjson.dumps(value)
+        return dumps_kept(value)   # (kept: the loaders hold these texts)
     except TypeError:
         return json.dumps(value, default=str).encode()
 

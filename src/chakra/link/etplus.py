@@ -17,6 +17,7 @@ import orjson
 from orjson import Fragment
 
 from chakra.host.model import HostOp, IOInfo
+from chakra.io.jsonio import dumps_kept
 
 FLAT = "flat"
 CHAKRA = "chakra"
@@ -139,7 +140,7 @@ def json_string(s: str) -> bytes:
     if got is None:
         if len(_STRINGS) > 100_000:
             _STRINGS.clear()
-        got = _STRINGS[s] = orjson.dumps(s)
+        got = _STRINGS[s] = dumps_kept(s)
     return got
 
 
