@@ -29,6 +29,8 @@ Synthetic inputs come from ``benchmarks/synth.py`` and are cached in ``--work`` 
 * ``--sizes`` (default 10k, 100k, 1M host ops): **real-weight** nodes (1.1.1-chakra.0.0.4, ten attrs,
   op_schema, tensors with shapes and strides, Record function id; ``kernels_per_leaf=1.3``: about one GPU op
   per three host ops, as in the issue's 5k-op trace);
+* ``--spacing pytorch``: the real-weight JSON with ", " and ": " between items, as PyTorch and Kineto write
+  it (the same values; cached in ``synth_real_pytorch_N``); default compact, as orjson writes it;
 * ``--light-sizes`` (default none): the original light nodes (flat 1.0.1, ``kernels_per_leaf=2.3``: about
   one GPU op per host op, 0.1% Kineto ops dropped / 0.1% added), byte-identical to the earlier runs'.
 
@@ -267,15 +269,20 @@ def real_cases(quick: bool) -> list[tuple[str, str, Path, Path]]:
     return [c for c in cases if c[2].exists() and c[3].exists()]
 
 
-def synthetic_case(n: int, work: Path, weight: str = "real") -> tuple[str, str, Path, Path]:
-    """(group, name, host ET, Kineto) of a synthetic one-rank trace of ``n`` host ops, made when missing."""
+def synthetic_case(n: int, work: Path, weight: str = "real", spacing: str = "compact"
+                   ) -> tuple[str, str, Path, Path]:
+    """(group, name, host ET, Kineto) of a synthetic one-rank trace of ``n`` host ops, made when missing
+    (``spacing``: see ``synth.generate``; real weight only)."""
     kpl = KERNELS_PER_LEAF[weight]
     if weight == "light":  # the directory and marker of the earlier runs: their cached inputs stay valid
         d, marker_name = work / f"synth_{n}", f"done_k{kpl}"
         extra: dict[str, Any] = {"drop_rate": 0.001, "extra_rate": 0.001}
-    else:
+    elif spacing == "compact":
         d, marker_name = work / f"synth_real_{n}", f"done_real_k{kpl}"
         extra = {}
+    else:
+        d, marker_name = work / f"synth_real_{spacing}_{n}", f"done_real_k{kpl}"
+        extra = {"spacing": spacing}
     hp, kp = d / "host_et_0.json", d / "kineto_0.json"
     marker = d / marker_name
     if not marker.exists():
@@ -350,9 +357,9 @@ def _cli(module: str, args: list[str], peak_file: Path) -> tuple[float, float, i
     return wall, float(own) / 1024.0, proc.returncode, float(kids) / 1024.0
 
 
-def run_cli_case(n: int, work: Path, repeat: int, log: bool) -> dict[str, Any]:
+def run_cli_case(n: int, work: Path, repeat: int, log: bool, spacing: str = "compact") -> dict[str, Any]:
     """``chakra_trace_link`` then ``chakra_converter --simulate`` on a real-weight trace of ``n`` host ops."""
-    _, name, hp, kp = synthetic_case(n, work, "real")
+    _, name, hp, kp = synthetic_case(n, work, "real", spacing)
     tmp = work / "out" / f"cli_{n}"
     tmp.mkdir(parents=True, exist_ok=True)
     etplus, et, sim_log = tmp / "et_plus.json", tmp / "trace.0.et", tmp / "simulate.log"
@@ -594,6 +601,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     ap.add_argument("--work", type=Path, default=Path("/tmp/chakra_bench"))
     ap.add_argument("--no-real", action="store_true", help="skip the corpus traces")
+    ap.add_argument("--spacing", choices=("compact", "pytorch"), default="compact",
+                    help="the real-weight synthetic JSON: compact (orjson's) or with PyTorch's ', ' and ': ' "
+                         "between items (cached apart)")
     a = ap.parse_args(argv)
     sizes = [int(x) for x in (a.sizes if a.sizes is not None else
                               ("10000" if a.quick else "10000,100000,1000000")).split(",") if x]
@@ -602,7 +612,7 @@ def main(argv: list[str] | None = None) -> int:
     a.out.mkdir(parents=True, exist_ok=True)
     a.work.mkdir(parents=True, exist_ok=True)
     cases = [] if a.no_real else real_cases(a.quick)
-    cases += [synthetic_case(n, a.work, "real") for n in sizes]
+    cases += [synthetic_case(n, a.work, "real", a.spacing) for n in sizes]
     cases += [synthetic_case(n, a.work, "light") for n in light]
     rows = []
     t0 = time.perf_counter()
@@ -610,10 +620,11 @@ def main(argv: list[str] | None = None) -> int:
         row = run_case(group, name, hp, kp, a.work, log=True, skip=skip)
         summarise(row)
         rows.append(row)
-    cli = [run_cli_case(a.cli_ops, a.work, 1 if a.quick else a.cli_repeat, log=True)] if a.cli_ops else []
+    cli = ([run_cli_case(a.cli_ops, a.work, 1 if a.quick else a.cli_repeat, log=True, spacing=a.spacing)]
+           if a.cli_ops else [])
     machine = f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
     meta = {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine, "wall_s": time.perf_counter() - t0,
-            "sizes": sizes, "light_sizes": light, "argv": argv}
+            "sizes": sizes, "light_sizes": light, "spacing": a.spacing, "argv": argv}
     md = markdown(rows, meta, cli)
     (a.out / "results.md").write_text(md)
     (a.out / "results.json").write_text(json.dumps({"meta": meta, "rows": rows, "cli": cli}, indent=1))

@@ -63,6 +63,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
@@ -1276,14 +1277,17 @@ class _ListWriter:
     without the items ever being all in memory.
     """
 
-    def __init__(self, path: Path, doc: dict[str, Any], key: str) -> None:
+    def __init__(self, path: Path, doc: dict[str, Any], key: str, spaced: bool = False) -> None:
         self.path, self.doc, self.key = path, doc, key
         self.first = True
+        # spaced: ", " and ": " between items, as PyTorch's and Kineto's writers put them (on one line)
+        self.text = (lambda v: msgspec.json.format(orjson.dumps(v), indent=0)) if spaced else orjson.dumps
+        self.comma = b", " if spaced else b","
 
     def _split(self) -> tuple[bytes, bytes]:
         shell = dict(self.doc)
         shell[self.key] = _SPLIT
-        head, tail = orjson.dumps(shell).split(orjson.dumps(_SPLIT))
+        head, tail = self.text(shell).split(orjson.dumps(_SPLIT))
         return head, tail
 
     def __enter__(self) -> _ListWriter:
@@ -1299,8 +1303,8 @@ class _ListWriter:
 
     def add(self, items: list[Any]) -> None:
         if items:
-            part = orjson.dumps(items)[1:-1]
-            self._write(part if self.first else b"," + part)
+            part = self.text(items)[1:-1]
+            self._write(part if self.first else self.comma + part)
             self.first = False
 
     def __exit__(self, *exc: Any) -> Any:
@@ -1314,10 +1318,10 @@ class _ListWriter:
         return self._cm.__exit__(*exc)
 
 
-def _generate_heavy(r: _HeavyRank, n_ops: int, hp: Path, kp: Path) -> None:
+def _generate_heavy(r: _HeavyRank, n_ops: int, hp: Path, kp: Path, spaced: bool = False) -> None:
     """Walk ``r`` until it has ``n_ops`` host ops, writing both files step by step."""
     host, kineto = r.host_document(), r.kineto_document()
-    with _ListWriter(hp, host, "nodes") as hw, _ListWriter(kp, kineto, "traceEvents") as kw:
+    with _ListWriter(hp, host, "nodes", spaced) as hw, _ListWriter(kp, kineto, "traceEvents", spaced) as kw:
         hw.add(r.head_nodes())
         kw.add(r.metadata_events())
         step = 1
@@ -1346,6 +1350,7 @@ def generate(
     extra_rate: float = 0.0,
     compress: bool = False,
     kernels_per_leaf: float = 1.0,
+    spacing: str = "compact",
 ) -> list[tuple[Path, Path]]:
     """Write ``ranks`` synthetic host ET + Kineto pairs of about ``n_ops`` host ops each; return the paths.
 
@@ -1357,7 +1362,14 @@ def generate(
     for; the command line defaults to ``real``.
     ``kernels_per_leaf``: average number of kernels each kernel-launching leaf op launches (light: 1.0 gives
     about 0.45 GPU ops per host op, 2.3 about one; real: 1.0 gives about 0.26, 1.3 about one per three).
+    ``spacing`` (real weight only): ``"compact"`` JSON as orjson writes it, or ``"pytorch"``: ", " and ": "
+    between items, as PyTorch's execution-trace writer and Kineto put them (the same values; every
+    inputs/outputs text then has to be made canonical by the loaders).
     """
+    if spacing not in ("compact", "pytorch"):
+        raise ValueError("spacing must be 'compact' or 'pytorch'")
+    if spacing != "compact" and weight != "real":
+        raise ValueError("spacing 'pytorch' is for weight 'real'")
     if weight not in ("light", "real"):
         raise ValueError("weight must be 'light' or 'real'")
     if layout is None:
@@ -1374,7 +1386,7 @@ def generate(
         hp, kp = out / f"host_et_{rank}{suffix}", out / f"kineto_{rank}{suffix}"
         if weight == "real":
             heavy = _HeavyRank(rank, ranks, seed, layout, rf_ids, drop_rate, extra_rate, kernels_per_leaf)
-            _generate_heavy(heavy, n_ops, hp, kp)
+            _generate_heavy(heavy, n_ops, hp, kp, spaced=spacing == "pytorch")
             paths.append((hp, kp))
             continue
         r = _Rank(rank, ranks, seed, layout, rf_ids, drop_rate, extra_rate, kernels_per_leaf)
@@ -1408,6 +1420,8 @@ if __name__ == "__main__":
     ap.add_argument("--extra-rate", type=float, default=0.0)
     ap.add_argument("--gz", action="store_true")
     ap.add_argument("--kernels-per-leaf", type=float, default=1.0)
+    ap.add_argument("--spacing", choices=("compact", "pytorch"), default="compact",
+                    help="pytorch: ', ' and ': ' between items, as PyTorch writes them (--weight real)")
     a = ap.parse_args()
     for hp, kp in generate(
         a.n_ops,
@@ -1421,5 +1435,6 @@ if __name__ == "__main__":
         extra_rate=a.extra_rate,
         compress=a.gz,
         kernels_per_leaf=a.kernels_per_leaf,
+        spacing=a.spacing,
     ):
         print(hp, kp)
