@@ -29,7 +29,7 @@ Synthetic inputs come from ``benchmarks/synth.py`` and are cached in ``--work`` 
 * ``--sizes`` (default 10k, 100k, 1M host ops): **real-weight** nodes (1.1.1-chakra.0.0.4, ten attrs,
   op_schema, tensors with shapes and strides, Record function id; ``kernels_per_leaf=1.3``: about one GPU op
   per three host ops, as in the issue's 5k-op trace);
-* ``--spacing pytorch``: the real-weight JSON with ", " and ": " between items, as PyTorch and Kineto write
+* ``--spacing pytorch``: the real-weight JSON spaced as PyTorch's execution-trace writer and Kineto space
   it (the same values; cached in ``synth_real_pytorch_N``); default compact, as orjson writes it;
 * ``--light-sizes`` (default none): the original light nodes (flat 1.0.1, ``kernels_per_leaf=2.3``: about
   one GPU op per host op, 0.1% Kineto ops dropped / 0.1% added), byte-identical to the earlier runs'.
@@ -602,8 +602,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, default=Path("/tmp/chakra_bench"))
     ap.add_argument("--no-real", action="store_true", help="skip the corpus traces")
     ap.add_argument("--spacing", choices=("compact", "pytorch"), default="compact",
-                    help="the real-weight synthetic JSON: compact (orjson's) or with PyTorch's ', ' and ': ' "
-                         "between items (cached apart)")
+                    help="the real-weight synthetic JSON: compact (orjson's) or spaced as PyTorch's writers "
+                         "space it (cached apart)")
     a = ap.parse_args(argv)
     sizes = [int(x) for x in (a.sizes if a.sizes is not None else
                               ("10000" if a.quick else "10000,100000,1000000")).split(",") if x]

@@ -1277,12 +1277,11 @@ class _ListWriter:
     without the items ever being all in memory.
     """
 
-    def __init__(self, path: Path, doc: dict[str, Any], key: str, spaced: bool = False) -> None:
+    def __init__(self, path: Path, doc: dict[str, Any], key: str, text: Any = orjson.dumps) -> None:
         self.path, self.doc, self.key = path, doc, key
         self.first = True
-        # spaced: ", " and ": " between items, as PyTorch's and Kineto's writers put them (on one line)
-        self.text = (lambda v: msgspec.json.format(orjson.dumps(v), indent=0)) if spaced else orjson.dumps
-        self.comma = b", " if spaced else b","
+        self.text = text   # value -> JSON text (compact: orjson's; or the spacing of a PyTorch writer)
+        self.comma = b"," if text is orjson.dumps else b", "
 
     def _split(self) -> tuple[bytes, bytes]:
         shell = dict(self.doc)
@@ -1318,10 +1317,28 @@ class _ListWriter:
         return self._cm.__exit__(*exc)
 
 
+def _et_text(v: Any) -> bytes:
+    """JSON text spaced as PyTorch's execution-trace writer spaces it: ``"key": value`` and ``, `` between the
+    members of an object and the objects of a list (``attrs``), lists of plain values compact (``inputs``'
+    ``values``, ``shapes``, ``types``, ``strides``: ``[[10,11,0,64,4,"cuda:1"],[-1]]``)."""
+    if type(v) is dict:
+        return b"{" + b", ".join(orjson.dumps(k) + b": " + _et_text(x) for k, x in v.items()) + b"}"
+    if type(v) is list and any(type(x) is dict for x in v):
+        return b"[" + b", ".join(_et_text(x) for x in v) + b"]"
+    return orjson.dumps(v)
+
+
+def _kineto_text(v: Any) -> bytes:
+    """JSON text spaced as Kineto's writer spaces it: ``, `` and ``": "`` everywhere, lists included."""
+    return msgspec.json.format(orjson.dumps(v), indent=0)
+
+
 def _generate_heavy(r: _HeavyRank, n_ops: int, hp: Path, kp: Path, spaced: bool = False) -> None:
-    """Walk ``r`` until it has ``n_ops`` host ops, writing both files step by step."""
+    """Walk ``r`` until it has ``n_ops`` host ops, writing both files step by step (``spaced``: with the
+    spacing of PyTorch's writers, :func:`_et_text` / :func:`_kineto_text`)."""
     host, kineto = r.host_document(), r.kineto_document()
-    with _ListWriter(hp, host, "nodes", spaced) as hw, _ListWriter(kp, kineto, "traceEvents", spaced) as kw:
+    ht, kt = (_et_text, _kineto_text) if spaced else (orjson.dumps, orjson.dumps)
+    with _ListWriter(hp, host, "nodes", ht) as hw, _ListWriter(kp, kineto, "traceEvents", kt) as kw:
         hw.add(r.head_nodes())
         kw.add(r.metadata_events())
         step = 1
@@ -1362,9 +1379,8 @@ def generate(
     for; the command line defaults to ``real``.
     ``kernels_per_leaf``: average number of kernels each kernel-launching leaf op launches (light: 1.0 gives
     about 0.45 GPU ops per host op, 2.3 about one; real: 1.0 gives about 0.26, 1.3 about one per three).
-    ``spacing`` (real weight only): ``"compact"`` JSON as orjson writes it, or ``"pytorch"``: ", " and ": "
-    between items, as PyTorch's execution-trace writer and Kineto put them (the same values; every
-    inputs/outputs text then has to be made canonical by the loaders).
+    ``spacing`` (real weight only): ``"compact"`` JSON as orjson writes it, or ``"pytorch"``: spaced as
+    PyTorch's execution-trace writer and Kineto space it (the same values; ``_et_text``, ``_kineto_text``).
     """
     if spacing not in ("compact", "pytorch"):
         raise ValueError("spacing must be 'compact' or 'pytorch'")
@@ -1421,7 +1437,8 @@ if __name__ == "__main__":
     ap.add_argument("--gz", action="store_true")
     ap.add_argument("--kernels-per-leaf", type=float, default=1.0)
     ap.add_argument("--spacing", choices=("compact", "pytorch"), default="compact",
-                    help="pytorch: ', ' and ': ' between items, as PyTorch writes them (--weight real)")
+                    help="pytorch: spaced as PyTorch's execution-trace writer and Kineto space it "
+                         "(--weight real)")
     a = ap.parse_args()
     for hp, kp in generate(
         a.n_ops,
