@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import re
-import resource
 import signal
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -64,11 +64,12 @@ def test_a_dead_child_is_reported() -> None:
 
 
 def _unpicklable(r: range) -> object:
-    return [list(range(50_000)), lambda: None] if r.start > 0 else []
+    return [list(range(400_000)), lambda: None] if r.start > 0 else []
 
 
 def test_a_result_that_does_not_pickle_is_reported_not_taken_for_a_crash() -> None:
-    # the child starts streaming the list (200 KB of pickle) before it meets the lambda
+    # the child has written the list (2 MB of pickle: more than its 1 MB buffer) before it meets the lambda;
+    # the parent does not read what was written
     expected = r"squares died \(its result could not be pickled\); CHAKRA_PARTS=1"
     with pytest.raises(ChakraError, match=expected):
         forkmap.fork_map(_unpicklable, [range(0, 1), range(1, 2)], "squares")
@@ -86,10 +87,12 @@ def test_a_large_result_comes_back_whole_and_leaves_no_file(tmp_path: Path,
 
 
 def _too_big_for_the_disk(r: range) -> object:
-    if r.start > 0:   # in the child: a file-size limit of 1 KB stands in for a full disk (EFBIG, not SIGXFSZ)
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    import resource
+
+    if r.start > 0:   # in the child: a file-size limit of 1 KB stands in for a full disk (Python ignores
+        # SIGXFSZ, so the write fails with EFBIG); 2 MB of pickle: the failure comes while it is written
         resource.setrlimit(resource.RLIMIT_FSIZE, (1024, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
-    return list(range(100_000))
+    return list(range(400_000))
 
 
 def test_a_result_that_cannot_be_written_is_reported_as_such(tmp_path: Path,
@@ -107,3 +110,65 @@ def test_no_temporary_folder_means_the_piece_runs_here_with_a_warning(
     got = forkmap.fork_map(lambda r: (os.getpid(), list(r)), [range(0, 2), range(2, 4)], "squares")
     assert got == [(os.getpid(), [0, 1]), (os.getpid(), [2, 3])]
     assert "could not open a temporary file for squares" in caplog.text
+
+
+class _OddError(Exception):
+    """Pickles, but does not unpickle: its constructor takes other arguments than its ``args``."""
+
+    def __init__(self, node: int, file: str) -> None:
+        super().__init__(f"node {node} in {file} is odd")
+
+
+def _odd(r: range) -> int:
+    if r.start > 0:
+        raise _OddError(7, "x.json")
+    return 1
+
+
+def test_a_child_error_that_does_not_come_back_whole_is_sent_as_its_text() -> None:
+    with pytest.raises(ChakraError, match=r"_OddError: node 7 in x.json is odd"):
+        forkmap.fork_map(_odd, [range(0, 1), range(1, 2)], "decoding x.json")
+
+
+def _part_files() -> list[str]:
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if "chakra-part-" in target:
+            out.append(target)
+    return out
+
+
+def test_a_child_holds_only_its_own_file() -> None:
+    # the third child was started after the first two: it closes their files
+    got = forkmap.fork_map(lambda r: len(_part_files()), [range(0, 1), range(1, 2), range(2, 3)], "files")
+    assert got == [2, 1, 1]   # here: both children's files (until collected); each child: its own
+    assert _part_files() == []
+
+
+def test_an_interrupt_while_waiting_for_a_child_kills_and_reaps_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    spawned: list[tuple[int, int]] = []
+    real_spawn, real_waitpid = forkmap._spawn, os.waitpid
+
+    def spawn(*args: object) -> object:
+        child = real_spawn(*args)   # type: ignore[arg-type]
+        spawned.append(child)   # type: ignore[arg-type]
+        return child
+
+    def waitpid(pid: int, options: int) -> tuple[int, int]:
+        if len(spawned) == 1 and not getattr(waitpid, "done", False):
+            waitpid.done = True   # type: ignore[attr-defined]
+            raise KeyboardInterrupt   # Ctrl-C while the parent waits
+        return real_waitpid(pid, options)
+
+    monkeypatch.setattr(forkmap, "_spawn", spawn)
+    monkeypatch.setattr(os, "waitpid", waitpid)
+    with pytest.raises(KeyboardInterrupt):
+        forkmap.fork_map(lambda r: time.sleep(30) if r.start else 1, [range(0, 1), range(1, 2)], "sleepy")
+    pid = spawned[0][0]
+    with pytest.raises(ChildProcessError):
+        real_waitpid(pid, os.WNOHANG)   # killed and already reaped
+    assert _part_files() == []

@@ -96,102 +96,123 @@ def fork_map(fn: Callable[[T], R], pieces: Sequence[T], what: str) -> list[R]:
     if len(pieces) <= 1:
         return [fn(p) for p in pieces]
     children: list[tuple[int, int] | None] = []
-    for p in pieces[1:]:
-        children.append(_spawn(fn, p, what))
+    out: list[R] = []
     try:
-        first = fn(pieces[0])
+        for p in pieces[1:]:
+            children.append(_spawn(fn, p, what, [ch[1] for ch in children if ch is not None]))
+        out.append(fn(pieces[0]))
+        for k, (p, ch) in enumerate(zip(pieces[1:], children)):
+            if ch is None:
+                out.append(fn(p))
+            else:
+                children[k] = None   # _collect closes and reaps it, whatever happens
+                out.append(_collect(ch, what))
     except BaseException:
         for ch in children:
-            if ch is not None:
-                _reap(ch)
-        raise
-    out: list[R] = [first]
-    pending = list(zip(pieces[1:], children))
-    try:
-        while pending:
-            p, ch = pending[0]
-            out.append(fn(p) if ch is None else _collect(ch, what))
-            pending.pop(0)
-    except BaseException:
-        for _, ch in pending[1:]:
             if ch is not None:
                 _reap(ch)
         raise
     return out
 
 
-def _spawn(fn: Callable[[Any], Any], piece: Any, what: str) -> tuple[int, int] | None:
+def _spawn(fn: Callable[[Any], Any], piece: Any, what: str, siblings: list[int]) -> tuple[int, int] | None:
+    """Fork a child that runs ``fn(piece)`` and writes the pickled result into a new unlinked file; (pid,
+    the file's descriptor), or None (a warning said why) when the piece is to run here.  ``siblings``:
+    the files of the children started before, which this one closes."""
     try:
         fd, name = tempfile.mkstemp(prefix="chakra-part-")
     except OSError as exc:
         log.warning("could not open a temporary file for %s (%s); doing that part in this process", what, exc)
         return None
-    os.unlink(name)   # nothing left behind, whatever happens to either process
     try:
+        os.unlink(name)   # nothing left behind, whatever happens to either process
         pid = os.fork()
     except OSError as exc:
         os.close(fd)
         log.warning("could not start a process for %s (%s); doing that part in this process", what, exc)
         return None
+    except BaseException:
+        os.close(fd)
+        raise
     if pid == 0:   # the child: compute, send, leave without running the parent's clean-up
-        code = 1
-        try:
-            with os.fdopen(fd, "wb", buffering=_BUFFER) as f:
-                try:
-                    result = fn(piece)
-                except BaseException as exc:   # noqa: BLE001 - sent to the parent, which re-raises it
-                    f.write(_error_payload(exc))
-                else:
-                    # streamed: no second copy of the result as one bytes object here
-                    code = _UNPICKLABLE
-                    try:
-                        pickle.dump((True, result), f, protocol=pickle.HIGHEST_PROTOCOL)
-                    except OSError:
-                        code = _UNWRITABLE
-                        raise
-                code = _UNWRITABLE
-            code = 0
-        except BaseException:   # noqa: BLE001 - nothing to report to: the parent sees the exit code
-            pass
-        finally:
-            os._exit(code)
+        os._exit(_child(fn, piece, fd, siblings))
     return pid, fd
 
 
-def _error_payload(exc: BaseException) -> bytes:
+def _child(fn: Callable[[Any], Any], piece: Any, fd: int, siblings: list[int]) -> int:
+    """The child's work; its exit code (0: the file holds ``(True, result)`` or ``(False, exception)``)."""
+    code = 1
     try:
-        return pickle.dumps((False, exc), protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception:   # noqa: BLE001 - an exception that does not pickle goes as text
+        for other in siblings:   # (its pages would stay alive while this child runs)
+            os.close(other)
+        with os.fdopen(fd, "wb", buffering=_BUFFER) as f:
+            try:
+                result = fn(piece)
+            except BaseException as exc:   # noqa: BLE001 - sent to the parent, which re-raises it
+                f.write(_error_payload(exc))
+            else:
+                # streamed: no second copy of the result as one bytes object here
+                try:
+                    pickle.dump((True, result), f, protocol=pickle.HIGHEST_PROTOCOL)
+                except OSError:
+                    code = _UNWRITABLE
+                    raise
+                except (pickle.PicklingError, TypeError, AttributeError):
+                    code = _UNPICKLABLE
+                    raise
+            code = _UNWRITABLE   # the last bytes go out as the file is closed
+        code = 0
+    except BaseException:   # noqa: BLE001 - nothing to report to: the parent sees the exit code
+        pass
+    return code
+
+
+def _error_payload(exc: BaseException) -> bytes:
+    """The child's exception, pickled; as a ChakraError with its text when it would not come back whole
+    (it does not pickle, or does not unpickle: a constructor with other arguments than its ``args``)."""
+    try:
+        data = pickle.dumps((False, exc), protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.loads(data)
+        return data
+    except Exception:   # noqa: BLE001 - sent as text
         text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         return pickle.dumps((False, ChakraError(text)), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _collect(child: tuple[int, int], what: str) -> Any:
+    """The result of a child (its exception raised here), once it has exited; the child reaped and its file
+    closed whatever happens."""
     pid, fd = child
-    _, status = os.waitpid(pid, 0)
+    try:
+        _, status = os.waitpid(pid, 0)
+    except BaseException:
+        _reap(child)
+        raise
     code = os.waitstatus_to_exitcode(status)
     try:
         size = os.fstat(fd).st_size if code == 0 else 0
-        # unpickled from the file's pages mapped, not from a copy of them (1M-op link: 225 MB less at the
-        # parent's peak, and a third faster)
-        with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as data:
-            ok, value = pickle.loads(data)
-    except Exception:   # noqa: BLE001 - a cut or empty file (mmap refuses size 0): the child died; said below
-        pass
-    else:
-        if ok:
-            return value
-        raise value
+        if size:
+            try:
+                # unpickled from the file's pages mapped, not from a copy of them (1M-op link: 225 MB
+                # less at the parent's peak, and a third faster)
+                with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as data:
+                    ok, value = pickle.loads(data)
+            except Exception as exc:   # noqa: BLE001 - said with the cause
+                raise ChakraError(f"the result of the process {what} could not be read back ({exc!r}); "
+                                  f"{_ENV}=1 does all the work in one process") from exc
+            if ok:
+                return value
+            raise value
     finally:
         os.close(fd)
+    if code == _UNWRITABLE:
+        raise ChakraError(f"the process {what} could not write its result to {tempfile.gettempdir()} (disk "
+                          f"full?); set TMPDIR to a folder with room, or {_ENV}=1 to do all the work in one "
+                          "process")
     if os.WIFSIGNALED(status):
         how = f"killed by signal {os.WTERMSIG(status)}; out of memory?"
     elif code == _UNPICKLABLE:
         how = "its result could not be pickled"
-    elif code == _UNWRITABLE:
-        raise ChakraError(f"the process {what} could not write its result to {tempfile.gettempdir()} (disk "
-                          f"full?); set TMPDIR to a folder with room, or {_ENV}=1 to do all the work in one "
-                          "process")
     else:
         how = f"exit code {code}; out of memory?"
     raise ChakraError(f"the process {what} died ({how}); {_ENV}=1 does all the work in one process")
