@@ -457,6 +457,11 @@ def _kilo(v: float | None) -> str:
 def markdown(rows: list[dict[str, Any]], meta: dict[str, Any],
              cli: list[dict[str, Any]] | None = None) -> str:
     out = [f"# Benchmark results ({meta['date']}, {meta['machine']})", ""]
+    if meta.get("calibration_s"):
+        before, after = meta["calibration_s"]
+        out += ["Machine calibration (`run_all.calibrate`: a fixed per-item Python workload, best of 5 "
+                f"fresh processes), before / after the run: {before:.3f} / {after:.3f} s.  Compare runs made "
+                "in different machine states with it: a higher figure is a slower machine.", ""]
     out.append(
         "Per stage: seconds inside a fresh process / that process's peak RSS in MB (2**20 bytes). "
         "`json.loads` / `orjson.loads` = the two input files parsed by each library, one file per process "
@@ -577,6 +582,35 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any],
     return "\n".join(out) + "\n"
 
 
+# A fixed workload shaped like the stages' per-node work (a tuple per item, dict lookups, bytes formatting,
+# small orjson texts), run in a fresh interpreter: its time says how fast the machine is at the moment, so
+# runs made in different machine states can be compared (the figures above are not normalised by it).
+_CALIBRATION_CODE = """\
+import time, orjson
+t = time.perf_counter()
+names = {i: "aten::op%d" % (i % 97) for i in range(97)}
+seen = {}
+out = []
+for i in range(300_000):
+    key = (i % 97, i % 13)
+    got = seen.get(key)
+    if got is None:
+        got = seen[key] = orjson.dumps([names[key[0]], key[1], 1.5])
+    out.append(b'{"id":%d,"name":%b}' % (i, got))
+print(time.perf_counter() - t)
+"""
+
+
+def calibrate(repeat: int = 5) -> float:
+    """Seconds of :data:`_CALIBRATION_CODE`, the best of ``repeat`` fresh processes (start-up excluded)."""
+    times = []
+    for _ in range(repeat):
+        proc = subprocess.run([sys.executable, "-c", _CALIBRATION_CODE], capture_output=True, text=True,
+                              check=True)
+        times.append(float(proc.stdout))
+    return min(times)
+
+
 def _peaks(run: dict[str, Any], cmd: str) -> str:
     own, parts = run[f"{cmd}_peak_mb"], run.get(f"{cmd}_parts_peak_mb") or 0.0
     return f"{own:.0f}" + (f" (+{parts:.0f})" if parts else "")
@@ -616,14 +650,17 @@ def main(argv: list[str] | None = None) -> int:
     cases += [synthetic_case(n, a.work, "light") for n in light]
     rows = []
     t0 = time.perf_counter()
+    calib = [calibrate()]
     for group, name, hp, kp in cases:
         row = run_case(group, name, hp, kp, a.work, log=True, skip=skip)
         summarise(row)
         rows.append(row)
     cli = ([run_cli_case(a.cli_ops, a.work, 1 if a.quick else a.cli_repeat, log=True, spacing=a.spacing)]
            if a.cli_ops else [])
+    calib.append(calibrate())
     machine = f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
     meta = {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine, "wall_s": time.perf_counter() - t0,
+            "calibration_s": calib,
             "sizes": sizes, "light_sizes": light, "spacing": a.spacing, "argv": argv}
     md = markdown(rows, meta, cli)
     (a.out / "results.md").write_text(md)
