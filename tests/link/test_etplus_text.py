@@ -9,10 +9,10 @@ import pytest
 from conftest import needs_corpus
 
 from chakra.host.model import HostOp
+from chakra.io.ranks import find_ranks
 from chakra.link import api
 from chakra.link.api import link_files
 from chakra.link.etplus import CHAKRA, FLAT, host_node, host_text
-from chakra.pipeline.link import find_rank_pairs
 
 _IO = (b"[[1,2]]", b"[[2]]", b'["Tensor(float)"]', None, b"[]", b"[]", b"[]", b"[]")
 
@@ -82,7 +82,7 @@ def _dict_nodes_text(monkeypatch: pytest.MonkeyPatch, host: Path, kineto: Path, 
                                          ("simple_add_1r", 0)])
 def test_linked_text_is_the_node_dicts_text(corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                            folder: str, rank: int) -> None:
-    ((host, kineto),) = [(h, k) for r, h, k in find_rank_pairs(corpus / folder) if r == rank]
+    ((host, kineto),) = [(h, k) for r, h, k in find_ranks(corpus / folder) if r == rank]
     link_files(host, kineto, tmp_path / "text.json")
     text = (tmp_path / "text.json").read_bytes()
     assert text == _dict_nodes_text(monkeypatch, host, kineto, tmp_path / "dicts.json")

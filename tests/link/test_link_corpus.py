@@ -16,8 +16,9 @@ from helpers.traces import by_id, check_dependencies
 from chakra.device.loader import load_kineto
 from chakra.host.loader import load_host_et
 from chakra.io import load_json
+from chakra.io.ranks import find_ranks
 from chakra.link import link_traces
-from chakra.pipeline.link import find_rank_pairs, link_folder
+from chakra.pipeline.link import link_folder
 
 pytestmark = pytest.mark.corpus
 
@@ -27,7 +28,7 @@ _cache: dict[tuple[str, int], dict[str, Any]] = {}
 def linked(corpus: Path, folder: str, rank: int) -> dict[str, Any]:
     key = (folder, rank)
     if key not in _cache:
-        ((h, k),) = [(hp, kp) for r, hp, kp in find_rank_pairs(corpus / folder) if r == rank]
+        ((h, k),) = [(hp, kp) for r, hp, kp in find_ranks(corpus / folder) if r == rank]
         _cache[key] = link_traces(load_host_et(h), load_kineto(k))
     return _cache[key]
 

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from chakra.errors import TraceFormatError, UsageError
+from chakra.io.ranks import find_ranks
 from chakra.pipeline import harness
 from chakra.pipeline.harness import (
     RankOutcome,
     archive_folder_name,
-    find_rank_files,
+    extract_job,
     run_integration,
-    safe_extract,
 )
 from chakra.replay import read_completion_time
 
@@ -46,17 +46,17 @@ def test_archive_folder_name():
     assert archive_folder_name(Path("x.tar.gz")) == "x"
 
 
-def test_safe_extract_refuses_paths_escaping_the_target(tmp_path):
-    tgz = make_tgz(tmp_path / "evil.tgz", {"evil/ok.txt": b"1", "../escaped.txt": b"2"})
+def test_extract_refuses_paths_escaping_the_target(tmp_path):
+    tgz = make_tgz(tmp_path / "evil.tgz", {"evil/ok.txt": b"1", "evil/../../escaped.txt": b"2"})
     target = tmp_path / "t"
     target.mkdir()
-    with pytest.raises(TraceFormatError, match=r"'\.\./escaped\.txt' would be written outside"):
-        safe_extract(tgz, target)
+    with pytest.raises(TraceFormatError, match=r"'evil/\.\./\.\./escaped\.txt' would be written outside"):
+        extract_job(tgz, target)
     assert not (tmp_path / "escaped.txt").exists()
     assert not (target / "evil").exists()  # nothing is extracted when one member is bad
 
 
-def test_safe_extract_refuses_symlinks_out(tmp_path):
+def test_extract_refuses_symlinks_out(tmp_path):
     tgz = tmp_path / "link.tgz"
     with tarfile.open(tgz, "w:gz") as tar:
         info = tarfile.TarInfo("link/passwd")
@@ -64,18 +64,20 @@ def test_safe_extract_refuses_symlinks_out(tmp_path):
         info.linkname = "/etc/passwd"
         tar.addfile(info)
     with pytest.raises(TraceFormatError, match="links outside"):
-        safe_extract(tgz, tmp_path)
+        extract_job(tgz, tmp_path)
+    assert not (tmp_path / "link").exists()
 
 
-def test_find_rank_files_accepts_both_namings(tmp_path):
+def test_find_ranks_accepts_both_namings(tmp_path):
     (tmp_path / "chakra_host_et_0.json").write_text("{}")
     (tmp_path / "kineto_0.json").write_text("{}")
     (tmp_path / "host_et_1.json.gz").write_text("{}")
     (tmp_path / "kineto_1.json.gz").write_text("{}")
-    assert find_rank_files(tmp_path, 0) == (tmp_path / "chakra_host_et_0.json", tmp_path / "kineto_0.json")
-    assert find_rank_files(tmp_path, 1) == (tmp_path / "host_et_1.json.gz", tmp_path / "kineto_1.json.gz")
+    assert find_ranks(tmp_path, [0, 1]) == [
+        (0, tmp_path / "chakra_host_et_0.json", tmp_path / "kineto_0.json"),
+        (1, tmp_path / "host_et_1.json.gz", tmp_path / "kineto_1.json.gz")]
     with pytest.raises(TraceFormatError, match="no host ET for rank 2"):
-        find_rank_files(tmp_path, 2)
+        find_ranks(tmp_path, [2])
 
 
 def fake_pipeline(monkeypatch, times_us, measured=None):

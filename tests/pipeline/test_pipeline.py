@@ -22,7 +22,6 @@ from chakra.cli import pipeline as pipeline_cli
 from chakra.errors import ChakraError, TraceFormatError, UsageError
 from chakra.io import load_json, read_messages
 from chakra.pipeline import RankFiles, find_ranks, pipeline_table, run_pipeline
-from chakra.pipeline.link import find_rank_pairs
 from chakra.schema import METADATA_NODE, GlobalMetadata, Node
 
 REPO = Path(__file__).resolve().parents[2]
@@ -72,11 +71,8 @@ def test_find_ranks_namings_subfolders_and_preference(tmp_path: Path,
     ]
     assert "rank 3 has only a host ET file" in caplog.text
     # the link batch mode and the harness use the same finder
-    assert find_rank_pairs(tmp_path) == [tuple(f) for f in found]
-    from chakra.pipeline.harness import find_rank_files
-
-    assert find_rank_files(tmp_path, 10) == (tmp_path / "host" / "host_et_10.json",
-                                             tmp_path / "device" / "kineto_10.json")
+    assert find_ranks(tmp_path, [10]) == [(10, tmp_path / "host" / "host_et_10.json",
+                                           tmp_path / "device" / "kineto_10.json")]
 
 
 def test_find_ranks_errors(tmp_path: Path) -> None:

@@ -39,8 +39,6 @@ from chakra.host.comm import (
 )
 from chakra.host.model import CommInfo, HostOp, HostTrace, ProcessGroup
 
-P2P = ("send", "recv")
-
 
 @dataclass(slots=True)
 class CommFields:

@@ -102,7 +102,6 @@ class Plan:
         self.gloo_extra: dict[int, int] = {}   # further records of a call that ran as several
         self.data: list[list[int]] = [[] for _ in range(n)]
         self.origin = 0.0
-        self.span_end = 0.0
         self.pgn = PgNames(trace.process_groups)
         self.rank: int | None = None
         self.ser = serializer if serializer is not None else Serializer()

@@ -83,13 +83,6 @@ def _extract(tar: tarfile.TarFile, members: list[tarfile.TarInfo], tgz: Path, ta
         raise TraceFormatError(f"cannot extract the archive ({exc})", tgz) from None
 
 
-def safe_extract(tgz: Path, target: Path) -> None:
-    """Extract all of ``tgz`` into ``target``, refusing members that would land outside it."""
-    tar, members = _members(tgz)
-    with tar:
-        _extract(tar, members, tgz, target)
-
-
 def extract_job(tgz: Path, target: Path) -> Path:
     """Extract the job of ``tgz`` under ``target``; the folder that holds its rank files.
 
@@ -122,14 +115,6 @@ def extract_job(tgz: Path, target: Path) -> Path:
         shown = ", ".join(tops[:5]) + (", ..." if len(tops) > 5 else "")
         raise TraceFormatError(f"the archive has no folder {name}/ (named like the archive) and its files "
                                f"are not all at its top level (top-level entries: {shown or 'none'})", tgz)
-
-
-def find_rank_files(folder: Path, rank: int) -> tuple[Path | None, Path]:
-    """(host ET, Kineto trace) of one rank, accepting both naming schemes (``chakra.pipeline.find_ranks``)."""
-    from chakra.io.ranks import find_ranks
-
-    (files,) = find_ranks(folder, [rank])
-    return files.host, files.kineto
 
 
 def process_rank(rank: int, host: str | None, kineto: str, workdir: str, mode: str = "lanes",

@@ -17,15 +17,6 @@ from chakra.link.api import LinkReport, link_files
 log = logging.getLogger(__name__)
 
 
-def find_rank_pairs(folder: str | os.PathLike[str]) -> list[tuple[int, Path | None, Path]]:
-    """``(rank, host ET, Kineto)`` of every rank in ``folder`` (also in ``host/`` + ``device/``).
-
-    The one rank-file finder is :func:`chakra.io.ranks.find_ranks`; this name stays for callers."""
-    from chakra.io.ranks import find_ranks
-
-    return list(find_ranks(folder))
-
-
 def _output_name(rank: int, host: Path | None, kineto: Path) -> str:
     """``et_plus_N.json``, gzip (``.gz``) when the host ET (else the Kineto trace) is."""
     return f"et_plus_{rank}.json.gz" if (host or kineto).name.endswith(".gz") else f"et_plus_{rank}.json"

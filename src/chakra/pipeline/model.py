@@ -39,9 +39,6 @@ class RankResult:
     replayed_us: float | None = None
     error_pct: float | None = None
     comm_wait_us: float | None = None
-    link_s: float = 0.0
-    convert_s: float = 0.0
-    replay_s: float = 0.0
     timeline_events: list[dict[str, Any]] = field(default_factory=list)
 
 

@@ -29,7 +29,6 @@ def process_rank(task: RankTask) -> RankResult:
     """Link one rank (and convert / replay it as ``task`` asks); raises ChakraError on bad input."""
     from chakra.link.api import link_files
 
-    t0 = time.perf_counter()
     # the rank of the file names only stands in for a trace without one: the trace's own rank is what its
     # collectives were recorded with
     report = link_files(task.host, task.kineto, task.et_plus, fallback_rank=task.rank,
@@ -37,29 +36,25 @@ def process_rank(task: RankTask) -> RankResult:
     if report.rank != task.rank:
         log.warning("%s: the files of rank %d say rank %s; the ET+ (and Chakra ET) record rank %s",
                     task.kineto, task.rank, report.rank, report.rank)
-    res = RankResult(rank=task.rank, link=report, et_plus=task.et_plus, link_s=time.perf_counter() - t0)
+    res = RankResult(rank=task.rank, link=report, et_plus=task.et_plus)
     if task.et is None:
         return res
     from chakra.convert import convert_file
 
-    t1 = time.perf_counter()
     conv = convert_file(task.et_plus, task.et)
     res.et = task.et
     res.nodes = conv.stats.nodes
-    res.convert_s = time.perf_counter() - t1
     if task.log is None:
         return res
     from chakra.replay.api import replay_file
     from chakra.replay.output import timeline, write_completion_log
 
-    t2 = time.perf_counter()
     rep = replay_file(task.et, mode=task.mode, gaps=task.gaps, whatif=task.whatif)
     write_completion_log(task.log, [rep])
     res.log = task.log
     _set_replay(res, rep)
     if task.timeline:
         res.timeline_events = timeline([rep])["traceEvents"]
-    res.replay_s = time.perf_counter() - t2
     return res
 
 
@@ -232,13 +227,11 @@ def _replay_ranks(results: list[RankResult], out: Path, mode: str, gaps: bool, w
 
     events: list[dict[str, Any]] = []
     for r in results:
-        t0 = time.perf_counter()
         rep = replay_file(r.et, mode=mode, gaps=gaps, whatif=whatif)   # type: ignore[arg-type]
         r.log = os.path.abspath(out / f"replay_{r.rank}.log")
         write_completion_log(r.log, [rep])
         _set_replay(r, rep)
         events.extend(timeline([rep])["traceEvents"])
-        r.replay_s = time.perf_counter() - t0
     return events
 
 
@@ -250,7 +243,6 @@ def _replay_job(results: list[RankResult], out: Path, mode: str, gaps: bool, bar
     from chakra.replay.output import timeline, write_completion_log
 
     bar = bars.add_task("replay (whole job)", total=len(results) + 1) if bars is not None else None
-    t0 = time.perf_counter()
     job = replay_job([r.et for r in results], mode=mode, gaps=gaps, couple=True, whatif=whatif)
     if bars is not None:
         bars.advance(bar)
@@ -263,9 +255,6 @@ def _replay_job(results: list[RankResult], out: Path, mode: str, gaps: bool, bar
         _set_replay(r, rep)
         if bars is not None:
             bars.advance(bar)
-    dt = time.perf_counter() - t0
-    for r in results:
-        r.replay_s = dt / max(1, len(results))
     return timeline(job)["traceEvents"], job_times(job)
 
 

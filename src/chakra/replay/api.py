@@ -67,12 +67,6 @@ class ReplayResult:
         return best
 
     @property
-    def first_start_us(self) -> float:
-        types = self.graph.types
-        vals = [s for i, s in enumerate(self.starts) if types[i] != METADATA_NODE]
-        return min(vals) if vals else 0.0
-
-    @property
     def measured_us(self) -> float | None:
         return self.graph.measured_us
 
@@ -92,17 +86,12 @@ class ReplayResult:
         """node id -> (replayed start, replayed end)."""
         return {nid: (s, e) for nid, s, e in zip(self.graph.ids, self.starts, self.ends)}
 
-    def completion(self, i: int) -> float:
-        """When node ``i`` completed: its end, or for an op with children on its thread (files with
-        thread timing), when its tail after them ended."""
-        c = self.closes.get(i)
-        return self.ends[i] if c is None or c < self.ends[i] else c
-
     def completion_lines(self) -> Iterator[str]:
         """``[rank R] Node ID <id> completed at <T>us``, one per node, by completion time then id."""
         head = f"[rank {'-' if self.rank is None else self.rank}] Node ID "
         ends = self.ends
-        # each node's completion (:meth:`completion`: the later of its end and its tail's), in C
+        # each node's completion, in C: its end, or for an op with children on its thread (files with
+        # thread timing) the later of its end and the end of its tail after them
         done = list(map(max, ends, map(self.closes.get, count(), ends))) if self.closes else ends
         ids = self.graph.ids
         floor = math.floor
