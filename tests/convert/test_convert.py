@@ -261,17 +261,6 @@ def test_bad_input_leaves_no_output(tmp_path):
     assert not out.exists() and list(tmp_path.iterdir()) == [src]
 
 
-def test_simulate_writes_completion_lines(tmp_path):
-    pytest.importorskip("chakra.replay")
-    src = tmp_path / "in.json"
-    src.write_bytes(orjson.dumps(small_etplus()))
-    log = tmp_path / "conv.log"
-    report = convert_file(src, tmp_path / "o.et", simulate=True, log_path=log)
-    lines = log.read_text().splitlines()
-    assert report.simulated and report.completion_lines == 10 == len(lines)
-    assert all("Node ID" in x and "completed at" in x for x in lines)
-
-
 def test_wire_reader_agrees_with_bindings(tmp_path):
     src = tmp_path / "in.json"
     src.write_bytes(orjson.dumps(small_etplus()))
@@ -307,17 +296,3 @@ def test_chakra_layout_gpu_node_hangs_off_its_launcher_by_data_dep():
     a = attrs(k)
     assert (a["is_cpu_op"], a["stream"], a["device"], a["cat"]) == (False, 7, 0, "kernel")
     assert "pg_name" not in a and "comm_size" not in a
-
-
-def test_simulate_without_replay_engine_is_skipped_with_a_message(tmp_path, monkeypatch):
-    import chakra.convert.driver as driver
-
-    def no_module(name):
-        raise ImportError(name)
-
-    monkeypatch.setattr(driver.importlib, "import_module", no_module)
-    src = tmp_path / "in.json"
-    src.write_bytes(orjson.dumps(small_etplus()))
-    report = convert_file(src, tmp_path / "o.et", simulate=True, log_path=tmp_path / "l.log")
-    assert not report.simulated and "not available" in report.notes[0]
-    assert (tmp_path / "o.et").exists() and not (tmp_path / "l.log").exists()

@@ -136,12 +136,19 @@ def _run(args: argparse.Namespace) -> int:
     if args.astrasim:
         from chakra.job.astrasim import convert_for_astrasim
 
-        report, target = convert_for_astrasim(args.input, args.output, simulate=args.simulate,
-                                              log_path=args.log_filename)
+        report, target = convert_for_astrasim(args.input, args.output)
         for line in target.lines():
             log.warning("%s", line)
     else:
-        report = convert_file(args.input, args.output, simulate=args.simulate, log_path=args.log_filename)
+        report = convert_file(args.input, args.output)
+    if args.simulate:
+        from chakra.replay.written import simulate_written
+
+        # (after --astrasim's rewriting: the file as written is what is replayed)
+        done = simulate_written(args.output, args.log_filename)
+        report.simulated = True
+        report.replayed_us = done.replayed_us
+        report.completion_lines = done.completion_lines
     s = report.stats
     log.info("wrote %s: %d nodes (%s), %d ctrl + %d data deps, rank %s",
              report.output_path, s.nodes, ", ".join(f"{k}={v}" for k, v in sorted(s.by_type.items())),

@@ -3,8 +3,7 @@
 Public API:
 
 * :func:`convert_trace` ``(host_trace) -> (GlobalMetadata, [Node, ...])``
-* :func:`convert_file` ``(input_path, output_path, *, simulate=False, log_path=None, astrasim_safe=False)
-  -> ConvertReport``
+* :func:`convert_file` ``(input_path, output_path, *, astrasim_safe=False) -> ConvertReport``
 """
 
 from chakra.convert.core import ET_VERSION, ConvertStats, build, convert_trace  # noqa: F401

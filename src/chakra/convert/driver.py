@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import logging
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from chakra.convert.core import ConvertStats, stream_serialized
@@ -18,7 +16,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(slots=True)
 class ConvertReport:
-    """What ``convert_file`` did: inputs, counts, warnings, timings and (optionally) the replay."""
+    """What ``convert_file`` did: inputs, counts, warnings, timings and (with ``--simulate``, set by the
+    command) the replay."""
 
     input_path: str
     output_path: str
@@ -30,7 +29,6 @@ class ConvertReport:
     simulated: bool = False
     replayed_us: float | None = None
     completion_lines: int = 0
-    notes: list[str] = field(default_factory=list)
 
     @property
     def nodes(self) -> int:
@@ -55,28 +53,24 @@ class ConvertReport:
 
 
 def convert_file(input_path: str | os.PathLike[str], output_path: str | os.PathLike[str], *,
-                 simulate: bool = False, log_path: str | os.PathLike[str] | None = None,
                  astrasim_safe: bool = False) -> ConvertReport:
     """Convert one ET+ JSON (or bare host ET; ``.json`` or gzip) into a Chakra protobuf ET.
 
-    The output appears complete or not at all.  With ``simulate`` the nodes are
-    replayed by ``chakra.replay`` (when that package is available) and the
-    per-node completion lines (``Node ID <id> completed at <T>us``) are appended to ``log_path``.
-    With ``astrasim_safe`` the collectives the simulator does not run (REDUCE, GATHER, SCATTER,
-    BARRIER, REDUCE_SCATTER_BLOCK) are written as COMP nodes of their recorded duration
-    (``chakra.convert.core`` module doc).
+    The output appears complete or not at all.  With ``astrasim_safe`` the collectives the simulator
+    does not run (REDUCE, GATHER, SCATTER, BARRIER, REDUCE_SCATTER_BLOCK) are written as COMP nodes of
+    their recorded duration (``chakra.convert.core`` module doc).  ``chakra_converter --simulate``
+    replays the file after this (:mod:`chakra.replay.written`).
     """
     from chakra.io import gc_paused
 
     # The cyclic GC stays off from load to write (see chakra.io.gcpause); re-enabled between the
     # stages it would walk the whole loaded trace again each time.
     with gc_paused():
-        return _convert_file(input_path, output_path, simulate, log_path, astrasim_safe)
+        return _convert_file(input_path, output_path, astrasim_safe)
 
 
 def _convert_file(input_path: str | os.PathLike[str], output_path: str | os.PathLike[str],
-                  simulate: bool, log_path: str | os.PathLike[str] | None,
-                  astrasim_safe: bool = False) -> ConvertReport:
+                  astrasim_safe: bool) -> ConvertReport:
     from chakra.convert.columns import load_columns
 
     t0 = time.perf_counter()
@@ -94,8 +88,6 @@ def _convert_file(input_path: str | os.PathLike[str], output_path: str | os.Path
                            bytes_written=os.path.getsize(output_path))
     log.info("%s -> %s: %d nodes %s in %.2fs", report.input_path, report.output_path, stats.nodes,
              stats.by_type, t3 - t0)
-    if simulate:
-        _simulate(report, log_path)
     return report
 
 
@@ -104,41 +96,9 @@ def _stream(meta: Any, nodes: Any) -> Any:
     yield from nodes
 
 
-def _simulate(report: ConvertReport, log_path: str | os.PathLike[str] | None) -> None:
-    """Replay the file just written (the replay's own reader: the bytes a user's replay reads)."""
-    try:
-        replay = importlib.import_module("chakra.replay")
-    except ImportError:
-        replay = None
-    if replay is None or not hasattr(replay, "replay_rank"):
-        msg = "--simulate: the replay engine (chakra.replay) is not available in this build; skipped"
-        log.warning("%s", msg)
-        report.notes.append(msg)
-        return
-    result = replay.replay_rank(report.output_path)
-    report.simulated = True
-    report.replayed_us = float(result.replayed_us)
-    if log_path is None:
-        log.info("replayed %s: %.0f us (no log file given: completion lines not written)",
-                 report.output_path, report.replayed_us)
-        return
-    # Appended, not replaced: the log file may also be the logging target of the command (opened in
-    # append mode by add_log_file), and both writers use O_APPEND so lines never overwrite each other.
-    for h in logging.getLogger().handlers:
-        with contextlib.suppress(ValueError, OSError):   # a handler on a stream closed meanwhile
-            h.flush()
-    count = 0
-    with open(log_path, "a", encoding="utf-8") as fh:
-        for line in result.completion_lines():
-            fh.write(line + "\n")
-            count += 1
-    report.completion_lines = count
-    log.info("replayed %s: %.0f us (%d completion lines in %s)", report.output_path, report.replayed_us,
-             count, log_path)
-
-
 def add_log_file(path: str | os.PathLike[str]) -> None:
-    """Send the log to ``path`` too: truncated once, then opened in append mode (see ``_simulate``)."""
+    """Send the log to ``path`` too: truncated once, then opened in append mode (``--simulate`` appends
+    its completion lines to the same file: :mod:`chakra.replay.written`)."""
     with open(path, "w", encoding="utf-8"):
         pass
     handler = logging.FileHandler(path, mode="a", encoding="utf-8")

@@ -412,7 +412,7 @@ def write_job(files: Sequence[EtFile], prefix: str | os.PathLike[str], report: A
 
 
 def convert_for_astrasim(input_path: str | os.PathLike[str], output_path: str | os.PathLike[str], *,
-                         comm_group_path: str | os.PathLike[str] | None = None, **convert_args: object
+                         comm_group_path: str | os.PathLike[str] | None = None
                          ) -> tuple[object, AstrasimReport]:
     """``chakra_converter --astrasim``: convert one rank, then the per-rank part of the target (no
     METADATA node, runnable collectives only, ``comm_group.json`` beside it).  One rank alone cannot be
@@ -420,7 +420,7 @@ def convert_for_astrasim(input_path: str | os.PathLike[str], output_path: str | 
     file) does the cross-rank part."""
     from chakra.convert import convert_file
 
-    report = convert_file(input_path, output_path, astrasim_safe=True, **convert_args)  # type: ignore[arg-type]
+    report = convert_file(input_path, output_path, astrasim_safe=True)
     out = Path(output_path)
     idle = out.with_name(out.name[:-len(".0.et")] + ".1.et") if out.name.endswith(".0.et") else None
     try:
