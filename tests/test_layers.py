@@ -34,20 +34,25 @@ def _module(path: Path) -> str:
 
 
 def _imports() -> dict[str, set[str]]:
-    out: dict[str, set[str]] = {}
     modules = {_module(p) for p in SRC.rglob("*.py")}
-    for path in SRC.rglob("*.py"):
-        module = _module(path)
-        found: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "chakra":
-                found.add(node.module)
-                # `from pkg import module` imports the module
-                found.update(m for m in (f"{node.module}.{a.name}" for a in node.names) if m in modules)
-            elif isinstance(node, ast.Import):
-                found.update(a.name for a in node.names if a.name.split(".")[0] == "chakra")
-        out[module] = found
-    return out
+    return {_module(path): _imports_of(path.read_text(), str(path), modules) for path in SRC.rglob("*.py")}
+
+
+def _imports_of(source: str, name: str, modules: set[str]) -> set[str]:
+    """The chakra modules a source file imports (``modules``: those that exist)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source, name)):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "chakra":
+            found.add(node.module)
+            # `from pkg import module` imports the module
+            found.update(m for m in (f"{node.module}.{a.name}" for a in node.names) if m in modules)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "chakra")
+        elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+              and isinstance(node.args[0].value, str) and node.args[0].value.startswith("chakra.")
+              and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module"):
+            found.add(node.args[0].value)   # importlib.import_module("chakra.x") imports chakra.x too
+    return found
 
 
 def test_every_package_has_a_layer():
@@ -64,6 +69,13 @@ def test_nothing_imports_upward():
             if theirs != mine and LEVEL[theirs] > LEVEL[mine]:
                 upward.append(f"{module} imports {t}")
     assert not upward, "\n".join(sorted(upward))
+
+
+def test_a_named_import_module_call_counts_as_an_import():
+    src = ("import importlib\nfrom importlib import import_module\n"
+           "def f():\n    importlib.import_module('chakra.replay')\n    import_module('chakra.job.match')\n"
+           "    importlib.import_module(name)\n")
+    assert _imports_of(src, "x.py", set()) == {"chakra.replay", "chakra.job.match"}
 
 
 def test_no_import_cycles_between_modules():
