@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from chakra.io.pbstream import encode_varint
 from chakra.schema import AttributeProto, attr_value  # noqa: F401  (re-exported for callers)
 
 #: attribute name -> the one oneof field consumers read it from
@@ -179,21 +180,5 @@ def frame_attr(a: AttributeProto) -> bytes:
     return _ATTR_TAG + varint(len(body)) + body
 
 
-_SMALL = [bytes((i,)) for i in range(128)]
-_TWO = [bytes(((i & 0x7F) | 0x80, i >> 7)) for i in range(1 << 14)]
-
-
-def varint(n: int) -> bytes:
-    """Base-128 varint of a non-negative int (table lookups below 2**14)."""
-    if n < 128:
-        return _SMALL[n]
-    if n < 16384:
-        return _TWO[n]
-    if n < 2097152:
-        return bytes(((n & 0x7F) | 0x80, ((n >> 7) & 0x7F) | 0x80, n >> 14))
-    out = bytearray()
-    while n > 127:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+#: base-128 varint of a non-negative int (one implementation: the stream writer's)
+varint = encode_varint

@@ -17,7 +17,9 @@ from chakra.io.jsonio import read_bytes
 
 
 def encode_varint(value: int) -> bytes:
-    """Base-128 varint of a non-negative integer."""
+    """Base-128 varint of a non-negative integer (looked up below 2**14: lengths and most values)."""
+    if 0 <= value < 16384:
+        return (_VARINT_2 or _varint_table())[value]
     if value < 0:
         raise ValueError("varint of a negative number")
     out = bytearray()
@@ -131,7 +133,7 @@ def write_messages(path: str | os.PathLike[str], messages: Iterable[Any]) -> int
     count = 0
     chunks: list[bytes] = []
     size = 0
-    varint = _VARINT_2.__getitem__
+    varint = _varint_table().__getitem__
     with atomic_output(path) as fh:
         write = fh.write
         for msg in messages:
@@ -153,9 +155,16 @@ def write_messages(path: str | os.PathLike[str], messages: Iterable[Any]) -> int
 
 
 _BATCH = 1 << 20
-# the frame-length varints below 2**14 (one or two bytes), looked up instead of encoded
-_VARINT_2 = ([bytes((i,)) for i in range(128)]
-             + [bytes(((i & 0x7F) | 0x80, i >> 7)) for i in range(128, 1 << 14)])
+# the varints below 2**14 (one or two bytes: frame lengths and most values), looked up instead of encoded;
+# made on first use (2 ms: not in a command that writes no protobuf)
+_VARINT_2: list[bytes] = []
+
+
+def _varint_table() -> list[bytes]:
+    if not _VARINT_2:
+        _VARINT_2.extend([bytes((i,)) for i in range(128)]
+                         + [bytes(((i & 0x7F) | 0x80, i >> 7)) for i in range(128, 1 << 14)])
+    return _VARINT_2
 
 
 # ---- batched reading (the replay's reader, chakra.replay.reader) ---------------------------------------
