@@ -330,13 +330,13 @@ def _peak():  # this process's own high-water mark and its forked parts' largest
     with open(os.environ["CHAKRA_BENCH_PEAK_FILE"], "w") as out:
         out.write(f"{{kb}} {{kids}}")
 atexit.register(_peak)
-from {module} import main
-sys.exit(main())
+from {module} import console   # what the installed command runs ([project.scripts])
+console()
 """
 
 
 def _cli(module: str, args: list[str], peak_file: Path) -> tuple[float, float, int, float]:
-    """Run ``python -c 'module.main()' args`` as a user would: (wall s, peak RSS MB, exit code, the largest
+    """Run ``python -c 'module.console()' args`` as a user would: (wall s, peak RSS MB, exit code, the largest
     peak RSS MB of the parts the command forked (``chakra.io.forkmap``; 0 when none)).
 
     The peak is the process's own ``VmHWM`` written at exit (``wait4``'s ``ru_maxrss`` would report this

@@ -9,10 +9,9 @@ The logic lives in :mod:`chakra.pipeline.harness`; this module only parses argum
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 
-from chakra.cli.common import ArgumentParser, add_common_args, run_command, setup_logging
+from chakra.cli.common import ArgumentParser, add_common_args, console_entry, run_command, setup_logging
 
 PROG = "chakra_integration_tests"
 
@@ -73,5 +72,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     return run_command(_run, args, prog)
 
 
+console = console_entry(main)
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

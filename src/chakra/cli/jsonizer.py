@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from collections.abc import Sequence
 
-from chakra.cli.common import ArgumentParser, add_common_args, run_command, setup_logging
+from chakra.cli.common import ArgumentParser, add_common_args, console_entry, run_command, setup_logging
 
 PROG = "chakra_jsonizer"
 log = logging.getLogger("chakra.jsonizer")
@@ -47,5 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_command(_run, build_parser().parse_args(argv), PROG)
 
 
+console = console_entry(main)
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

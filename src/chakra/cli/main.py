@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from chakra import __version__
-from chakra.cli.common import SPELLING_NOTE, umbrella_prog
+from chakra.cli.common import SPELLING_NOTE, console_entry, umbrella_prog
 
 # subcommand -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -66,5 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(module.main(rest) or 0)
 
 
+console = console_entry(main)
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 
 from chakra.cli.common import (
     ArgumentParser,
     add_common_args,
     add_inputs,
+    console_entry,
     inputs_of,
     run_command,
     setup_logging,
@@ -121,5 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_command(_run, args, PROG)
 
 
+console = console_entry(main)
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

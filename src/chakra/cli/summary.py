@@ -12,6 +12,7 @@ from chakra.cli.common import (
     ArgumentParser,
     add_common_args,
     add_inputs,
+    console_entry,
     inputs_of,
     run_command,
     setup_logging,
@@ -48,5 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_command(_run, build_parser().parse_args(argv), PROG)
 
 
+console = console_entry(main)
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

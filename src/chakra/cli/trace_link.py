@@ -14,10 +14,9 @@ alone (``--kineto-only``, implied when no host ET is given)::
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 
-from chakra.cli.common import ArgumentParser, add_common_args, run_command, setup_logging
+from chakra.cli.common import ArgumentParser, add_common_args, console_entry, run_command, setup_logging
 
 PROG = "chakra_trace_link"
 
@@ -138,5 +137,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     return run_command(_run, args, prog)
 
 
+console = console_entry(main)
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

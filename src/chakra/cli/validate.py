@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 
-from chakra.cli.common import ArgumentParser, add_common_args, run_command, setup_logging
+from chakra.cli.common import ArgumentParser, add_common_args, console_entry, run_command, setup_logging
 
 PROG = "chakra validate"
 
@@ -44,5 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_command(_run, args, PROG)
 
 
+console = console_entry(main)
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from collections.abc import Sequence
 
-from chakra.cli.common import ArgumentParser, add_common_args, run_command, setup_logging, show_progress
+from chakra.cli.common import (
+    ArgumentParser,
+    add_common_args,
+    console_entry,
+    run_command,
+    setup_logging,
+    show_progress,
+)
 from chakra.tools.visualizer import DEFAULT_COARSE_BOXES, DEFAULT_MAX_SECONDS
 
 PROG = "chakra_visualizer"
@@ -68,5 +74,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     return run_command(_run, args, prog)
 
 
+console = console_entry(main)
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()
