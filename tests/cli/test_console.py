@@ -1,4 +1,4 @@
-"""chakra.cli.common.console_entry / exit_process: a command ends without the interpreter's teardown, but
+"""chakra.cli.entry.console_entry / exit_process: a command ends without the interpreter's teardown, but
 with everything the interpreter does at exit that a user can see (atexit functions, logs, streams)."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def _run(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
 def test_exit_code_atexit_log_and_buffered_stdout_survive(tmp_path):
     p = _run("""
         import atexit, logging, sys, threading, time
-        from chakra.cli.common import console_entry
+        from chakra.cli.entry import console_entry
 
         def main():
             atexit.register(lambda: open("atexit.txt", "w").write("ran"))
@@ -48,7 +48,7 @@ def test_exit_code_atexit_log_and_buffered_stdout_survive(tmp_path):
 
 def test_a_system_exit_inside_main_keeps_its_code(tmp_path):
     p = _run("""
-        from chakra.cli.common import console_entry
+        from chakra.cli.entry import console_entry
 
         def main():
             raise SystemExit(2)   # argparse's usage errors and --help

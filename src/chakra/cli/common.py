@@ -17,16 +17,13 @@ gives ``--log-level`` (WARNING by default: INFO lines only with ``-v``),
 from __future__ import annotations
 
 import argparse
-import atexit
 import contextlib
 import logging
-import os
 import signal
 import sys
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
-from typing import Any, NoReturn
+from typing import Any
 
 from chakra import __version__
 from chakra.errors import ChakraError, UsageError
@@ -344,35 +341,3 @@ def run_command(func: Callable[[argparse.Namespace], int | None], args: argparse
         if previous is not None:
             _Signals.restore(previous)
 
-
-def console_entry(main: Callable[[], int]) -> Callable[[], NoReturn]:
-    """The function a console script calls (``[project.scripts]`` of ``pyproject.toml``, and ``python -m``):
-    ``main()``, then :func:`exit_process` with its exit code.  Tests and callers in a process of their own
-    call ``main`` itself."""
-
-    def run() -> NoReturn:
-        exit_process(main())
-
-    run.__doc__ = f"``{main.__module__}.main()`` as a command: the process ends with its exit code."
-    return run
-
-
-def exit_process(code: int) -> NoReturn:
-    """End the process with ``code`` the way the interpreter does at exit (non-daemon threads joined, the
-    ``atexit`` functions run, logging's flush and close among them, the standard streams flushed), but
-    without its teardown, where it frees one by one every object still alive (modules, caches, what a
-    command loaded): about 20 ms of a 5k-op link or conversion, after which the system takes the memory
-    back at once.  Where the interpreter lacks what this needs, ``sys.exit(code)``."""
-    shutdown = getattr(threading, "_shutdown", None)
-    run_exitfuncs = getattr(atexit, "_run_exitfuncs", None)
-    if shutdown is None or run_exitfuncs is None:
-        sys.exit(code)
-    shutdown()
-    run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            if stream is not None:
-                stream.flush()
-        except (OSError, ValueError):   # a closed pipe: as the interpreter, exit code 120
-            code = code or 120
-    os._exit(code)

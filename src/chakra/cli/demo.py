@@ -5,14 +5,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from chakra.cli.common import (
-    ArgumentParser,
-    add_common_args,
-    console_entry,
-    run_command,
-    setup_logging,
-    show_progress,
-)
+from chakra.cli.common import ArgumentParser, add_common_args, run_command, setup_logging, show_progress
+from chakra.cli.entry import console_entry
 
 PROG = "chakra demo"
 

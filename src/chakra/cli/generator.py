@@ -14,7 +14,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from chakra.cli.common import ArgumentParser, add_common_args, console_entry, run_command, setup_logging
+from chakra.cli.common import ArgumentParser, add_common_args, run_command, setup_logging
+from chakra.cli.entry import console_entry
 from chakra.errors import UsageError
 
 PROG = "chakra_generator"

@@ -11,7 +11,8 @@ import sys
 from collections.abc import Sequence
 
 from chakra import __version__
-from chakra.cli.common import SPELLING_NOTE, console_entry, umbrella_prog
+from chakra.cli.common import SPELLING_NOTE, umbrella_prog
+from chakra.cli.entry import console_entry
 
 # subcommand -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {

@@ -9,11 +9,11 @@ from chakra.cli.common import (
     ArgumentParser,
     add_common_args,
     add_inputs,
-    console_entry,
     inputs_of,
     run_command,
     setup_logging,
 )
+from chakra.cli.entry import console_entry
 
 PROG = "chakra replay"
 

@@ -9,12 +9,12 @@ from chakra.cli.common import (
     ArgumentParser,
     add_common_args,
     add_inputs,
-    console_entry,
     inputs_of,
     run_command,
     setup_logging,
     show_progress,
 )
+from chakra.cli.entry import console_entry
 
 PROG = "chakra stats"
 

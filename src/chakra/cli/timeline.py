@@ -6,7 +6,8 @@ import argparse
 import logging
 from collections.abc import Sequence
 
-from chakra.cli.common import ArgumentParser, add_common_args, console_entry, run_command, setup_logging
+from chakra.cli.common import ArgumentParser, add_common_args, run_command, setup_logging
+from chakra.cli.entry import console_entry
 
 PROG = "chakra_timeline_visualizer"
 log = logging.getLogger("chakra.timeline")

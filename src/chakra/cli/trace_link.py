@@ -16,7 +16,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from chakra.cli.common import ArgumentParser, add_common_args, console_entry, run_command, setup_logging
+from chakra.cli.common import ArgumentParser, add_common_args, run_command, setup_logging
+from chakra.cli.entry import console_entry
 
 PROG = "chakra_trace_link"
 

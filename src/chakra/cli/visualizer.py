@@ -6,14 +6,8 @@ import argparse
 import logging
 from collections.abc import Sequence
 
-from chakra.cli.common import (
-    ArgumentParser,
-    add_common_args,
-    console_entry,
-    run_command,
-    setup_logging,
-    show_progress,
-)
+from chakra.cli.common import ArgumentParser, add_common_args, run_command, setup_logging, show_progress
+from chakra.cli.entry import console_entry
 from chakra.tools.visualizer import DEFAULT_COARSE_BOXES, DEFAULT_MAX_SECONDS
 
 PROG = "chakra_visualizer"
