@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""The 5k-op CLI case (``chakra_trace_link`` then ``chakra_converter --simulate``, fresh processes) of this
+checkout against another revision, interleaved: one pair of each in turn, so that both see the same
+machine state (run_all.py's CLI case runs one code only; its times move with the machine by 10-25 %).
+
+    python benchmarks/ab_cli.py --ref 0084c40 --runs 10
+
+The reference is checked out with ``git worktree`` in a temporary folder (removed after).  Each command
+runs as its console script does (``console()`` where the revision has it, else ``sys.exit(main())``), with
+byte-code caches written by one unmeasured round first.  Prints best and median seconds of each process and
+of the pair.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from run_all import REPO, synthetic_case  # noqa: E402
+
+_ENTRY = """import sys
+try:
+    from chakra.cli.{m} import console
+except ImportError:   # revisions before chakra.cli.entry
+    from chakra.cli.{m} import main
+    def console():
+        sys.exit(main())
+console()
+"""
+
+
+def _pair(src: Path, host: Path, kineto: Path, tmp: Path) -> tuple[float, float]:
+    env = {**os.environ, "PYTHONPATH": str(src), "CHAKRA_NO_PROGRESS": "1"}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    etplus, et, log = tmp / "et_plus.json", tmp / "trace.0.et", tmp / "simulate.log"
+    for p in (etplus, et, log):
+        p.unlink(missing_ok=True)
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "check": True, "env": env}
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", _ENTRY.format(m="trace_link"), "--chakra-host-trace", str(host),
+                    "--chakra-device-trace", str(kineto), "--output-file", str(etplus)], **quiet)
+    t1 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", _ENTRY.format(m="converter"), "--log-filename", str(log), "PyTorch",
+                    "--input", str(etplus), "--output", str(et), "--simulate"], **quiet)
+    return t1 - t0, time.perf_counter() - t1
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ref", required=True, help="the revision to compare with (git rev)")
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--ops", type=int, default=14_000, help="host ops requested (run_all's CLI case)")
+    ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "chakra_bench")
+    args = ap.parse_args()
+    _, _, host, kineto = synthetic_case(args.ops, args.work)
+    with tempfile.TemporaryDirectory(prefix="chakra-ab-") as d:
+        ref = Path(d) / "ref"
+        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "-q", "--detach", str(ref), args.ref],
+                       check=True)
+        try:
+            codes = {args.ref: ref / "src", "this checkout": REPO / "src"}
+            times: dict[str, list[tuple[float, float]]] = {k: [] for k in codes}
+            for src in codes.values():   # byte-code caches
+                _pair(src, host, kineto, Path(d))
+            for _ in range(args.runs):
+                for name, src in codes.items():
+                    times[name].append(_pair(src, host, kineto, Path(d)))
+        finally:
+            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(ref)], check=False)
+    print("| code | link best / median s | convert --simulate best / median s | both best / median s |")
+    print("|---|---|---|---|")
+    for name, ts in times.items():
+        cols = [[t[0] for t in ts], [t[1] for t in ts], [t[0] + t[1] for t in ts]]
+        print(f"| {name} | " + " | ".join(f"{min(c):.3f} / {statistics.median(c):.3f}" for c in cols) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
