@@ -3,6 +3,8 @@ with everything the interpreter does at exit that a user can see (atexit functio
 
 from __future__ import annotations
 
+import importlib
+import re
 import subprocess
 import sys
 import textwrap
@@ -72,3 +74,15 @@ def test_the_installed_converter_writes_its_whole_log(tmp_path):
     assert sum("Node ID" in x for x in lines) == 10
     # the command's last log line, written just before the process ends
     assert "INFO chakra.converter: wrote" in lines[-1] and str(out) in lines[-1]
+
+
+def test_every_console_script_is_its_modules_main_as_a_command():
+    text = (REPO / "pyproject.toml").read_text()
+    table = text.split("[project.scripts]", 1)[1].split("\n[", 1)[0]   # (tomllib: Python 3.11 on)
+    scripts = dict(re.findall(r'^(\w+) = "([\w.:]+)"$', table, re.M))
+    assert "chakra_converter" in scripts and "chakra_trace_link" in scripts
+    for name, target in scripts.items():
+        module, _, attr = target.partition(":")
+        mod = importlib.import_module(module)
+        assert attr == "console", name
+        assert mod.console.__doc__ == f"``{module}.main()`` as a command: the process ends with its exit code"

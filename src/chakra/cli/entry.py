@@ -18,7 +18,7 @@ def console_entry(main: Callable[[], int]) -> Callable[[], NoReturn]:
     def run() -> NoReturn:
         exit_process(main())
 
-    run.__doc__ = f"``{main.__module__}.main()`` as a command: the process ends with its exit code."
+    run.__doc__ = f"``{main.__module__}.main()`` as a command: the process ends with its exit code"
     return run
 
 
