@@ -589,11 +589,11 @@ def test_schema_arg_names() -> None:
     s = ("c10d::alltoall_base_(Tensor output, Tensor input, __torch__.torch.classes.c10d.ProcessGroup "
          "process_group, int[] output_split_sizes, int[] input_split_sizes, bool async_op=True, "
          "int timeout=-1) -> __torch__.torch.classes.c10d.Work")
-    assert schema_arg_names(s) == ["output", "input", "process_group", "output_split_sizes",
-                                   "input_split_sizes", "async_op", "timeout"]
-    assert schema_arg_names("aten::randn.generator(SymInt[] size, *, Generator? generator) -> Tensor") == [
-        "size", "generator"]
-    assert schema_arg_names("") == []
+    assert schema_arg_names(s) == ("output", "input", "process_group", "output_split_sizes",
+                                   "input_split_sizes", "async_op", "timeout")
+    assert schema_arg_names("aten::randn.generator(SymInt[] size, *, Generator? generator) -> Tensor") == (
+        "size", "generator")
+    assert schema_arg_names("") == ()
 
 
 def test_comm_info_by_hand_1_0_1_positional() -> None:

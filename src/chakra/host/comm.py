@@ -37,9 +37,10 @@ value is ``[tensor_id, storage_id, offset, num_elem, elem_bytes, device]``.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from chakra.host.model import CommInfo, HostOp, ProcessGroup, is_comm_name
@@ -287,11 +288,14 @@ def _from_backend_op(op: HostOp, info: CommInfo) -> None:
 _SCHEMA_ARGS_RE = re.compile(r"^[^(]*\((.*)\)\s*->")
 
 
-def schema_arg_names(op_schema: str) -> list[str]:
-    """Argument names of an op schema string (``c10d::send(Tensor[] tensors, ..., int dst, int tag)``)."""
+@functools.lru_cache(maxsize=1024)
+def schema_arg_names(op_schema: str) -> tuple[str, ...]:
+    """Argument names of an op schema string (``c10d::send(Tensor[] tensors, ..., int dst, int tag)``);
+    remembered per string (a trace's collectives share a few schemas, and every kernel of one looks its
+    launcher's up again)."""
     m = _SCHEMA_ARGS_RE.match(op_schema or "")
     if not m:
-        return []
+        return ()
     names = []
     depth = 0
     cur = []
@@ -309,7 +313,7 @@ def schema_arg_names(op_schema: str) -> list[str]:
             names.append(decl.rsplit(" ", 1)[-1] if " " in decl else decl)
         else:
             cur.append(ch)
-    return names
+    return tuple(names)
 
 
 # Positional argument names of the c10d ops whose op_schema is empty in old traces (1.0.1).
@@ -336,7 +340,7 @@ def _from_c10d(op: HostOp, info: CommInfo) -> None:
     info.collective_name = opname
     values = op.inputs.values
     types = op.inputs.types
-    names = schema_arg_names(op.op_schema)
+    names: Sequence[str] = schema_arg_names(op.op_schema)
     if len(names) != len(values):
         names = _C10D_FALLBACK_ARGS.get(opname.strip("_"), [])
         if len(names) > len(values):
