@@ -54,8 +54,9 @@ class KinetoEvent(msgspec.Struct, gc=False):
     # What :attr:`args` returns: the args object where a stage reads more than the fields above --
     # synchronizing calls (which stream they wait on) and, loaded with ``op_args``, host ops and
     # annotations (a Kineto-only link's inputs and collective fields) hold it decoded; GPU events (written
-    # into ET+) hold its JSON text, decoded when asked (a decoded args object is about four times its
-    # text); every other event holds NO_ARGS.
+    # into ET+) hold its JSON text as orjson writes it (``chakra.device.decode.args_text``: what ET+ holds),
+    # decoded when asked (a decoded args object is about four times its text); every other event holds
+    # NO_ARGS.
     args_source: dict[str, Any] | bytes = msgspec.field(default_factory=lambda: NO_ARGS)
     excl_dur: float = 0.0           # exclusive duration on its thread (CPU events)
     parent: int | None = None       # position in KinetoTrace.events of the innermost enclosing CPU event

@@ -324,7 +324,8 @@ def _gpu_nodes(
             ts, dur_t, stream_t, device_t = dumps((ev.ts, dur, stream, device))[1:-1].split(b",")
             yield Fragment(_GPU_TEXT % (
                 next_id, string(ev.name), cat_text[ev.kind], ts, dur_t, dur_t, dur_t, stream_t, device_t,
-                stream_t, dumps(ev.args), string(pg_name), string(coll), size,
+                stream_t, args if type(args := ev.args_source) is bytes else dumps(args), string(pg_name),
+                string(coll), size,
                 b"parent" if layout == FLAT else b"ctrl_deps", launcher, io_text(io, layout)))
         else:
             node = {
