@@ -34,6 +34,7 @@ import msgspec
 import orjson
 
 from chakra.errors import TraceFormatError
+from chakra.io.jsonio import dumps_kept
 
 log = logging.getLogger(__name__)
 
@@ -207,6 +208,6 @@ def args_text(raw: msgspec.Raw, index: int, path: str | os.PathLike[str]) -> byt
     trace beside the host ET) rather than when the node is written.  Kineto spaces its JSON, so nearly
     every text is re-encoded; the text is shorter than the file's.  Errors as :func:`event_args`'."""
     try:
-        return orjson.dumps(orjson.loads(memoryview(_args_text_decoder.decode(raw).args)))
+        return dumps_kept(orjson.loads(memoryview(_args_text_decoder.decode(raw).args)))   # (its own size)
     except orjson.JSONDecodeError as exc:   # (UTF-8 in strings: the one thing the document's scan leaves)
         raise TraceFormatError(f"traceEvents[{index}] is not valid JSON ({exc})", path) from None
