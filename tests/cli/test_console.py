@@ -60,6 +60,15 @@ def test_a_system_exit_inside_main_keeps_its_code(tmp_path):
     assert p.returncode == 2, p.stderr
 
 
+def test_none_and_text_codes_end_as_sys_exit_ends_them(tmp_path):
+    for ret, rc, err in (("None", 0, ""), ("'a message'", 1, "a message\n")):
+        p = _run(f"""
+            from chakra.cli.entry import console_entry
+            console_entry(lambda: {ret})()
+            """, tmp_path)
+        assert (p.returncode, p.stderr) == (rc, err)
+
+
 def test_the_installed_converter_writes_its_whole_log(tmp_path):
     script = BIN / "chakra_converter"
     cmd = [str(script)] if script.exists() else [sys.executable, "-m", "chakra.cli.converter"]

@@ -152,6 +152,15 @@ def test_gpu_args_texts_are_kept_at_their_own_size() -> None:
     assert held / len(kept) < 400   # ~170 bytes of text + the object; 4 KB each when orjson's buffer stays
 
 
+def test_gpu_args_with_a_number_orjson_refuses_keep_the_files_text() -> None:
+    import msgspec
+
+    from chakra.device.decode import args_text
+
+    raw = msgspec.Raw(b'{"ph": "X", "cat": "kernel", "args": {"bandwidth": 1e400, "stream": 7}}')
+    assert args_text(raw, 0, "t.json") == b'{"bandwidth": 1e400, "stream": 7}'
+
+
 def test_gpu_args_kept_as_orjson_text_and_decoded_when_asked(tmp_path: Path) -> None:
     events = [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 0.5,
                "dur": 2.0, "args": {"correlation": 3, "External id": 7, "cbid": 211}},

@@ -340,4 +340,3 @@ def run_command(func: Callable[[argparse.Namespace], int | None], args: argparse
     finally:
         if previous is not None:
             _Signals.restore(previous)
-

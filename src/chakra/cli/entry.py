@@ -22,12 +22,17 @@ def console_entry(main: Callable[[], int]) -> Callable[[], NoReturn]:
     return run
 
 
-def exit_process(code: int) -> NoReturn:
+def exit_process(code: int | None) -> NoReturn:
     """End the process with ``code`` the way the interpreter does at exit (non-daemon threads joined, the
     ``atexit`` functions run, logging's flush and close among them, the standard streams flushed), but
     without its teardown, where it frees one by one every object still alive (modules, caches, what a
     command loaded): about 20 ms of a 5k-op link or conversion, after which the system takes the memory
     back at once.  Where the interpreter lacks what this needs, ``sys.exit(code)``."""
+    if code is None:   # as sys.exit: None is 0, anything else not an int is printed and is 1
+        code = 0
+    elif not isinstance(code, int):
+        sys.stderr.write(f"{code}\n")
+        code = 1
     shutdown = getattr(threading, "_shutdown", None)
     run_exitfuncs = getattr(atexit, "_run_exitfuncs", None)
     if shutdown is None or run_exitfuncs is None:

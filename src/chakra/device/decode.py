@@ -207,7 +207,10 @@ def args_text(raw: msgspec.Raw, index: int, path: str | os.PathLike[str]) -> byt
     it: the text an ET+ GPU node holds, made here (in the loader's process: the link loads the Kineto
     trace beside the host ET) rather than when the node is written.  Kineto spaces its JSON, so nearly
     every text is re-encoded; the text is shorter than the file's.  Errors as :func:`event_args`'."""
+    text = bytes(_args_text_decoder.decode(raw).args)
     try:
-        return dumps_kept(orjson.loads(memoryview(_args_text_decoder.decode(raw).args)))   # (its own size)
-    except orjson.JSONDecodeError as exc:   # (UTF-8 in strings: the one thing the document's scan leaves)
-        raise TraceFormatError(f"traceEvents[{index}] is not valid JSON ({exc})", path) from None
+        return dumps_kept(orjson.loads(text))   # (at its own size)
+    except orjson.JSONDecodeError as exc:
+        if not text.isascii():   # invalid UTF-8 in a string: the one thing the document's scan leaves
+            raise TraceFormatError(f"traceEvents[{index}] is not valid JSON ({exc})", path) from None
+        return text   # a number orjson refuses (1e400): the file's text, as it is

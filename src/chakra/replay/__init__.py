@@ -3,8 +3,9 @@
 Semantics (lanes, gaps, ASTRA-sim rule, collective durations) are documented in
 :mod:`chakra.replay.engine`.
 
-The names below are imported when first used, so that ``import chakra.replay`` (what
-``chakra_converter --simulate`` does) costs only the modules a replay of one file needs.
+The names below are imported when first used, so that ``import chakra.replay`` (or
+``chakra.replay.written``, what ``chakra_converter --simulate`` imports) costs only the modules a replay of
+one file needs.
 """
 
 from __future__ import annotations
