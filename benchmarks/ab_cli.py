@@ -5,52 +5,30 @@ machine state (run_all.py's CLI case runs one code only; its times move with the
 
     python benchmarks/ab_cli.py --ref 0084c40 --runs 10
 
-The reference is checked out with ``git worktree`` in a temporary folder (removed after).  Each command
-runs as its console script does (``console()`` where the revision has it, else ``sys.exit(main())``), with
-byte-code caches written by one unmeasured round first.  Prints best and median seconds of each process and
-of the pair.
+The reference is checked out with ``git worktree`` in a temporary folder (removed after).  Each pair is
+``run_all.cli_pair`` (each command as its console script runs it), with byte-code caches written by one
+unmeasured round first.  Prints best and median seconds of each process and of the pair.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from run_all import REPO, synthetic_case  # noqa: E402
-
-_ENTRY = """import sys
-try:
-    from chakra.cli.{m} import console
-except ImportError:   # revisions before chakra.cli.entry
-    from chakra.cli.{m} import main
-    def console():
-        sys.exit(main())
-console()
-"""
+from run_all import REPO, cli_pair, synthetic_case  # noqa: E402
 
 
 def _pair(src: Path, host: Path, kineto: Path, tmp: Path) -> tuple[float, float]:
-    env = {**os.environ, "PYTHONPATH": str(src), "CHAKRA_NO_PROGRESS": "1"}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    etplus, et, log = tmp / "et_plus.json", tmp / "trace.0.et", tmp / "simulate.log"
-    for p in (etplus, et, log):
-        p.unlink(missing_ok=True)
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "check": True, "env": env}
-    t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", _ENTRY.format(m="trace_link"), "--chakra-host-trace", str(host),
-                    "--chakra-device-trace", str(kineto), "--output-file", str(etplus)], **quiet)
-    t1 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", _ENTRY.format(m="converter"), "--log-filename", str(log), "PyTorch",
-                    "--input", str(etplus), "--output", str(et), "--simulate"], **quiet)
-    return t1 - t0, time.perf_counter() - t1
+    link, conv = cli_pair(host, kineto, tmp, src)
+    if link[2] or conv[2]:
+        raise SystemExit(f"{src}: the commands exited {link[2]} / {conv[2]}")
+    return link[0], conv[0]
 
 
 def main() -> int:

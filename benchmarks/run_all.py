@@ -330,20 +330,27 @@ def _peak():  # this process's own high-water mark and its forked parts' largest
     with open(os.environ["CHAKRA_BENCH_PEAK_FILE"], "w") as out:
         out.write(f"{{kb}} {{kids}}")
 atexit.register(_peak)
-from {module} import console   # what the installed command runs ([project.scripts])
+try:
+    from {module} import console   # what the installed command runs ([project.scripts])
+except ImportError:   # revisions before chakra.cli.entry (benchmarks/ab_cli.py runs them too)
+    from {module} import main
+    def console():
+        sys.exit(main())
 console()
 """
 
 
-def _cli(module: str, args: list[str], peak_file: Path) -> tuple[float, float, int, float]:
+def _cli(module: str, args: list[str], peak_file: Path, src: Path = REPO / "src"
+         ) -> tuple[float, float, int, float]:
     """Run ``python -c 'module.console()' args`` as a user would: (wall s, peak RSS MB, exit code, the largest
     peak RSS MB of the parts the command forked (``chakra.io.forkmap``; 0 when none)).
 
     The peak is the process's own ``VmHWM`` written at exit (``wait4``'s ``ru_maxrss`` would report this
     benchmark's own RSS, inherited through the fork).  Byte-code caching is on, as after ``pip install``
     (``PYTHONDONTWRITEBYTECODE`` dropped; :func:`run_cli_case` runs once unmeasured to write the caches).
+    ``src``: the package to run (another revision's, ``benchmarks/ab_cli.py``).
     """
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "src"),
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(src),
                                                                      os.environ.get("PYTHONPATH")])),
            "CHAKRA_NO_PROGRESS": "1", "CHAKRA_BENCH_PEAK_FILE": str(peak_file)}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -357,21 +364,29 @@ def _cli(module: str, args: list[str], peak_file: Path) -> tuple[float, float, i
     return wall, float(own) / 1024.0, proc.returncode, float(kids) / 1024.0
 
 
+def cli_pair(hp: Path, kp: Path, tmp: Path, src: Path = REPO / "src"
+             ) -> tuple[tuple[float, float, int, float], tuple[float, float, int, float]]:
+    """``chakra_trace_link`` then ``chakra_converter --simulate`` of ``hp`` + ``kp``, outputs in ``tmp``
+    (removed first): :func:`_cli` of each."""
+    etplus, et, sim_log = tmp / "et_plus.json", tmp / "trace.0.et", tmp / "simulate.log"
+    for p in (etplus, et, sim_log):
+        p.unlink(missing_ok=True)
+    link = _cli("chakra.cli.trace_link", ["--chakra-host-trace", str(hp), "--chakra-device-trace", str(kp),
+                                          "--output-file", str(etplus)], tmp / "peak", src)
+    conv = _cli("chakra.cli.converter", ["--log-filename", str(sim_log), "PyTorch", "--input", str(etplus),
+                                         "--output", str(et), "--simulate"], tmp / "peak", src)
+    return link, conv
+
+
 def run_cli_case(n: int, work: Path, repeat: int, log: bool, spacing: str = "compact") -> dict[str, Any]:
     """``chakra_trace_link`` then ``chakra_converter --simulate`` on a real-weight trace of ``n`` host ops."""
     _, name, hp, kp = synthetic_case(n, work, "real", spacing)
     tmp = work / "out" / f"cli_{n}"
     tmp.mkdir(parents=True, exist_ok=True)
-    etplus, et, sim_log = tmp / "et_plus.json", tmp / "trace.0.et", tmp / "simulate.log"
+    etplus, et, sim_log = tmp / "et_plus.json", tmp / "trace.0.et", tmp / "simulate.log"   # (cli_pair's)
     runs = []
     for k in range(repeat + 1):   # run 0 writes the byte-code caches (a user's pip install has them)
-        for p in (etplus, et, sim_log):
-            if p.exists():
-                p.unlink()
-        link = _cli("chakra.cli.trace_link", ["--chakra-host-trace", str(hp), "--chakra-device-trace",
-                                              str(kp), "--output-file", str(etplus)], tmp / "peak")
-        conv = _cli("chakra.cli.converter", ["--log-filename", str(sim_log), "PyTorch", "--input",
-                                             str(etplus), "--output", str(et), "--simulate"], tmp / "peak")
+        link, conv = cli_pair(hp, kp, tmp)
         run = {"link_s": link[0], "link_peak_mb": link[1], "link_rc": link[2], "link_parts_peak_mb": link[3],
                "convert_s": conv[0], "convert_peak_mb": conv[1], "convert_rc": conv[2],
                "convert_parts_peak_mb": conv[3], "total_s": link[0] + conv[0]}

@@ -20,10 +20,10 @@ def encode_varint(value: int) -> bytes:
     """Base-128 varint of a non-negative integer (looked up below 2**14: lengths and most values)."""
     if 0 <= value < 16384:
         return (_VARINT_2 or _varint_table())[value]
-    if 16384 <= value < 2097152:   # three bytes: ids, rf_ids, sizes
-        return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
     if value < 0:
         raise ValueError("varint of a negative number")
+    if value < 2097152:   # three bytes: ids, rf_ids, sizes
+        return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
     out = bytearray()
     while True:
         byte = value & 0x7F
