@@ -9,6 +9,7 @@ import contextlib
 import io
 import json
 import os
+import tempfile
 from array import array
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import chakra.convert.columns as cc
+import chakra.convert.write as cw
 from chakra.convert.core import build, stream_serialized
 from chakra.errors import TraceFormatError
 from chakra.host.loader import load_host_et
@@ -66,6 +68,16 @@ def _frames(meta: Any, nodes: Any) -> bytes:
     return out.getvalue()
 
 
+def _written(meta: Any, write_nodes: Any) -> bytes:
+    """The .et bytes ``stream_serialized``'s writer appends to a file after the GlobalMetadata."""
+    with tempfile.TemporaryFile() as fh:
+        m = meta.SerializeToString()
+        fh.write(encode_varint(len(m)) + m)
+        write_nodes(fh, "x.et")
+        fh.seek(0)
+        return fh.read()
+
+
 def _both(path: str) -> tuple[bytes, bytes]:
     """The .et bytes of load_columns + stream_serialized, and of load_host_et + build."""
     trace, cols, ser = cc.load_columns(path)
@@ -79,8 +91,7 @@ def _both(path: str) -> tuple[bytes, bytes]:
             assert (a.tolist() if isinstance(a, array) else a) == b, name
     assert [op.index for op in trace.ops] == [i for i, op in enumerate(cols.full) if op is not None]
     assert all(t is None for t, op in zip(cols.tails, cols.full) if op is not None)
-    meta, gen, _ = stream_serialized(trace, columns=cols, serializer=ser)
-    lean = _frames(meta, gen)
+    lean = _written(*stream_serialized(trace, columns=cols, serializer=ser)[:2])
     meta, nodes, _ = build(whole)
     return lean, _frames(meta, nodes)
 
@@ -97,15 +108,15 @@ def test_linked_traces(which: str, request: pytest.FixtureRequest) -> None:
 
 
 def test_convert_file_parts(tmp_path: Path, dlrm_etplus: str) -> None:
-    """convert_file (what chakra_converter runs) on a real corpus ET+ in one part and in three: the same .et
-    bytes and statistics."""
+    """convert_file (what chakra_converter runs) on a real corpus ET+ in one part and in three (loaded and
+    written): the same .et bytes and statistics."""
     from chakra.convert.driver import convert_file
 
     got = {}
     for k in (1, 3):
         with _parts(k, 100) as counts:
             report = convert_file(dlrm_etplus, tmp_path / f"p{k}.et")
-        assert counts == [k]
+        assert counts == [k, k]   # loaded and written in k parts
         s = report.summary()
         got[k] = ((tmp_path / f"p{k}.et").read_bytes(),
                   {key: v for key, v in s.items() if not key.endswith("_s") and key != "output"})
@@ -153,8 +164,7 @@ def _same_or_same_error(path: Path) -> None:
     except TraceFormatError as exc:
         with pytest.raises(TraceFormatError) as got:
             trace, cols, ser = cc.load_columns(path)
-            meta, gen, _ = stream_serialized(trace, columns=cols, serializer=ser)
-            list(gen)
+            _written(*stream_serialized(trace, columns=cols, serializer=ser)[:2])
         assert got.value.message == exc.message
         return
     lean, ref = _both(str(path))
@@ -163,21 +173,25 @@ def _same_or_same_error(path: Path) -> None:
 
 @contextlib.contextmanager
 def _parts(k: int, min_piece: int = 1) -> Iterator[list[int]]:
-    """Stages run in ``k`` parts (CHAKRA_PARTS) with pieces as small as ``min_piece`` nodes; yields the
-    number of pieces of each ``fork_map`` call made meanwhile."""
+    """Stages run in ``k`` parts (CHAKRA_PARTS) with pieces as small as ``min_piece`` nodes, the loading
+    (convert.columns) and the writing (convert.write); yields the number of pieces of each ``fork_map``
+    call made meanwhile."""
     counts: list[int] = []
     old_env, old_min, old_map = os.environ.get("CHAKRA_PARTS"), cc.MIN_PIECE, cc.fork_map
+    old_write_min, old_write_map = cw._WRITE_PIECE, cw.fork_map
 
-    def counted(fn: Any, pieces: Any, what: str) -> Any:
+    def counted(fn: Any, pieces: Any, what: str, sink: Any = None) -> Any:
         counts.append(len(pieces))
-        return old_map(fn, pieces, what)
+        return old_map(fn, pieces, what, sink)
 
     os.environ["CHAKRA_PARTS"] = str(k)
     cc.MIN_PIECE, cc.fork_map = min_piece, counted
+    cw._WRITE_PIECE, cw.fork_map = min_piece, counted
     try:
         yield counts
     finally:
         cc.MIN_PIECE, cc.fork_map = old_min, old_map
+        cw._WRITE_PIECE, cw.fork_map = old_write_min, old_write_map
         if old_env is None:
             del os.environ["CHAKRA_PARTS"]
         else:
@@ -188,8 +202,7 @@ def _loaded(path: Any) -> tuple[Any, ...] | str:
     """Everything load_columns returns that the conversion reads, and the .et bytes; or the error message."""
     try:
         trace, cols, ser = cc.load_columns(path)
-        meta, gen, _ = stream_serialized(trace, columns=cols, serializer=ser)
-        et = _frames(meta, gen)
+        et = _written(*stream_serialized(trace, columns=cols, serializer=ser)[:2])
     except TraceFormatError as exc:
         return exc.message
     fields = []

@@ -172,3 +172,80 @@ def test_an_interrupt_while_waiting_for_a_child_kills_and_reaps_it(monkeypatch: 
     with pytest.raises(ChildProcessError):
         real_waitpid(pid, os.WNOHANG)   # killed and already reaped
     assert _part_files() == []
+
+
+# ---- sink: each piece's bytes appended to one file, in piece order --------------------------------------
+
+
+def _pieces_bytes(r: range, write: object) -> tuple[int, int]:
+    # 1.5 MB per piece in uneven writes (more than a child's 1 MB buffer), each byte its piece's number
+    for size in (1, 700_000, 800_000 - 1):
+        write(bytes([65 + r.start]) * size)   # type: ignore[operator]
+    return os.getpid(), r.start
+
+
+def _sink_run(tmp_path: Path, fn: object, k: int = 3) -> tuple[list, bytes]:
+    out = tmp_path / "out.bin"
+    with open(out, "wb") as fh:
+        fh.write(b"head")
+        got = forkmap.fork_map(fn, [range(i, i + 1) for i in range(k)], "writing out.bin", sink=fh)
+        fh.write(b"tail")
+    return got, out.read_bytes()
+
+
+def test_sink_gets_each_pieces_bytes_in_order(tmp_path: Path) -> None:
+    got, data = _sink_run(tmp_path, _pieces_bytes)
+    assert data == b"head" + b"".join(bytes([65 + i]) * 1_500_000 for i in range(3)) + b"tail"
+    assert [r for _, r in got] == [0, 1, 2]
+    assert got[0][0] == os.getpid() and len({pid for pid, _ in got}) == 3   # three processes wrote
+
+
+def test_sink_without_copy_file_range_copies_through_this_process(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    def refuse(*args: object) -> int:
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "copy_file_range", refuse, raising=False)
+    _, data = _sink_run(tmp_path, _pieces_bytes)
+    assert data == b"head" + b"".join(bytes([65 + i]) * 1_500_000 for i in range(3)) + b"tail"
+
+
+def test_sink_in_one_part_writes_straight_into_the_file(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHAKRA_PARTS", "1")
+    got, data = _sink_run(tmp_path, lambda r, write: (write(b"x" * 3), os.getpid())[1], k=1)
+    assert (got, data) == ([os.getpid()], b"headxxxtail")
+
+
+def _sink_fails(r: range, write: object) -> int:
+    write(b"partial")   # type: ignore[operator]
+    if r.start == 1:
+        raise TraceFormatError("node 7 has no id", "x.json")
+    return r.start
+
+
+def test_sink_a_child_error_is_raised_here(tmp_path: Path) -> None:
+    with pytest.raises(TraceFormatError, match="x.json: node 7 has no id"):
+        _sink_run(tmp_path, _sink_fails)
+
+
+def _sink_too_big(r: range, write: object) -> int:
+    import resource
+
+    if r.start > 0:   # (see _too_big_for_the_disk)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1024, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+    write(b"x" * (2 << 20))   # type: ignore[operator]
+    return r.start
+
+
+def test_sink_bytes_that_cannot_be_written_are_reported_as_such(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(parts))
+    expected = (r"^the process writing out.bin could not write its result to " + re.escape(str(parts))
+                + r" \(disk full\?\)")
+    with pytest.raises(ChakraError, match=expected):
+        _sink_run(tmp_path, _sink_too_big, k=2)

@@ -61,7 +61,8 @@ their comm fields kept as ``orig_collective``, ``orig_comm_type``,
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import BinaryIO
 
 from chakra import schema as pb
 from chakra.convert.collectives import find_comm
@@ -70,7 +71,7 @@ from chakra.convert.deps import add_deps, add_thread_timing, output_order
 from chakra.convert.plan import ET_VERSION, UNSIMULATED_COMM_TYPES, ConvertStats, Plan
 from chakra.convert.serial import GPU_CATS, Serializer
 from chakra.convert.tree import build_tree, compute_timing, index_ops
-from chakra.convert.write import iter_nodes, iter_serialized, metadata
+from chakra.convert.write import SerialNodes, iter_nodes, metadata
 from chakra.host.model import HostTrace
 from chakra.io import gc_paused
 
@@ -86,7 +87,7 @@ def run_passes(cv: Plan) -> list[int]:
     find_comm(cv)
     add_deps(cv)
     add_thread_timing(cv)
-    cv.index.clear()   # id -> position is not needed any more (iter_serialized reads ids)
+    cv.index.clear()   # id -> position is not needed any more (the writer reads ids)
     order = output_order(cv)
     cv.stats.nodes = len(order)
     cv.stats.rank = cv.rank
@@ -138,8 +139,10 @@ def stream(trace: HostTrace, *, astrasim_safe: bool = False
 
 def stream_serialized(trace: HostTrace, *, astrasim_safe: bool = False, columns: Columns | None = None,
                       serializer: Serializer | None = None
-                      ) -> tuple[pb.GlobalMetadata, Iterator[bytes], ConvertStats]:
-    """Like :func:`stream`, but the nodes come already serialised (what a file writer needs).
+                      ) -> tuple[pb.GlobalMetadata, Callable[[BinaryIO, str], None], ConvertStats]:
+    """Like :func:`stream`, for a file writer: the GlobalMetadata, a function that appends the nodes to an
+    open file (framed, serialised over the cores: ``write.SerialNodes.write_parts``; its arguments: the file
+    and its name), and the statistics (complete once the nodes are written).
 
     ``columns`` / ``serializer``: what ``convert.columns.load_columns`` returned with ``trace``
     (default: built from ``trace.ops``).
@@ -149,8 +152,8 @@ def stream_serialized(trace: HostTrace, *, astrasim_safe: bool = False, columns:
         order = run_passes(cv)
         meta = metadata(cv)
 
-    def gen() -> Iterator[bytes]:
+    def write_nodes(fh: BinaryIO, path: str) -> None:
         with gc_paused(), _malformed(trace):
-            yield from iter_serialized(cv, order)
+            SerialNodes(cv, order).write_parts(fh, path)
 
-    return meta, gen(), cv.stats
+    return meta, write_nodes, cv.stats

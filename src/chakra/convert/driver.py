@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from chakra.convert.core import ConvertStats, stream_serialized
-from chakra.io import write_messages
+from chakra.io import atomic_output
+from chakra.io.pbstream import write_frames
 
 log = logging.getLogger(__name__)
 
@@ -78,10 +79,13 @@ def _convert_file(input_path: str | os.PathLike[str], output_path: str | os.Path
     trace, columns, ser = load_columns(input_path)
     t1 = time.perf_counter()
     # nodes are built while they are serialised: never a million messages alive at once
-    meta, gen, stats = stream_serialized(trace, astrasim_safe=astrasim_safe, columns=columns, serializer=ser)
-    del trace, columns, ser   # the generator holds what it needs
+    meta, write_nodes, stats = stream_serialized(trace, astrasim_safe=astrasim_safe, columns=columns,
+                                                 serializer=ser)
+    del trace, columns, ser   # the writer holds what it needs
     t2 = time.perf_counter()
-    write_messages(output_path, _stream(meta, gen))
+    with atomic_output(output_path) as fh:
+        write_frames(fh.write, (meta,), output_path)
+        write_nodes(fh, os.fspath(output_path))
     t3 = time.perf_counter()
     report = ConvertReport(os.fspath(input_path), os.fspath(output_path), stats,
                            load_s=t1 - t0, convert_s=t2 - t1, write_s=t3 - t2,
@@ -89,11 +93,6 @@ def _convert_file(input_path: str | os.PathLike[str], output_path: str | os.Path
     log.info("%s -> %s: %d nodes %s in %.2fs", report.input_path, report.output_path, stats.nodes,
              stats.by_type, t3 - t0)
     return report
-
-
-def _stream(meta: Any, nodes: Any) -> Any:
-    yield meta
-    yield from nodes
 
 
 def add_log_file(path: str | os.PathLike[str]) -> None:

@@ -2,7 +2,7 @@
 
 A Node message is written as the concatenation of a small protobuf-serialised head
 (fields 1-7) and these pieces (fields 8, 9, 10, in number order, so the bytes are those
-of the whole message serialised at once; see ``write.iter_serialized``).  The
+of the whole message serialised at once; see ``write.SerialNodes``).  The
 pieces of an op depend on the op alone (plus, for a CPU op, whether it became a comm
 node), so ``convert.columns`` builds them while the op is alive and keeps only the bytes.
 The inputs/outputs IOInfo strings are the op's JSON text as loaded (``HostOp.io``), copied,

@@ -132,27 +132,33 @@ def write_messages(path: str | os.PathLike[str], messages: Iterable[Any]) -> int
     # Streamed: the frames go to the temporary file in ~1 MB batches as the messages are produced, so a
     # million-node trace never exists twice in memory (the list of frames and their join); the file still
     # appears only complete (atomic_output renames on success and removes the part file on any error).
+    with atomic_output(path) as fh:
+        return write_frames(fh.write, messages, path)
+
+
+def write_frames(write: Any, messages: Iterable[Any], path: Any = None, first: int = 0) -> int:
+    """Frame each message (``varint(len) + bytes``; a message object is serialised first) and give the
+    frames to ``write`` about 1 MB at a time; return the count.  An empty message is refused (``path``
+    names the file in that error, ``first`` is the index of the first message in it)."""
     count = 0
     chunks: list[bytes] = []
     size = 0
     varint = _varint_table().__getitem__
-    with atomic_output(path) as fh:
-        write = fh.write
-        for msg in messages:
-            body = msg if type(msg) is bytes else msg.SerializeToString()
-            n = len(body)
-            if not n:
-                raise ValueError(f"refusing to write an empty message (index {count}) to {path}")
-            chunks.append(varint(n) if n < 16384 else encode_varint(n))
-            chunks.append(body)
-            count += 1
-            size += n
-            if size >= _BATCH:
-                write(b"".join(chunks))
-                chunks.clear()
-                size = 0
-        if chunks:
+    for msg in messages:
+        body = msg if type(msg) is bytes else msg.SerializeToString()
+        n = len(body)
+        if not n:
+            raise ValueError(f"refusing to write an empty message (index {first + count}) to {path}")
+        chunks.append(varint(n) if n < 16384 else encode_varint(n))
+        chunks.append(body)
+        count += 1
+        size += n
+        if size >= _BATCH:
             write(b"".join(chunks))
+            chunks.clear()
+            size = 0
+    if chunks:
+        write(b"".join(chunks))
     return count
 
 
