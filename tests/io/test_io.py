@@ -134,6 +134,32 @@ def test_dump_json_items_is_the_documents_bytes(tmp_path: Path, monkeypatch: pyt
         assert out.read_bytes() == want
 
 
+def _numbered(r: range) -> object:
+    # the items of positions r, made in whichever process runs the piece
+    return ({"id": i, "pid": 0} if i % 2 else orjson.Fragment(b'{"id":%d}' % i) for i in r)
+
+
+@pytest.mark.parametrize("name", ["items.json", "items.json.gz"])
+def test_dump_json_ranges_is_the_documents_bytes_in_any_number_of_parts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    # 23 items in batches of 3, in 1, 2 and 3 processes (pieces of at least 5), and past max_forked in one
+    monkeypatch.setattr(jsonio, "_STREAM_BATCH", 3)
+    data = {"schema": "s", "nodes": None, "tail": {"k": 1}}
+    want = orjson.dumps({**data, "nodes": list(_numbered(range(23)))})
+    assert want.startswith(b'{"schema":"s","nodes":[{"id":0},{"id":1,"pid":0},{"id":2},')
+    seen = []
+    real_map = jsonio.fork_map
+    monkeypatch.setattr(jsonio, "fork_map", lambda fn, pieces, what, sink: seen.append(len(pieces))
+                        or real_map(fn, pieces, what, sink))
+    for parts, max_forked in ((1, 100), (2, 100), (3, 100), (3, 22)):
+        monkeypatch.setenv("CHAKRA_PARTS", str(parts))
+        out = tmp_path / f"{parts}-{max_forked}-{name}"
+        jsonio.dump_json_ranges(out, data, "nodes", 23, _numbered, 5, max_forked)
+        got = gzip.decompress(out.read_bytes()) if name.endswith(".gz") else out.read_bytes()
+        assert got == want, (parts, max_forked)
+    assert seen == [1, 2, 3, 1]
+
+
 def test_kept_json_text_holds_its_own_size_not_orjsons_buffer() -> None:
     # orjson.dumps returns its write buffer (~4 KB in orjson 3.10/3.11) however short the text; a kept
     # text must not

@@ -118,3 +118,30 @@ def test_errors_name_the_file_host_first(tmp_path: Path, monkeypatch: pytest.Mon
         link_files(host, kineto, out)
     assert str(err.value).startswith(f"{host}: ")
     assert not out.exists()
+
+
+@pytest.mark.parametrize("step", [None, 2])
+def test_et_plus_written_in_pieces_is_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               step: int | None) -> None:
+    """The ET+ nodes made and encoded in three processes (pieces of at least 5 nodes) are the bytes of one;
+    with ``step`` the pieces are over the step's nodes only."""
+    from chakra.io import jsonio
+
+    demo = Path(__file__).resolve().parents[2] / "src" / "chakra" / "data" / "gloo_mlp_2r"
+    host, kineto = demo / "host_et_0.json.gz", demo / "kineto_0.json.gz"
+    counts: list[tuple[int, int]] = []   # (nodes, pieces) of each write
+    real_map = jsonio.fork_map
+    monkeypatch.setattr(api, "_WRITE_PIECE", 5)
+    monkeypatch.setattr(jsonio, "fork_map", lambda fn, pieces, what, sink: counts.append(
+        (sum(len(p) for p in pieces), len(pieces))) or real_map(fn, pieces, what, sink))
+    got = []
+    for parts in (1, 3):
+        monkeypatch.setenv("CHAKRA_PARTS", str(parts))
+        out = tmp_path / f"{parts}.json"
+        link_files(host, kineto, out, step=step)
+        got.append(out.read_bytes())
+    assert got[0] == got[1]
+    nodes = len(__import__("orjson").loads(got[0])["nodes"])
+    assert counts == [(nodes, 1), (nodes, 3)] and nodes > 15
+    if step is not None:   # fewer than the whole trace's
+        assert b'"host_nodes_dropped":0' not in got[0]

@@ -259,12 +259,16 @@ def _collect(child: tuple[int, int], what: str, sink: BinaryIO | None = None) ->
 def _append(fd: int, size: int, sink: BinaryIO) -> None:
     """The first ``size`` bytes of the file ``fd`` appended to ``sink``: copied by the kernel
     (``os.copy_file_range``), else (another system, a kernel that refuses it between these two file
-    systems) read and written 1 MB at a time."""
+    systems, a sink without a file descriptor of its own such as a compressing one) read and written
+    1 MB at a time."""
     sink.flush()
-    out = sink.fileno()
+    try:
+        out: int | None = sink.fileno()
+    except (AttributeError, OSError, ValueError):   # (io.UnsupportedOperation is both)
+        out = None
     done = 0
     copy = getattr(os, "copy_file_range", None)
-    if copy is not None:
+    if copy is not None and out is not None:
         try:
             while done < size:
                 n = copy(fd, out, size - done, done)
@@ -282,7 +286,8 @@ def _append(fd: int, size: int, sink: BinaryIO) -> None:
         sink.write(chunk)
         done += len(chunk)
     sink.flush()
-    sink.seek(0, os.SEEK_END)   # (the buffered file's idea of its position, after the kernel's writes)
+    if out is not None:
+        sink.seek(0, os.SEEK_END)   # (the buffered file's idea of its position, after the kernel's writes)
 
 
 # copy_file_range errors that mean "not between these files": copied the other way

@@ -6,11 +6,13 @@ Gzip is detected by its magic bytes, not by the file name: users rename files.
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import queue
 import threading
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from functools import partial
 from itertools import islice
 from typing import Any
 
@@ -18,6 +20,7 @@ import orjson
 
 from chakra.errors import TraceFormatError
 from chakra.io.atomic import atomic_output
+from chakra.io.forkmap import fork_map, split
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -146,7 +149,7 @@ def _stream_dump(path: str | os.PathLike[str], data: dict[str, Any], opts: int) 
     items = data[key]
     if len(items) < _STREAM_MIN_ITEMS:
         return False
-    return _write_items(path, data, key, items, opts)
+    return _write_items(path, data, key, [range(0)], lambda _: items, opts)
 
 
 def dump_json_items(path: str | os.PathLike[str], data: dict[str, Any], key: str,
@@ -155,19 +158,35 @@ def dump_json_items(path: str | os.PathLike[str], data: dict[str, Any], key: str
     a batch at a time): the bytes :func:`dump_json` writes for the document holding that list, without
     the list (or the text) ever being whole in memory.  Atomic; gzip when the name ends in ``.gz``."""
     opts = orjson.OPT_SERIALIZE_NUMPY if hasattr(orjson, "OPT_SERIALIZE_NUMPY") else 0
-    if not _write_items(path, data, key, items, opts):
+    if not _write_items(path, data, key, [range(0)], lambda _: items, opts):
         whole = dict(data)
         whole[key] = list(items)
         dump_json(path, whole)
 
 
-def _write_items(path: str | os.PathLike[str], data: dict[str, Any], key: str, items: Iterable[Any],
-                 opts: int) -> bool:
+def dump_json_ranges(path: str | os.PathLike[str], data: dict[str, Any], key: str, n: int,
+                     make: Callable[[range], Iterable[Any]], min_piece: int, max_forked: int) -> None:
+    """:func:`dump_json_items` of the ``n`` items ``make`` gives, made over the cores: ``make(r)`` yields
+    the items of positions ``r`` (one per position), and ranges of at least ``min_piece`` positions are
+    made and encoded in separate processes (:mod:`chakra.io.forkmap`, the bytes of each appended to the
+    file in order) when there are at most ``max_forked`` items (beyond, what a child copies of the
+    memory it reads costs more than the work it takes over).  The same bytes for any number of parts."""
+    opts = orjson.OPT_SERIALIZE_NUMPY if hasattr(orjson, "OPT_SERIALIZE_NUMPY") else 0
+    pieces = split(n, min_piece) if n <= max_forked else [range(n)]
+    if not _write_items(path, data, key, pieces, make, opts):
+        whole = dict(data)
+        whole[key] = list(make(range(n)))
+        dump_json(path, whole)
+
+
+def _write_items(path: str | os.PathLike[str], data: dict[str, Any], key: str, pieces: list[range],
+                 make: Callable[[range], Iterable[Any]], opts: int) -> bool:
     """Byte-identical to ``orjson.dumps(data)`` (+ ``gzip.compress(..., 6, mtime=0)``): the document is
     encoded once with the list replaced by a sentinel string, split there, and the list is written as
-    ``[`` + the items joined by ``,`` + ``]`` (orjson's compact form); gzip output goes through a zlib
-    stream with the same parameters as ``zlib.compress(level=6, wbits=31)``.  The full text never exists
-    in memory (about 1 GB for a million-op ET+).  False (nothing consumed) on a sentinel clash."""
+    ``[`` + the items joined by ``,`` + ``]`` (orjson's compact form), the items of each piece by
+    :func:`_write_piece`; gzip output goes through a zlib stream with the same parameters as
+    ``zlib.compress(level=6, wbits=31)``.  The full text never exists in memory (about 1 GB for a
+    million-op ET+).  False (nothing made) on a sentinel clash."""
     shell = dict(data)
     shell[key] = _SENTINEL
     enc = orjson.dumps(shell, option=opts)
@@ -176,53 +195,91 @@ def _write_items(path: str | os.PathLike[str], data: dict[str, Any], key: str, i
         return False
     head, tail = enc.split(marker)
     gz = str(path).endswith(".gz")
-    comp = zlib.compressobj(6, zlib.DEFLATED, 31) if gz else None
-    it = iter(items)
     with atomic_output(path) as fh:
-        write = (lambda b: fh.write(comp.compress(b))) if comp is not None else fh.write
-        # the file writes (and zlib) release the GIL: a writer thread overlaps them with making the next
-        # batch; at most a few batches wait in the queue
-        pending: queue.Queue[bytes | memoryview | None] = queue.Queue(maxsize=8)
-        failed: list[BaseException] = []
+        sink = _Sink(fh, zlib.compressobj(6, zlib.DEFLATED, 31) if gz else None)
+        try:
+            sink.write(head + b"[")
+            fork_map(partial(_write_piece, make, opts), pieces, f"writing {os.fspath(path)}", sink=sink)
+            sink.write(b"]" + tail)
+        finally:
+            sink.close()
+    return True
 
-        def writer() -> None:
-            while True:
-                part = pending.get()
+
+def _write_piece(make: Callable[[range], Iterable[Any]], opts: int, piece: range, write: Any) -> None:
+    """The items of ``piece`` as JSON text joined by ``,`` (after a ``,`` unless the piece is the list's
+    first), a batch at a time: orjson's separators are the plain ``,``."""
+    it = iter(make(piece))
+    dumps = orjson.dumps
+    sep = piece.start > 0
+    while True:
+        batch = list(islice(it, _STREAM_BATCH))
+        if not batch:
+            return
+        part = dumps(batch, option=opts)
+        del batch
+        if sep:
+            write(b",")
+        write(memoryview(part)[1:-1])   # brackets cut off (a view: no copy of the text)
+        sep = True
+
+
+class _Sink:
+    """The ET+ text's way into its file: a writer thread does the file writes (and zlib), which release
+    the GIL, while the text of the next batch is made; at most a few batches wait.  ``flush`` waits until
+    all are written; without zlib the file's own descriptor is there for the kernel to append to
+    (``fileno``, :func:`chakra.io.forkmap.fork_map`)."""
+
+    def __init__(self, fh: Any, comp: Any) -> None:
+        self.fh = fh
+        self.comp = comp
+        self.pending: queue.Queue[bytes | memoryview | None] = queue.Queue(maxsize=8)
+        self.failed: list[BaseException] = []
+        self.thread = threading.Thread(target=self._run, name="chakra-json-writer", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        write = self.fh.write
+        comp = self.comp
+        while True:
+            part = self.pending.get()
+            try:
                 if part is None:
                     return
-                if not failed:
-                    try:
-                        write(part)
-                    except BaseException as exc:  # noqa: BLE001 (re-raised by the producer)
-                        failed.append(exc)
+                if not self.failed:
+                    write(comp.compress(part) if comp is not None else part)
+            except BaseException as exc:  # noqa: BLE001 (raised by the producer)
+                self.failed.append(exc)
+            finally:
+                self.pending.task_done()
 
-        thread = threading.Thread(target=writer, name="chakra-json-writer", daemon=True)
-        thread.start()
-        try:
-            pending.put(head + b"[")
-            dumps = orjson.dumps
-            first = True
-            while not failed:
-                batch = list(islice(it, _STREAM_BATCH))
-                if not batch:
-                    break
-                # a batch as a JSON list, brackets cut off (a view: no copy of the text): orjson's
-                # separators are the plain ","
-                part = dumps(batch, option=opts)
-                del batch
-                if not first:
-                    pending.put(b",")
-                pending.put(memoryview(part)[1:-1])
-                first = False
-            pending.put(b"]" + tail)
-        finally:
-            pending.put(None)
-            thread.join()
-        if failed:
-            raise failed[0]
-        if comp is not None:
-            fh.write(comp.flush())
-    return True
+    def write(self, part: bytes | memoryview) -> None:
+        if self.failed:
+            raise self.failed[0]
+        self.pending.put(part)
+
+    def flush(self) -> None:
+        self.pending.join()
+        if self.failed:
+            raise self.failed[0]
+        self.fh.flush()
+
+    def fileno(self) -> int:
+        if self.comp is not None:
+            raise io.UnsupportedOperation("compressed: written through this process")
+        return self.fh.fileno()
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        return self.fh.seek(offset, whence)
+
+    def close(self) -> None:
+        """Write what is left (the end of the zlib stream) and stop the thread; raises its error."""
+        self.pending.put(None)
+        self.thread.join()
+        if self.failed:
+            raise self.failed[0]
+        if self.comp is not None:
+            self.fh.write(self.comp.flush())
 
 
 # ---- streamed reading of one huge top-level list ----------------------------------------------------

@@ -15,8 +15,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from itertools import chain
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from orjson import Fragment
@@ -29,7 +28,7 @@ from chakra.host.loader import load_host_et, self_parent_message
 from chakra.host.model import PROCESS_ROOT, HostTrace
 from chakra.io import gc_paused
 from chakra.io.forkmap import fork_map, split
-from chakra.io.jsonio import dump_json_items
+from chakra.io.jsonio import dump_json_ranges
 from chakra.link.comm import CommResolver, gloo_fields, process_groups
 from chakra.link.deps import DEFAULT_GAP_US, SyncStats, inter_thread_deps, order_keys, sync_deps
 from chakra.link.etplus import FLAT, add_io, host_text, io_text, json_string
@@ -151,7 +150,7 @@ def _link(
     inter_thread_gap_us: float, step: int | None = None
 ) -> dict[str, Any]:
     doc, nodes = _prepare(host, kineto, rank_out, annotation, inter_thread_gap_us, step=step)
-    doc["nodes"] = parse_nodes(nodes)
+    doc["nodes"] = parse_nodes(nodes.all())
     return doc
 
 
@@ -164,9 +163,9 @@ def parse_nodes(nodes: Iterator[Any]) -> list[dict[str, Any]]:
 def _prepare(
     host: HostTrace, kineto: KinetoTrace, rank_out: int | None, annotation: str | None,
     inter_thread_gap_us: float, prematched: KinetoHost | None = None, step: int | None = None
-) -> tuple[dict[str, Any], Iterator[Any]]:
-    """The ET+ document with ``"nodes"`` holding None (in its place among the keys), and an iterator
-    over the nodes: host nodes in file order, then GPU nodes.
+) -> tuple[dict[str, Any], NodeRanges]:
+    """The ET+ document with ``"nodes"`` holding None (in its place among the keys), and its nodes
+    (:class:`NodeRanges`): host nodes in file order, then GPU nodes.
 
     Everything the document says about the nodes (deps, counts) is worked out before the first node
     is made, so a writer can stream the nodes and never hold a million node dicts at once: each is its
@@ -246,9 +245,40 @@ def _prepare(
                  step_stats["gpu_ops_dropped"])
     doc["link_stats"] = stats
     _log_summary(f"rank {rank_out}" if rank_out is not None else os.path.basename(host.path), stats)
-    nodes = chain(_host_nodes(host, kineto, match.host_to_event, resolver, it_deps, s_deps, keep),
-                  _gpu_nodes(host, kineto, gpu, resolver, first_gpu_id))
-    return doc, nodes
+    hpos = range(len(host.ops)) if keep is None else [k for k, op in enumerate(host.ops) if op.id in keep]
+    return doc, NodeRanges(len(hpos) + len(gpu.ops), partial(
+        _nodes_of, hpos, partial(_host_nodes, host, kineto, match.host_to_event, resolver, it_deps, s_deps),
+        partial(_gpu_nodes, host, kineto, gpu, resolver, first_gpu_id)))
+
+
+class NodeRanges(NamedTuple):
+    """The ET+ nodes of a link by position (the host nodes in file order, then the GPU nodes): ``n`` of
+    them, ``make(r)`` yields those of positions ``r``, made as they are asked for (the writer makes ranges
+    of them in several processes: ``chakra.io.jsonio.dump_json_ranges``)."""
+
+    n: int
+    make: Callable[[range], Iterator[Any]]
+
+    def all(self) -> Iterator[Any]:
+        return self.make(range(self.n))
+
+
+# The ET+ nodes are made and encoded (4-10 us each) over the cores in pieces of at least _WRITE_PIECE, for
+# at most _WRITE_FORKED nodes: a child copies every page of the loaded traces it reads (reference counts),
+# and so does this process for its own piece.  Measured (benchmarks/README.md, session 9): the 14.8k-op
+# link 0.669 -> 0.607 s (median), 100k ops even, 1M ops 25.3 s / 2.5 GB -> 33.5 s / 3.4 GB.
+_WRITE_PIECE = 2_000
+_WRITE_FORKED = 50_000
+
+
+def _nodes_of(hpos: Sequence[int], host_nodes: Callable[[Sequence[int]], Iterator[Any]],
+              gpu_nodes: Callable[[range], Iterator[Any]], r: range) -> Iterator[Any]:
+    """The nodes of positions ``r``: host ops ``hpos[...]`` first, then GPU ops."""
+    h = len(hpos)
+    if r.start < h:
+        yield from host_nodes(hpos[r.start:min(r.stop, h)])
+    if r.stop > h:
+        yield from gpu_nodes(range(max(r.start, h) - h, r.stop - h))
 
 
 _OUR_TOP_KEYS = frozenset(("rank", "world_size", "process_groups", "measured", "link_stats"))
@@ -256,18 +286,17 @@ _OUR_TOP_KEYS = frozenset(("rank", "world_size", "process_groups", "measured", "
 
 def _host_nodes(
     host: HostTrace, kineto: KinetoTrace, host_to_event: dict[int, int], resolver: CommResolver,
-    it_deps: dict[int, int], s_deps: dict[int, list[int]], keep: set[int] | None = None
+    it_deps: dict[int, int], s_deps: dict[int, list[int]], positions: Sequence[int]
 ) -> Iterator[Fragment]:
-    """Host nodes in file order and layout, with the timing of their matched event and their deps
-    (only those in ``keep`` when it is given), as their JSON text."""
+    """The host nodes of ``host.ops[k]`` for k in ``positions`` (in that order), in the trace's layout, with
+    the timing of their matched event and their deps, as their JSON text."""
     events = kineto.events
     layout = host.layout
     dumps = orjson.dumps
     timing = _TIMING
-    for op in host.ops:
+    ops = host.ops
+    for op in map(ops.__getitem__, positions):
         oid = op.id
-        if keep is not None and oid not in keep:
-            continue
         pos = host_to_event.get(oid)
         if pos is not None:
             ev = events[pos]
@@ -292,11 +321,13 @@ _TIMING = b',"ts":%b,"dur":%b,"inclusive_dur":%b,"exclusive_dur":%b,"kineto_tid"
 
 
 def _gpu_nodes(
-    host: HostTrace, kineto: KinetoTrace, gpu: GpuAttachment, resolver: CommResolver, next_id: int
+    host: HostTrace, kineto: KinetoTrace, gpu: GpuAttachment, resolver: CommResolver, first_id: int,
+    which: range
 ) -> Iterator[Fragment | dict[str, Any]]:
-    """One node per attached GPU op (GPU start order), ids from ``next_id`` (after the largest host id).
-    Each copies its launcher's inputs/outputs.  Written as text (:data:`_GPU_TEXT`) when its numbers are
-    plain and its launcher has its inputs/outputs as text, else as the node dict (the same JSON)."""
+    """The nodes of the attached GPU ops ``gpu.ops[which]`` (GPU start order), op k's id ``first_id + k``
+    (the ids after the largest host id).  Each copies its launcher's inputs/outputs.  Written as text
+    (:data:`_GPU_TEXT`) when its numbers are plain and its launcher has its inputs/outputs as text, else as
+    the node dict (the same JSON)."""
     events = kineto.events
     layout = host.layout
     by_id = host.by_id
@@ -307,7 +338,8 @@ def _gpu_nodes(
     dumps = orjson.dumps
     plain = _PLAIN
     string = json_string
-    for g in gpu.ops:
+    next_id = first_id + which.start
+    for g in gpu.ops[which.start:which.stop]:
         ev = events[g.pos]
         launcher = g.launcher
         if ev.name.startswith(comm_prefixes) or ev.collective:  # is_comm_kernel(ev)
@@ -485,13 +517,13 @@ def link_kineto(
     """
     with gc_paused():
         doc, nodes = _prepare_kineto(kineto, rank, annotation, inter_thread_gap_us, fallback_rank)
-        doc["nodes"] = parse_nodes(nodes)
+        doc["nodes"] = parse_nodes(nodes.all())
         return doc
 
 
 def _prepare_kineto(kineto: KinetoTrace, rank: int | None, annotation: str | None, gap_us: float,
                     fallback_rank: int | None, step: int | None = None
-                    ) -> tuple[dict[str, Any], Iterator[Any]]:
+                    ) -> tuple[dict[str, Any], NodeRanges]:
     kh = build_host(kineto, annotation)
     host = kh.host
     host.extra = {"kineto_only": kh.summary()}
@@ -542,7 +574,7 @@ def link_kineto_file(
                 raise TraceFormatError(what + " (refused: --strict)", os.fspath(kineto_path))
             warnings.append(f"{what} (wrote rank {own}; --strict refuses)")
         doc, nodes = _prepare_kineto(kineto, rank, annotation, DEFAULT_GAP_US, fallback_rank, step)
-        dump_json_items(out, doc, "nodes", nodes)
+        dump_json_ranges(out, doc, "nodes", nodes.n, nodes.make, _WRITE_PIECE, _WRITE_FORKED)
         del kineto, nodes
         report = _report(doc, None, os.fspath(kineto_path), out)
         del doc
@@ -601,8 +633,8 @@ def link_files(
         doc, nodes = _prepare(host, kineto, resolve_rank(rank, host, kineto, fallback_rank), annotation,
                               DEFAULT_GAP_US, step=step)
         warnings = list(host.warnings) + list(kineto.warnings) + mismatches
-        # the nodes are made while they are written: never a million node dicts at once
-        dump_json_items(out, doc, "nodes", nodes)
+        # the nodes are made while they are written (never a million node dicts at once), over the cores
+        dump_json_ranges(out, doc, "nodes", nodes.n, nodes.make, _WRITE_PIECE, _WRITE_FORKED)
         del host, kineto, nodes
         report = _report(doc, os.fspath(host_path), os.fspath(kineto_path), out)
         del doc
