@@ -140,24 +140,19 @@ def _numbered(r: range) -> object:
 
 
 @pytest.mark.parametrize("name", ["items.json", "items.json.gz"])
-def test_dump_json_ranges_is_the_documents_bytes_in_any_number_of_parts(
+def test_dump_json_ranges_is_the_documents_bytes_for_any_pieces(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
-    # 23 items in batches of 3, in 1, 2 and 3 processes (pieces of at least 5), and past max_forked in one
+    # 23 items in batches of 3, in one piece, two and three (each after the first in a child of its own)
     monkeypatch.setattr(jsonio, "_STREAM_BATCH", 3)
     data = {"schema": "s", "nodes": None, "tail": {"k": 1}}
     want = orjson.dumps({**data, "nodes": list(_numbered(range(23)))})
     assert want.startswith(b'{"schema":"s","nodes":[{"id":0},{"id":1,"pid":0},{"id":2},')
-    seen = []
-    real_map = jsonio.fork_map
-    monkeypatch.setattr(jsonio, "fork_map", lambda fn, pieces, what, sink: seen.append(len(pieces))
-                        or real_map(fn, pieces, what, sink))
-    for parts, max_forked in ((1, 100), (2, 100), (3, 100), (3, 22)):
-        monkeypatch.setenv("CHAKRA_PARTS", str(parts))
-        out = tmp_path / f"{parts}-{max_forked}-{name}"
-        jsonio.dump_json_ranges(out, data, "nodes", 23, _numbered, 5, max_forked)
+    for cuts in ([0, 23], [0, 4, 23], [0, 1, 20, 23]):
+        pieces = [range(a, b) for a, b in zip(cuts, cuts[1:])]
+        out = tmp_path / f"{len(pieces)}-{name}"
+        jsonio.dump_json_ranges(out, data, "nodes", pieces, _numbered)
         got = gzip.decompress(out.read_bytes()) if name.endswith(".gz") else out.read_bytes()
-        assert got == want, (parts, max_forked)
-    assert seen == [1, 2, 3, 1]
+        assert got == want, cuts
 
 
 def test_kept_json_text_holds_its_own_size_not_orjsons_buffer() -> None:

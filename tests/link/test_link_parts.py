@@ -60,11 +60,20 @@ def test_corpus_rank_same_bytes_for_one_and_three_parts(corpus: Path, tmp_path: 
 @pytest.mark.corpus
 def test_dlrm_rank_same_bytes_for_one_and_three_parts(corpus: Path, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    # rank 3: 64 GPU ops launched before the trace began, sync deps, two threads
+    # rank 3: 64 GPU ops launched before the trace began, sync deps, two threads; then the ET+ written by
+    # eight processes (pieces of a cost of 150 or more: cuts among the host nodes and among the GPU nodes)
     d = corpus / "dlrm_8r_v100"
     host, kineto = d / "host" / "host_et_3.json.gz", d / "device" / "kineto_3.json.gz"
     one = _link(monkeypatch, 1, host, kineto, tmp_path / "one.json")
     assert _link(monkeypatch, 3, host, kineto, tmp_path / "three.json") == one
+    monkeypatch.setattr(api, "_WRITE_PIECE", 150)
+    cuts: list[list[range]] = []
+    real_pieces = api.NodeRanges.pieces
+    monkeypatch.setattr(api.NodeRanges, "pieces", lambda self: cuts.append(real_pieces(self)) or cuts[-1])
+    assert _link(monkeypatch, 8, host, kineto, tmp_path / "eight.json") == one
+    gpus = one.count(b'"stream":')     # (only GPU nodes have the key)
+    n = cuts[0][-1].stop
+    assert len(cuts[0]) == 8 and any(n - gpus < r.start < n for r in cuts[0]), (cuts, gpus)
     assert b'"gpu_orphans_no_launch":64' in one
 
 
@@ -123,8 +132,8 @@ def test_errors_name_the_file_host_first(tmp_path: Path, monkeypatch: pytest.Mon
 @pytest.mark.parametrize("step", [None, 2])
 def test_et_plus_written_in_pieces_is_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                step: int | None) -> None:
-    """The ET+ nodes made and encoded in three processes (pieces of at least 5 nodes) are the bytes of one;
-    with ``step`` the pieces are over the step's nodes only."""
+    """The ET+ nodes made and encoded in three processes (pieces of a cost of at least 5) are the bytes of
+    one; with ``step`` the pieces are over the step's nodes only."""
     from chakra.io import jsonio
 
     demo = Path(__file__).resolve().parents[2] / "src" / "chakra" / "data" / "gloo_mlp_2r"
@@ -145,3 +154,17 @@ def test_et_plus_written_in_pieces_is_the_same(tmp_path: Path, monkeypatch: pyte
     assert counts == [(nodes, 1), (nodes, 3)] and nodes > 15
     if step is not None:   # fewer than the whole trace's
         assert b'"host_nodes_dropped":0' not in got[0]
+
+
+def test_write_pieces_balance_host_and_gpu_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GPU node costs two host nodes: the pieces of the ET+ writer cut the cost, not the count."""
+    monkeypatch.setattr(api, "_WRITE_PIECE", 4)
+    nodes = api.NodeRanges(10, 5, lambda r: iter(()))
+    monkeypatch.setenv("CHAKRA_PARTS", "2")
+    assert nodes.pieces() == [range(0, 10), range(10, 15)]          # costs 10 and 10
+    monkeypatch.setenv("CHAKRA_PARTS", "3")
+    assert nodes.pieces() == [range(0, 6), range(6, 12), range(12, 15)]   # costs 6, 8, 6
+    monkeypatch.setenv("CHAKRA_PARTS", "8")
+    assert len(nodes.pieces()) == 5                                   # pieces of a cost of 4 at least
+    monkeypatch.setattr(api, "_WRITE_FORKED", 14)
+    assert nodes.pieces() == [range(0, 15)]                           # too many nodes to fork for

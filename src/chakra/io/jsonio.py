@@ -20,7 +20,7 @@ import orjson
 
 from chakra.errors import TraceFormatError
 from chakra.io.atomic import atomic_output
-from chakra.io.forkmap import fork_map, split
+from chakra.io.forkmap import fork_map
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -164,18 +164,16 @@ def dump_json_items(path: str | os.PathLike[str], data: dict[str, Any], key: str
         dump_json(path, whole)
 
 
-def dump_json_ranges(path: str | os.PathLike[str], data: dict[str, Any], key: str, n: int,
-                     make: Callable[[range], Iterable[Any]], min_piece: int, max_forked: int) -> None:
-    """:func:`dump_json_items` of the ``n`` items ``make`` gives, made over the cores: ``make(r)`` yields
-    the items of positions ``r`` (one per position), and ranges of at least ``min_piece`` positions are
-    made and encoded in separate processes (:mod:`chakra.io.forkmap`, the bytes of each appended to the
-    file in order) when there are at most ``max_forked`` items (beyond, what a child copies of the
-    memory it reads costs more than the work it takes over).  The same bytes for any number of parts."""
+def dump_json_ranges(path: str | os.PathLike[str], data: dict[str, Any], key: str, pieces: list[range],
+                     make: Callable[[range], Iterable[Any]]) -> None:
+    """:func:`dump_json_items` of the items ``make`` gives for ``pieces`` (consecutive ranges of positions
+    from 0: ``make(r)`` yields the items of positions ``r``, one per position), each piece after the first
+    made and encoded in a process of its own (:mod:`chakra.io.forkmap`, the bytes of each appended to the
+    file in order).  The same bytes for any pieces."""
     opts = orjson.OPT_SERIALIZE_NUMPY if hasattr(orjson, "OPT_SERIALIZE_NUMPY") else 0
-    pieces = split(n, min_piece) if n <= max_forked else [range(n)]
     if not _write_items(path, data, key, pieces, make, opts):
         whole = dict(data)
-        whole[key] = list(make(range(n)))
+        whole[key] = [x for r in pieces for x in make(r)]
         dump_json(path, whole)
 
 

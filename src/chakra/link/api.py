@@ -27,7 +27,7 @@ from chakra.host.comm import COMM_KERNEL_PREFIXES
 from chakra.host.loader import load_host_et, self_parent_message
 from chakra.host.model import PROCESS_ROOT, HostTrace
 from chakra.io import gc_paused
-from chakra.io.forkmap import fork_map, split
+from chakra.io.forkmap import fork_map, parts, split
 from chakra.io.jsonio import dump_json_ranges
 from chakra.link.comm import CommResolver, gloo_fields, process_groups
 from chakra.link.deps import DEFAULT_GAP_US, SyncStats, inter_thread_deps, order_keys, sync_deps
@@ -246,27 +246,44 @@ def _prepare(
     doc["link_stats"] = stats
     _log_summary(f"rank {rank_out}" if rank_out is not None else os.path.basename(host.path), stats)
     hpos = range(len(host.ops)) if keep is None else [k for k, op in enumerate(host.ops) if op.id in keep]
-    return doc, NodeRanges(len(hpos) + len(gpu.ops), partial(
+    return doc, NodeRanges(len(hpos), len(gpu.ops), partial(
         _nodes_of, hpos, partial(_host_nodes, host, kineto, match.host_to_event, resolver, it_deps, s_deps),
         partial(_gpu_nodes, host, kineto, gpu, resolver, first_gpu_id)))
 
 
 class NodeRanges(NamedTuple):
-    """The ET+ nodes of a link by position (the host nodes in file order, then the GPU nodes): ``n`` of
-    them, ``make(r)`` yields those of positions ``r``, made as they are asked for (the writer makes ranges
-    of them in several processes: ``chakra.io.jsonio.dump_json_ranges``)."""
+    """The ET+ nodes of a link by position: ``hosts`` host nodes in file order, then ``gpus`` GPU nodes;
+    ``make(r)`` yields those of positions ``r``, made as they are asked for (the writer makes ranges of
+    them in several processes: :meth:`pieces`, ``chakra.io.jsonio.dump_json_ranges``)."""
 
-    n: int
+    hosts: int
+    gpus: int
     make: Callable[[range], Iterator[Any]]
 
     def all(self) -> Iterator[Any]:
-        return self.make(range(self.n))
+        return self.make(range(self.hosts + self.gpus))
+
+    def pieces(self) -> list[range]:
+        """Ranges of positions of about the same cost, one per part, when there are few enough nodes
+        (:data:`_WRITE_FORKED`); a GPU node costs about twice a host node (5.9 against 3.2 us at 100k)."""
+        n = self.hosts + self.gpus
+        cost = self.hosts + 2 * self.gpus
+        k = min(parts(), cost // _WRITE_PIECE) if n <= _WRITE_FORKED else 1
+        if k <= 1:
+            return [range(n)]
+        cuts = [0]
+        for q in range(1, k):
+            c = cost * q // k                  # the cost before the cut: host nodes 1, GPU nodes 2
+            cuts.append(c if c <= self.hosts else self.hosts + (c - self.hosts + 1) // 2)
+        cuts.append(n)
+        return [range(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
 
 
-# The ET+ nodes are made and encoded (4-10 us each) over the cores in pieces of at least _WRITE_PIECE, for
-# at most _WRITE_FORKED nodes: a child copies every page of the loaded traces it reads (reference counts),
-# and so does this process for its own piece.  Measured (benchmarks/README.md, session 9): the 14.8k-op
-# link 0.669 -> 0.607 s (median), 100k ops even, 1M ops 25.3 s / 2.5 GB -> 33.5 s / 3.4 GB.
+# The ET+ nodes are made and encoded (4-10 us each) over the cores in pieces of a cost of at least
+# _WRITE_PIECE (host node 1, GPU node 2), for at most _WRITE_FORKED nodes: a child copies every page of the
+# loaded traces it reads (reference counts), and so does this process for its own piece.  Measured
+# (benchmarks/README.md, session 9): the 14.8k-op link 0.669 -> 0.607 s (median), 100k ops even, 1M ops
+# 25.3 s / 2.5 GB -> 33.5 s / 3.4 GB.
 _WRITE_PIECE = 2_000
 _WRITE_FORKED = 50_000
 
@@ -574,7 +591,7 @@ def link_kineto_file(
                 raise TraceFormatError(what + " (refused: --strict)", os.fspath(kineto_path))
             warnings.append(f"{what} (wrote rank {own}; --strict refuses)")
         doc, nodes = _prepare_kineto(kineto, rank, annotation, DEFAULT_GAP_US, fallback_rank, step)
-        dump_json_ranges(out, doc, "nodes", nodes.n, nodes.make, _WRITE_PIECE, _WRITE_FORKED)
+        dump_json_ranges(out, doc, "nodes", nodes.pieces(), nodes.make)
         del kineto, nodes
         report = _report(doc, None, os.fspath(kineto_path), out)
         del doc
@@ -634,7 +651,7 @@ def link_files(
                               DEFAULT_GAP_US, step=step)
         warnings = list(host.warnings) + list(kineto.warnings) + mismatches
         # the nodes are made while they are written (never a million node dicts at once), over the cores
-        dump_json_ranges(out, doc, "nodes", nodes.n, nodes.make, _WRITE_PIECE, _WRITE_FORKED)
+        dump_json_ranges(out, doc, "nodes", nodes.pieces(), nodes.make)
         del host, kineto, nodes
         report = _report(doc, os.fspath(host_path), os.fspath(kineto_path), out)
         del doc
