@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import threading
 from pathlib import Path
 
 import orjson
@@ -153,6 +154,26 @@ def test_dump_json_ranges_is_the_documents_bytes_for_any_pieces(
         jsonio.dump_json_ranges(out, data, "nodes", pieces, _numbered)
         got = gzip.decompress(out.read_bytes()) if name.endswith(".gz") else out.read_bytes()
         assert got == want, cuts
+
+
+def test_dump_json_ranges_forks_before_its_writer_thread_starts(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    # a process forked while another thread runs may inherit a lock that thread held (Python 3.12 warns)
+    threads_at_fork: list[int] = []
+    real_fork = os.fork
+
+    def fork() -> int:
+        threads_at_fork.append(threading.active_count())
+        return real_fork()
+
+    monkeypatch.setattr(os, "fork", fork)
+    for name in ("f.json", "f.json.gz"):
+        jsonio.dump_json_ranges(tmp_path / name, {"nodes": None}, "nodes",
+                                [range(0, 5), range(5, 9), range(9, 23)], _numbered)
+    assert threads_at_fork == [1, 1, 1, 1]
+    assert orjson.loads(gzip.decompress((tmp_path / "f.json.gz").read_bytes())) == \
+        orjson.loads((tmp_path / "f.json").read_bytes()) == {"nodes": orjson.loads(orjson.dumps(
+            list(_numbered(range(23)))))}
 
 
 def test_kept_json_text_holds_its_own_size_not_orjsons_buffer() -> None:

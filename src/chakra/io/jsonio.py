@@ -196,7 +196,7 @@ def _write_items(path: str | os.PathLike[str], data: dict[str, Any], key: str, p
     with atomic_output(path) as fh:
         sink = _Sink(fh, zlib.compressobj(6, zlib.DEFLATED, 31) if gz else None)
         try:
-            sink.write(head + b"[")
+            sink.write_now(head + b"[")
             fork_map(partial(_write_piece, make, opts), pieces, f"writing {os.fspath(path)}", sink=sink)
             sink.write(b"]" + tail)
         finally:
@@ -226,15 +226,20 @@ class _Sink:
     """The ET+ text's way into its file: a writer thread does the file writes (and zlib), which release
     the GIL, while the text of the next batch is made; at most a few batches wait.  ``flush`` waits until
     all are written; without zlib the file's own descriptor is there for the kernel to append to
-    (``fileno``, :func:`chakra.io.forkmap.fork_map`)."""
+    (``fileno``, :func:`chakra.io.forkmap.fork_map`).  The thread starts with the first :meth:`write`:
+    the parts of :func:`_write_items` are forked before it (a process forked while another thread runs
+    may inherit a lock that thread held; Python 3.12 warns about it)."""
 
     def __init__(self, fh: Any, comp: Any) -> None:
         self.fh = fh
         self.comp = comp
         self.pending: queue.Queue[bytes | memoryview | None] = queue.Queue(maxsize=8)
         self.failed: list[BaseException] = []
-        self.thread = threading.Thread(target=self._run, name="chakra-json-writer", daemon=True)
-        self.thread.start()
+        self.thread: threading.Thread | None = None
+
+    def write_now(self, part: bytes) -> None:
+        """Write ``part`` from this thread (before the writer thread starts)."""
+        self.fh.write(self.comp.compress(part) if self.comp is not None else part)
 
     def _run(self) -> None:
         write = self.fh.write
@@ -252,12 +257,16 @@ class _Sink:
                 self.pending.task_done()
 
     def write(self, part: bytes | memoryview) -> None:
-        if self.failed:
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._run, name="chakra-json-writer", daemon=True)
+            self.thread.start()
+        elif self.failed:
             raise self.failed[0]
         self.pending.put(part)
 
     def flush(self) -> None:
-        self.pending.join()
+        if self.thread is not None:
+            self.pending.join()
         if self.failed:
             raise self.failed[0]
         self.fh.flush()
@@ -272,8 +281,9 @@ class _Sink:
 
     def close(self) -> None:
         """Write what is left (the end of the zlib stream) and stop the thread; raises its error."""
-        self.pending.put(None)
-        self.thread.join()
+        if self.thread is not None:
+            self.pending.put(None)
+            self.thread.join()
         if self.failed:
             raise self.failed[0]
         if self.comp is not None:
