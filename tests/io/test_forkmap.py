@@ -249,3 +249,27 @@ def test_sink_bytes_that_cannot_be_written_are_reported_as_such(tmp_path: Path,
                 + r" \(disk full\?\)")
     with pytest.raises(ChakraError, match=expected):
         _sink_run(tmp_path, _sink_too_big, k=2)
+
+
+def test_no_fork_while_another_thread_runs(caplog: pytest.LogCaptureFixture,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    # a child forked now would inherit whatever lock the other thread holds: everything runs here
+    import logging
+    import threading
+
+    monkeypatch.setattr(forkmap, "_told", False)
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        with caplog.at_level(logging.INFO, logger="chakra.io.forkmap"):
+            got = forkmap.fork_map(lambda r: os.getpid(), forkmap.split(9, 1, 3), "squares")
+            again = forkmap.fork_map(lambda r: os.getpid(), forkmap.split(9, 1, 3), "cubes")
+    finally:
+        stop.set()
+        other.join()
+    assert got == again == [os.getpid()] * 3
+    said = [r.getMessage() for r in caplog.records if r.name == "chakra.io.forkmap"]
+    assert said == ["squares and the rest in one process: 1 other thread(s) running here, a forked part "
+                    "could hang on a lock one of them holds"]
+    assert len(set(forkmap.fork_map(lambda r: os.getpid(), forkmap.split(9, 1, 3), "squares"))) == 3

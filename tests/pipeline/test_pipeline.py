@@ -317,3 +317,27 @@ def test_pipeline_rank_of_the_trace_wins_over_the_file_name(tmp_path: Path,
     assert {a.name: a for a in meta.attr}["rank"].int64_val == 1
     warned = [r.getMessage() for r in caplog.records if "say rank" in r.getMessage()]
     assert len(warned) == 1 and "the files of rank 3 say rank 1" in warned[0]
+
+
+def test_progress_bars_start_no_thread(tmp_path: Path) -> None:
+    """The pipeline's bars are redrawn by the calling thread (no refresh thread): the stages of a rank run
+    in this process may then fork their parts (chakra.io.forkmap does not fork beside another thread)."""
+    import threading
+
+    from chakra.io.executor import run_ranks
+    from chakra.pipeline.run import _progress
+
+    before = threading.active_count()
+    bars = _progress()
+    bars.start()
+    try:
+        assert threading.active_count() == before
+        assert run_ranks(_thread_count, [0, 1], jobs=1, progress=bars) == [before, before]
+    finally:
+        bars.stop()
+
+
+def _thread_count(task: int) -> int:
+    import threading
+
+    return threading.active_count()

@@ -140,6 +140,8 @@ def run_ranks(func: Callable[[Any], Any], tasks: Sequence[Any], *, jobs: int | N
     results: list[Any] = [None] * n
     errors: list[tuple[int, str, int]] = []
     bar = progress.add_task(label, total=n) if progress is not None else None
+    if progress is not None:
+        progress.refresh()
 
     level = logging.getLogger().getEffectiveLevel()
 
@@ -152,6 +154,7 @@ def run_ranks(func: Callable[[Any], Any], tasks: Sequence[Any], *, jobs: int | N
             errors.append((_task_rank(tasks[pos], pos), err, code))
         if progress is not None:
             progress.advance(bar)
+            progress.refresh()   # (the commands' bars have no refresh thread)
 
     if scheduler is not None and n:
         close = None

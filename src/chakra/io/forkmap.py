@@ -28,6 +28,9 @@ Policy (the only one):
   out of memory) or cannot write its result (disk full) raises :class:`chakra.errors.ChakraError` naming
   the stage.  A fork that fails (no memory for the process) or a temporary file that cannot be opened logs
   a warning and runs that piece here: slower, never silent.
+* A process in which another thread runs does not fork (the child would inherit any lock that thread held
+  at that instant, e.g. a progress display's, and could hang on it; Python 3.12 warns): its pieces run
+  here, said once at INFO level.  The stages start their own threads after forking (the ET+ writer's).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import mmap
 import os
 import pickle
 import tempfile
+import threading
 import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO, TypeVar
@@ -102,7 +106,7 @@ def fork_map(fn: Callable[..., R], pieces: Sequence[T], what: str, sink: BinaryI
     and the bytes it gives ``write`` are appended to ``sink``, the pieces' in piece order, each piece's
     once every piece before it is in (see the module doc).
     """
-    if len(pieces) <= 1:
+    if len(pieces) <= 1 or not _may_fork(what):
         return [_here(fn, p, sink) for p in pieces]
     children: list[tuple[int, int] | None] = []
     out: list[R] = []
@@ -123,6 +127,22 @@ def fork_map(fn: Callable[..., R], pieces: Sequence[T], what: str, sink: BinaryI
                 _reap(ch)
         raise
     return out
+
+
+def _may_fork(what: str) -> bool:
+    """Whether this is the only thread running (module doc); said once when not."""
+    others = threading.active_count() - 1
+    if others <= 0:
+        return True
+    global _told
+    if not _told:
+        _told = True
+        log.info("%s and the rest in one process: %d other thread(s) running here, a forked part could hang "
+                 "on a lock one of them holds", what, others)
+    return False
+
+
+_told = False
 
 
 def _here(fn: Callable[..., R], piece: Any, sink: BinaryIO | None) -> R:

@@ -56,7 +56,7 @@ def link_folder(
     if show_progress(quiet):
         from rich.progress import Progress
 
-        progress = Progress(transient=True)
+        progress = Progress(transient=True, auto_refresh=False)   # (no refresh thread: see pipeline.run)
         progress.start()
     try:
         results = run_ranks(process_rank, tasks, jobs=jobs, progress=progress, label="linking", where=folder)

@@ -202,8 +202,10 @@ def _progress() -> Any:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    # redrawn when a rank is done, by this thread: no refresh thread, so that the stages may fork
+    # (chakra.io.forkmap does not fork while another thread runs)
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=Console(stderr=True), transient=False)
+                    console=Console(stderr=True), transient=False, auto_refresh=False)
 
 
 def _log_above(bars: Any) -> list[tuple[logging.StreamHandler[Any], Any]]:
@@ -243,9 +245,12 @@ def _replay_job(results: list[RankResult], out: Path, mode: str, gaps: bool, bar
     from chakra.replay.output import timeline, write_completion_log
 
     bar = bars.add_task("replay (whole job)", total=len(results) + 1) if bars is not None else None
+    if bars is not None:
+        bars.refresh()
     job = replay_job([r.et for r in results], mode=mode, gaps=gaps, couple=True, whatif=whatif)
     if bars is not None:
         bars.advance(bar)
+        bars.refresh()
     for r in results:
         rep = job.ranks.get(r.rank)
         if rep is None:
@@ -255,6 +260,7 @@ def _replay_job(results: list[RankResult], out: Path, mode: str, gaps: bool, bar
         _set_replay(r, rep)
         if bars is not None:
             bars.advance(bar)
+            bars.refresh()
     return timeline(job)["traceEvents"], job_times(job)
 
 
