@@ -282,10 +282,11 @@ class NodeRanges(NamedTuple):
 # The ET+ nodes are made and encoded (4-10 us each) over the cores in pieces of a cost of at least
 # _WRITE_PIECE (host node 1, GPU node 2), for at most _WRITE_FORKED nodes: a child copies every page of the
 # loaded traces it reads (reference counts), and so does this process for its own piece.  Measured
-# (benchmarks/README.md, session 9): the 14.8k-op link 0.669 -> 0.607 s (median), 100k ops even, 1M ops
-# 25.3 s / 2.5 GB -> 33.5 s / 3.4 GB.
+# (benchmarks/README.md, session 9; median of interleaved runs, one part -> parts): 19.6k nodes 0.669 ->
+# 0.607 s, 36k 0.99 -> 0.94 s, 67k 1.81 -> 1.70 s, 134k 3.30 -> 3.41 s (even), 1.33M 25.3 s / 2.5 GB ->
+# 33.5 s / 3.4 GB.
 _WRITE_PIECE = 2_000
-_WRITE_FORKED = 50_000
+_WRITE_FORKED = 100_000
 
 
 def _nodes_of(hpos: Sequence[int], host_nodes: Callable[[Sequence[int]], Iterator[Any]],
