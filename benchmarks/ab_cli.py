@@ -7,7 +7,8 @@ machine state (run_all.py's CLI case runs one code only; its times move with the
 
 The reference is checked out with ``git worktree`` in a temporary folder (removed after).  Each pair is
 ``run_all.cli_pair`` (each command as its console script runs it), with byte-code caches written by one
-unmeasured round first.  Prints best and median seconds of each process and of the pair.
+unmeasured round first.  Prints best and median seconds of each process and of the pair, and the machine's
+calibration (``run_all.calibrate``) before and after.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from run_all import REPO, cli_pair, synthetic_case  # noqa: E402
+from run_all import REPO, calibrate, cli_pair, synthetic_case  # noqa: E402
 
 
 def _pair(src: Path, host: Path, kineto: Path, tmp: Path) -> tuple[float, float]:
@@ -39,6 +40,7 @@ def main() -> int:
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "chakra_bench")
     args = ap.parse_args()
     _, _, host, kineto = synthetic_case(args.ops, args.work)
+    calib = [calibrate()]
     with tempfile.TemporaryDirectory(prefix="chakra-ab-") as d:
         ref = Path(d) / "ref"
         subprocess.run(["git", "-C", str(REPO), "worktree", "add", "-q", "--detach", str(ref), args.ref],
@@ -53,6 +55,8 @@ def main() -> int:
                     times[name].append(_pair(src, host, kineto, Path(d)))
         finally:
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(ref)], check=False)
+    calib.append(calibrate())
+    print(f"machine calibration before / after (run_all.calibrate, s): {calib[0]:.3f} / {calib[1]:.3f}")
     print("| code | link best / median s | convert --simulate best / median s | both best / median s |")
     print("|---|---|---|---|")
     for name, ts in times.items():
