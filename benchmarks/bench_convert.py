@@ -9,7 +9,7 @@ each node decoded by the converter's own msgspec Structs into per-node columns a
 the few others through the host loader, in ``chakra.io.forkmap.parts()`` pieces (CHAKRA_PARTS=1: one
 process); synthetic traces are written to a temporary JSON file first;
 passes = tree, timing, comm, deps, thread timing, cycle check; build+write = the node messages assembled
-from their pieces and written one by one),
+from their pieces and written, in ``parts()`` ranges too),
 µs per node, peak RSS, and the ratio of per-node cost between the largest and
 smallest size (near 1.0 means linear scaling).  Nothing here is asserted.
 """
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import itertools
 import os
 import resource
 import sys
@@ -32,7 +31,7 @@ import orjson  # noqa: E402
 
 from chakra.convert.columns import load_columns  # noqa: E402
 from chakra.convert.core import stream_serialized  # noqa: E402
-from chakra.io import write_messages  # noqa: E402
+from chakra.convert.driver import write_et  # noqa: E402
 from chakra.io.forkmap import parts  # noqa: E402
 
 
@@ -121,12 +120,12 @@ def run(data_or_path, label: str) -> dict:
         t0 = time.perf_counter()
         trace, cols, ser = load_columns(path)
         t1 = time.perf_counter()
-        # the passes and checks; nodes are assembled while written
-        meta, gen, stats = stream_serialized(trace, columns=cols, serializer=ser)
+        # the passes and checks; nodes are assembled while written (in parts: convert.write.SerialNodes)
+        meta, write_nodes, stats = stream_serialized(trace, columns=cols, serializer=ser)
         del trace, cols, ser
         t2 = time.perf_counter()
         out = os.path.join(d, "out.et")
-        write_messages(out, itertools.chain([meta], gen))
+        write_et(out, meta, write_nodes)
         size = os.path.getsize(out)
         t3 = time.perf_counter()
         gc.enable()

@@ -4,8 +4,9 @@ Each measurement runs in a fresh subprocess (clean heap, honest max RSS):
 
 The stages are timed as ``link_files`` runs them (cyclic GC paused): host ET load, Kineto load, the
 passes (``link s``: window, matching, GPU attachment, collectives, dependencies; median of ``--repeat``),
-the ET+ write (``write s``: the nodes are made while they are written; median), the tracemalloc peak of
-one passes + write, the process max RSS.
+the ET+ write (``write s``: the nodes are made while they are written, in parts up to 100k nodes:
+``link.api.NodeRanges``; median), the tracemalloc peak of one passes + write (this process only), the
+process max RSS.
 
 * DLRM: per rank;
 * synthetic (``benchmarks/synth.py``): ``--sizes`` host ops (default 10k, 100k,
@@ -44,7 +45,7 @@ sys.path.insert(0, {src!r})
 from chakra.host.loader import load_host_et
 from chakra.device.loader import load_kineto
 from chakra.io import gc_paused
-from chakra.io.jsonio import dump_json_items
+from chakra.io.jsonio import dump_json_ranges
 from chakra.link.api import DEFAULT_GAP_US, _prepare, load_pair
 host_path, kineto_path, out_path, repeat, trace_mem = {args!r}
 with gc_paused():   # as link_files runs the stages
@@ -65,7 +66,7 @@ with gc_paused():   # as link_files runs the stages
         doc, nodes = _prepare(host, kineto, None, None, DEFAULT_GAP_US)
         times.append(time.perf_counter() - t)
         t = time.perf_counter()
-        dump_json_items(out_path, doc, "nodes", nodes)   # the nodes are made while they are written
+        dump_json_ranges(out_path, doc, "nodes", nodes.pieces(), nodes.make)   # made while written
         writes.append(time.perf_counter() - t)
     peak = None
     if trace_mem:
@@ -73,7 +74,7 @@ with gc_paused():   # as link_files runs the stages
         gc.collect()
         tracemalloc.start()
         doc, nodes = _prepare(host, kineto, None, None, DEFAULT_GAP_US)
-        dump_json_items(out_path, doc, "nodes", nodes)
+        dump_json_ranges(out_path, doc, "nodes", nodes.pieces(), nodes.make)
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
 s = doc["link_stats"]

@@ -83,9 +83,7 @@ def _convert_file(input_path: str | os.PathLike[str], output_path: str | os.Path
                                                  serializer=ser)
     del trace, columns, ser   # the writer holds what it needs
     t2 = time.perf_counter()
-    with atomic_output(output_path) as fh:
-        write_frames(fh.write, (meta,), output_path)
-        write_nodes(fh, os.fspath(output_path))
+    write_et(output_path, meta, write_nodes)
     t3 = time.perf_counter()
     report = ConvertReport(os.fspath(input_path), os.fspath(output_path), stats,
                            load_s=t1 - t0, convert_s=t2 - t1, write_s=t3 - t2,
@@ -93,6 +91,14 @@ def _convert_file(input_path: str | os.PathLike[str], output_path: str | os.Path
     log.info("%s -> %s: %d nodes %s in %.2fs", report.input_path, report.output_path, stats.nodes,
              stats.by_type, t3 - t0)
     return report
+
+
+def write_et(output_path: str | os.PathLike[str], meta: Any, write_nodes: Any) -> None:
+    """The GlobalMetadata and the nodes (``stream_serialized``'s writer) as a length-delimited file,
+    atomically."""
+    with atomic_output(output_path) as fh:
+        write_frames(fh.write, (meta,), output_path)
+        write_nodes(fh, os.fspath(output_path))
 
 
 def add_log_file(path: str | os.PathLike[str]) -> None:

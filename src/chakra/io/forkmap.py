@@ -20,17 +20,20 @@ Policy (the only one):
 * Where ``os.fork`` does not exist (Windows) there is one part.
 * A piece smaller than ``min_size`` items is not worth a process (fork + pickling cost about a
   millisecond per thousand nodes of result): ``split`` makes fewer pieces.
-* A stage whose result is bytes for one file (the converter's ``.et`` nodes) passes that file as ``sink``:
-  each piece writes its bytes through the ``write`` it is given, piece 0 straight into the file, each child
-  into its temporary file, from which the kernel copies them into the file in piece order
-  (``os.copy_file_range``: never a copy in either process's memory, never unpickled).
+* A stage whose result is bytes for one file (the converter's ``.et`` nodes, the linker's ET+ nodes) passes
+  a ``sink``: each piece writes its bytes through the ``write`` it is given, piece 0 straight into the sink,
+  each child into its temporary file, appended to the sink in piece order: by the kernel where it can
+  (``os.copy_file_range``: no copy in either process's memory), else read and written by this process (a
+  temporary folder on another file system, a sink that transforms its bytes such as the gzip writer).
 * A child that fails with an exception re-raises it here (its type and message); a child that dies (killed,
   out of memory) or cannot write its result (disk full) raises :class:`chakra.errors.ChakraError` naming
   the stage.  A fork that fails (no memory for the process) or a temporary file that cannot be opened logs
   a warning and runs that piece here: slower, never silent.
 * A process in which another thread runs does not fork (the child would inherit any lock that thread held
   at that instant, e.g. a progress display's, and could hang on it; Python 3.12 warns): its pieces run
-  here, said once at INFO level.  The stages start their own threads after forking (the ET+ writer's).
+  here, said once at INFO level (a Dask client leaves such a thread behind: the whole-job replay after
+  ``--scheduler local`` reads in one part).  The stages start their own threads after forking (the ET+
+  writer's).
 """
 
 from __future__ import annotations
@@ -102,7 +105,9 @@ def fork_map(fn: Callable[..., R], pieces: Sequence[T], what: str, sink: BinaryI
     ``what`` names the work in error messages (e.g. "decoding nodes of x.json").  ``fn``'s result must
     pickle; ``fn`` must not rely on changes a child makes to shared state (they stay in the child).
 
-    ``sink``: a regular file open for writing at its end.  ``fn`` is then called as ``fn(piece, write)``
+    ``sink``: a binary file open for writing at its end, or an object with its ``write``, ``flush``,
+    ``seek`` and a ``fileno`` that raises when the bytes written to it are not the bytes that reach the file
+    (``io.UnsupportedOperation``: compressed, for instance).  ``fn`` is then called as ``fn(piece, write)``
     and the bytes it gives ``write`` are appended to ``sink``, the pieces' in piece order, each piece's
     once every piece before it is in (see the module doc).
     """
