@@ -8,6 +8,7 @@ import logging
 import re
 from collections import Counter
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import orjson
@@ -71,7 +72,6 @@ class SerialNodes:
     def __init__(self, cv: Plan, order: list[int]) -> None:
         self.cv = cv
         self.order = order
-        self.path: Any = None          # the file written (named in errors)
         self.ta_of = thread_attrs(cv)
         # every id as a varint, once (a node's own field 1, the dependencies on it); the starts, durations
         self.vid = uint64_varints(cv.ids)
@@ -82,14 +82,14 @@ class SerialNodes:
         """Append the framed nodes to the file ``fh`` (``path``: its name, in messages), the ranges of the
         order serialised over the cores, then set the statistics' counts."""
         pieces = split(len(self.order), _WRITE_PIECE)
-        self.path = path
-        edges = fork_map(self.write_range, pieces, f"writing {path}", sink=fh)
+        edges = fork_map(partial(self.write_range, path), pieces, f"writing {path}", sink=fh)
         self.count([sum(e[0] for e in edges), sum(e[1] for e in edges)])
 
-    def write_range(self, piece: range, write: Any) -> tuple[int, int]:
-        """Give ``write`` the framed nodes of ``order[piece]``; (ctrl, data) dependencies written."""
+    def write_range(self, path: Any, piece: range, write: Any) -> tuple[int, int]:
+        """Give ``write`` the framed nodes of ``order[piece]`` (``path``: the file they go to, named in
+        errors); (ctrl, data) dependencies written."""
         edges = [0, 0]
-        write_frames(write, self.bodies(piece, edges), self.path, piece.start + 1)
+        write_frames(write, self.bodies(piece, edges), path, piece.start + 1)
         return edges[0], edges[1]
 
     def count(self, edges: list[int]) -> None:

@@ -153,8 +153,7 @@ def run_ranks(func: Callable[[Any], Any], tasks: Sequence[Any], *, jobs: int | N
         else:
             errors.append((_task_rank(tasks[pos], pos), err, code))
         if progress is not None:
-            progress.advance(bar)
-            progress.refresh()   # (the commands' bars have no refresh thread)
+            progress.update(bar, advance=1, refresh=True)   # (the commands' bars have no refresh thread)
 
     if scheduler is not None and n:
         close = None

@@ -157,11 +157,7 @@ def dump_json_items(path: str | os.PathLike[str], data: dict[str, Any], key: str
     """Write ``data`` with ``data[key]`` replaced by the list of ``items`` (any iterable, consumed once,
     a batch at a time): the bytes :func:`dump_json` writes for the document holding that list, without
     the list (or the text) ever being whole in memory.  Atomic; gzip when the name ends in ``.gz``."""
-    opts = orjson.OPT_SERIALIZE_NUMPY if hasattr(orjson, "OPT_SERIALIZE_NUMPY") else 0
-    if not _write_items(path, data, key, [range(0)], lambda _: items, opts):
-        whole = dict(data)
-        whole[key] = list(items)
-        dump_json(path, whole)
+    dump_json_ranges(path, data, key, [range(0)], lambda _: items)   # one piece: the items as they come
 
 
 def dump_json_ranges(path: str | os.PathLike[str], data: dict[str, Any], key: str, pieces: list[range],

@@ -249,8 +249,7 @@ def _replay_job(results: list[RankResult], out: Path, mode: str, gaps: bool, bar
         bars.refresh()
     job = replay_job([r.et for r in results], mode=mode, gaps=gaps, couple=True, whatif=whatif)
     if bars is not None:
-        bars.advance(bar)
-        bars.refresh()
+        bars.update(bar, advance=1, refresh=True)
     for r in results:
         rep = job.ranks.get(r.rank)
         if rep is None:
@@ -259,8 +258,7 @@ def _replay_job(results: list[RankResult], out: Path, mode: str, gaps: bool, bar
         write_completion_log(r.log, [rep])
         _set_replay(r, rep)
         if bars is not None:
-            bars.advance(bar)
-            bars.refresh()
+            bars.update(bar, advance=1, refresh=True)
     return timeline(job)["traceEvents"], job_times(job)
 
 
