@@ -89,18 +89,17 @@ def add_deps(cv: Plan) -> None:
                 data[i].append(p)
             else:
                 no_launcher += 1
-            members = streams.get(skeys[i])
-            if members is None:
-                streams[skeys[i]] = [i]
-            else:
-                members.append(i)
+            groups, key = streams, skeys[i]
         elif kinds[i] == OP:
             cpu_ops += 1
-            members = threads.get(thread_of[i])
-            if members is None:
-                threads[thread_of[i]] = [i]
-            else:
-                members.append(i)
+            groups, key = threads, thread_of[i]
+        else:
+            continue
+        members = groups.get(key)
+        if members is None:
+            groups[key] = [i]
+        else:
+            members.append(i)
     stats.gpu_ops += gpu_ops
     stats.cpu_ops += cpu_ops
     if no_launcher:

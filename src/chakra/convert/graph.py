@@ -67,17 +67,9 @@ def kahn_order(data: Sequence[Sequence[int]], ctrl: Sequence[int], priority: Seq
     users: list[Any] = [None] * n
     for i, ds in enumerate(data):
         c = ctrl[i]
-        k = len(ds)
         if c >= 0:
-            k += 1
-            u = users[c]
-            if u is None:
-                users[c] = i
-            elif type(u) is int:
-                users[c] = [u, i]
-            else:
-                u.append(i)
-        indeg[i] = k
+            ds = (c, *ds)   # (the parent first)
+        indeg[i] = len(ds)
         for j in ds:
             u = users[j]
             if u is None:

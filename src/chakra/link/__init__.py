@@ -8,8 +8,8 @@ groups), ``deps`` (inter-thread and synchronisation dependencies), ``etplus``
 of a Kineto trace that has none (``link_kineto``, ``link_files(None, kineto, out)``).
 """
 
-from chakra.link.api import LinkReport, link_files, link_kineto, link_kineto_file, link_traces
+from chakra.link.api import LinkReport, link_files, link_kineto, link_traces
 
 # Every rank of a folder (``link_folder``) and the command (``link_command``) are in chakra.pipeline.link:
 # running many ranks is the pipeline's layer, above this one.
-__all__ = ["LinkReport", "link_files", "link_kineto", "link_kineto_file", "link_traces"]
+__all__ = ["LinkReport", "link_files", "link_kineto", "link_traces"]

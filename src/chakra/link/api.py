@@ -566,42 +566,6 @@ def _check_paths(inputs: Sequence[str | os.PathLike[str]], output_path: str | os
     return out
 
 
-def link_kineto_file(
-    kineto_path: str | os.PathLike[str],
-    output_path: str | os.PathLike[str],
-    *,
-    rank: int | None = None,
-    annotation: str | None = None,
-    strict: bool = False,
-    fallback_rank: int | None = None,
-    step: int | None = None,
-) -> LinkReport:
-    """Load a Kineto trace, link it alone (:func:`link_kineto`) and write ET+ atomically.
-
-    ``strict`` refuses a ``rank`` that contradicts the trace's own rank (else: a warning, the trace's
-    rank is written); ``step`` as in :func:`link_files`."""
-    t0 = time.perf_counter()
-    out = _check_paths((kineto_path,), output_path)
-    with gc_paused():
-        kineto = load_kineto(kineto_path, op_args=True)
-        own = kineto.rank
-        warnings = list(kineto.warnings)
-        if rank is not None and own is not None and rank != own:
-            what = f"--rank {rank} disagrees with Kineto distributedInfo.rank {own}"
-            if strict:
-                raise TraceFormatError(what + " (refused: --strict)", os.fspath(kineto_path))
-            warnings.append(f"{what} (wrote rank {own}; --strict refuses)")
-        doc, nodes = _prepare_kineto(kineto, rank, annotation, DEFAULT_GAP_US, fallback_rank, step)
-        dump_json_ranges(out, doc, "nodes", nodes.pieces(), nodes.make)
-        del kineto, nodes
-        report = _report(doc, None, os.fspath(kineto_path), out)
-        del doc
-    report.warnings = warnings
-    report.seconds = time.perf_counter() - t0
-    log.info("wrote %s in %.2f s", out, report.seconds)
-    return report
-
-
 def link_files(
     host_path: str | os.PathLike[str] | None,
     kineto_path: str | os.PathLike[str],
@@ -615,8 +579,9 @@ def link_files(
 ) -> LinkReport:
     """Load, link and write ET+ atomically (``.gz`` output when the name ends in ``.gz``).
 
-    ``host_path`` None: the Kineto trace is linked alone (:func:`link_kineto_file`).  With two cores the
-    two traces load at the same time (:func:`load_pair`); the ET+ bytes do not depend on it.
+    ``host_path`` None: the Kineto trace is linked alone (:func:`link_kineto`, loaded with its ops' args).
+    With two cores the two traces load at the same time (:func:`load_pair`); the ET+ bytes do not depend
+    on it.
 
     Files that look like different runs (pid or wall-clock mismatch, see :mod:`chakra.link.provenance`)
     and a ``rank`` that contradicts the trace's own rank (see :func:`link_traces`: the trace's wins)
@@ -624,42 +589,69 @@ def link_files(
     when the traces have none (the pipeline passes the rank of the file names).  ``step``: the nodes
     of ``ProfilerStep#<step>`` only.
     """
-    if host_path is None:
-        return link_kineto_file(kineto_path, output_path, rank=rank, annotation=annotation, strict=strict,
-                                fallback_rank=fallback_rank, step=step)
     t0 = time.perf_counter()
-    out = _check_paths((host_path, kineto_path), output_path)
+    out = _check_paths((kineto_path,) if host_path is None else (host_path, kineto_path), output_path)
     # The cyclic GC stays off for the whole load -> link -> write: re-enabled between stages it would walk
     # the tens of millions of (acyclic) objects of the loaded traces several times (15 s of 58 s at 1M ops).
     # Everything big is released before it is switched back on.
     with gc_paused():
-        host, kineto = load_pair(host_path, kineto_path)
-        mismatches = run_mismatches(host, kineto)
-        if mismatches:
-            what = f"not the same run as {os.fspath(host_path)}? " + "; ".join(mismatches)
-            if strict:
-                raise TraceFormatError(what + " (refused: --strict)", os.fspath(kineto_path))
-            log.warning("%s: %s (linked anyway; --strict refuses)", os.fspath(kineto_path), what)
-        bad_rank = rank_mismatch(rank, host, kineto)
-        if bad_rank:
-            if strict:
-                raise TraceFormatError(bad_rank + " (refused: --strict)", os.fspath(kineto_path))
-            mismatches.append(f"{bad_rank} (wrote rank {trace_rank(host, kineto)}; --strict refuses)")
-            # as link_traces says it
-            log.warning("%s: %s: writing rank %s, the rank its collectives were recorded with",
-                        kineto.path or host.path, bad_rank, trace_rank(host, kineto))
-        doc, nodes = _prepare(host, kineto, resolve_rank(rank, host, kineto, fallback_rank), annotation,
-                              DEFAULT_GAP_US, step=step)
-        warnings = list(host.warnings) + list(kineto.warnings) + mismatches
+        if host_path is None:
+            loaded = _load_kineto_only(kineto_path, rank, annotation, strict, fallback_rank, step)
+        else:
+            loaded = _load_linked(host_path, kineto_path, rank, annotation, strict, fallback_rank, step)
+        doc, nodes, warnings = loaded
+        del loaded
         # the nodes are made while they are written (never a million node dicts at once), over the cores
         dump_json_ranges(out, doc, "nodes", nodes.pieces(), nodes.make)
-        del host, kineto, nodes
-        report = _report(doc, os.fspath(host_path), os.fspath(kineto_path), out)
+        del nodes
+        report = _report(doc, None if host_path is None else os.fspath(host_path), os.fspath(kineto_path),
+                         out)
         del doc
     report.warnings = warnings
     report.seconds = time.perf_counter() - t0
     log.info("wrote %s in %.2f s", out, report.seconds)
     return report
+
+
+def _load_kineto_only(kineto_path: str | os.PathLike[str], rank: int | None, annotation: str | None,
+                      strict: bool, fallback_rank: int | None, step: int | None
+                      ) -> tuple[dict[str, Any], NodeRanges, list[str]]:
+    """:func:`link_files` of a Kineto trace alone, up to the writing: (ET+ document, nodes, warnings)."""
+    kineto = load_kineto(kineto_path, op_args=True)
+    own = kineto.rank
+    warnings = list(kineto.warnings)
+    if rank is not None and own is not None and rank != own:
+        what = f"--rank {rank} disagrees with Kineto distributedInfo.rank {own}"
+        if strict:
+            raise TraceFormatError(what + " (refused: --strict)", os.fspath(kineto_path))
+        warnings.append(f"{what} (wrote rank {own}; --strict refuses)")
+    doc, nodes = _prepare_kineto(kineto, rank, annotation, DEFAULT_GAP_US, fallback_rank, step)
+    return doc, nodes, warnings
+
+
+def _load_linked(host_path: str | os.PathLike[str], kineto_path: str | os.PathLike[str], rank: int | None,
+                 annotation: str | None, strict: bool, fallback_rank: int | None, step: int | None
+                 ) -> tuple[dict[str, Any], NodeRanges, list[str]]:
+    """:func:`link_files` of a host ET and its Kineto trace, up to the writing: (ET+ document, nodes,
+    warnings)."""
+    host, kineto = load_pair(host_path, kineto_path)
+    mismatches = run_mismatches(host, kineto)
+    if mismatches:
+        what = f"not the same run as {os.fspath(host_path)}? " + "; ".join(mismatches)
+        if strict:
+            raise TraceFormatError(what + " (refused: --strict)", os.fspath(kineto_path))
+        log.warning("%s: %s (linked anyway; --strict refuses)", os.fspath(kineto_path), what)
+    bad_rank = rank_mismatch(rank, host, kineto)
+    if bad_rank:
+        if strict:
+            raise TraceFormatError(bad_rank + " (refused: --strict)", os.fspath(kineto_path))
+        mismatches.append(f"{bad_rank} (wrote rank {trace_rank(host, kineto)}; --strict refuses)")
+        # as link_traces says it
+        log.warning("%s: %s: writing rank %s, the rank its collectives were recorded with",
+                    kineto.path or host.path, bad_rank, trace_rank(host, kineto))
+    doc, nodes = _prepare(host, kineto, resolve_rank(rank, host, kineto, fallback_rank), annotation,
+                          DEFAULT_GAP_US, step=step)
+    return doc, nodes, list(host.warnings) + list(kineto.warnings) + mismatches
 
 
 def load_pair(host_path: str | os.PathLike[str], kineto_path: str | os.PathLike[str]
