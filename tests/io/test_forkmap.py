@@ -273,3 +273,60 @@ def test_no_fork_while_another_thread_runs(caplog: pytest.LogCaptureFixture,
     assert said == ["squares and the rest in one process: 1 other thread(s) running here, a forked part "
                     "could hang on a lock one of them holds"]
     assert len(set(forkmap.fork_map(lambda r: os.getpid(), forkmap.split(9, 1, 3), "squares"))) == 3
+
+
+# ---- interrupts while a child is being started ---------------------------------------------------------
+
+
+def test_signals_held_are_delivered_after_the_block() -> None:
+    reached = []
+    with pytest.raises(KeyboardInterrupt):
+        with forkmap._signals_held():
+            os.kill(os.getpid(), signal.SIGINT)
+            reached.append("after the kill")   # not interrupted inside the block
+    assert reached == ["after the kill"]
+
+
+def test_an_interrupt_right_after_the_fork_still_kills_and_reaps_the_child(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    forked: list[int] = []
+    real_fork = os.fork
+
+    def fork() -> int:
+        pid = real_fork()
+        if pid:
+            forked.append(pid)
+            os.kill(os.getpid(), signal.SIGINT)   # Ctrl-C before fork_map has the child in its list
+        return pid
+
+    monkeypatch.setattr(os, "fork", fork)
+    with pytest.raises(KeyboardInterrupt):
+        forkmap.fork_map(lambda r: time.sleep(30) if r.start else 1, [range(0, 1), range(1, 2)], "sleepy")
+    assert len(forked) == 1
+    with pytest.raises(ChildProcessError):
+        os.waitpid(forked[0], os.WNOHANG)   # killed and already reaped, not left running
+    assert _part_files() == []
+
+
+def test_an_interrupt_right_after_the_temporary_file_is_made_leaves_no_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    real_mkstemp = tempfile.mkstemp
+
+    def mkstemp(*args: object, **kwargs: object) -> tuple[int, str]:
+        made = real_mkstemp(*args, **kwargs)   # type: ignore[call-overload]
+        os.kill(os.getpid(), signal.SIGINT)    # Ctrl-C while the file still has its name
+        return made
+
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
+    with pytest.raises(KeyboardInterrupt):
+        forkmap.fork_map(lambda r: r.start, [range(0, 1), range(1, 2)], "quick")
+    assert os.listdir(tmp_path) == []   # unlinked before the interrupt was taken
+    assert _part_files() == []
+
+
+def test_a_child_runs_with_the_signal_mask_of_before() -> None:
+    def blocked(r: range) -> bool:
+        return signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+    assert forkmap.fork_map(blocked, [range(0, 1), range(1, 2)], "mask") == [False, False]

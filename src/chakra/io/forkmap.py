@@ -38,15 +38,17 @@ Policy (the only one):
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import mmap
 import os
 import pickle
+import signal
 import tempfile
 import threading
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, BinaryIO, TypeVar
 
 from chakra.errors import ChakraError
@@ -118,7 +120,10 @@ def fork_map(fn: Callable[..., R], pieces: Sequence[T], what: str, sink: BinaryI
     try:
         for p in pieces[1:]:
             siblings = [ch[1] for ch in children if ch is not None]
-            children.append(_spawn(fn, p, what, siblings, sink is not None))
+            # a Ctrl-C / SIGTERM arriving from the temporary file's creation to the child being listed is
+            # taken once it is listed: no file left behind, no child left running unwaited
+            with _signals_held() as mask:
+                children.append(_spawn(fn, p, what, siblings, sink is not None, mask))
         out.append(_here(fn, pieces[0], sink))
         for k, (p, ch) in enumerate(zip(pieces[1:], children)):
             if ch is None:
@@ -154,11 +159,31 @@ def _here(fn: Callable[..., R], piece: Any, sink: BinaryIO | None) -> R:
     return fn(piece) if sink is None else fn(piece, sink.write)
 
 
-def _spawn(fn: Callable[..., Any], piece: Any, what: str, siblings: list[int], raw: bool
-           ) -> tuple[int, int] | None:
+@contextlib.contextmanager
+def _signals_held() -> Iterator[Any]:
+    """SIGINT and SIGTERM held back by the system while the block runs, delivered (their Python handlers
+    run) once it is over; yields the signal mask to restore in a child forked meanwhile (None where the
+    system has no per-thread signal mask: nothing held)."""
+    try:
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+    except (AttributeError, OSError, ValueError):
+        yield None
+        return
+    try:
+        yield mask
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+_HELD = (signal.SIGINT, signal.SIGTERM)
+
+
+def _spawn(fn: Callable[..., Any], piece: Any, what: str, siblings: list[int], raw: bool,
+           mask: Any = None) -> tuple[int, int] | None:
     """Fork a child that runs ``fn(piece)`` (``raw``: ``fn(piece, write)``) and writes the pickled result
     into a new unlinked file; (pid, the file's descriptor), or None (a warning said why) when the piece is
-    to run here.  ``siblings``: the files of the children started before, which this one closes."""
+    to run here.  ``siblings``: the files of the children started before, which this one closes; ``mask``:
+    the signal mask the child runs with (this process holds SIGINT and SIGTERM back meanwhile)."""
     try:
         fd, name = tempfile.mkstemp(prefix="chakra-part-")
     except OSError as exc:
@@ -175,6 +200,8 @@ def _spawn(fn: Callable[..., Any], piece: Any, what: str, siblings: list[int], r
         os.close(fd)
         raise
     if pid == 0:   # the child: compute, send, leave without running the parent's clean-up
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         os._exit(_child(fn, piece, fd, siblings, raw))
     return pid, fd
 
