@@ -34,6 +34,9 @@ Policy (the only one):
   here, said once at INFO level (a Dask client leaves such a thread behind: the whole-job replay after
   ``--scheduler local`` reads in one part).  The stages start their own threads after forking (the ET+
   writer's).
+* A Ctrl-C or SIGTERM that arrives while a child is being started (its temporary file made and unlinked,
+  the fork, the child listed) is held back until it is listed, then taken as usual: every child started is
+  killed and reaped, no temporary file is left.  The child runs with the signal mask of before.
 """
 
 from __future__ import annotations
