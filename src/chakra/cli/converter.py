@@ -19,10 +19,8 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Sequence
 
-from chakra.cli.common import ArgumentParser, add_common_args, run_command, setup_logging
-from chakra.cli.entry import console_entry
+from chakra.cli.common import ArgumentParser, add_common_args, command, setup_logging
 from chakra.errors import UsageError
 
 PROG = "chakra_converter"
@@ -157,13 +155,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    return run_command(_run, args, PROG)
-
-
-console = console_entry(main)
+main, console = command(_run, build_parser, PROG)
 
 if __name__ == "__main__":
     console()

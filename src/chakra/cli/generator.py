@@ -14,8 +14,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from chakra.cli.common import ArgumentParser, add_common_args, run_command, setup_logging
-from chakra.cli.entry import console_entry
+from chakra.cli.common import ArgumentParser, add_common_args, command, setup_logging
 from chakra.errors import UsageError
 
 PROG = "chakra_generator"
@@ -90,11 +89,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    return run_command(_run, build_parser().parse_args(argv), PROG)
-
-
-console = console_entry(main)
+main, console = command(_run, build_parser, PROG)
 
 if __name__ == "__main__":
     console()

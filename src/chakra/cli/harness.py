@@ -9,10 +9,8 @@ The logic lives in :mod:`chakra.pipeline.harness`; this module only parses argum
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 
-from chakra.cli.common import ArgumentParser, add_common_args, run_command, setup_logging
-from chakra.cli.entry import console_entry
+from chakra.cli.common import ArgumentParser, add_common_args, command, setup_logging
 
 PROG = "chakra_integration_tests"
 
@@ -68,12 +66,7 @@ def _run(args: argparse.Namespace) -> int:
                            gaps=args.gaps, job=args.job, extract_dir=args.extract_dir, astrasim=args.astrasim)
 
 
-def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
-    args = build_parser(prog).parse_args(argv)
-    return run_command(_run, args, prog)
-
-
-console = console_entry(main)
+main, console = command(_run, build_parser, PROG)
 
 if __name__ == "__main__":
     console()

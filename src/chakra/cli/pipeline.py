@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 
-from chakra.cli.common import ArgumentParser, add_common_args, run_command, setup_logging, show_progress
-from chakra.cli.entry import console_entry
+from chakra.cli.common import ArgumentParser, add_common_args, command, setup_logging, show_progress
 
 PROG = "chakra pipeline"
 
@@ -76,16 +74,13 @@ def _run(args: argparse.Namespace) -> int:
                             simulator=args.simulator, naming=naming, whatif=args.whatif)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     from chakra.cli.replay import whatif_from_args
 
-    parser = build_parser()
-    args = parser.parse_args(argv)
     args.whatif = whatif_from_args(args, parser)
-    return run_command(_run, args, PROG)
 
 
-console = console_entry(main)
+main, console = command(_run, build_parser, PROG, _check)
 
 if __name__ == "__main__":
     console()

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 
 from chakra.cli.common import (
     ArgumentParser,
     add_common_args,
     add_inputs,
+    command,
     inputs_of,
-    run_command,
     setup_logging,
 )
-from chakra.cli.entry import console_entry
 
 PROG = "chakra replay"
 
@@ -115,13 +113,11 @@ def _run(args: argparse.Namespace) -> int:
                          whatif=args.whatif)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    args.whatif = whatif_from_args(args)
-    return run_command(_run, args, PROG)
+def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    args.whatif = whatif_from_args(args, parser)
 
 
-console = console_entry(main)
+main, console = command(_run, build_parser, PROG, _check)
 
 if __name__ == "__main__":
     console()

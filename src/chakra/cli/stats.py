@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 
 from chakra.cli.common import (
     ArgumentParser,
     add_common_args,
     add_inputs,
+    command,
     inputs_of,
-    run_command,
     setup_logging,
     show_progress,
 )
-from chakra.cli.entry import console_entry
 
 PROG = "chakra stats"
 
@@ -39,14 +37,12 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     if args.top < 1:
-        build_parser().error("--top must be at least 1")
-    return run_command(_run, args, PROG)
+        parser.error("--top must be at least 1")
 
 
-console = console_entry(main)
+main, console = command(_run, build_parser, PROG, _check)
 
 if __name__ == "__main__":
     console()

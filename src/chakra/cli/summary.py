@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
 
 import orjson
 
@@ -12,11 +11,10 @@ from chakra.cli.common import (
     ArgumentParser,
     add_common_args,
     add_inputs,
+    command,
     inputs_of,
-    run_command,
     setup_logging,
 )
-from chakra.cli.entry import console_entry
 
 PROG = "chakra summary"
 
@@ -45,11 +43,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    return run_command(_run, build_parser().parse_args(argv), PROG)
-
-
-console = console_entry(main)
+main, console = command(_run, build_parser, PROG)
 
 if __name__ == "__main__":
     console()

@@ -14,10 +14,8 @@ alone (``--kineto-only``, implied when no host ET is given)::
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 
-from chakra.cli.common import ArgumentParser, add_common_args, run_command, setup_logging
-from chakra.cli.entry import console_entry
+from chakra.cli.common import ArgumentParser, add_common_args, command, setup_logging
 
 PROG = "chakra_trace_link"
 
@@ -133,12 +131,7 @@ def _run(args: argparse.Namespace) -> int:
     )
 
 
-def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
-    args = build_parser(prog).parse_args(argv)
-    return run_command(_run, args, prog)
-
-
-console = console_entry(main)
+main, console = command(_run, build_parser, PROG)
 
 if __name__ == "__main__":
     console()

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 
-from chakra.cli.common import ArgumentParser, add_common_args, run_command, setup_logging
-from chakra.cli.entry import console_entry
+from chakra.cli.common import ArgumentParser, add_common_args, command, setup_logging
 
 PROG = "chakra validate"
 
@@ -39,12 +37,7 @@ def _run(args: argparse.Namespace) -> int:
     return validate_command(args.inputs, comm_group=args.comm_group, limit=max(1, args.limit))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_command(_run, args, PROG)
-
-
-console = console_entry(main)
+main, console = command(_run, build_parser, PROG)
 
 if __name__ == "__main__":
     console()

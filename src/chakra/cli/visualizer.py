@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 import logging
-from collections.abc import Sequence
 
-from chakra.cli.common import ArgumentParser, add_common_args, run_command, setup_logging, show_progress
-from chakra.cli.entry import console_entry
+from chakra.cli.common import ArgumentParser, add_common_args, command, setup_logging, show_progress
 from chakra.tools.visualizer import DEFAULT_COARSE_BOXES, DEFAULT_MAX_SECONDS
 
 PROG = "chakra_visualizer"
@@ -61,14 +59,12 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
-    args = build_parser(prog).parse_args(argv)
+def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     if not args.inputs and not args.input_filename:
-        build_parser(prog).error("give an input ET (--input_filename ET)")
-    return run_command(_run, args, prog)
+        parser.error("give an input ET (--input_filename ET)")
 
 
-console = console_entry(main)
+main, console = command(_run, build_parser, PROG, _check)
 
 if __name__ == "__main__":
     console()
