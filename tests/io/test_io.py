@@ -182,3 +182,21 @@ def test_kept_json_text_holds_its_own_size_not_orjsons_buffer() -> None:
     value = [[5, 6, 0, 100, 4, "cpu"], "<None>"]
     assert dumps_kept(value) == orjson.dumps(value) == b'[[5,6,0,100,4,"cpu"],"<None>"]'
     assert traced_bytes_per_object(lambda i: dumps_kept([i, value])) < 200
+
+
+def test_write_frames_shows_each_batch_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    import chakra.io.pbstream as pbstream
+
+    monkeypatch.setattr(pbstream, "_BATCH", 1000)   # batches of ~1000 bytes
+    bodies = [bytes([k % 251 + 1]) * (k * 37 % 300 + 1) for k in range(200)] + [b"x" * 20_000]
+    written: list[bytes] = []
+    seen: list[tuple[int, list[bytes]]] = []
+    count = pbstream.write_frames(written.append, bodies, "f.et", 5,
+                                  lambda i, frames: seen.append((i, frames)))
+    assert count == len(bodies)
+    assert len(seen) == len(written) > 10                 # one observation per write, after it
+    assert [b"".join(frames) for _, frames in seen] == written
+    frames = [f for _, fs in seen for f in fs]
+    assert [i for i, _ in seen] == [5 + sum(len(fs) for _, fs in seen[:k]) for k in range(len(seen))]
+    assert list(pbstream.iter_frames(b"".join(frames))) == bodies   # each a whole frame: varint + body
+    assert frames[-1][:3] == pbstream.encode_varint(20_000)         # (a length of three bytes)

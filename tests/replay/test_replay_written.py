@@ -53,3 +53,96 @@ def test_cli_astrasim_simulate_replays_the_file_as_rewritten(tmp_path):
     assert METADATA_NODE not in replay_file(out).graph.types
     ids = sorted(int(m) for m in re.findall(r"Node ID (\d+) completed", log.read_text()))
     assert ids == [1, 2, 4, 5, 6, 7, 8, 9]
+
+
+# ---- the nodes read as they are written (ReadAsWritten) ------------------------------------------------
+
+_GRAPH_FIELDS = ("ids", "names", "types", "durations", "starts", "deps", "is_cpu", "lanes", "comm", "extra",
+                 "parents", "ctrl_parent", "process_groups", "world_size", "rank", "thread_timing")
+
+
+def _read_while_writing(src, out, parts, piece, monkeypatch):
+    """The RankGraph of ``convert_file(src, out)`` read as written, in ``parts`` parts of ``piece`` nodes;
+    the number of pieces the writer made."""
+    import chakra.convert.write as write
+    import chakra.io.forkmap as forkmap
+    from chakra.replay.reader import ReadAsWritten
+
+    monkeypatch.setenv("CHAKRA_PARTS", str(parts))
+    monkeypatch.setattr(write, "_WRITE_READ_PIECE", piece)
+    made: list[int] = []
+    real = forkmap.fork_map
+    monkeypatch.setattr(write, "fork_map", lambda fn, p, what, sink=None: made.append(len(p))
+                        or real(fn, p, what, sink))
+    read = ReadAsWritten()
+    convert_file(src, out, reader=read)
+    return read.graph(), made
+
+
+def _same_graph(a, b):
+    for f in _GRAPH_FIELDS:
+        assert getattr(a, f) == getattr(b, f), f
+
+
+def test_read_as_written_is_the_graph_of_the_file_for_any_parts(tmp_path, monkeypatch):
+    from chakra.replay import load_graph
+
+    src = tmp_path / "in.json"
+    src.write_bytes(orjson.dumps(gloo_etplus()))
+    for parts in (1, 3):
+        out = tmp_path / f"p{parts}.0.et"
+        got, made = _read_while_writing(src, out, parts, 2, monkeypatch)
+        assert made == [parts]
+        _same_graph(got, load_graph(out))
+        assert len(got) == 9 and METADATA_NODE in got.types
+
+
+def test_read_as_written_real_trace_in_one_and_three_parts(corpus, tmp_path, monkeypatch):
+    from chakra.link.api import link_files
+    from chakra.replay import load_graph
+
+    d = corpus / "dlrm_8r_v100"
+    plus = tmp_path / "plus_3.json"
+    link_files(d / "host" / "host_et_3.json.gz", d / "device" / "kineto_3.json.gz", plus, rank=3)
+    graphs = []
+    for parts in (1, 3):
+        out = tmp_path / f"dlrm{parts}.3.et"
+        got, made = _read_while_writing(plus, out, parts, 300, monkeypatch)
+        assert made == [parts]
+        _same_graph(got, load_graph(out))
+        graphs.append(got)
+    _same_graph(*graphs)
+    assert (tmp_path / "dlrm1.3.et").read_bytes() == (tmp_path / "dlrm3.3.et").read_bytes()
+    assert len(graphs[0]) == 1948 and graphs[0].rank == 3   # (as chakra replay of it says)
+
+
+def test_cli_simulate_lines_are_those_of_a_replay_of_the_file_in_three_parts(tmp_path, monkeypatch):
+    import chakra.convert.write as write
+
+    monkeypatch.setenv("CHAKRA_PARTS", "3")
+    monkeypatch.setattr(write, "_WRITE_READ_PIECE", 2)
+    src = tmp_path / "et_plus_0.json"
+    src.write_bytes(orjson.dumps(small_etplus()))
+    out, log = tmp_path / "o.0.et", tmp_path / "conv.log"
+    assert converter_main(["--log-filename", str(log), "PyTorch", "--input", str(src), "--output", str(out),
+                           "--simulate", "-q"]) == 0
+    write_completion_log(tmp_path / "replay.log", [replay_file(out)])
+    lines = [x for x in log.read_text().splitlines() if "Node ID" in x]
+    assert lines == (tmp_path / "replay.log").read_text().splitlines()
+    assert len(lines) == 10
+
+
+def test_a_graph_is_made_once(tmp_path):
+    import pytest
+
+    from chakra.replay.reader import ReadAsWritten
+
+    src = tmp_path / "in.json"
+    src.write_bytes(orjson.dumps(small_etplus()))
+    read = ReadAsWritten()
+    with pytest.raises(ValueError):
+        read.graph()    # nothing written yet
+    convert_file(src, tmp_path / "o.et", reader=read)
+    assert len(read.graph()) == 10
+    with pytest.raises(ValueError):
+        read.graph()    # the columns were taken over

@@ -132,6 +132,7 @@ def _run(args: argparse.Namespace) -> int:
     setup_logging(args.log_level, None, args.quiet)
     if args.log_filename:
         add_log_file(args.log_filename)
+    read = None
     if args.astrasim:
         from chakra.job.astrasim import convert_for_astrasim
 
@@ -139,12 +140,16 @@ def _run(args: argparse.Namespace) -> int:
         for line in target.lines():
             log.warning("%s", line)
     else:
-        report = convert_file(args.input, args.output)
+        if args.simulate:   # the nodes read as they are written (the file is not read back)
+            from chakra.replay.reader import ReadAsWritten
+
+            read = ReadAsWritten()
+        report = convert_file(args.input, args.output, reader=read)
     if args.simulate:
         from chakra.replay.written import simulate_written
 
-        # (after --astrasim's rewriting: the file as written is what is replayed)
-        done = simulate_written(args.output, args.log_filename)
+        # (after --astrasim's rewriting: the file as written is what is replayed, read back)
+        done = simulate_written(args.output, args.log_filename, read)
         report.simulated = True
         report.replayed_us = done.replayed_us
         report.completion_lines = done.completion_lines

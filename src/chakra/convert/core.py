@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from chakra import schema as pb
 from chakra.convert.collectives import find_comm
@@ -139,10 +139,11 @@ def stream(trace: HostTrace, *, astrasim_safe: bool = False
 
 def stream_serialized(trace: HostTrace, *, astrasim_safe: bool = False, columns: Columns | None = None,
                       serializer: Serializer | None = None
-                      ) -> tuple[pb.GlobalMetadata, Callable[[BinaryIO, str], None], ConvertStats]:
+                      ) -> tuple[pb.GlobalMetadata, Callable[..., list[Any] | None], ConvertStats]:
     """Like :func:`stream`, for a file writer: the GlobalMetadata, a function that appends the nodes to an
-    open file (framed, serialised over the cores: ``write.SerialNodes.write_parts``; its arguments: the file
-    and its name), and the statistics (complete once the nodes are written).
+    open file (framed, serialised over the cores: ``write.SerialNodes.write_parts``; its arguments: the file,
+    its name and an optional reader of the frames), and the statistics (complete once the nodes are
+    written).
 
     ``columns`` / ``serializer``: what ``convert.columns.load_columns`` returned with ``trace``
     (default: built from ``trace.ops``).
@@ -152,8 +153,8 @@ def stream_serialized(trace: HostTrace, *, astrasim_safe: bool = False, columns:
         order = run_passes(cv)
         meta = metadata(cv)
 
-    def write_nodes(fh: BinaryIO, path: str) -> None:
+    def write_nodes(fh: BinaryIO, path: str, reader: Any = None) -> list[Any] | None:
         with gc_paused(), _malformed(trace):
-            SerialNodes(cv, order).write_parts(fh, path)
+            return SerialNodes(cv, order).write_parts(fh, path, reader)
 
     return meta, write_nodes, cv.stats

@@ -54,24 +54,25 @@ class ConvertReport:
 
 
 def convert_file(input_path: str | os.PathLike[str], output_path: str | os.PathLike[str], *,
-                 astrasim_safe: bool = False) -> ConvertReport:
+                 astrasim_safe: bool = False, reader: Any = None) -> ConvertReport:
     """Convert one ET+ JSON (or bare host ET; ``.json`` or gzip) into a Chakra protobuf ET.
 
     The output appears complete or not at all.  With ``astrasim_safe`` the collectives the simulator
     does not run (REDUCE, GATHER, SCATTER, BARRIER, REDUCE_SCATTER_BLOCK) are written as COMP nodes of
     their recorded duration (``chakra.convert.core`` module doc).  ``chakra_converter --simulate``
-    replays the file after this (:mod:`chakra.replay.written`).
+    replays the file after this (:mod:`chakra.replay.written`), its nodes read as they are written:
+    ``reader`` (see :func:`write_et`).
     """
     from chakra.io import gc_paused
 
     # The cyclic GC stays off from load to write (see chakra.io.gcpause); re-enabled between the
     # stages it would walk the whole loaded trace again each time.
     with gc_paused():
-        return _convert_file(input_path, output_path, astrasim_safe)
+        return _convert_file(input_path, output_path, astrasim_safe, reader)
 
 
 def _convert_file(input_path: str | os.PathLike[str], output_path: str | os.PathLike[str],
-                  astrasim_safe: bool) -> ConvertReport:
+                  astrasim_safe: bool, reader: Any) -> ConvertReport:
     from chakra.convert.columns import load_columns
 
     t0 = time.perf_counter()
@@ -83,7 +84,7 @@ def _convert_file(input_path: str | os.PathLike[str], output_path: str | os.Path
                                                  serializer=ser)
     del trace, columns, ser   # the writer holds what it needs
     t2 = time.perf_counter()
-    write_et(output_path, meta, write_nodes)
+    write_et(output_path, meta, write_nodes, reader)
     t3 = time.perf_counter()
     report = ConvertReport(os.fspath(input_path), os.fspath(output_path), stats,
                            load_s=t1 - t0, convert_s=t2 - t1, write_s=t3 - t2,
@@ -93,12 +94,17 @@ def _convert_file(input_path: str | os.PathLike[str], output_path: str | os.Path
     return report
 
 
-def write_et(output_path: str | os.PathLike[str], meta: Any, write_nodes: Any) -> None:
+def write_et(output_path: str | os.PathLike[str], meta: Any, write_nodes: Any, reader: Any = None) -> None:
     """The GlobalMetadata and the nodes (``stream_serialized``'s writer) as a length-delimited file,
-    atomically."""
+    atomically.
+
+    ``reader``: reads the nodes' frames as they are written (``SerialNodes.write_parts``), and is given
+    ``written(pieces, meta)`` once the file is in place."""
     with atomic_output(output_path) as fh:
         write_frames(fh.write, (meta,), output_path)
-        write_nodes(fh, os.fspath(output_path))
+        pieces = write_nodes(fh, os.fspath(output_path), reader)
+    if reader is not None:
+        reader.written(pieces, meta)
 
 
 def add_log_file(path: str | os.PathLike[str]) -> None:

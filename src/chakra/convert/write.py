@@ -78,19 +78,28 @@ class SerialNodes:
         self.vstart = uint64_varints(cv.start)
         self.vdur = uint64_varints(cv.dur)
 
-    def write_parts(self, fh: Any, path: Any) -> None:
+    def write_parts(self, fh: Any, path: Any, reader: Any = None) -> list[Any] | None:
         """Append the framed nodes to the file ``fh`` (``path``: its name, in messages), the ranges of the
-        order serialised over the cores, then set the statistics' counts."""
-        pieces = split(len(self.order), _WRITE_PIECE)
-        edges = fork_map(partial(self.write_range, path), pieces, f"writing {path}", sink=fh)
-        self.count([sum(e[0] for e in edges), sum(e[1] for e in edges)])
+        order serialised over the cores, then set the statistics' counts.
 
-    def write_range(self, path: Any, piece: range, write: Any) -> tuple[int, int]:
+        ``reader``: something that reads the frames as they are written (``reader.piece(path)`` in the
+        process that writes a range, with its ``add(index, frames)`` and ``result()``: the replay's reader,
+        for ``chakra_converter --simulate``); the ranges' results in order (None without a reader)."""
+        pieces = split(len(self.order), _WRITE_PIECE if reader is None else _WRITE_READ_PIECE)
+        done = fork_map(partial(self.write_range, path, reader), pieces, f"writing {path}", sink=fh)
+        self.count([sum(e[0] for e in done), sum(e[1] for e in done)])
+        return None if reader is None else [e[2] for e in done]
+
+    def write_range(self, path: Any, reader: Any, piece: range, write: Any) -> tuple[int, int, Any]:
         """Give ``write`` the framed nodes of ``order[piece]`` (``path``: the file they go to, named in
-        errors); (ctrl, data) dependencies written."""
+        errors); (ctrl, data) dependencies written, and what ``reader`` (if any) made of the frames."""
         edges = [0, 0]
-        write_frames(write, self.bodies(piece, edges), path, piece.start + 1)
-        return edges[0], edges[1]
+        if reader is None:
+            write_frames(write, self.bodies(piece, edges), path, piece.start + 1)
+            return edges[0], edges[1], None
+        got = reader.piece(path)
+        write_frames(write, self.bodies(piece, edges), path, piece.start + 1, got.add)
+        return edges[0], edges[1], got.result()
 
     def count(self, edges: list[int]) -> None:
         """The statistics' counts, given the dependencies written (ctrl, data)."""
@@ -187,6 +196,9 @@ class SerialNodes:
 # `chakra_converter` in one piece against two, interleaved medians): 19.6k nodes 0.490 -> 0.506 s, 36k
 # 0.854 -> 0.907 s, 67k 1.562 -> 1.530 s, 134k write 0.54 -> 0.45-0.47 s, 1.33M write 6.3-7.7 -> 5.4-5.9 s.
 _WRITE_PIECE = 30_000
+# ... and when the frames are also read as they are written (``--simulate``: decoding a node costs about twice
+# its serialisation, and the reading would otherwise be over the cores on its own)
+_WRITE_READ_PIECE = 5_000
 
 
 _SMALL = [bytes((i,)) for i in range(128)]

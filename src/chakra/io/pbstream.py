@@ -136,14 +136,19 @@ def write_messages(path: str | os.PathLike[str], messages: Iterable[Any]) -> int
         return write_frames(fh.write, messages, path)
 
 
-def write_frames(write: Any, messages: Iterable[Any], path: Any = None, first: int = 0) -> int:
+def write_frames(write: Any, messages: Iterable[Any], path: Any = None, first: int = 0,
+                 observe: Any = None) -> int:
     """Frame each message (``varint(len) + bytes``; a message object is serialised first) and give the
     frames to ``write`` about 1 MB at a time; return the count.  An empty message is refused (``path``
-    names the file in that error, ``first`` is the index of the first message in it)."""
+    names the file in that error, ``first`` is the index of the first message in it).
+
+    ``observe(index, frames)``, when given, also gets each batch once written: the index of its first
+    message and its frames (a list of bytes)."""
     count = 0
     chunks: list[bytes] = []
     size = 0
     varint = _varint_table().__getitem__
+    batch_first = first
     for msg in messages:
         body = msg if type(msg) is bytes else msg.SerializeToString()
         n = len(body)
@@ -155,10 +160,15 @@ def write_frames(write: Any, messages: Iterable[Any], path: Any = None, first: i
         size += n
         if size >= _BATCH:
             write(b"".join(chunks))
+            if observe is not None:
+                observe(batch_first, list(map(bytes.__add__, chunks[0::2], chunks[1::2])))
+                batch_first = first + count
             chunks.clear()
             size = 0
     if chunks:
         write(b"".join(chunks))
+        if observe is not None:
+            observe(batch_first, list(map(bytes.__add__, chunks[0::2], chunks[1::2])))
     return count
 
 

@@ -41,15 +41,20 @@ def process_rank(task: RankTask) -> RankResult:
         return res
     from chakra.convert import convert_file
 
-    conv = convert_file(task.et_plus, task.et)
+    read = None
+    if task.log is not None:   # replayed: the nodes read as they are written (not read back)
+        from chakra.replay.reader import ReadAsWritten
+
+        read = ReadAsWritten()
+    conv = convert_file(task.et_plus, task.et, reader=read)
     res.et = task.et
     res.nodes = conv.stats.nodes
-    if task.log is None:
+    if read is None:
         return res
-    from chakra.replay.api import replay_file
+    from chakra.replay.api import replay_rank
     from chakra.replay.output import timeline, write_completion_log
 
-    rep = replay_file(task.et, mode=task.mode, gaps=task.gaps, whatif=task.whatif)
+    rep = replay_rank(read.graph(), mode=task.mode, gaps=task.gaps, whatif=task.whatif)
     write_completion_log(task.log, [rep])
     res.log = task.log
     _set_replay(res, rep)

@@ -859,10 +859,57 @@ def load_graph(path: str | os.PathLike[str], rank: int | None = None) -> RankGra
     from chakra.io import gc_paused
 
     with gc_paused():      # the finish step builds millions of tuples too: no GC rescans of them
-        cols = read_columns(path)
-        if not cols.ids:
-            raise TraceFormatError("no nodes after the GlobalMetadata (a trace cut short?)", path)
-        return graph_from_columns(cols, rank)
+        return _graph(read_columns(path), rank)
+
+
+def _graph(cols: EtColumns, rank: int | None) -> RankGraph:
+    if not cols.ids:
+        raise TraceFormatError("no nodes after the GlobalMetadata (a trace cut short?)", cols.path)
+    return graph_from_columns(cols, rank)
+
+
+class ReadAsWritten:
+    """The reading of an ET file done while it is written (``chakra_converter --simulate``): the writer
+    (``chakra.convert.write.SerialNodes.write_parts``) gives each batch of frames it writes to
+    :meth:`piece`'s reader, in the process that writes them, and the pieces' columns to :meth:`written`;
+    :meth:`graph` is then what :func:`load_graph` of the file gives (the same bytes, decoded by the same
+    :class:`_Builder`, joined as :func:`read_columns` joins the spans of a file), without reading it
+    back."""
+
+    def __init__(self) -> None:
+        self.cols: EtColumns | None = None
+
+    def piece(self, path: str) -> _PieceReader:
+        return _PieceReader(path)
+
+    def written(self, pieces: list[EtColumns], metadata: Any) -> None:
+        cols = _joined(pieces)
+        cols.metadata = metadata
+        self.cols = cols
+
+    def graph(self, rank: int | None = None) -> RankGraph:
+        """The RankGraph of the file written (once; the columns are taken over)."""
+        from chakra.io import gc_paused
+
+        cols, self.cols = self.cols, None
+        if cols is None:
+            raise ValueError("nothing written yet (or the graph was already made)")
+        with gc_paused():
+            return _graph(cols, rank)
+
+
+class _PieceReader:
+    """The columns of one piece of an ET being written (:class:`ReadAsWritten`)."""
+
+    def __init__(self, path: str) -> None:
+        self.cols = EtColumns(path=path, metadata=None)
+        self.builder = _Builder(self.cols)
+
+    def add(self, first: int, frames: list[bytes]) -> None:
+        self.builder.add_frames(first, frames, self.cols.path)
+
+    def result(self) -> EtColumns:
+        return self.cols
 
 
 def graph_from_protobuf(nodes: Any, metadata: Any = None, *, path: str | None = None,

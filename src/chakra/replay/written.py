@@ -1,12 +1,15 @@
 """``chakra_converter --simulate``: replay the Chakra ET the command has just written, and append its
 per-node completion lines (``[rank R] Node ID <id> completed at <T>us``) to the log file.
 
-The file is read back with the replay's own reader: what ``chakra replay`` of it gives.  The converter does
-not call this (a stage never imports one above it, ``tests/test_layers.py``); the command does, after the
-conversion, or after ``--astrasim``'s rewriting of the file: the file as written is what is replayed.
+The file's nodes are decoded by the replay's own reader as they are written
+(``chakra.replay.reader.ReadAsWritten``: the frames of each piece of the writer, in the process that
+writes them), or, after ``--astrasim``'s rewriting, read back from the file: either way what ``chakra
+replay`` of the file gives.  The converter does not call this (a stage never imports one above it,
+``tests/test_layers.py``); the command does, after the conversion.
 
-Measured and dropped (benchmarks/README.md, session 8): replaying in a child fed the file's bytes while
-they are written; the decoding in one process takes longer than the writing it would hide.
+Measured and dropped (benchmarks/README.md, session 8): replaying in a separate child fed the file's bytes
+while they are written; the decoding in one process takes longer than the writing it would hide.  Session
+10: the decoding done by the writer's own pieces, over the cores (benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -15,6 +18,10 @@ import contextlib
 import logging
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from chakra.replay.reader import ReadAsWritten
 
 log = logging.getLogger(__name__)
 
@@ -27,12 +34,14 @@ class Simulated:
     completion_lines: int
 
 
-def simulate_written(path: str | os.PathLike[str], log_path: str | os.PathLike[str] | None) -> Simulated:
+def simulate_written(path: str | os.PathLike[str], log_path: str | os.PathLike[str] | None,
+                     read: ReadAsWritten | None = None) -> Simulated:
     """Replay the Chakra ET at ``path`` on its own; append its completion lines to ``log_path`` (None: none
-    written)."""
-    from chakra.replay.api import replay_file
+    written).  ``read``: the file's nodes as read while it was written (``convert_file(..., reader=read)``),
+    else the file is read."""
+    from chakra.replay.api import replay_file, replay_rank
 
-    res = replay_file(path)
+    res = replay_file(path) if read is None else replay_rank(read.graph())
     if log_path is None:
         log.info("replayed %s: %.0f us (no log file given: completion lines not written)", path,
                  res.replayed_us)
