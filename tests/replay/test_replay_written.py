@@ -146,3 +146,30 @@ def test_a_graph_is_made_once(tmp_path):
     assert len(read.graph()) == 10
     with pytest.raises(ValueError):
         read.graph()    # the columns were taken over
+
+
+def test_a_failed_reading_while_writing_reads_the_file_back_and_says_so(tmp_path, monkeypatch, caplog):
+    import chakra.replay.reader as reader
+    from chakra.replay import load_graph
+
+    src = tmp_path / "in.json"
+    src.write_bytes(orjson.dumps(gloo_etplus()))
+    real = reader._Builder.add_frames
+    calls = []
+
+    def flaky(self, first, frames, path):
+        calls.append(first)
+        if len(calls) == 1:
+            raise RuntimeError("a bug in the reading")
+        return real(self, first, frames, path)
+
+    monkeypatch.setattr(reader._Builder, "add_frames", flaky)
+    read = reader.ReadAsWritten()
+    out = tmp_path / "o.0.et"
+    convert_file(src, out, reader=read)            # the conversion itself goes on
+    assert out.stat().st_size > 0
+    monkeypatch.setattr(reader._Builder, "add_frames", real)
+    g = read.graph()
+    assert "reading it as it was written failed (RuntimeError: a bug in the reading); reading it back" \
+        in caplog.text
+    _same_graph(g, load_graph(out))

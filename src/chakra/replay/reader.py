@@ -874,24 +874,37 @@ class ReadAsWritten:
     :meth:`piece`'s reader, in the process that writes them, and the pieces' columns to :meth:`written`;
     :meth:`graph` is then what :func:`load_graph` of the file gives (the same bytes, decoded by the same
     :class:`_Builder`, joined as :func:`read_columns` joins the spans of a file), without reading it
-    back."""
+    back.  A piece whose reading failed does not stop the writing: the file is then read back, and its
+    error (if it has one) is that of :func:`load_graph`."""
 
     def __init__(self) -> None:
         self.cols: EtColumns | None = None
+        self.path: str | None = None
+        self.failed: str | None = None
 
     def piece(self, path: str) -> _PieceReader:
+        self.path = path   # (set here by the first piece, which the writing process reads itself)
         return _PieceReader(path)
 
-    def written(self, pieces: list[EtColumns], metadata: Any) -> None:
-        cols = _joined(pieces)
-        cols.metadata = metadata
-        self.cols = cols
+    def written(self, pieces: list[EtColumns | str], metadata: Any) -> None:
+        self.failed = next((p for p in pieces if isinstance(p, str)), None)
+        if self.failed is None:
+            cols = _joined(pieces)   # type: ignore[arg-type]
+            cols.metadata = metadata
+            self.cols = cols
 
     def graph(self, rank: int | None = None) -> RankGraph:
-        """The RankGraph of the file written (once; the columns are taken over)."""
+        """The RankGraph of the file written (once: the columns are taken over)."""
         from chakra.io import gc_paused
 
         cols, self.cols = self.cols, None
+        if self.failed is not None and self.path is not None:
+            import logging
+
+            logging.getLogger(__name__).warning("%s: reading it as it was written failed (%s); reading it "
+                                                "back", self.path, self.failed)
+            self.failed = None
+            return load_graph(self.path, rank)
         if cols is None:
             raise ValueError("nothing written yet (or the graph was already made)")
         with gc_paused():
@@ -899,17 +912,23 @@ class ReadAsWritten:
 
 
 class _PieceReader:
-    """The columns of one piece of an ET being written (:class:`ReadAsWritten`)."""
+    """The columns of one piece of an ET being written (:class:`ReadAsWritten`); the error of a failed
+    reading as text (it stops only this reading)."""
 
     def __init__(self, path: str) -> None:
         self.cols = EtColumns(path=path, metadata=None)
         self.builder = _Builder(self.cols)
+        self.error: str | None = None
 
     def add(self, first: int, frames: list[bytes]) -> None:
-        self.builder.add_frames(first, frames, self.cols.path)
+        if self.error is None:
+            try:
+                self.builder.add_frames(first, frames, self.cols.path)
+            except Exception as exc:   # noqa: BLE001 - said by ReadAsWritten.graph, which reads the file
+                self.error = f"{type(exc).__name__}: {exc}"
 
-    def result(self) -> EtColumns:
-        return self.cols
+    def result(self) -> EtColumns | str:
+        return self.cols if self.error is None else self.error
 
 
 def graph_from_protobuf(nodes: Any, metadata: Any = None, *, path: str | None = None,
