@@ -95,3 +95,14 @@ def test_every_console_script_is_its_modules_main_as_a_command():
         mod = importlib.import_module(module)
         assert attr == "console", name
         assert mod.console.__doc__ == f"``{module}.main()`` as a command: the process ends with its exit code"
+
+
+def test_a_commands_process_runs_without_the_cyclic_gc(tmp_path):
+    p = _run("""
+        import gc
+        from chakra.cli.entry import console_entry
+
+        before = gc.isenabled()
+        console_entry(lambda: 0 if before and not gc.isenabled() else 5)()
+        """, tmp_path)
+    assert p.returncode == 0, p.stderr

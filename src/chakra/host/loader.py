@@ -218,7 +218,9 @@ class _Builder:
         self.pieces: dict[bytes, bytes] = {}   # raw inputs/outputs text -> its canonical text, interned
         self.shared: dict[bytes, tuple[dict[str, Any], dict[str, str]]] = {}   # attrs text -> (attrs, types)
         self.empty: tuple[dict[str, Any], dict[str, str]] = ({}, {})
-        self.core: Callable[[Node], tuple[Any, ...]] = self.flat if layout == FLAT else self.chakra
+        # the layout's core-fields method, unbound (a bound one kept here would be a reference cycle)
+        self.core: Callable[[_Builder, Node], tuple[Any, ...]] = _Builder.flat if layout == FLAT else \
+            _Builder.chakra
         self.extra_names = _FLAT_EXTRAS if layout == FLAT else _CHAKRA_EXTRAS
         self.get_extras = _GET_FLAT_EXTRAS if layout == FLAT else _GET_CHAKRA_EXTRAS
 
@@ -465,14 +467,15 @@ class Records:
         """Node ``index`` and its core fields (what :meth:`records` yields for it; the converter asks for the
         few nodes it does not read itself)."""
         doc = self.doc
-        core = self.builder.core
+        builder = self.builder
+        core = builder.core
         try:
             n = doc.node(index)
             try:
-                return n, core(n)
+                return n, core(builder, n)
             except _Rebuild:
                 n = doc.generic_node(index)
-                return n, core(n)
+                return n, core(builder, n)
         except NodeError as exc:
             raise _diagnose(exc.index, exc.obj, self.layout, self.path) from None
         except (KeyError, TypeError, AttributeError, IndexError, ValueError):

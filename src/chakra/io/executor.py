@@ -7,6 +7,7 @@ the input and output folders at the same paths (a shared file system).
 
 from __future__ import annotations
 
+import gc
 import logging
 import multiprocessing
 import os
@@ -105,6 +106,10 @@ def dask_client(scheduler: str, jobs: int | None = None, timeout: str = "20s"
     except ImportError:
         raise UsageError("--scheduler needs Dask distributed, which is not installed: "
                          "pip install 'dask[distributed]' (or the toolkit's [dask] extra)") from None
+    # Dask's objects live in reference cycles and release their data (here and on the workers) when the
+    # collector frees them: on once a client is opened, also in a command's process (where chakra.cli.entry
+    # switched it off)
+    gc.enable()
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
         # the scheduler and nannies of a LocalCluster run here and chat at INFO level
         logging.getLogger("distributed").setLevel(logging.WARNING)

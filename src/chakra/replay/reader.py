@@ -303,6 +303,13 @@ class _Builder:
         self.failed = False
         self.fdur = _Floats()                 # durations repeat: one float object per value
 
+    def release(self) -> None:
+        """Drop the caches once the columns are made (the key cache calls back into this builder: a
+        reference cycle, left to the cyclic GC otherwise, which a command's process runs without)."""
+        self.kcache.key_of = None
+        self.kcache = _Keys(None)
+        self.ncache = {}
+
     # -- what a node's attributes say ------------------------------------------------------------------
 
     def lane_of(self, is_cpu: Any, tid: Any, stream: Any, device: Any) -> Any:
@@ -714,6 +721,7 @@ def _read_span(span: tuple[Any, int | None, int | None]) -> EtColumns:
     build = _Builder(cols)
     for first, frames in src.batches(start, stop):
         build.add_frames(first, frames, src.path)
+    build.release()
     return cols
 
 
@@ -768,6 +776,7 @@ def columns_from_messages(nodes: Any, metadata: Any = None, path: str | None = N
             frames = []
     if frames:
         build.add_frames(first, frames, path)
+    build.release()
     return cols
 
 
@@ -928,6 +937,7 @@ class _PieceReader:
                 self.error = f"{type(exc).__name__}: {exc}"
 
     def result(self) -> EtColumns | str:
+        self.builder.release()
         return self.cols if self.error is None else self.error
 
 
