@@ -106,3 +106,19 @@ def test_a_commands_process_runs_without_the_cyclic_gc(tmp_path):
         console_entry(lambda: 0 if before and not gc.isenabled() else 5)()
         """, tmp_path)
     assert p.returncode == 0, p.stderr
+
+
+def test_every_commands_main_pickles_and_takes_another_program_name(capsys):
+    import pickle
+
+    import pytest
+
+    from chakra.cli.main import SUBCOMMANDS
+
+    for module_name, _ in SUBCOMMANDS.values():
+        module = importlib.import_module(module_name)
+        assert pickle.loads(pickle.dumps(module.main)) is module.main, module_name
+        with pytest.raises(SystemExit) as exc:
+            module.main(["--help"], "wrapper.py")
+        assert exc.value.code == 0
+        assert capsys.readouterr().out.startswith("usage: wrapper.py"), module_name

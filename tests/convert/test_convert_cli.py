@@ -66,3 +66,27 @@ def test_bad_data_exit_1_without_output(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "bad.json.gz" in err and "Traceback" not in err
     assert not out.exists()
+
+
+def test_simulate_of_a_trace_without_nodes_says_so_naming_the_input(tmp_path, capsys):
+    src = tmp_path / "empty.json"
+    src.write_text('{"schema": "1.1.1-chakra.0.0.4", "pid": 1, "nodes": []}')
+    out = tmp_path / "e.0.et"
+    assert converter_main(["PyTorch", "--input", str(src), "--output", str(out), "--simulate", "-q"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (f"chakra_converter: error: {src}: no nodes: nothing to replay (--simulate; {out} was "
+                       "written, without nodes)")
+    assert converter_main(["PyTorch", "--input", str(src), "--output", str(out), "-q"]) == 0   # (no replay)
+
+
+def test_a_log_file_that_cannot_be_written_is_a_usage_error(tmp_path, capsys):
+    src = tmp_path / "empty.json"
+    src.write_text('{"schema": "1.1.1-chakra.0.0.4", "pid": 1, "nodes": []}')
+    log = tmp_path / "no_such_folder" / "conv.log"
+    out = tmp_path / "e.0.et"
+    args = ["--log-filename", str(log), "PyTorch", "--input", str(src), "--output", str(out)]
+    assert converter_main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"chakra_converter: error: --log-filename {log}: cannot write it "
+                   "(No such file or directory)")
+    assert not out.exists()

@@ -287,24 +287,54 @@ def test_signals_held_are_delivered_after_the_block() -> None:
     assert reached == ["after the kill"]
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGALRM], ids=["SIGINT", "SIGALRM"])
 def test_an_interrupt_right_after_the_fork_still_kills_and_reaps_the_child(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        signum: int, monkeypatch: pytest.MonkeyPatch) -> None:
     forked: list[int] = []
     real_fork = os.fork
+    if signum == signal.SIGALRM:
+        previous = signal.signal(signal.SIGALRM, _raise_interrupt)
 
     def fork() -> int:
         pid = real_fork()
         if pid:
             forked.append(pid)
-            os.kill(os.getpid(), signal.SIGINT)   # Ctrl-C before fork_map has the child in its list
+            os.kill(os.getpid(), signum)   # Ctrl-C before fork_map has the child in its list
         return pid
 
     monkeypatch.setattr(os, "fork", fork)
-    with pytest.raises(KeyboardInterrupt):
-        forkmap.fork_map(lambda r: time.sleep(30) if r.start else 1, [range(0, 1), range(1, 2)], "sleepy")
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            forkmap.fork_map(lambda r: time.sleep(30) if r.start else 1, [range(0, 1), range(1, 2)],
+                             "sleepy")
+    finally:
+        if signum == signal.SIGALRM:
+            signal.signal(signal.SIGALRM, previous)
     assert len(forked) == 1
     with pytest.raises(ChildProcessError):
         os.waitpid(forked[0], os.WNOHANG)   # killed and already reaped, not left running
+    assert _part_files() == []
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt   # what run_command's timer does with a Ctrl-C that came during an import
+
+
+def test_an_interrupt_as_a_child_is_handed_over_to_be_waited_for_still_reaps_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    handed: list[int] = []
+    real_collect = forkmap._collect
+
+    def collect(child: tuple[int, int], *args: object) -> object:
+        handed.append(child[0])
+        os.kill(os.getpid(), signal.SIGINT)   # Ctrl-C before _collect answers for the child
+        return real_collect(child, *args)     # type: ignore[arg-type]
+
+    monkeypatch.setattr(forkmap, "_collect", collect)
+    with pytest.raises(KeyboardInterrupt):
+        forkmap.fork_map(lambda r: time.sleep(30) if r.start else 1, [range(0, 1), range(1, 2)], "sleepy")
+    with pytest.raises(ChildProcessError):
+        os.waitpid(handed[0], os.WNOHANG)   # killed and already reaped
     assert _part_files() == []
 
 

@@ -343,24 +343,25 @@ def run_command(func: Callable[[argparse.Namespace], int | None], args: argparse
 
 
 def command(run: Callable[[argparse.Namespace], int | None],
-            build_parser: Callable[..., argparse.ArgumentParser], prog: str,
+            build_parser: Callable[..., argparse.ArgumentParser], name: str,
             check: Callable[[argparse.Namespace, argparse.ArgumentParser], None] | None = None
             ) -> tuple[Callable[..., int], Callable[[], Any]]:
-    """``(main, console)`` of a command module.  ``main(argv=None)`` parses ``argv`` (default: the process's
-    arguments) with a new ``build_parser()``, lets ``check(args, parser)`` refuse (``parser.error``) or
-    complete them, and runs ``run(args)`` under :func:`run_command`; ``console`` is what the console script
-    calls (:func:`chakra.cli.entry.console_entry`: the process ends with main's exit code).
-    ``main(argv, name)`` runs the command under another program name (``build_parser(name)``: a script
-    that wraps the command, such as ``ci_tools/integration_tests.py``)."""
+    """``(main, console)`` of the command module of ``run`` (named ``name``).  ``main(argv=None, prog=None)``
+    parses ``argv`` (default: the process's arguments) with a new ``build_parser(prog)`` (``prog``: another
+    program name, for a script that wraps the command such as ``ci_tools/integration_tests.py``), lets
+    ``check(args, parser)`` refuse (``parser.error``) or complete them, and runs ``run(args)`` under
+    :func:`run_command`; ``console`` is what the console script calls (:func:`chakra.cli.entry.console_entry`:
+    the process ends with main's exit code)."""
     from chakra.cli.entry import console_entry
 
-    def main(argv: Sequence[str] | None = None, name: str | None = None) -> int:
-        parser = build_parser() if name is None else build_parser(name)
+    def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
+        parser = build_parser() if prog is None else build_parser(prog)
         args = parser.parse_args(argv)
         if check is not None:
             check(args, parser)
-        return run_command(run, args, prog if name is None else name)
+        return run_command(run, args, name if prog is None else prog)
 
     main.__module__ = run.__module__
-    main.__doc__ = f"``{prog}`` with the arguments ``argv`` (default: the process's); its exit code."
+    main.__qualname__ = main.__name__   # the module's own ``main``: it pickles by reference
+    main.__doc__ = f"``{name}`` with the arguments ``argv`` (default: the process's); its exit code."
     return main, console_entry(main)

@@ -21,7 +21,7 @@ import logging
 import sys
 
 from chakra.cli.common import ArgumentParser, add_common_args, command, setup_logging
-from chakra.errors import UsageError
+from chakra.errors import TraceFormatError, UsageError
 
 PROG = "chakra_converter"
 log = logging.getLogger("chakra.converter")
@@ -29,8 +29,8 @@ log = logging.getLogger("chakra.converter")
 INPUT_TYPES = ("PyTorch", "Text")
 
 
-def build_parser() -> ArgumentParser:
-    p = ArgumentParser(prog=PROG, description="Convert ET+ JSON (linked host + Kineto trace) or a bare "
+def build_parser(prog: str = PROG) -> ArgumentParser:
+    p = ArgumentParser(prog=prog, description="Convert ET+ JSON (linked host + Kineto trace) or a bare "
                        "PyTorch host ET into a Chakra protobuf execution trace (or an ASTRA-sim 1.0 text "
                        "workload into one per NPU).",
                        examples=["{prog} -i et_plus_0.json -o job.0.et",
@@ -147,6 +147,10 @@ def _run(args: argparse.Namespace) -> int:
         report = convert_file(args.input, args.output, reader=read)
     if args.simulate:
         from chakra.replay.written import simulate_written
+
+        if not report.stats.nodes:
+            raise TraceFormatError(f"no nodes: nothing to replay (--simulate; {report.output_path} was "
+                                   "written, without nodes)", args.input)
 
         # (after --astrasim's rewriting: the file as written is what is replayed, read back)
         done = simulate_written(args.output, args.log_filename, read)

@@ -9,8 +9,8 @@ from chakra.cli.common import ArgumentParser, add_common_args, command, setup_lo
 PROG = "chakra demo"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = ArgumentParser(prog=PROG, description="Link -> convert -> replay the 2-rank gloo trace bundled in "
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    p = ArgumentParser(prog=prog, description="Link -> convert -> replay the 2-rank gloo trace bundled in "
                        "the package (chakra/data/gloo_mlp_2r/), print measured vs replayed time per rank and "
                        "leave the ET+, Chakra ETs, replay timeline and a summary in an output folder.",
                        examples=["{prog}", "{prog} -o demo_out --job",

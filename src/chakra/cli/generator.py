@@ -20,10 +20,10 @@ from chakra.errors import UsageError
 PROG = "chakra_generator"
 
 
-def build_parser() -> ArgumentParser:
+def build_parser(prog: str = PROG) -> ArgumentParser:
     from chakra.tools.generator import COLLECTIVES, WORKLOADS
 
-    p = ArgumentParser(prog=PROG, description="Write synthetic Chakra execution traces (one PREFIX.<rank>.et "
+    p = ArgumentParser(prog=prog, description="Write synthetic Chakra execution traces (one PREFIX.<rank>.et "
                        "per rank) that run in ASTRA-sim: single collectives, compute-only graphs, and small "
                        "data-parallel / tensor-parallel training steps.",
                        examples=["{prog} --num-npus 4 -o gen/",

@@ -15,8 +15,8 @@ PROG = "chakra_jsonizer"
 log = logging.getLogger("chakra.jsonizer")
 
 
-def build_parser() -> ArgumentParser:
-    p = ArgumentParser(prog=PROG, description="Chakra protobuf ET (.et, .et.gz) -> JSON with every field "
+def build_parser(prog: str = PROG) -> ArgumentParser:
+    p = ArgumentParser(prog=prog, description="Chakra protobuf ET (.et, .et.gz) -> JSON with every field "
                        "(attribute value fields by name), or JSON -> protobuf ET.",
                        examples=["{prog} --input_filename job.0.et --output_filename job.0.json",
                                  "{prog} -i job.0.json -o job.0.et --reverse"])

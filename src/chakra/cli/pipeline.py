@@ -9,8 +9,8 @@ from chakra.cli.common import ArgumentParser, add_common_args, command, setup_lo
 PROG = "chakra pipeline"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = ArgumentParser(prog=PROG, description="Link, convert and replay every rank of a folder of "
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    p = ArgumentParser(prog=prog, description="Link, convert and replay every rank of a folder of "
                        "host_et_N / chakra_host_et_N / et_N + kineto_N traces (.json or .json.gz; also "
                        "host/ + device/ subfolders; PARAM's rank-N.json told apart by content; other "
                        "names with --host-pattern / --device-pattern) and print measured vs replayed "

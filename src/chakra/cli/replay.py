@@ -16,8 +16,8 @@ from chakra.cli.common import (
 PROG = "chakra replay"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = ArgumentParser(prog=PROG, description="Replay Chakra protobuf ETs (event-driven) and compare the "
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    p = ArgumentParser(prog=prog, description="Replay Chakra protobuf ETs (event-driven) and compare the "
                        "replayed time of each rank with its measured step.",
                        examples=["{prog} job.0.et", "{prog} job.0.et job.1.et --job --timeline timeline.json",
                                  "{prog} -i job.0.et --mode astrasim --no-gaps --json",

@@ -17,8 +17,8 @@ from chakra.cli.common import (
 PROG = "chakra stats"
 
 
-def build_parser() -> ArgumentParser:
-    p = ArgumentParser(prog=PROG, description="Node kinds, top ops by time, communication volume and the "
+def build_parser(prog: str = PROG) -> ArgumentParser:
+    p = ArgumentParser(prog=prog, description="Node kinds, top ops by time, communication volume and the "
                        "critical path of Chakra protobuf ETs (or ET+ JSON), per rank and across ranks.",
                        examples=["{prog} job.0.et", "{prog} job.0.et job.1.et --top 5",
                                  "{prog} -i et_plus_0.json --json"])

@@ -19,8 +19,8 @@ from chakra.cli.common import (
 PROG = "chakra summary"
 
 
-def build_parser() -> ArgumentParser:
-    p = ArgumentParser(prog=PROG, description="Load PyTorch host ETs, Kineto traces (.json or .json.gz) or "
+def build_parser(prog: str = PROG) -> ArgumentParser:
+    p = ArgumentParser(prog=prog, description="Load PyTorch host ETs, Kineto traces (.json or .json.gz) or "
                        "Chakra protobuf ETs (.et, .et.gz) and summarise what they hold.",
                        examples=["{prog} host_et_0.json.gz kineto_0.json.gz",
                                  "{prog} job.0.et",

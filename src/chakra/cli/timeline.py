@@ -11,8 +11,8 @@ PROG = "chakra_timeline_visualizer"
 log = logging.getLogger("chakra.timeline")
 
 
-def build_parser() -> ArgumentParser:
-    p = ArgumentParser(prog=PROG, description="Turn a simulator log of issue/callback rows into a Chrome "
+def build_parser(prog: str = PROG) -> ArgumentParser:
+    p = ArgumentParser(prog=prog, description="Turn a simulator log of issue/callback rows into a Chrome "
                        "trace JSON (one process per NPU, ts/dur in µs) for Perfetto or chrome://tracing.",
                        examples=["{prog} --input_filename sim.csv --output_filename timeline.json "
                                  "--num_npus 4 --npu_frequency 1000"])

@@ -10,8 +10,8 @@ PROG = "chakra validate"
 
 
 
-def build_parser() -> ArgumentParser:
-    p = ArgumentParser(prog=PROG, examples=["{prog} OUT/job.0.et OUT/job.1.et",
+def build_parser(prog: str = PROG) -> ArgumentParser:
+    p = ArgumentParser(prog=prog, examples=["{prog} OUT/job.0.et OUT/job.1.et",
                                             "{prog} OUT/job   (a prefix P: P.0.et, P.1.et, ...)",
                                             "{prog} OUT/job --comm-group OUT/comm_group.json"],
                        description="Check Chakra protobuf ETs (one rank or a whole job, any producer's) "

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chakra.convert.core import ConvertStats, stream_serialized
+from chakra.errors import UsageError
 from chakra.io import atomic_output
 from chakra.io.pbstream import write_frames
 
@@ -110,8 +111,11 @@ def write_et(output_path: str | os.PathLike[str], meta: Any, write_nodes: Any, r
 def add_log_file(path: str | os.PathLike[str]) -> None:
     """Send the log to ``path`` too: truncated once, then opened in append mode (``--simulate`` appends
     its completion lines to the same file: :mod:`chakra.replay.written`)."""
-    with open(path, "w", encoding="utf-8"):
-        pass
+    try:
+        with open(path, "w", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"--log-filename {os.fspath(path)}: cannot write it ({exc.strerror})") from None
     handler = logging.FileHandler(path, mode="a", encoding="utf-8")
     handler.setFormatter(logging.Formatter("[%(asctime)s] %(levelname)s %(name)s: %(message)s"))
     # a log file asked for gets what was done (INFO) whatever the console shows (WARNING by default; the

@@ -34,9 +34,11 @@ Policy (the only one):
   here, said once at INFO level (a Dask client leaves such a thread behind: the whole-job replay after
   ``--scheduler local`` reads in one part).  The stages start their own threads after forking (the ET+
   writer's).
-* A Ctrl-C or SIGTERM that arrives while a child is being started (its temporary file made and unlinked,
-  the fork, the child listed) is held back until it is listed, then taken as usual: every child started is
-  killed and reaped, no temporary file is left.  The child runs with the signal mask of before.
+* A Ctrl-C or SIGTERM (or the timer that raises again one that came during an import) that arrives while a
+  child is being started (its temporary file made and unlinked, the fork, the child listed) or handed to
+  the function that waits for it is held back until the child is accounted for, then taken as usual: every
+  child started is killed and reaped, no temporary file is left.  The child runs with the signal mask of
+  before.
 """
 
 from __future__ import annotations
@@ -132,8 +134,10 @@ def fork_map(fn: Callable[..., R], pieces: Sequence[T], what: str, sink: BinaryI
             if ch is None:
                 out.append(_here(fn, p, sink))
             else:
-                children[k] = None   # _collect closes and reaps it, whatever happens
-                out.append(_collect(ch, what, sink))
+                # held until _collect answers for the child (it lets them through before it waits)
+                with _signals_held() as mask:
+                    children[k] = None   # _collect closes and reaps it, whatever happens
+                    out.append(_collect(ch, what, sink, mask))
     except BaseException:
         for ch in children:
             if ch is not None:
@@ -178,7 +182,8 @@ def _signals_held() -> Iterator[Any]:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
-_HELD = (signal.SIGINT, signal.SIGTERM)
+# SIGALRM too: a Ctrl-C that came during an import is raised again by a timer (chakra.cli.common._Signals)
+_HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)
 
 
 def _spawn(fn: Callable[..., Any], piece: Any, what: str, siblings: list[int], raw: bool,
@@ -268,17 +273,20 @@ def _error_payload(exc: BaseException) -> bytes:
         return pickle.dumps((False, ChakraError(text)), protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def _collect(child: tuple[int, int], what: str, sink: BinaryIO | None = None) -> Any:
+def _collect(child: tuple[int, int], what: str, sink: BinaryIO | None = None, mask: Any = None) -> Any:
     """The result of a child (its exception raised here), once it has exited, its bytes appended to
-    ``sink``; the child reaped and its file closed whatever happens."""
+    ``sink``; the child reaped and its file closed whatever happens.  ``mask``: the signal mask to restore
+    once this function answers for the child (the caller held signals back until then)."""
     pid, fd = child
     try:
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         _, status = os.waitpid(pid, 0)
     except BaseException:
         _reap(child)
         raise
-    code = os.waitstatus_to_exitcode(status)
     try:
+        code = os.waitstatus_to_exitcode(status)
         size = os.fstat(fd).st_size if code == 0 else 0
         if size:
             try:
