@@ -100,12 +100,13 @@ def write_et(output_path: str | os.PathLike[str], meta: Any, write_nodes: Any, r
     atomically.
 
     ``reader``: reads the nodes' frames as they are written (``SerialNodes.write_parts``), and is given
-    ``written(pieces, meta)`` once the file is in place."""
-    with atomic_output(output_path) as fh:
-        write_frames(fh.write, (meta,), output_path)
-        pieces = write_nodes(fh, os.fspath(output_path), reader)
+    ``written(path, pieces, meta)`` once the file is in place."""
+    path = os.fspath(output_path)
+    with atomic_output(path) as fh:
+        write_frames(fh.write, (meta,), path)
+        pieces = write_nodes(fh, path, reader)
     if reader is not None:
-        reader.written(pieces, meta)
+        reader.written(path, pieces, meta)
 
 
 def add_log_file(path: str | os.PathLike[str]) -> None:

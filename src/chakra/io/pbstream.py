@@ -145,30 +145,36 @@ def write_frames(write: Any, messages: Iterable[Any], path: Any = None, first: i
     ``observe(index, frames)``, when given, also gets each batch once written: the index of its first
     message and its frames (a list of bytes)."""
     count = 0
-    chunks: list[bytes] = []
+    chunks: list[bytes] = []   # varint, body, varint, body ... (observed: one frame each)
     size = 0
     varint = _varint_table().__getitem__
     batch_first = first
+
+    def flush() -> None:
+        write(b"".join(chunks))
+        if observe is not None:
+            observe(batch_first, chunks.copy())
+
     for msg in messages:
         body = msg if type(msg) is bytes else msg.SerializeToString()
         n = len(body)
         if not n:
             raise ValueError(f"refusing to write an empty message (index {first + count}) to {path}")
-        chunks.append(varint(n) if n < 16384 else encode_varint(n))
-        chunks.append(body)
+        head = varint(n) if n < 16384 else encode_varint(n)
+        if observe is None:
+            chunks.append(head)
+            chunks.append(body)
+        else:
+            chunks.append(head + body)
         count += 1
         size += n
         if size >= _BATCH:
-            write(b"".join(chunks))
-            if observe is not None:
-                observe(batch_first, list(map(bytes.__add__, chunks[0::2], chunks[1::2])))
-                batch_first = first + count
+            flush()
+            batch_first = first + count
             chunks.clear()
             size = 0
     if chunks:
-        write(b"".join(chunks))
-        if observe is not None:
-            observe(batch_first, list(map(bytes.__add__, chunks[0::2], chunks[1::2])))
+        flush()
     return count
 
 

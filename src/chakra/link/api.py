@@ -595,12 +595,8 @@ def link_files(
     # the tens of millions of (acyclic) objects of the loaded traces several times (15 s of 58 s at 1M ops).
     # Everything big is released before it is switched back on.
     with gc_paused():
-        if host_path is None:
-            loaded = _load_kineto_only(kineto_path, rank, annotation, strict, fallback_rank, step)
-        else:
-            loaded = _load_linked(host_path, kineto_path, rank, annotation, strict, fallback_rank, step)
-        doc, nodes, warnings = loaded
-        del loaded
+        load = _load_kineto_only if host_path is None else partial(_load_linked, host_path)
+        doc, nodes, warnings = load(kineto_path, rank, annotation, strict, fallback_rank, step)
         # the nodes are made while they are written (never a million node dicts at once), over the cores
         dump_json_ranges(out, doc, "nodes", nodes.pieces(), nodes.make)
         del nodes

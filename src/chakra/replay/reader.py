@@ -42,6 +42,7 @@ Why it is fast: per node, Python does next to nothing; upb (C) decodes and the C
 from __future__ import annotations
 
 import bisect
+import logging
 import operator
 import os
 import re
@@ -64,6 +65,8 @@ from chakra.replay.graph import (
     scalar,
 )
 from chakra.schema import METADATA_NODE, AttributeProto, attr_value
+
+log = logging.getLogger(__name__)
 
 # ---- the lean message types ------------------------------------------------------------------------------
 
@@ -304,11 +307,9 @@ class _Builder:
         self.fdur = _Floats()                 # durations repeat: one float object per value
 
     def release(self) -> None:
-        """Drop the caches once the columns are made (the key cache calls back into this builder: a
-        reference cycle, left to the cyclic GC otherwise, which a command's process runs without)."""
+        """Once the columns are made: the key cache no longer calls back into this builder (a reference
+        cycle, left to the cyclic GC otherwise, which a command's process runs without)."""
         self.kcache.key_of = None
-        self.kcache = _Keys(None)
-        self.ncache = {}
 
     # -- what a node's attributes say ------------------------------------------------------------------
 
@@ -880,7 +881,8 @@ def _graph(cols: EtColumns, rank: int | None) -> RankGraph:
 class ReadAsWritten:
     """The reading of an ET file done while it is written (``chakra_converter --simulate``): the writer
     (``chakra.convert.write.SerialNodes.write_parts``) gives each batch of frames it writes to
-    :meth:`piece`'s reader, in the process that writes them, and the pieces' columns to :meth:`written`;
+    :meth:`piece`'s reader, in the process that writes them, and the file's name, the pieces' columns and
+    the GlobalMetadata to :meth:`written`;
     :meth:`graph` is then what :func:`load_graph` of the file gives (the same bytes, decoded by the same
     :class:`_Builder`, joined as :func:`read_columns` joins the spans of a file), without reading it
     back.  A piece whose reading failed does not stop the writing: the file is then read back, and its
@@ -892,10 +894,10 @@ class ReadAsWritten:
         self.failed: str | None = None
 
     def piece(self, path: str) -> _PieceReader:
-        self.path = path   # (set here by the first piece, which the writing process reads itself)
         return _PieceReader(path)
 
-    def written(self, pieces: list[EtColumns | str], metadata: Any) -> None:
+    def written(self, path: str, pieces: list[EtColumns | str], metadata: Any) -> None:
+        self.path = path
         self.failed = next((p for p in pieces if isinstance(p, str)), None)
         if self.failed is None:
             cols = _joined(pieces)   # type: ignore[arg-type]
@@ -908,10 +910,8 @@ class ReadAsWritten:
 
         cols, self.cols = self.cols, None
         if self.failed is not None and self.path is not None:
-            import logging
-
-            logging.getLogger(__name__).warning("%s: reading it as it was written failed (%s); reading it "
-                                                "back", self.path, self.failed)
+            log.warning("%s: reading it as it was written failed (%s); reading it "
+                        "back", self.path, self.failed)
             self.failed = None
             return load_graph(self.path, rank)
         if cols is None:
