@@ -22,7 +22,7 @@ from chakra.io import (
     read_messages,
     write_messages,
 )
-from chakra.io.jsonio import dump_json_items, dumps_kept
+from chakra.io.jsonio import dump_json_ranges, dumps_kept
 from chakra.schema import GlobalMetadata, Node
 
 
@@ -119,14 +119,14 @@ def test_atomic_output_honours_umask(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", ["items.json", "items.json.gz"])
-def test_dump_json_items_is_the_documents_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+def test_dump_json_ranges_one_piece_is_the_documents_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                 name: str) -> None:
     # several batches (3 items each), items as dicts and as pre-encoded text
     monkeypatch.setattr(jsonio, "_STREAM_BATCH", 3)
     items = [{"id": i, "x": [i, 0.5]} if i % 2 else orjson.Fragment(b'{"id":%d}' % i) for i in range(10)]
     data = {"schema": "s", "nodes": None, "tail": {"k": 1}}
     out = tmp_path / name
-    dump_json_items(out, data, "nodes", iter(items))
+    dump_json_ranges(out, data, "nodes", [range(0)], lambda _: iter(items))   # one piece, items as they come
     want = orjson.dumps({**data, "nodes": items})
     assert want.startswith(b'{"schema":"s","nodes":[{"id":0},{"id":1,"x":[1,0.5]},')
     if name.endswith(".gz"):

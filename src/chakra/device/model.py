@@ -121,6 +121,30 @@ class KinetoTrace:
     # counters: events_total, x_events, per-kind counts ("kernel", "launch", ...), flows,
     # ac2g_confirmed, gpu_without_launch, launch_without_gpu, overrun_children, clamped_durations
     stats: dict[str, int] = field(default_factory=dict)
+    # :meth:`cpu_clock`, once computed
+    cpu_clock_memo: tuple[int | None, float | None] | None = None
+
+    def cpu_clock(self) -> tuple[int | None, float | None]:
+        """(the most common integer pid, the first ts) of the CPU-side events, (None, None) without any:
+        what tells whether a host ET comes from the same run (``chakra.link.provenance``).  Computed once,
+        in one pass (``load_pair``'s child does it while the host ET is still loading)."""
+        got = self.cpu_clock_memo
+        if got is None:
+            pids: dict[int, int] = {}
+            first = math.inf
+            cpu = CPU_KINDS
+            get = pids.get
+            for e in self.events:
+                if e.kind in cpu:
+                    if e.ts < first:
+                        first = e.ts
+                    pid = e.pid
+                    if type(pid) is int:
+                        pids[pid] = get(pid, 0) + 1
+            # the most common pid; among equal counts the first seen (as Counter.most_common says it)
+            pid_of = max(pids, key=pids.__getitem__) if pids else None
+            got = self.cpu_clock_memo = (pid_of, None if first == math.inf else first)
+        return got
 
     @property
     def span(self) -> tuple[float, float]:

@@ -141,7 +141,7 @@ def _stream_dump(path: str | os.PathLike[str], data: dict[str, Any], opts: int) 
     """Write a document with one huge top-level list (ET+ ``nodes``) in batches of items.
 
     Returns False when not applicable (small documents, indented output, or a sentinel clash), then the
-    caller writes the document in one piece.  See :func:`dump_json_items` for the method.
+    caller writes the document in one piece.  See :func:`_write_items` for the method.
     """
     key = next((k for k in _STREAM_KEYS if isinstance(data.get(k), list)), None)
     if key is None or opts & orjson.OPT_INDENT_2:
@@ -152,20 +152,14 @@ def _stream_dump(path: str | os.PathLike[str], data: dict[str, Any], opts: int) 
     return _write_items(path, data, key, [range(0)], lambda _: items, opts)
 
 
-def dump_json_items(path: str | os.PathLike[str], data: dict[str, Any], key: str,
-                    items: Iterable[Any]) -> None:
-    """Write ``data`` with ``data[key]`` replaced by the list of ``items`` (any iterable, consumed once,
-    a batch at a time): the bytes :func:`dump_json` writes for the document holding that list, without
-    the list (or the text) ever being whole in memory.  Atomic; gzip when the name ends in ``.gz``."""
-    dump_json_ranges(path, data, key, [range(0)], lambda _: items)   # one piece: the items as they come
-
-
 def dump_json_ranges(path: str | os.PathLike[str], data: dict[str, Any], key: str, pieces: list[range],
                      make: Callable[[range], Iterable[Any]]) -> None:
-    """:func:`dump_json_items` of the items ``make`` gives for ``pieces`` (consecutive ranges of positions
-    from 0: ``make(r)`` yields the items of positions ``r``, one per position), each piece after the first
-    made and encoded in a process of its own (:mod:`chakra.io.forkmap`, the bytes of each appended to the
-    file in order).  The same bytes for any pieces."""
+    """Write ``data`` with ``data[key]`` replaced by the list of the items ``make`` gives for ``pieces``
+    (consecutive ranges of positions from 0: ``make(r)`` yields the items of positions ``r``, one per
+    position, a batch at a time): the bytes :func:`dump_json` writes for the document holding that list,
+    without the list (or the text) ever being whole in memory.  Each piece after the first is made and
+    encoded in a process of its own (:mod:`chakra.io.forkmap`, the bytes of each appended to the file in
+    order).  The same bytes for any pieces.  Atomic; gzip when the name ends in ``.gz``."""
     opts = orjson.OPT_SERIALIZE_NUMPY if hasattr(orjson, "OPT_SERIALIZE_NUMPY") else 0
     if not _write_items(path, data, key, pieces, make, opts):
         whole = dict(data)

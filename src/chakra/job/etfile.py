@@ -15,15 +15,18 @@ import json
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chakra import schema as pb
 from chakra.errors import TraceFormatError
 from chakra.io.pbstream import read_messages
-from chakra.job.match import COMM_COLL, COMM_RECV, COMM_SEND, Comm, RankComms
+
+if TYPE_CHECKING:
+    from chakra.job.match import Comm, RankComms
 
 log = logging.getLogger(__name__)
 
+COMM_SEND, COMM_RECV, COMM_COLL = pb.COMM_SEND_NODE, pb.COMM_RECV_NODE, pb.COMM_COLL_NODE
 COMM_NODE_TYPES = frozenset((COMM_COLL, COMM_SEND, COMM_RECV))
 
 
@@ -154,6 +157,8 @@ def node_attrs(node: Any) -> dict[str, Any]:
 
 def comm_of(node: Any, pos: int, base: float | None, attrs: dict[str, Any] | None = None) -> Comm:
     """The matcher's record of a COMM_* node (``base``: the file's measured_start_us, for end times)."""
+    from chakra.job.match import Comm  # (the job matcher: not loaded by the replay reader, which reads this)
+
     a = node_attrs(node) if attrs is None else attrs
     kind = node.type
     peer = _int_or_none(a.get("comm_dst" if kind == COMM_SEND else "comm_src")) if kind != COMM_COLL else None
@@ -171,6 +176,8 @@ def comm_of(node: Any, pos: int, base: float | None, attrs: dict[str, Any] | Non
 def rank_comms(f: EtFile, skip: set[int] | None = None) -> RankComms:
     """The rank's comm nodes in file order (a topological order: the order the simulator meets them);
     ``skip``: positions not to include."""
+    from chakra.job.match import RankComms
+
     comms = []
     for pos, n in enumerate(f.nodes):
         if n.type in COMM_NODE_TYPES and (skip is None or pos not in skip):

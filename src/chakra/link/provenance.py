@@ -17,25 +17,27 @@ side (no pid, an unparsable time, a Kineto clock that is not an epoch) is simply
 from __future__ import annotations
 
 import datetime as _dt
-from collections import Counter
+import re
 from typing import Any
 
-from chakra.device.model import CPU_KINDS, KinetoTrace
+from chakra.device.model import KinetoTrace
 from chakra.host.model import HostTrace
 
 MAX_CLOCK_GAP_S = 15 * 3600.0
 _EPOCH_US_MIN = 1e15  # ts values above this (2001-09-09 in µs) are an epoch clock
+# what strptime's "%Y-%m-%d %H:%M:%S" reads (one or two digits for all but the year), without the 4 ms of
+# loading _strptime
+_WALL_TIME = re.compile(r"(\d{4})-(\d\d?)-(\d\d?)\s+(\d\d?):(\d\d?):(\d\d?)")
 
 
 def kineto_pid(kineto: KinetoTrace) -> int | None:
     """The most common integer pid of the CPU-side events."""
-    counts = Counter(ev.pid for ev in kineto.events if ev.kind in CPU_KINDS and type(ev.pid) is int)
-    return counts.most_common(1)[0][0] if counts else None
+    return kineto.cpu_clock()[0]
 
 
 def kineto_wall_start(kineto: KinetoTrace) -> float | None:
     """Seconds since the epoch of the first CPU event, or None when the clock is not an epoch."""
-    first = min((ev.ts for ev in kineto.events if ev.kind in CPU_KINDS), default=None)
+    first = kineto.cpu_clock()[1]
     if first is None:
         return None
     base: Any = kineto.extra.get("baseTimeNanoseconds")
@@ -50,11 +52,14 @@ def host_wall_time(host: HostTrace) -> float | None:
     """The ET's ``time`` read as if it were UTC (its zone is unknown), or None."""
     if not isinstance(host.time, str):
         return None
-    try:
-        t = _dt.datetime.strptime(host.time.strip(), "%Y-%m-%d %H:%M:%S")
-    except ValueError:
+    m = _WALL_TIME.fullmatch(host.time.strip())
+    if m is None:
         return None
-    return t.replace(tzinfo=_dt.timezone.utc).timestamp()
+    try:
+        t = _dt.datetime(*map(int, m.groups()), tzinfo=_dt.timezone.utc)
+    except ValueError:   # out of range (month 13, ...)
+        return None
+    return t.timestamp()
 
 
 def run_mismatches(host: HostTrace, kineto: KinetoTrace) -> list[str]:
