@@ -94,12 +94,10 @@ class SerialNodes:
         """Give ``write`` the framed nodes of ``order[piece]`` (``path``: the file they go to, named in
         errors); (ctrl, data) dependencies written, and what ``reader`` (if any) made of the frames."""
         edges = [0, 0]
-        if reader is None:
-            write_frames(write, self.bodies(piece, edges), path, piece.start + 1)
-            return edges[0], edges[1], None
-        got = reader.piece(path)
-        write_frames(write, self.bodies(piece, edges), path, piece.start + 1, got.add)
-        return edges[0], edges[1], got.result()
+        got = None if reader is None else reader.piece(path)
+        write_frames(write, self.bodies(piece, edges), path, piece.start + 1,
+                     None if got is None else got.add)
+        return edges[0], edges[1], None if got is None else got.result()
 
     def count(self, edges: list[int]) -> None:
         """The statistics' counts, given the dependencies written (ctrl, data)."""

@@ -8,8 +8,8 @@ replay`` of the file gives.  The converter does not call this (a stage never imp
 ``tests/test_layers.py``); the command does, after the conversion.
 
 Measured and dropped (benchmarks/README.md, session 8): replaying in a separate child fed the file's bytes
-while they are written; the decoding in one process takes longer than the writing it would hide.  Session
-10: the decoding done by the writer's own pieces, over the cores (benchmarks/README.md).
+while they are written; the decoding in one process takes longer than the writing it would hide.  Kept
+(session 10): the decoding done by the writer's own pieces, over the cores.
 """
 
 from __future__ import annotations
