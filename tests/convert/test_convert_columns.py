@@ -104,23 +104,24 @@ def test_linked_traces(which: str, request: pytest.FixtureRequest) -> None:
     trace, cols, _ = cc.load_columns(path)
     kept = sum(op is not None for op in cols.full)
     assert 0 < kept < len(cols.ids) / 4   # most ops were dropped once serialised
-    _same_in_parts(path)
+    counts = _same_in_parts(path)
+    assert counts[0] == 3 and 0 not in counts   # loaded in three parts cut before reading: no whole read
 
 
 def test_convert_file_parts(tmp_path: Path, dlrm_etplus: str) -> None:
     """convert_file (what chakra_converter runs) on a real corpus ET+ in one part and in three (loaded and
-    written): the same .et bytes and statistics."""
+    written; the file read whole, or cut before it is read): the same .et bytes and statistics."""
     from chakra.convert.driver import convert_file
 
     got = {}
-    for k in (1, 3):
-        with _parts(k, 100) as counts:
+    for k, cut, calls in ((1, False, [0, 1, 1]), (3, False, [0, 3, 3]), (3, True, [3, 3])):
+        with _parts(k, 100, cut) as counts:
             report = convert_file(dlrm_etplus, tmp_path / f"p{k}.et")
-        assert counts == [k, k]   # loaded and written in k parts
+        assert counts == calls   # (a whole read, then) loaded and written in k parts
         s = report.summary()
-        got[k] = ((tmp_path / f"p{k}.et").read_bytes(),
-                  {key: v for key, v in s.items() if not key.endswith("_s") and key != "output"})
-    assert got[3] == got[1] and got[1][1]["comm_nodes"] > 0
+        got[k, cut] = ((tmp_path / f"p{k}.et").read_bytes(),
+                       {key: v for key, v in s.items() if not key.endswith("_s") and key != "output"})
+    assert got[3, False] == got[1, False] == got[3, True] and got[1, False][1]["comm_nodes"] > 0
 
 
 def test_pieces_first_error(tmp_path: Path, gloo_etplus: str) -> None:
@@ -142,6 +143,64 @@ def test_pieces_first_error(tmp_path: Path, gloo_etplus: str) -> None:
         if want == "duplicate node id":
             assert f"(indices 3 and {dup_at})" in one
         _same_in_parts(path)
+
+
+def _cut_run(path: Path) -> tuple[list[int], Any]:
+    """What load_columns in two parts, the file cut before it is read, does (see ``_parts``) and gives."""
+    with _parts(2, cut=True) as counts:
+        got = _loaded(path)
+    return counts, got
+
+
+def test_cut_file_same_as_whole_read(tmp_path: Path, gloo_etplus: str) -> None:
+    """A file cut in two before it is read: its parts decoded on their own when the cut is between two
+    nodes, else (a cut in a list of objects inside a node, a schema or a list-valued key on the wrong side
+    of the nodes, a key in both parts) read whole; the same result as one whole read either way, errors
+    included (a duplicate id across the cut, a malformed node after it)."""
+    base = orjson.loads(Path(gloo_etplus).read_bytes())
+    nodes = base["nodes"][:40]
+    schema = base["schema"]
+    mid = len(nodes) // 2
+
+    def write(name: str, text: bytes) -> Path:
+        path = tmp_path / name
+        path.write_bytes(text)
+        return path
+
+    def doc(**top: Any) -> bytes:
+        return orjson.dumps({"schema": schema, **top, "nodes": nodes, "rank": 0})
+
+    cases: dict[str, tuple[bytes, bool]] = {"plain": (doc(), True)}
+    # a node's attribute holding a long list of objects with an "id" key, across the middle of the file
+    inner = [dict(n) for n in nodes]
+    inner[mid]["attrs"] = [*inner[mid]["attrs"], {"name": "inner", "type": "string",
+                                                  "value": [{"id": k, "v": "x" * 20} for k in range(3000)]}]
+    cases["cut inside a node"] = (orjson.dumps({"schema": schema, "nodes": inner}), False)
+    # the schema after the nodes: the first part found the layout without it
+    cases["schema after the nodes"] = (orjson.dumps({"nodes": nodes, "schema": schema}), False)
+    # a list-valued key before the nodes: the cut could be in it
+    cases["list before the nodes"] = (doc(process_groups=[{"pg_name": "0", "ranks": [0]}]), False)
+    # a key on both sides of the nodes (json keeps the last, msgspec may not): read whole
+    text = doc(pid=7)
+    cases["key on both sides"] = (text[:-1] + b',"pid":8}', False)
+    dup = [dict(n) for n in nodes]
+    dup[-3]["id"] = dup[2]["id"]
+    cases["duplicate id across the cut"] = (orjson.dumps({"schema": schema, "nodes": dup}), False)
+    bad = [dict(n) for n in nodes]
+    bad[-3]["id"] = "x"
+    cases["malformed node after the cut"] = (orjson.dumps({"schema": schema, "nodes": bad}), False)
+    for name, (text, parts_kept) in cases.items():
+        path = write(name.replace(" ", "_") + ".json", text)
+        with _parts(1):
+            one = _loaded(path)
+        counts, got = _cut_run(path)
+        assert got == one, name
+        assert counts[0] == 2, name                 # cut in two and decoded in two processes
+        assert (0 not in counts) == parts_kept, name    # ... or then read whole
+        if "duplicate" in name or "malformed" in name:
+            assert isinstance(one, str) and ("duplicate node id" in one or "non-integer" in one), name
+        else:
+            assert not isinstance(one, str), name
 
 
 @SETTINGS
@@ -172,26 +231,34 @@ def _same_or_same_error(path: Path) -> None:
 
 
 @contextlib.contextmanager
-def _parts(k: int, min_piece: int = 1) -> Iterator[list[int]]:
+def _parts(k: int, min_piece: int = 1, cut: bool = False) -> Iterator[list[int]]:
     """Stages run in ``k`` parts (CHAKRA_PARTS) with pieces as small as ``min_piece`` nodes, the loading
     (convert.columns) and the writing (convert.write); yields the number of pieces of each ``fork_map``
-    call made meanwhile."""
+    call made meanwhile, and a 0 for each whole read of the file (``read_document``).  ``cut``: the loading
+    cuts the file before reading it (convert.columns._load_parts) however small it is, else never."""
     counts: list[int] = []
     old_env, old_min, old_map = os.environ.get("CHAKRA_PARTS"), cc.MIN_PIECE, cc.fork_map
     old_write_min, old_write_map = cw._WRITE_PIECE, cw.fork_map
+    old_bytes, old_read = cc.MIN_PART_BYTES, cc.read_document
 
     def counted(fn: Any, pieces: Any, what: str, sink: Any = None) -> Any:
         counts.append(len(pieces))
         return old_map(fn, pieces, what, sink)
 
+    def read(path: Any) -> Any:
+        counts.append(0)
+        return old_read(path)
+
     os.environ["CHAKRA_PARTS"] = str(k)
     cc.MIN_PIECE, cc.fork_map = min_piece, counted
     cw._WRITE_PIECE, cw.fork_map = min_piece, counted
+    cc.MIN_PART_BYTES, cc.read_document = (1 if cut else 1 << 62), read
     try:
         yield counts
     finally:
         cc.MIN_PIECE, cc.fork_map = old_min, old_map
         cw._WRITE_PIECE, cw.fork_map = old_write_min, old_write_map
+        cc.MIN_PART_BYTES, cc.read_document = old_bytes, old_read
         if old_env is None:
             del os.environ["CHAKRA_PARTS"]
         else:
@@ -213,16 +280,21 @@ def _loaded(path: Any) -> tuple[Any, ...] | str:
             [(op.index, op.id) for op in trace.ops], trace.warnings, et)
 
 
-def _same_in_parts(path: Any, min_pieces: int = 3) -> None:
-    """load_columns in one piece and in three: the same columns, kept ops, warnings and .et bytes (or the
-    same error); the three-part run really made ``min_pieces`` pieces (unless the file failed before its
-    nodes were read)."""
+def _same_in_parts(path: Any, min_pieces: int = 3) -> list[int]:
+    """load_columns in one piece and in three, the file read whole and cut before it is read: the same
+    columns, kept ops, warnings and .et bytes (or the same error); the three-piece run of the whole read
+    really made ``min_pieces`` pieces (unless the file failed before its nodes were read).  Returns what
+    the cut run did (see ``_parts``)."""
     with _parts(1):
         one = _loaded(path)
     with _parts(3) as counts:
         three = _loaded(path)
-    assert counts[0] >= min_pieces if counts else isinstance(three, str)
+    assert counts[:2] == [0, min_pieces] if len(counts) > 1 else isinstance(three, str)
     assert three == one
+    with _parts(3, cut=True) as cut_counts:
+        cut = _loaded(path)
+    assert cut == one
+    return cut_counts
 
 
 def test_duplicate_id_message(tmp_path: Path, gloo_etplus: str) -> None:

@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +35,7 @@ from msgspec import UNSET, Raw, UnsetType
 
 from chakra.errors import TraceFormatError
 from chakra.io import read_bytes
-from chakra.io.jsonio import dumps_kept, parse_json, top_level_array
+from chakra.io.jsonio import GZIP_MAGIC, dumps_kept, parse_json, top_level_array
 
 log = logging.getLogger(__name__)
 
@@ -232,6 +233,105 @@ def read_document(path: str | os.PathLike[str]) -> Document:
             head[k] = v
     head["nodes"] = None
     return Document(spath, head, top.nodes, source=raw)
+
+
+# ---- a file read in parts -------------------------------------------------------------------------------
+#
+# A large uncompressed file can be read and scanned in parts, each in the process that decodes its nodes
+# (``chakra.convert.columns``), instead of whole in one process first.  The parts are cut between two nodes,
+# where the text is ``}``, a comma, ``{`` and the next node's first key, ``"id"`` (as the linker and
+# PyTorch's chakra layout write it; not the flat layout, whose nodes start with ``"name"`` like the entries of
+# a chakra node's ``attrs``), with any whitespace between.  In valid JSON that text stands only between two
+# objects of an array: a quote inside a string is escaped, and a string's closing quote cannot be followed
+# by ``id":``.  The array may still be another one than ``nodes`` (a list of objects inside a node):
+# :func:`read_part` then refuses a part, and the caller reads the file whole.
+_NODE_GAP = re.compile(rb'\}\s*,\s*(\{)\s*"id"\s*:')
+_CUT_SEARCH = 1 << 16   # bytes read at a time looking for a cut
+
+
+def node_cuts(path: str | os.PathLike[str], k: int, min_bytes: int) -> list[tuple[int, int]]:
+    """Where to cut a file into up to ``k`` parts of about equal size, each at least ``min_bytes``, between
+    two nodes (see above): the ``(start, stop)`` byte range of each part, the first starting at 0, the last
+    ending at the file's end.  Empty (read it whole) for a small or compressed file, one that is not a
+    regular file or cannot be read (the whole read says why), or one without a node boundary past the
+    first target."""
+    try:
+        with open(path, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            size = st.st_size
+            k = min(k, size // max(1, min_bytes))
+            if k < 2 or not stat.S_ISREG(st.st_mode) or fh.read(2) == GZIP_MAGIC:
+                return []
+            spans: list[tuple[int, int]] = []
+            start = 0
+            for q in range(1, k):
+                at = max(size * q // k, start)
+                while True:
+                    fh.seek(at)
+                    chunk = fh.read(_CUT_SEARCH)
+                    m = _NODE_GAP.search(chunk)
+                    if m is not None or len(chunk) < _CUT_SEARCH:
+                        break
+                    at += _CUT_SEARCH - 64   # (a gap across two reads is found in the second)
+                if m is None:
+                    break
+                spans.append((start, at + m.start() + 1))
+                start = at + m.start(1)
+            if not spans:
+                return []
+            spans.append((start, size))
+            return spans
+    except OSError:
+        return []
+
+
+def read_part(path: str, start: int, stop: int, first: bool, last: bool) -> Document | None:
+    """Bytes ``start`` to ``stop`` of a file cut by :func:`node_cuts`, framed as a document of their own
+    (the first part closed by ``]}``, the others opened by ``{"nodes":[``) and decoded: the part's top-level
+    keys and its nodes (raw).  None when the part is not such a document: its text does not decode, or
+    the array it was cut in is not the ``nodes`` list (a key of the first part holds a list or an object, a
+    middle part has a key other than ``nodes``); the whole file then takes the one-part route, which says
+    what is wrong with it."""
+    pre = b"" if first else b'{"nodes":['
+    post = b"" if last else b"]}"
+    n = stop - start
+    buf = bytearray(len(pre) + n + len(post))
+    buf[:len(pre)] = pre
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(start)
+            if fh.readinto(memoryview(buf)[len(pre):len(pre) + n]) != n:
+                return None
+    except OSError:
+        return None
+    buf[len(pre) + n:] = post
+    try:
+        top = _TOP_DECODER.decode(buf)
+    except msgspec.DecodeError:   # (ValidationError included)
+        return None
+    if top.nodes is UNSET or not top.nodes:
+        return None
+    head = {k: v for k in _TOP_FIELDS if (v := getattr(top, k)) is not UNSET}
+    if first and any(isinstance(v, (list, dict)) for v in head.values()):
+        return None
+    if head and not first and not last:
+        return None
+    head["nodes"] = None
+    return Document(path, head, top.nodes)
+
+
+def joined_top(heads: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The top-level keys of a file read in parts (:func:`read_part`), as :func:`read_document` gives them;
+    None when a key stands in two parts (which one a whole read keeps is the decoder's choice)."""
+    top: dict[str, Any] = {}
+    for k in _TOP_FIELDS:
+        found = [h[k] for h in heads if k in h]
+        if len(found) > 1:
+            return None
+        if found:
+            top[k] = found[0]
+    top["nodes"] = None
+    return top
 
 
 def _generic_top(path: str, raw: bytes, why: str) -> Document:

@@ -446,15 +446,17 @@ def _coerce_parent(p: Any) -> int:
 class Records:
     """The nodes of a Document in file order, one at a time: as core fields (:meth:`records`, what the
     converter reads) or as HostOps (iterating it).  The layout is detected (and its warnings logged) on
-    construction."""
+    construction, unless ``layout`` gives it (a later part of a file cut in parts: the first part's)."""
 
-    def __init__(self, doc: Document) -> None:
+    def __init__(self, doc: Document, layout: str | None = None) -> None:
         self.doc = doc
         self.path = path = doc.path
         self.warnings: list[str] = []
         self.schema = doc.top.get("schema")
-        self.layout = _detect_layout(self.schema, _first_object(doc), path, self.warnings)
-        self.builder = _Builder(self.layout)
+        if layout is None:
+            layout = _detect_layout(self.schema, _first_object(doc), path, self.warnings)
+        self.layout = layout
+        self.builder = _Builder(layout)
 
     def records(self) -> Iterator[tuple[int, Node, tuple[Any, ...]]]:
         """``(index, node, core fields)`` of every node (:meth:`_Builder.flat` / ``chakra``), in file order;
