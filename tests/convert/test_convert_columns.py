@@ -203,6 +203,23 @@ def test_cut_file_same_as_whole_read(tmp_path: Path, gloo_etplus: str) -> None:
             assert not isinstance(one, str), name
 
 
+def test_cut_file_layout_warning_said_once(tmp_path: Path, gloo_etplus: str,
+                                           caplog: pytest.LogCaptureFixture) -> None:
+    """The layout warnings of a file cut in parts (an unknown schema) are logged once and kept, as a whole
+    read does; and once when a part then sends the file to the whole read (a key on both sides)."""
+    nodes = orjson.loads(Path(gloo_etplus).read_bytes())["nodes"][:40]
+    plain = orjson.dumps({"schema": "1.9.0-chakra.0.0.4", "pid": 7, "nodes": nodes})
+    for name, text, whole in (("cut", plain, False), ("whole", plain[:-1] + b',"pid":8}', True)):
+        path = tmp_path / f"{name}.json"
+        path.write_bytes(text)
+        caplog.clear()
+        counts, got = _cut_run(path)
+        assert (0 in counts) == whole
+        said = [r.getMessage() for r in caplog.records if "unknown schema" in r.getMessage()]
+        assert len(said) == 1 and said[0].endswith("loading it with the chakra layout"), name
+        assert not isinstance(got, str) and got[3] == [said[0]]   # the trace's warnings
+
+
 @SETTINGS
 @given(doc=documents(), timing=st.booleans())
 def test_random_etplus(tmp_path: Path, doc: dict[str, Any], timing: bool) -> None:

@@ -21,13 +21,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import pickle
 from array import array
 from collections.abc import Iterator, MutableSequence
 from dataclasses import dataclass, field
 from functools import partial
 from operator import attrgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
@@ -47,19 +46,8 @@ from chakra.convert.serial import (
 )
 from chakra.errors import ChakraError, TraceFormatError
 from chakra.host.comm import COMM_KERNEL_PREFIXES, is_nccl_kernel
-from chakra.host.decode import (
-    FALSY,
-    NO_RAW,
-    Attr,
-    IOPieces,
-    Node,
-    canonical,
-    joined_top,
-    node_cuts,
-    read_document,
-    read_part,
-)
-from chakra.host.loader import FLAT, Records, make_trace
+from chakra.host.decode import FALSY, NO_RAW, Attr, IOPieces, Node, canonical, node_cuts, read_document
+from chakra.host.loader import FLAT, Records, make_trace, part_links, part_records, parts_top
 from chakra.host.model import METADATA, OP, HostOp, HostTrace, is_comm_name
 from chakra.io import gc_paused
 from chakra.io.forkmap import fork_map, parts, split
@@ -238,68 +226,48 @@ MIN_PART_BYTES = 4 << 20
 
 def _load_parts(path: str, spans: list[tuple[int, int]], ser: Serializer) -> tuple[HostTrace, Columns] | None:
     """:func:`load_columns` of a file cut in parts (``chakra.host.decode.node_cuts``): each part is read,
-    scanned and decoded in its own process (``fork_map``), instead of the whole file read and scanned here
-    first (1.3 GB: 2.5 s).  A part's first node position is the count of nodes before it, which only the
-    parts before it know: each part sends the next one, through a pipe, the position after its last node and
-    the layout (which the first part's first node decides).  None, having logged why, when a part is not
-    what the cut expected or any error is met: the whole file then takes the one-part route, which gives
-    the same result and raises the error with the words (and positions) of a whole read."""
-    links = [os.pipe() for _ in spans[1:]]
-    try:
+    scanned and decoded in its own process (``fork_map``, ``chakra.host.loader.part_records``), instead of
+    the whole file read and scanned here first (1.3 GB: 2.5 s).  None when a part cannot be read on its own
+    or any error is met: the whole file then takes the one-part route, which gives the same result and raises
+    the error with the words (and positions) of a whole read."""
+    with part_links(len(spans)) as links:
         got = fork_map(partial(_load_part, path, spans, links, ser), list(range(len(spans))),
                        f"decoding the nodes of {path}")
-    finally:
-        for r, w in links:
-            os.close(r)
-            os.close(w)
-    top = None if None in got else joined_top([g[1] for g in got])
-    # (the first part found the layout without a schema that stands after its nodes)
-    if top is None or any("schema" in g[1] for g in got[1:]):
-        log.info("%s: read in one part (cut in %d, a part did not decode on its own)", path, len(spans))
+    if None in got:
+        log.info("%s: read whole (cut in %d parts, a part could not be decoded on its own)", path, len(spans))
         return None
     pieces = [g[0] for g in got]
     try:
         c, kept = _join(pieces, path)
     except ChakraError:
-        log.info("%s: read in one part (an error: the whole read reports it)", path)
+        log.info("%s: read whole (an error: the whole read reports it)", path)
         return None
-    warnings = [w for p in pieces for w in p.warnings]
-    return make_trace(top, got[0][2], kept, {}, warnings, path), c
+    top = parts_top(path, [g[1] for g in got], got[0][2].warnings)
+    if top is None:
+        return None
+    warnings = got[0][2].warnings + [w for p in pieces for w in p.warnings]
+    return make_trace(top, got[0][2].layout, kept, {}, warnings, path), c
 
 
 def _load_part(path: str, spans: list[tuple[int, int]], links: list[tuple[int, int]], ser: Serializer,
-               j: int) -> tuple[_Piece, dict[str, Any], str] | None:
-    """Part ``j`` of :func:`_load_parts`: its piece, its top-level keys and the layout; None when it (or a
-    part before it) did not decode on its own or met an error."""
-    start, stop = spans[j]
-    last = j == len(spans) - 1
-    doc = read_part(path, start, stop, j == 0, last)
-    records: Records | None = None
-    first = 0
-    if j == 0:
-        if doc is not None:
-            try:
-                records = Records(doc)   # the layout, by the first node (its warnings kept here)
-            except ChakraError:
-                doc = None
-    else:
-        told = pickle.loads(os.read(links[j - 1][0], 4096))   # (one message of a few bytes: written whole)
-        if told is None:
-            doc = None
-        elif doc is not None:
-            first, layout = told
-            doc.raw_nodes = [None] * first + doc.raw_nodes   # the positions of the file
-            records = Records(doc, layout)
-    if not last:
-        os.write(links[j][1], pickle.dumps(None if records is None else (len(doc), records.layout)))
-    if records is None:
+               j: int) -> tuple[_Piece, dict[str, Any], _Layout] | None:
+    """Part ``j`` of :func:`_load_parts`: its piece, its top-level keys and layout; None when it cannot be
+    read on its own or meets an error."""
+    got = part_records(path, spans, links, j)
+    if got is None:
         return None
-    layout_warnings = records.warnings[:]
-    piece = _load_piece(doc, records, ser, range(first, len(doc)))
+    records, first = got
+    piece = _load_piece(records.doc, records, ser, range(first, len(records.doc)))
     if piece.error is not None:
         return None
-    piece.warnings[:0] = layout_warnings
-    return piece, doc.top, records.layout
+    return piece, records.doc.top, _Layout(records.layout, records.warnings)
+
+
+class _Layout(NamedTuple):
+    """A part's layout and layout warnings (part 0's, detected)."""
+
+    layout: str
+    warnings: list[str]
 
 
 @dataclass(slots=True)

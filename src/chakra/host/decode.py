@@ -252,9 +252,9 @@ _CUT_SEARCH = 1 << 16   # bytes read at a time looking for a cut
 def node_cuts(path: str | os.PathLike[str], k: int, min_bytes: int) -> list[tuple[int, int]]:
     """Where to cut a file into up to ``k`` parts of about equal size, each at least ``min_bytes``, between
     two nodes (see above): the ``(start, stop)`` byte range of each part, the first starting at 0, the last
-    ending at the file's end.  Empty (read it whole) for a small or compressed file, one that is not a
-    regular file or cannot be read (the whole read says why), or one without a node boundary past the
-    first target."""
+    ending at the file's end.  Empty (read it whole) for a file left in one part, a compressed file, one
+    that is not a regular file or cannot be read (the whole read says why), or one without a node boundary
+    past the first cut's target."""
     try:
         with open(path, "rb") as fh:
             st = os.fstat(fh.fileno())

@@ -26,8 +26,10 @@ The same builder serves the linker (:func:`load_host_et`), the converter
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import pickle
 import re
 from collections.abc import Callable, Iterator
 from operator import attrgetter
@@ -36,7 +38,7 @@ from typing import Any
 import msgspec
 from msgspec import UNSET
 
-from chakra.errors import TraceFormatError
+from chakra.errors import ChakraError, TraceFormatError
 from chakra.host.decode import (
     FALSY,
     NO_RAW,
@@ -47,8 +49,10 @@ from chakra.host.decode import (
     canonical,
     document_from_data,
     dumps_canonical,
+    joined_top,
     no_nodes_message,
     read_document,
+    read_part,
 )
 from chakra.host.model import (
     EMPTY_IO,
@@ -160,9 +164,10 @@ def node_layout(node: Any) -> str | None:
     return None
 
 
-def _detect_layout(schema: Any, first: Any, path: str, warnings: list[str]) -> str:
-    """The node layout of a file (see the module doc); warnings are logged and appended to ``warnings``."""
-    warn = _warn
+def _detect_layout(schema: Any, first: Any, path: str, warnings: list[str], quiet: bool = False) -> str:
+    """The node layout of a file (see the module doc); warnings are logged (unless ``quiet``) and appended to
+    ``warnings``."""
+    warn = _warn if not quiet else _keep
     by_schema = schema_layout(schema)
     by_shape = node_layout(first) if first is not None else None
     if first is not None and by_shape is None:
@@ -196,6 +201,10 @@ def self_parent_message(path: str, count: int, total: int) -> str:
 
 def _warn(warnings: list[str], msg: str) -> None:
     log.warning("%s", msg)
+    warnings.append(msg)
+
+
+def _keep(warnings: list[str], msg: str) -> None:
     warnings.append(msg)
 
 
@@ -446,15 +455,16 @@ def _coerce_parent(p: Any) -> int:
 class Records:
     """The nodes of a Document in file order, one at a time: as core fields (:meth:`records`, what the
     converter reads) or as HostOps (iterating it).  The layout is detected (and its warnings logged) on
-    construction, unless ``layout`` gives it (a later part of a file cut in parts: the first part's)."""
+    construction (``quiet``: its warnings kept, not logged), unless ``layout`` gives it (a later part of a
+    file read in parts: the first part's)."""
 
-    def __init__(self, doc: Document, layout: str | None = None) -> None:
+    def __init__(self, doc: Document, layout: str | None = None, quiet: bool = False) -> None:
         self.doc = doc
         self.path = path = doc.path
         self.warnings: list[str] = []
         self.schema = doc.top.get("schema")
         if layout is None:
-            layout = _detect_layout(self.schema, _first_object(doc), path, self.warnings)
+            layout = _detect_layout(self.schema, _first_object(doc), path, self.warnings, quiet)
         self.layout = layout
         self.builder = _Builder(layout)
 
@@ -584,6 +594,69 @@ def load_host_et(path: str | os.PathLike[str]) -> HostTrace:
     """
     with gc_paused():
         return _trace(read_document(path))
+
+
+# ---- a file read in parts (chakra.host.decode.node_cuts / read_part) -------------------------------------
+#
+# Each part is read, scanned and decoded by the process that keeps its nodes' result.  A part's first node
+# position is the count of the nodes before it, and the layout is decided by the file's first node: each part
+# learns both from the part before it, through a pipe, and tells the part after it, as soon as it has read
+# its own.  A part that cannot be read on its own (the cut was not between two nodes of the ``nodes`` list),
+# or that meets any error, makes the whole file take the one-part route, which reports what is wrong with the
+# words and positions of a whole read.
+
+@contextlib.contextmanager
+def part_links(n: int) -> Iterator[list[tuple[int, int]]]:
+    """The pipes between ``n`` parts (part j tells part j + 1 through ``links[j]``), closed after."""
+    links = [os.pipe() for _ in range(n - 1)]
+    try:
+        yield links
+    finally:
+        for r, w in links:
+            os.close(r)
+            os.close(w)
+
+
+def part_records(path: str, spans: list[tuple[int, int]], links: list[tuple[int, int]], j: int
+                 ) -> tuple[Records, int] | None:
+    """Part ``j`` of a file cut at ``spans`` (``node_cuts``), decoded (``read_part``): its Records (node
+    positions those of the file; the layout warnings of part 0 kept, not logged: :func:`parts_top` logs them
+    once the parts are known to join) and the position of its first node.  None when this part, or one
+    before it, cannot be read on its own."""
+    start, stop = spans[j]
+    last = j == len(spans) - 1
+    doc = read_part(path, start, stop, j == 0, last)
+    records: Records | None = None
+    first = 0
+    if j == 0:
+        if doc is not None:
+            try:
+                records = Records(doc, quiet=True)
+            except ChakraError:
+                pass
+    else:
+        told = pickle.loads(os.read(links[j - 1][0], 4096))   # (one message of a few bytes: written whole)
+        if told is not None and doc is not None:
+            first, layout = told
+            doc.raw_nodes = [None] * first + doc.raw_nodes
+            records = Records(doc, layout)
+    if not last:
+        os.write(links[j][1], pickle.dumps(None if records is None else (len(records.doc), records.layout)))
+    return None if records is None else (records, first)
+
+
+def parts_top(path: str, tops: list[dict[str, Any]], warnings: list[str]) -> dict[str, Any] | None:
+    """The top-level keys of a file read in parts (the parts' own, ``Document.top``), as a whole read gives
+    them, having logged the layout ``warnings`` of part 0; None (said at INFO level) when they do not join: a
+    key stands in two parts, or the schema stands after part 0 (whose layout was decided without it)."""
+    top = joined_top(tops)
+    if top is None or any("schema" in t for t in tops[1:]):
+        log.info("%s: read whole (cut in %d parts, its top-level keys are not where the cut expects them)",
+                 path, len(tops))
+        return None
+    for w in warnings:
+        log.warning("%s", w)
+    return top
 
 
 def make_trace(top: dict[str, Any], layout: str, ops: list[HostOp], by_id: dict[int, HostOp],
