@@ -232,6 +232,20 @@ def test_random_etplus(tmp_path: Path, doc: dict[str, Any], timing: bool) -> Non
     _same_in_parts(path, min(3, len(doc["nodes"])))
 
 
+@SETTINGS
+@given(doc=documents(), indent=st.sampled_from([None, 1, 4]), k=st.integers(2, 4))
+def test_random_file_cut(tmp_path: Path, doc: dict[str, Any], indent: int | None, k: int) -> None:
+    """A random document, laid out with or without newlines and indentation, cut in 2-4 parts before it is
+    read: what a whole read in one part gives (errors included)."""
+    path = tmp_path / "cut.json"
+    path.write_text(json.dumps(doc, indent=indent))
+    with _parts(1):
+        one = _loaded(path)
+    with _parts(k, cut=True):
+        got = _loaded(path)
+    assert got == one
+
+
 def _same_or_same_error(path: Path) -> None:
     """load_columns gives the bytes of the whole loaded trace, or fails with the same message."""
     try:
