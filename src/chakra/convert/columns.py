@@ -26,7 +26,7 @@ from collections.abc import Iterator, MutableSequence
 from dataclasses import dataclass, field
 from functools import partial
 from operator import attrgetter
-from typing import Any, NamedTuple
+from typing import Any
 
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
@@ -236,23 +236,23 @@ def _load_parts(path: str, spans: list[tuple[int, int]], ser: Serializer) -> tup
     if None in got:
         log.info("%s: read whole (cut in %d parts, a part could not be decoded on its own)", path, len(spans))
         return None
-    pieces = [g[0] for g in got]
+    pieces, tops, layouts, layout_warnings = zip(*got)
     try:
-        c, kept = _join(pieces, path)
+        c, kept = _join(list(pieces), path)
     except ChakraError:
         log.info("%s: read whole (an error: the whole read reports it)", path)
         return None
-    top = parts_top(path, [g[1] for g in got], got[0][2].warnings)
+    top = parts_top(path, list(tops), layout_warnings[0])
     if top is None:
         return None
-    warnings = got[0][2].warnings + [w for p in pieces for w in p.warnings]
-    return make_trace(top, got[0][2].layout, kept, {}, warnings, path), c
+    warnings = layout_warnings[0] + [w for p in pieces for w in p.warnings]
+    return make_trace(top, layouts[0], kept, {}, warnings, path), c
 
 
 def _load_part(path: str, spans: list[tuple[int, int]], links: list[tuple[int, int]], ser: Serializer,
-               j: int) -> tuple[_Piece, dict[str, Any], _Layout] | None:
-    """Part ``j`` of :func:`_load_parts`: its piece, its top-level keys and layout; None when it cannot be
-    read on its own or meets an error."""
+               j: int) -> tuple[_Piece, dict[str, Any], str, list[str]] | None:
+    """Part ``j`` of :func:`_load_parts`: its piece, its top-level keys, the layout and its warnings (part
+    0's: detected there); None when it cannot be read on its own or meets an error."""
     got = part_records(path, spans, links, j)
     if got is None:
         return None
@@ -260,14 +260,7 @@ def _load_part(path: str, spans: list[tuple[int, int]], links: list[tuple[int, i
     piece = _load_piece(records.doc, records, ser, range(first, len(records.doc)))
     if piece.error is not None:
         return None
-    return piece, records.doc.top, _Layout(records.layout, records.warnings)
-
-
-class _Layout(NamedTuple):
-    """A part's layout and layout warnings (part 0's, detected)."""
-
-    layout: str
-    warnings: list[str]
+    return piece, records.doc.top, records.layout, records.warnings
 
 
 @dataclass(slots=True)

@@ -226,13 +226,12 @@ def read_document(path: str | os.PathLike[str]) -> Document:
         return _generic_document(spath, raw, str(exc))
     if top.nodes is UNSET:
         return _generic_document(spath, raw, "no nodes")
-    head: dict[str, Any] = {}
-    for k in _TOP_FIELDS:
-        v = getattr(top, k)
-        if v is not UNSET:
-            head[k] = v
-    head["nodes"] = None
-    return Document(spath, head, top.nodes, source=raw)
+    return Document(spath, {**_keys_of(top), "nodes": None}, top.nodes, source=raw)
+
+
+def _keys_of(top: _Top) -> dict[str, Any]:
+    """The top-level keys a decoded ``_Top`` has, other than ``nodes``, in the order a Document gives them."""
+    return {k: v for k in _TOP_FIELDS if (v := getattr(top, k)) is not UNSET}
 
 
 # ---- a file read in parts -------------------------------------------------------------------------------
@@ -311,7 +310,7 @@ def read_part(path: str, start: int, stop: int, first: bool, last: bool) -> Docu
         return None
     if top.nodes is UNSET or not top.nodes:
         return None
-    head = {k: v for k in _TOP_FIELDS if (v := getattr(top, k)) is not UNSET}
+    head = _keys_of(top)
     if first and any(isinstance(v, (list, dict)) for v in head.values()):
         return None
     if head and not first and not last:

@@ -167,7 +167,7 @@ def node_layout(node: Any) -> str | None:
 def _detect_layout(schema: Any, first: Any, path: str, warnings: list[str], quiet: bool = False) -> str:
     """The node layout of a file (see the module doc); warnings are logged (unless ``quiet``) and appended to
     ``warnings``."""
-    warn = _warn if not quiet else _keep
+    warn = _warn if not quiet else list.append
     by_schema = schema_layout(schema)
     by_shape = node_layout(first) if first is not None else None
     if first is not None and by_shape is None:
@@ -201,10 +201,6 @@ def self_parent_message(path: str, count: int, total: int) -> str:
 
 def _warn(warnings: list[str], msg: str) -> None:
     log.warning("%s", msg)
-    warnings.append(msg)
-
-
-def _keep(warnings: list[str], msg: str) -> None:
     warnings.append(msg)
 
 
