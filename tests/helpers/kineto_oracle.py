@@ -16,8 +16,18 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from chakra.device.kinds import CATEGORY_KIND, runtime_kind
-from chakra.device.model import ANNOTATION, DRIVER, GPU_KINDS, HOST_OP, LAUNCH, OTHER, RUNTIME, SYNC
+from chakra.device.kinds import runtime_kind
+from chakra.device.model import (
+    ANNOTATION,
+    CATEGORY_KIND,
+    DRIVER,
+    GPU_KINDS,
+    HOST_OP,
+    LAUNCH,
+    OTHER,
+    RUNTIME,
+    SYNC,
+)
 
 
 class ReferenceError_(Exception):

@@ -4,14 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from chakra.cli.common import (
-    ArgumentParser,
-    add_common_args,
-    add_inputs,
-    command,
-    inputs_of,
-    setup_logging,
-)
+from chakra.cli.common import ArgumentParser, add_common_args, add_inputs, command, inputs_of, setup_logging
 
 PROG = "chakra replay"
 

@@ -7,14 +7,7 @@ import sys
 
 import orjson
 
-from chakra.cli.common import (
-    ArgumentParser,
-    add_common_args,
-    add_inputs,
-    command,
-    inputs_of,
-    setup_logging,
-)
+from chakra.cli.common import ArgumentParser, add_common_args, add_inputs, command, inputs_of, setup_logging
 
 PROG = "chakra summary"
 

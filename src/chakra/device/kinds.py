@@ -1,4 +1,5 @@
-"""Which kind of Kineto event is this: the classification tables.
+"""Which kind of Kineto event is this: the runtime/driver call names that launch or synchronize (the
+category of an event gives its base kind: ``chakra.device.model.CATEGORY_KIND``).
 
 Parsing is driven by these tables, not by scattered string tests, so that a new
 runtime call or a renamed category is a one-line change.
@@ -17,42 +18,7 @@ Decisions (see also ``loader.py``):
 
 from __future__ import annotations
 
-from chakra.device.model import (
-    ANNOTATION,
-    DRIVER,
-    HOST_OP,
-    KERNEL,
-    LAUNCH,
-    MEMCPY,
-    MEMSET,
-    OTHER,
-    RUNTIME,
-    SYNC,
-)
-
-# Kineto category (lower-cased) -> base kind.  RUNTIME / DRIVER are refined by name below.
-# Older Kineto versions wrote "Operator", "Runtime", "Kernel", "Memcpy", "Memset".
-CATEGORY_KIND: dict[str, int] = {
-    "cpu_op": HOST_OP,
-    "operator": HOST_OP,
-    "user_annotation": ANNOTATION,
-    "cuda_runtime": RUNTIME,
-    "hip_runtime": RUNTIME,
-    "runtime": RUNTIME,
-    "cuda_driver": DRIVER,
-    "hip_driver": DRIVER,
-    "driver": DRIVER,
-    "kernel": KERNEL,
-    "gpu_memcpy": MEMCPY,
-    "memcpy": MEMCPY,
-    "gpu_memset": MEMSET,
-    "memset": MEMSET,
-    # everything else is OTHER: python_function, Trace, gpu_user_annotation (a GPU-side mirror of an
-    # annotation, not a host op), cpu_instant_event, overhead, ...
-    "gpu_user_annotation": OTHER,
-    "python_function": OTHER,
-    "trace": OTHER,
-}
+from chakra.device.model import LAUNCH, SYNC
 
 LAUNCH_NAMES = frozenset(
     (

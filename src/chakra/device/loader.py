@@ -56,9 +56,10 @@ from chakra.device.decode import (
     event_decoder,
     lenient_event,
 )
-from chakra.device.kinds import CATEGORY_KIND, runtime_kind
+from chakra.device.kinds import runtime_kind
 from chakra.device.model import (
     ANNOTATION,
+    CATEGORY_KIND,
     DRIVER,
     HOST_OP,
     KERNEL,

@@ -24,6 +24,30 @@ MEMSET = 8         # cat gpu_memset
 FLOW = 9           # ph s/f (ac2g, fwdbwd)
 OTHER = 10         # python_function, Trace, instant, metadata, anything else
 
+# Kineto category (lower-cased) -> base kind.  RUNTIME / DRIVER are refined by name (chakra.device.kinds).
+# Older Kineto versions wrote "Operator", "Runtime", "Kernel", "Memcpy", "Memset".
+CATEGORY_KIND: dict[str, int] = {
+    "cpu_op": HOST_OP,
+    "operator": HOST_OP,
+    "user_annotation": ANNOTATION,
+    "cuda_runtime": RUNTIME,
+    "hip_runtime": RUNTIME,
+    "runtime": RUNTIME,
+    "cuda_driver": DRIVER,
+    "hip_driver": DRIVER,
+    "driver": DRIVER,
+    "kernel": KERNEL,
+    "gpu_memcpy": MEMCPY,
+    "memcpy": MEMCPY,
+    "gpu_memset": MEMSET,
+    "memset": MEMSET,
+    # everything else is OTHER: python_function, Trace, gpu_user_annotation (a GPU-side mirror of an
+    # annotation, not a host op), cpu_instant_event, overhead, ...
+    "gpu_user_annotation": OTHER,
+    "python_function": OTHER,
+    "trace": OTHER,
+}
+
 GPU_KINDS = frozenset((KERNEL, MEMCPY, MEMSET))
 CPU_KINDS = frozenset((HOST_OP, ANNOTATION, RUNTIME, LAUNCH, SYNC, DRIVER))
 

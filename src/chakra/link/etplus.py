@@ -11,6 +11,7 @@ entry of ``HostOp.attrs`` with a known ET type (``attr_types``) came from the
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any
 
 import orjson
@@ -170,20 +171,16 @@ def _extras(attrs: dict[str, Any], types: dict[str, str], layout: str) -> tuple[
     return text
 
 
+# the fields host_text formats, read in one call
+_TEXT_FIELDS = attrgetter("io", "id", "parent", "rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid",
+                          "op_schema")
+
+
 def host_text(op: HostOp, layout: str, tail: bytes = b"") -> bytes:
     """The JSON text of ``host_node(op, layout)`` without its closing ``}``, followed by ``tail`` (the
     linker's fields and the ``}``): formatted directly for an op loaded from a file whose fields are plain
     integers and strings, encoded from the dict otherwise."""
-    io = op.io
-    nid = op.id
-    parent = op.parent
-    rf = op.rf_id
-    fw = op.fw_parent
-    seq = op.seq_id
-    sc = op.scope
-    tid = op.tid
-    ftid = op.fw_tid
-    schema = op.op_schema
+    io, nid, parent, rf, fw, seq, sc, tid, ftid, schema = _TEXT_FIELDS(op)
     if (io is None or not (type(nid) is type(parent) is type(fw) is type(seq) is type(sc) is type(tid)
                            is type(ftid) is int)
             or type(schema) is not str or (rf is not None and type(rf) is not int)):

@@ -47,16 +47,7 @@ from typing import Any
 from chakra.device.model import KinetoEvent, KinetoTrace, StepWindow
 from chakra.errors import TraceFormatError, UsageError
 from chakra.host.comm import canonical_collective
-from chakra.host.model import (
-    METADATA,
-    OP,
-    PG_INIT_NAME,
-    PROCESS_ROOT,
-    THREAD_ROOT,
-    HostOp,
-    HostTrace,
-    IOInfo,
-)
+from chakra.host.model import METADATA, OP, PG_INIT_NAME, PROCESS_ROOT, THREAD_ROOT, HostOp, HostTrace, IOInfo
 from chakra.host.process_groups import group_to_record, groups_from_kineto, infer_world_size
 from chakra.link.comm import dtype_bytes
 from chakra.link.etplus import CHAKRA
