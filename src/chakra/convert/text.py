@@ -82,14 +82,9 @@ from chakra.io.atomic import write_bytes_atomic
 log = logging.getLogger(__name__)
 
 #: text comm type -> CollectiveCommType
-COMM_TYPES: dict[str, int] = {
-    "ALLREDUCE": pb.ALL_REDUCE,
-    "ALLTOALL": pb.ALL_TO_ALL,
-    "ALLGATHER": pb.ALL_GATHER,
-    "REDUCESCATTER": pb.REDUCE_SCATTER,
-}
-_COMM_NAMES = {pb.ALL_REDUCE: "ALL_REDUCE", pb.ALL_TO_ALL: "ALL_TO_ALL", pb.ALL_GATHER: "ALL_GATHER",
-               pb.REDUCE_SCATTER: "REDUCE_SCATTER"}
+_TEXT_COLLECTIVES = ("all_reduce", "all_to_all", "all_gather", "reduce_scatter")
+COMM_TYPES: dict[str, int] = {c.replace("_", "").upper(): pb.COLLECTIVE_TYPES[c] for c in _TEXT_COLLECTIVES}
+_COMM_NAMES = {pb.COLLECTIVE_TYPES[c]: c.upper() for c in _TEXT_COLLECTIVES}
 
 # scopes of a phase's collective
 WORLD, MODEL, DATA = "world", "model", "data"

@@ -7,12 +7,7 @@ import logging
 from typing import Any
 
 from chakra.convert.columns import raw
-from chakra.convert.plan import (
-    _NUM_LIMIT,
-    Plan,
-    _num,
-    _warn,
-)
+from chakra.convert.plan import _NUM_LIMIT, Plan, _num, _warn
 from chakra.errors import TraceFormatError
 from chakra.host.loader import self_parent_message
 from chakra.host.model import OP, PROCESS_ROOT

@@ -6,7 +6,7 @@ import math
 import pickle
 from array import array
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import msgspec
 import orjson
@@ -103,8 +103,7 @@ class KinetoEvent(msgspec.Struct, gc=False):
         return self.ts + self.dur
 
 
-@dataclass(slots=True)
-class StepWindow:
+class StepWindow(NamedTuple):
     """A ProfilerStep#N (or user-chosen annotation) window."""
 
     name: str

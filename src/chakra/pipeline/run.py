@@ -12,14 +12,7 @@ from typing import Any
 from chakra.errors import ChakraError, UsageError
 from chakra.io.executor import auto_jobs, run_ranks
 from chakra.io.ranks import RankNaming, find_ranks
-from chakra.pipeline.model import (
-    SUMMARY_JSON,
-    SUMMARY_MD,
-    TIMELINE,
-    PipelineResult,
-    RankResult,
-    RankTask,
-)
+from chakra.pipeline.model import SUMMARY_JSON, SUMMARY_MD, TIMELINE, PipelineResult, RankResult, RankTask
 from chakra.pipeline.report import _summary, summary_markdown
 
 log = logging.getLogger(__name__)

@@ -45,6 +45,7 @@ from chakra.schema import (
     ALL_TO_ALL,
     BARRIER,
     BROADCAST,
+    COLLECTIVE_TYPES,
     COMM_RECV_NODE,
     COMM_SEND_NODE,
     GATHER,
@@ -189,9 +190,8 @@ class CommModel:
         return f"latency {self.latency_us:.1f} µs, bandwidth {self.gbps:.3g} GB/s ({self.source}){extra}"
 
 
-_TYPE_NAMES = {ALL_REDUCE: "all_reduce", ALL_GATHER: "all_gather", REDUCE_SCATTER: "reduce_scatter",
-               ALL_TO_ALL: "all_to_all", BROADCAST: "broadcast", REDUCE: "reduce", GATHER: "gather",
-               SCATTER: "scatter", BARRIER: "barrier", None: "send/recv"}
+_TYPE_NAMES: dict[int | None, str] = {t: name for name, t in COLLECTIVE_TYPES.items()}
+_TYPE_NAMES[None] = "send/recv"
 
 
 def fit_model(samples: Iterable[tuple[float, float, Any]]) -> CommModel | None:

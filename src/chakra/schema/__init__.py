@@ -28,6 +28,13 @@ from chakra.schema.et_def_pb2 import (  # noqa: F401
     Tensor,
 )
 
+#: each collective type by its name (lower case, words joined by ``_``)
+COLLECTIVE_TYPES: dict[str, int] = {
+    "all_reduce": ALL_REDUCE, "all_gather": ALL_GATHER, "reduce_scatter": REDUCE_SCATTER,
+    "all_to_all": ALL_TO_ALL, "broadcast": BROADCAST, "reduce": REDUCE, "gather": GATHER, "scatter": SCATTER,
+    "barrier": BARRIER,
+}
+
 
 def attr_value(attr: Any) -> Any:
     """The Python value of an AttributeProto, whichever oneof field is set (lists as lists, None if unset)."""

@@ -41,11 +41,7 @@ from chakra.io import write_messages
 log = logging.getLogger(__name__)
 
 COLLECTIVES: dict[str, int] = {
-    "all_reduce": pb.ALL_REDUCE,
-    "all_gather": pb.ALL_GATHER,
-    "reduce_scatter": pb.REDUCE_SCATTER,
-    "all_to_all": pb.ALL_TO_ALL,
-}
+    c: pb.COLLECTIVE_TYPES[c] for c in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")}
 WORKLOADS = ("collectives", "basic", "dp", "tp")
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
