@@ -12,14 +12,15 @@ import logging
 from chakra.cli.common import ArgumentParser, add_common_args, command, setup_logging
 
 PROG = "chakra_jsonizer"
+DESCRIPTION = ("Chakra protobuf ET (.et, .et.gz) -> JSON with every field "
+               "(attribute value fields by name), or JSON -> protobuf ET.")
+EXAMPLES = ["{prog} --input_filename job.0.et --output_filename job.0.json",
+            "{prog} -i job.0.json -o job.0.et --reverse"]
 log = logging.getLogger("chakra.jsonizer")
 
 
 def build_parser(prog: str = PROG) -> ArgumentParser:
-    p = ArgumentParser(prog=prog, description="Chakra protobuf ET (.et, .et.gz) -> JSON with every field "
-                       "(attribute value fields by name), or JSON -> protobuf ET.",
-                       examples=["{prog} --input_filename job.0.et --output_filename job.0.json",
-                                 "{prog} -i job.0.json -o job.0.et --reverse"])
+    p = ArgumentParser(prog=prog, description=DESCRIPTION, examples=EXAMPLES)
     p.add_argument("--input_filename", "--input-filename", "--input", "-i", dest="input_filename",
                    required=True, metavar="IN", help="protobuf ET, or a JSON document made by this tool")
     p.add_argument("--output_filename", "--output-filename", "--output", "-o", dest="output_filename",

@@ -7,18 +7,19 @@ import argparse
 from chakra.cli.common import ArgumentParser, add_common_args, command, setup_logging, show_progress
 
 PROG = "chakra pipeline"
+DESCRIPTION = ("Link, convert and replay every rank of a folder of "
+               "host_et_N / chakra_host_et_N / et_N + kineto_N traces (.json or .json.gz; also "
+               "host/ + device/ subfolders; PARAM's rank-N.json told apart by content; other "
+               "names with --host-pattern / --device-pattern) and print measured vs replayed "
+               "time per rank.  A folder of Kineto traces without host ETs is linked Kineto-only.")
+EXAMPLES = ["{prog} TRACE_FOLDER -o OUT_DIR",
+            "{prog} TRACE_FOLDER -o OUT_DIR --job --jobs 2",
+            "{prog} TRACE_FOLDER -o OUT_DIR --astrasim --simulator astra-sim/run.sh",
+            "{prog} TRACE_FOLDER --output-dir OUT_DIR --scheduler tcp://host:8786"]
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
-    p = ArgumentParser(prog=prog, description="Link, convert and replay every rank of a folder of "
-                       "host_et_N / chakra_host_et_N / et_N + kineto_N traces (.json or .json.gz; also "
-                       "host/ + device/ subfolders; PARAM's rank-N.json told apart by content; other "
-                       "names with --host-pattern / --device-pattern) and print measured vs replayed "
-                       "time per rank.  A folder of Kineto traces without host ETs is linked Kineto-only.",
-                       examples=["{prog} TRACE_FOLDER -o OUT_DIR",
-                                 "{prog} TRACE_FOLDER -o OUT_DIR --job --jobs 2",
-                                 "{prog} TRACE_FOLDER -o OUT_DIR --astrasim --simulator astra-sim/run.sh",
-                                 "{prog} TRACE_FOLDER --output-dir OUT_DIR --scheduler tcp://host:8786"])
+    p = ArgumentParser(prog=prog, description=DESCRIPTION, examples=EXAMPLES)
     p.add_argument("folder", help="folder with the per-rank host ET and Kineto traces")
     p.add_argument("--output-dir", "-o", dest="output_dir", required=True,
                    help="where to write et_plus_N.json, NAME.N.et, replay_N.log, timeline.json, summary.*")

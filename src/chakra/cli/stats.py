@@ -15,13 +15,14 @@ from chakra.cli.common import (
 )
 
 PROG = "chakra stats"
+DESCRIPTION = ("Node kinds, top ops by time, communication volume and the "
+               "critical path of Chakra protobuf ETs (or ET+ JSON), per rank and across ranks.")
+EXAMPLES = ["{prog} job.0.et", "{prog} job.0.et job.1.et --top 5",
+            "{prog} -i et_plus_0.json --json"]
 
 
 def build_parser(prog: str = PROG) -> ArgumentParser:
-    p = ArgumentParser(prog=prog, description="Node kinds, top ops by time, communication volume and the "
-                       "critical path of Chakra protobuf ETs (or ET+ JSON), per rank and across ranks.",
-                       examples=["{prog} job.0.et", "{prog} job.0.et job.1.et --top 5",
-                                 "{prog} -i et_plus_0.json --json"])
+    p = ArgumentParser(prog=prog, description=DESCRIPTION, examples=EXAMPLES)
     add_inputs(p, "ET_OR_ETPLUS", "one file per rank (.et, .et.gz, .json)")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.add_argument("--top", type=int, default=10, help="rows in each top-N table (default 10)")

@@ -8,14 +8,15 @@ import logging
 from chakra.cli.common import ArgumentParser, add_common_args, command, setup_logging
 
 PROG = "chakra_timeline_visualizer"
+DESCRIPTION = ("Turn a simulator log of issue/callback rows into a Chrome "
+               "trace JSON (one process per NPU, ts/dur in µs) for Perfetto or chrome://tracing.")
+EXAMPLES = ["{prog} --input_filename sim.csv --output_filename timeline.json "
+            "--num_npus 4 --npu_frequency 1000"]
 log = logging.getLogger("chakra.timeline")
 
 
 def build_parser(prog: str = PROG) -> ArgumentParser:
-    p = ArgumentParser(prog=prog, description="Turn a simulator log of issue/callback rows into a Chrome "
-                       "trace JSON (one process per NPU, ts/dur in µs) for Perfetto or chrome://tracing.",
-                       examples=["{prog} --input_filename sim.csv --output_filename timeline.json "
-                                 "--num_npus 4 --npu_frequency 1000"])
+    p = ArgumentParser(prog=prog, description=DESCRIPTION, examples=EXAMPLES)
     p.add_argument("--input_filename", "--input-filename", "-i", dest="input_filename", required=True,
                    metavar="SIM.csv", help="simulator log with issue/callback rows (.gz also read)")
     p.add_argument("--output_filename", "--output-filename", "-o", dest="output_filename", required=True,
