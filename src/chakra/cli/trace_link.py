@@ -111,20 +111,12 @@ def _run(args: argparse.Namespace) -> int:
     from chakra.pipeline.link import link_command
 
     setup_logging(args.log_level, None, args.quiet)
-    return link_command(
-        host=args.host,
-        kineto=args.kineto,
-        output=args.output,
-        rank=args.rank,
-        annotation=args.annotation,
-        batch=args.batch,
-        output_dir=args.output_dir,
-        jobs=args.jobs,
-        quiet=args.quiet,
-        strict=args.strict,
-        kineto_only=args.kineto_only,
-        step=args.step,
-    )
+    return link_command(**{name: getattr(args, name) for name in _LINK_OPTIONS})
+
+
+# the options link_command takes, each under its own name
+_LINK_OPTIONS = ("host", "kineto", "output", "rank", "annotation", "batch", "output_dir", "jobs", "quiet",
+                 "strict", "kineto_only", "step")
 
 
 main, console = command(_run, build_parser, PROG)
