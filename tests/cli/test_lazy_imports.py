@@ -39,6 +39,39 @@ def test_convert_and_replay_of_one_file_import_no_process_pool() -> None:
     assert not unwanted & loaded, sorted(unwanted & loaded)
 
 
+_ONE_FILE = """
+import os
+import chakra.cli.trace_link as t, chakra.cli.converter as c, chakra.pipeline.link
+import chakra.convert.driver, chakra.replay.written, chakra.io.forkmap as f
+t.build_parser().parse_args(["--chakra-host-trace", "h.json", "--chakra-device-trace", "k.json",
+                             "--output-file", "o.json"])
+c.build_parser().parse_args(["PyTorch", "--input", "x.json", "--output", "x.et"])
+os.environ["CHAKRA_PARTS"] = "2"
+assert f.fork_map(lambda r: (os.getpid(), list(r)), [range(0, 2), range(2, 4)], "test")[1][1] == [2, 3]
+"""
+
+
+def test_a_command_of_one_file_imports_no_shutil_tempfile_or_pathlib() -> None:
+    # each costs every process a few ms (shutil brings bz2, lzma, fnmatch): argparse's help formatter, made
+    # for every option, asks shutil for the terminal's width; forkmap's files have no name (O_TMPFILE)
+    loaded = _loaded_after(_ONE_FILE)
+    assert "chakra.convert.driver" in loaded
+    assert not {"shutil", "tempfile", "pathlib"} & loaded, sorted({"shutil", "tempfile", "pathlib"} & loaded)
+
+
+@pytest.mark.parametrize("columns", [None, "60", "0", "wide"])
+def test_the_help_width_is_shutils(columns: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    from chakra.cli.common import _columns
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert _columns() == shutil.get_terminal_size().columns
+
+
 def test_help_of_a_command_imports_no_stage() -> None:
     loaded = _loaded_after("import chakra.cli.main, chakra.cli.trace_link, chakra.cli.converter, "
                            "chakra.cli.replay")

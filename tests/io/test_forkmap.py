@@ -17,6 +17,21 @@ from chakra.io import forkmap
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
 
 
+
+_FOLDER = [""]   # the temporary folder of the running test
+
+
+@pytest.fixture(autouse=True)
+def _own_temp_folder(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    _temp_folder(monkeypatch, str(tmp_path_factory.mktemp("parts")))
+
+
+def _temp_folder(monkeypatch: pytest.MonkeyPatch, folder: str) -> None:
+    """Make ``folder`` the temporary folder of both ways forkmap makes its files (TMPDIR, and tempfile's)."""
+    monkeypatch.setenv("TMPDIR", folder)
+    monkeypatch.setattr(tempfile, "tempdir", folder)
+    _FOLDER[0] = folder
+
 def test_split_covers_the_range_in_order() -> None:
     assert forkmap.split(10, 1, 3) == [range(0, 4), range(4, 7), range(7, 10)]
     assert forkmap.split(10, 4, 3) == [range(0, 5), range(5, 10)]   # pieces of >= 4: two
@@ -78,7 +93,7 @@ def test_a_result_that_does_not_pickle_is_reported_not_taken_for_a_crash() -> No
 def test_a_large_result_comes_back_whole_and_leaves_no_file(tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     # 3 x 4 MB of bytes plus 200k small ints, each child's through its own temporary file
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    _temp_folder(monkeypatch, str(tmp_path))
     got = forkmap.fork_map(lambda r: (bytes([r.start]) * (4 << 20), list(range(r.start, r.start + 200_000))),
                            [range(0, 1), range(1, 2), range(2, 3)], "big")
     assert [b == bytes([i]) * (4 << 20) for i, (b, _) in enumerate(got)] == [True] * 3
@@ -97,7 +112,7 @@ def _too_big_for_the_disk(r: range) -> object:
 
 def test_a_result_that_cannot_be_written_is_reported_as_such(tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    _temp_folder(monkeypatch, str(tmp_path))
     expected = (r"^the process squares could not write its result to " + re.escape(str(tmp_path))
                 + r" \(disk full\?\); set TMPDIR to a folder with room, or CHAKRA_PARTS=1 to do all the work")
     with pytest.raises(ChakraError, match=expected):
@@ -106,7 +121,7 @@ def test_a_result_that_cannot_be_written_is_reported_as_such(tmp_path: Path,
 
 def test_no_temporary_folder_means_the_piece_runs_here_with_a_warning(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "gone"))
+    _temp_folder(monkeypatch, str(tmp_path / "gone"))
     got = forkmap.fork_map(lambda r: (os.getpid(), list(r)), [range(0, 2), range(2, 4)], "squares")
     assert got == [(os.getpid(), [0, 1]), (os.getpid(), [2, 3])]
     assert "could not open a temporary file for squares" in caplog.text
@@ -137,7 +152,7 @@ def _part_files() -> list[str]:
             target = os.readlink(f"/proc/self/fd/{fd}")
         except OSError:
             continue
-        if "chakra-part-" in target:
+        if target.startswith(_FOLDER[0] + os.sep):   # named or not ("FOLDER/#inode (deleted)")
             out.append(target)
     return out
 
@@ -244,7 +259,7 @@ def test_sink_bytes_that_cannot_be_written_are_reported_as_such(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     parts = tmp_path / "parts"
     parts.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(parts))
+    _temp_folder(monkeypatch, str(parts))
     expected = (r"^the process writing out.bin could not write its result to " + re.escape(str(parts))
                 + r" \(disk full\?\)")
     with pytest.raises(ChakraError, match=expected):
@@ -340,7 +355,9 @@ def test_an_interrupt_as_a_child_is_handed_over_to_be_waited_for_still_reaps_it(
 
 def test_an_interrupt_right_after_the_temporary_file_is_made_leaves_no_file(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    # (a system without O_TMPFILE: tempfile's named file, unlinked at once)
+    monkeypatch.delattr(os, "O_TMPFILE", raising=False)
+    _temp_folder(monkeypatch, str(tmp_path))
     real_mkstemp = tempfile.mkstemp
 
     def mkstemp(*args: object, **kwargs: object) -> tuple[int, str]:

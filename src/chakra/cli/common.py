@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -72,6 +73,33 @@ def show_progress(quiet: bool = False) -> bool:
     return rule(quiet)
 
 
+def _columns() -> int:
+    """The terminal's width as ``shutil.get_terminal_size`` gives it: ``COLUMNS``, else what standard output's
+    terminal says, else 80.  argparse asks it of a new help formatter, which it makes for every option it
+    is given (to check the option's metavar), not only to print the help; ``shutil`` (with ``bz2``,
+    ``lzma``, ``fnmatch``) costs every command ~4 ms to import."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns   # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, its width found without ``shutil`` (:func:`_columns`)."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        if width is None:
+            width = _columns() - 2
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """argparse with the toolkit's shared vocabulary (see the module docstring).
 
@@ -84,6 +112,7 @@ class ArgumentParser(argparse.ArgumentParser):
     def __init__(self, *args: Any, examples: Sequence[str] = (), version: bool = True, **kwargs: Any) -> None:
         if _UMBRELLA:
             kwargs["prog"] = _UMBRELLA[-1]
+        kwargs.setdefault("formatter_class", _HelpFormatter)
         super().__init__(*args, **kwargs)
         self.examples = list(examples)
         if version:

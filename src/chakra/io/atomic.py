@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import BinaryIO
 
 from chakra.errors import ChakraError, UsageError
@@ -18,14 +17,14 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     On any exception (including KeyboardInterrupt from SIGINT) the temporary
     file is removed and an existing ``path`` is left untouched.
     """
-    target = Path(path)
-    directory = target.parent if str(target.parent) else Path(".")
+    target = os.fspath(path)
+    directory = os.path.dirname(target) or "."
     # A missing directory is a typo more often than an intent: say so instead of creating it (the
     # linker has always refused), and never leave a directory tree behind a failed command.
-    if not directory.is_dir():
-        what = "is not a directory" if directory.exists() else "does not exist"
+    if not os.path.isdir(directory):
+        what = "is not a directory" if os.path.exists(directory) else "does not exist"
         raise UsageError(f"output directory {directory} {what}", target)
-    if target.is_dir():
+    if os.path.isdir(target):
         raise UsageError("output path is a directory", target)
     # The name is chosen before the file exists and everything from the open to the rename sits in one
     # ``try``, so that a Ctrl-C / SIGTERM landing anywhere finds a name to clean up; O_EXCL makes the
@@ -34,7 +33,7 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     fd = -1
     try:
         for _ in range(100):
-            tmp = os.path.join(directory, f".{target.name}.{os.urandom(4).hex()}.part")
+            tmp = os.path.join(directory, f".{os.path.basename(target)}.{os.urandom(4).hex()}.part")
             try:
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
                 break

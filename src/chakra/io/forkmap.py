@@ -1,16 +1,15 @@
 """One stage's per-node work split over the cores this process may use: the one parallel mechanism and policy.
 
 A stage that does the same thing to every node of a file (decode it, serialise it) cuts its node range into
-``parts()`` contiguous pieces and calls :func:`fork_map`: piece 0 runs in this process, every other piece in
-a forked child that sees the parent's data as it was at the fork (nothing is pickled on the way in) and sends
-its result back pickled, streamed into an unlinked temporary file (``tempfile``'s directory: ``TMPDIR``) that
-this process reads once the child has exited.  A file, not a pipe: the child writes its result as soon as it
-has it, while this process is still at its own piece (through a pipe it waited for this process to read:
-1M-op link, 3.9 s for the Kineto child's 225 MB at the end of the host load); its pages are the kernel's
-page cache, not memory of either process (where ``TMPDIR`` is a tmpfs they are memory, until this process
-has unpickled them).  The results come back in piece order, so a stage that
-concatenates them produces the same output for any number of parts; the tests run every such stage with 1
-and with several parts and compare.
+``parts()`` contiguous pieces and calls :func:`fork_map`: piece 0 runs in this process, every other piece in a
+forked child that sees the parent's data as it was at the fork (nothing is pickled on the way in) and sends
+its result back pickled, streamed into a temporary file without a name (in ``TMPDIR``: :func:`_unnamed_file`)
+that this process reads once the child has exited.  A file, not a pipe: the child writes its result as soon as
+it has it, while this process is still at its own piece (through a pipe it waited for this process to read:
+1M-op link, 3.9 s for the Kineto child's 225 MB at the end of the host load); its pages are the kernel's page
+cache, not memory of either process (where ``TMPDIR`` is a tmpfs they are memory, until this process has
+unpickled them).  The results come back in piece order, so a stage that concatenates them produces the same
+output for any number of parts; the tests run every such stage with 1 and with several parts and compare.
 
 Policy (the only one):
 
@@ -50,7 +49,6 @@ import mmap
 import os
 import pickle
 import signal
-import tempfile
 import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -120,7 +118,7 @@ def fork_map(fn: Callable[..., R], pieces: Sequence[T], what: str, sink: BinaryI
     """
     if len(pieces) <= 1 or not _may_fork(what):
         return [_here(fn, p, sink) for p in pieces]
-    children: list[tuple[int, int] | None] = []
+    children: list[tuple[int, int, str] | None] = []
     out: list[R] = []
     try:
         for p in pieces[1:]:
@@ -187,18 +185,18 @@ _HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)
 
 
 def _spawn(fn: Callable[..., Any], piece: Any, what: str, siblings: list[int], raw: bool,
-           mask: Any = None) -> tuple[int, int] | None:
+           mask: Any = None) -> tuple[int, int, str] | None:
     """Fork a child that runs ``fn(piece)`` (``raw``: ``fn(piece, write)``) and writes the pickled result
-    into a new unlinked file; (pid, the file's descriptor), or None (a warning said why) when the piece is
-    to run here.  ``siblings``: the files of the children started before, which this one closes; ``mask``:
-    the signal mask the child runs with (this process holds SIGINT and SIGTERM back meanwhile)."""
+    into a new file without a name; (pid, the file's descriptor, its folder), or None (a warning said why)
+    when the piece is to run here.  ``siblings``: the files of the children started before, which this one
+    closes; ``mask``: the signal mask the child runs with (this process holds SIGINT and SIGTERM back
+    meanwhile)."""
     try:
-        fd, name = tempfile.mkstemp(prefix="chakra-part-")
+        fd, folder = _unnamed_file()   # nothing left behind, whatever happens to either process
     except OSError as exc:
         log.warning("could not open a temporary file for %s (%s); doing that part in this process", what, exc)
         return None
     try:
-        os.unlink(name)   # nothing left behind, whatever happens to either process
         pid = os.fork()
     except OSError as exc:
         os.close(fd)
@@ -211,7 +209,31 @@ def _spawn(fn: Callable[..., Any], piece: Any, what: str, siblings: list[int], r
         if mask is not None:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         os._exit(_child(fn, piece, fd, siblings, raw))
-    return pid, fd
+    return pid, fd, folder
+
+
+def _unnamed_file() -> tuple[int, str]:
+    """A new file that no name points to, open for reading and writing, and its folder: the temporary
+    folder as ``tempfile`` chooses it on a usual system (``TMPDIR``, ``TEMP`` or ``TMP``, else ``/tmp``),
+    opened with ``O_TMPFILE``.  Where that fails (no such flag, a file system without unnamed files, that
+    folder not writable) ``tempfile`` makes a named file, unlinked at once: imported only then, it and the
+    ``shutil`` it brings cost every command ~5 ms."""
+    folder = os.environ.get("TMPDIR") or os.environ.get("TEMP") or os.environ.get("TMP") or "/tmp"
+    flag = getattr(os, "O_TMPFILE", 0)
+    if flag:
+        try:
+            return os.open(folder, flag | os.O_RDWR, 0o600), folder
+        except OSError:
+            pass
+    import tempfile
+
+    fd, name = tempfile.mkstemp(prefix="chakra-part-")
+    try:
+        os.unlink(name)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, os.path.dirname(name)
 
 
 class _Unwritable(Exception):
@@ -273,11 +295,11 @@ def _error_payload(exc: BaseException) -> bytes:
         return pickle.dumps((False, ChakraError(text)), protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def _collect(child: tuple[int, int], what: str, sink: BinaryIO | None = None, mask: Any = None) -> Any:
+def _collect(child: tuple[int, int, str], what: str, sink: BinaryIO | None = None, mask: Any = None) -> Any:
     """The result of a child (its exception raised here), once it has exited, its bytes appended to
     ``sink``; the child reaped and its file closed whatever happens.  ``mask``: the signal mask to restore
     once this function answers for the child (the caller held signals back until then)."""
-    pid, fd = child
+    pid, fd, folder = child
     try:
         if mask is not None:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
@@ -307,7 +329,7 @@ def _collect(child: tuple[int, int], what: str, sink: BinaryIO | None = None, ma
     finally:
         os.close(fd)
     if code == _UNWRITABLE:
-        raise ChakraError(f"the process {what} could not write its result to {tempfile.gettempdir()} (disk "
+        raise ChakraError(f"the process {what} could not write its result to {folder} (disk "
                           f"full?); set TMPDIR to a folder with room, or {_ENV}=1 to do all the work in one "
                           "process")
     if os.WIFSIGNALED(status):
@@ -358,8 +380,8 @@ _NO_COPY = frozenset(getattr(errno, name) for name in ("EXDEV", "ENOSYS", "EINVA
                      if hasattr(errno, name))
 
 
-def _reap(child: tuple[int, int]) -> None:
-    pid, fd = child
+def _reap(child: tuple[int, int, str]) -> None:
+    pid, fd, _ = child
     try:
         os.close(fd)
     finally:

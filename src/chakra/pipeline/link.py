@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from pathlib import Path
 
 from chakra.errors import UsageError
 from chakra.link.api import LinkReport, link_files
@@ -17,9 +16,9 @@ from chakra.link.api import LinkReport, link_files
 log = logging.getLogger(__name__)
 
 
-def _output_name(rank: int, host: Path | None, kineto: Path) -> str:
+def _output_name(rank: int, host: str | os.PathLike[str] | None, kineto: str | os.PathLike[str]) -> str:
     """``et_plus_N.json``, gzip (``.gz``) when the host ET (else the Kineto trace) is."""
-    return f"et_plus_{rank}.json.gz" if (host or kineto).name.endswith(".gz") else f"et_plus_{rank}.json"
+    return f"et_plus_{rank}.json.gz" if os.fspath(host or kineto).endswith(".gz") else f"et_plus_{rank}.json"
 
 
 def link_folder(
@@ -37,8 +36,10 @@ def link_folder(
 
     The ranks, the per-rank worker and the process pool are those of :mod:`chakra.pipeline`.  ``quiet``:
     no progress bar (one is shown only on a terminal)."""
-    # (the rank finder, the executor and the pipeline's worker: imported here, a link of one pair needs
-    # none of them)
+    # (the rank finder, the executor, the pipeline's worker and pathlib: imported here, a link of one pair
+    # needs none of them)
+    from pathlib import Path
+
     from chakra.io.executor import run_ranks, show_progress
     from chakra.io.ranks import RankNaming, find_ranks
     from chakra.pipeline.model import RankTask
