@@ -103,18 +103,20 @@ class _HelpFormatter(argparse.HelpFormatter):
 class ArgumentParser(argparse.ArgumentParser):
     """argparse with the toolkit's shared vocabulary (see the module docstring).
 
-    ``examples``: command lines shown under ``--help``; ``{prog}`` in them becomes the name the command
-    runs under.  Other spellings of long options are registered at parse time, so an option added by
-    any code, in a group or not, gets them; they are not listed in the help (the help says the rule once).
-    Unique prefixes of an option keep working although each option now has several names.
+    ``examples``: a text block of command lines, one per line, shown under ``--help``; ``{prog}`` in them
+    becomes the name the command runs under.  (A ``description`` is filled to the terminal's width by
+    argparse: its line breaks do not matter.)  Other spellings of long options are registered at parse
+    time, so an option added by any code, in a group or not, gets them; they are not listed in the help
+    (the help says the rule once).  Unique prefixes of an option keep working although each option now
+    has several names.
     """
 
-    def __init__(self, *args: Any, examples: Sequence[str] = (), version: bool = True, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, examples: str = "", version: bool = True, **kwargs: Any) -> None:
         if _UMBRELLA:
             kwargs["prog"] = _UMBRELLA[-1]
         kwargs.setdefault("formatter_class", _HelpFormatter)
         super().__init__(*args, **kwargs)
-        self.examples = list(examples)
+        self.examples = [line.strip() for line in examples.splitlines() if line.strip()]
         if version:
             self.add_argument("--version", action="version", version=f"%(prog)s {__version__}",
                               help="print the toolkit version and exit")

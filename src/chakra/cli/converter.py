@@ -24,14 +24,16 @@ from chakra.cli.common import ArgumentParser, add_common_args, command, setup_lo
 from chakra.errors import TraceFormatError, UsageError
 
 PROG = "chakra_converter"
-DESCRIPTION = ("Convert ET+ JSON (linked host + Kineto trace) or a bare "
-               "PyTorch host ET into a Chakra protobuf execution trace (or an ASTRA-sim 1.0 text "
-               "workload into one per NPU).")
-EXAMPLES = ["{prog} -i et_plus_0.json -o job.0.et",
-            "{prog} PyTorch --input et_plus_0.json --output job.0.et --simulate",
-            "{prog} --input_filename et_plus_0.json --output_filename job.0.et "
-            "--input_type PyTorch",
-            "{prog} Text --input W.txt --output PREFIX --num-npus 8 --astrasim"]
+DESCRIPTION = """
+Convert ET+ JSON (linked host + Kineto trace) or a bare PyTorch host ET into a Chakra protobuf execution trace
+(or an ASTRA-sim 1.0 text workload into one per NPU).
+"""
+EXAMPLES = """
+{prog} -i et_plus_0.json -o job.0.et
+{prog} PyTorch --input et_plus_0.json --output job.0.et --simulate
+{prog} --input_filename et_plus_0.json --output_filename job.0.et --input_type PyTorch
+{prog} Text --input W.txt --output PREFIX --num-npus 8 --astrasim
+"""
 log = logging.getLogger("chakra.converter")
 
 INPUT_TYPES = ("PyTorch", "Text")

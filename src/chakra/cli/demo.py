@@ -7,11 +7,16 @@ import argparse
 from chakra.cli.common import ArgumentParser, add_common_args, command, setup_logging, show_progress
 
 PROG = "chakra demo"
-DESCRIPTION = ("Link -> convert -> replay the 2-rank gloo trace bundled in "
-               "the package (chakra/data/gloo_mlp_2r/), print measured vs replayed time per rank and "
-               "leave the ET+, Chakra ETs, replay timeline and a summary in an output folder.")
-EXAMPLES = ["{prog}", "{prog} -o demo_out --job",
-            "{prog} --input TRACE_FOLDER -o OUT_DIR"]
+DESCRIPTION = """
+Link -> convert -> replay the 2-rank gloo trace bundled in the package (chakra/data/gloo_mlp_2r/), print
+measured vs replayed time per rank and leave the ET+, Chakra ETs, replay timeline and a summary in an output
+folder.
+"""
+EXAMPLES = """
+{prog}
+{prog} -o demo_out --job
+{prog} --input TRACE_FOLDER -o OUT_DIR
+"""
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:

@@ -18,12 +18,15 @@ from chakra.cli.common import ArgumentParser, add_common_args, command, setup_lo
 from chakra.errors import UsageError
 
 PROG = "chakra_generator"
-DESCRIPTION = ("Write synthetic Chakra execution traces (one PREFIX.<rank>.et "
-               "per rank) that run in ASTRA-sim: single collectives, compute-only graphs, and small "
-               "data-parallel / tensor-parallel training steps.")
-EXAMPLES = ["{prog} --num-npus 4 -o gen/",
-            "{prog} --workloads collectives --sizes 64KiB,1MiB -o gen/",
-            "{prog} --num_npus 8 --default_runtime 5 --default_comm_size 65536"]
+DESCRIPTION = """
+Write synthetic Chakra execution traces (one PREFIX.<rank>.et per rank) that run in ASTRA-sim: single
+collectives, compute-only graphs, and small data-parallel / tensor-parallel training steps.
+"""
+EXAMPLES = """
+{prog} --num-npus 4 -o gen/
+{prog} --workloads collectives --sizes 64KiB,1MiB -o gen/
+{prog} --num_npus 8 --default_runtime 5 --default_comm_size 65536
+"""
 
 
 def build_parser(prog: str = PROG) -> ArgumentParser:

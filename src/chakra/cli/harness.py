@@ -13,12 +13,16 @@ import argparse
 from chakra.cli.common import ArgumentParser, add_common_args, command, setup_logging
 
 PROG = "chakra_integration_tests"
-DESCRIPTION = ("Extract a multi-rank trace archive, link, convert and replay every rank, and check that each "
-               "rank's replayed completion time lies within the tolerance of its expected time. Prints one "
-               "'Validation successful/failed for LOG: ...' line per rank; exits 1 when a rank is outside, 2 "
-               "on bad usage (including a --num_ranks other than the archive's rank count).")
-EXAMPLES = ["{prog} --tgz_path gloo_mlp_2r.tgz --num_ranks 2 --tolerance 0.05 --expected_times_ms 13.7 10.7",
-            "{prog} --tgz_path job.tgz --num_ranks 4 --against-measured --jobs 2 --extract-dir /tmp/work"]
+DESCRIPTION = """
+Extract a multi-rank trace archive, link, convert and replay every rank, and check that each rank's replayed
+completion time lies within the tolerance of its expected time. Prints one 'Validation successful/failed for
+LOG: ...' line per rank; exits 1 when a rank is outside, 2 on bad usage (including a --num_ranks other than
+the archive's rank count).
+"""
+EXAMPLES = """
+{prog} --tgz_path gloo_mlp_2r.tgz --num_ranks 2 --tolerance 0.05 --expected_times_ms 13.7 10.7
+{prog} --tgz_path job.tgz --num_ranks 4 --against-measured --jobs 2 --extract-dir /tmp/work
+"""
 
 
 def build_parser(prog: str = PROG) -> ArgumentParser:

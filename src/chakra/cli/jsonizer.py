@@ -12,10 +12,14 @@ import logging
 from chakra.cli.common import ArgumentParser, add_common_args, command, setup_logging
 
 PROG = "chakra_jsonizer"
-DESCRIPTION = ("Chakra protobuf ET (.et, .et.gz) -> JSON with every field "
-               "(attribute value fields by name), or JSON -> protobuf ET.")
-EXAMPLES = ["{prog} --input_filename job.0.et --output_filename job.0.json",
-            "{prog} -i job.0.json -o job.0.et --reverse"]
+DESCRIPTION = """
+Chakra protobuf ET (.et, .et.gz) -> JSON with every field (attribute value fields by name), or JSON ->
+protobuf ET.
+"""
+EXAMPLES = """
+{prog} --input_filename job.0.et --output_filename job.0.json
+{prog} -i job.0.json -o job.0.et --reverse
+"""
 log = logging.getLogger("chakra.jsonizer")
 
 

@@ -7,15 +7,18 @@ import argparse
 from chakra.cli.common import ArgumentParser, add_common_args, command, setup_logging, show_progress
 
 PROG = "chakra pipeline"
-DESCRIPTION = ("Link, convert and replay every rank of a folder of "
-               "host_et_N / chakra_host_et_N / et_N + kineto_N traces (.json or .json.gz; also "
-               "host/ + device/ subfolders; PARAM's rank-N.json told apart by content; other "
-               "names with --host-pattern / --device-pattern) and print measured vs replayed "
-               "time per rank.  A folder of Kineto traces without host ETs is linked Kineto-only.")
-EXAMPLES = ["{prog} TRACE_FOLDER -o OUT_DIR",
-            "{prog} TRACE_FOLDER -o OUT_DIR --job --jobs 2",
-            "{prog} TRACE_FOLDER -o OUT_DIR --astrasim --simulator astra-sim/run.sh",
-            "{prog} TRACE_FOLDER --output-dir OUT_DIR --scheduler tcp://host:8786"]
+DESCRIPTION = """
+Link, convert and replay every rank of a folder of host_et_N / chakra_host_et_N / et_N + kineto_N traces
+(.json or .json.gz; also host/ + device/ subfolders; PARAM's rank-N.json told apart by content; other names
+with --host-pattern / --device-pattern) and print measured vs replayed time per rank. A folder of Kineto
+traces without host ETs is linked Kineto-only.
+"""
+EXAMPLES = """
+{prog} TRACE_FOLDER -o OUT_DIR
+{prog} TRACE_FOLDER -o OUT_DIR --job --jobs 2
+{prog} TRACE_FOLDER -o OUT_DIR --astrasim --simulator astra-sim/run.sh
+{prog} TRACE_FOLDER --output-dir OUT_DIR --scheduler tcp://host:8786
+"""
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:

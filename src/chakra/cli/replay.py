@@ -7,11 +7,15 @@ import argparse
 from chakra.cli.common import ArgumentParser, add_common_args, add_inputs, command, inputs_of, setup_logging
 
 PROG = "chakra replay"
-DESCRIPTION = ("Replay Chakra protobuf ETs (event-driven) and compare the "
-               "replayed time of each rank with its measured step.")
-EXAMPLES = ["{prog} job.0.et", "{prog} job.0.et job.1.et --job --timeline timeline.json",
-            "{prog} -i job.0.et --mode astrasim --no-gaps --json",
-            "{prog} other_tool.0.et other_tool.1.et --job --comm-group groups.json"]
+DESCRIPTION = """
+Replay Chakra protobuf ETs (event-driven) and compare the replayed time of each rank with its measured step.
+"""
+EXAMPLES = """
+{prog} job.0.et
+{prog} job.0.et job.1.et --job --timeline timeline.json
+{prog} -i job.0.et --mode astrasim --no-gaps --json
+{prog} other_tool.0.et other_tool.1.et --job --comm-group groups.json
+"""
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:

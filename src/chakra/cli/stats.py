@@ -15,10 +15,15 @@ from chakra.cli.common import (
 )
 
 PROG = "chakra stats"
-DESCRIPTION = ("Node kinds, top ops by time, communication volume and the "
-               "critical path of Chakra protobuf ETs (or ET+ JSON), per rank and across ranks.")
-EXAMPLES = ["{prog} job.0.et", "{prog} job.0.et job.1.et --top 5",
-            "{prog} -i et_plus_0.json --json"]
+DESCRIPTION = """
+Node kinds, top ops by time, communication volume and the critical path of Chakra protobuf ETs (or ET+ JSON),
+per rank and across ranks.
+"""
+EXAMPLES = """
+{prog} job.0.et
+{prog} job.0.et job.1.et --top 5
+{prog} -i et_plus_0.json --json
+"""
 
 
 def build_parser(prog: str = PROG) -> ArgumentParser:

@@ -10,11 +10,15 @@ import orjson
 from chakra.cli.common import ArgumentParser, add_common_args, add_inputs, command, inputs_of, setup_logging
 
 PROG = "chakra summary"
-DESCRIPTION = ("Load PyTorch host ETs, Kineto traces (.json or .json.gz) or "
-               "Chakra protobuf ETs (.et, .et.gz) and summarise what they hold.")
-EXAMPLES = ["{prog} host_et_0.json.gz kineto_0.json.gz",
-            "{prog} job.0.et",
-            "{prog} -i kineto_0.json --json"]
+DESCRIPTION = """
+Load PyTorch host ETs, Kineto traces (.json or .json.gz) or Chakra protobuf ETs (.et, .et.gz) and summarise
+what they hold.
+"""
+EXAMPLES = """
+{prog} host_et_0.json.gz kineto_0.json.gz
+{prog} job.0.et
+{prog} -i kineto_0.json --json
+"""
 
 
 def build_parser(prog: str = PROG) -> ArgumentParser:

@@ -8,10 +8,13 @@ import logging
 from chakra.cli.common import ArgumentParser, add_common_args, command, setup_logging
 
 PROG = "chakra_timeline_visualizer"
-DESCRIPTION = ("Turn a simulator log of issue/callback rows into a Chrome "
-               "trace JSON (one process per NPU, ts/dur in µs) for Perfetto or chrome://tracing.")
-EXAMPLES = ["{prog} --input_filename sim.csv --output_filename timeline.json "
-            "--num_npus 4 --npu_frequency 1000"]
+DESCRIPTION = """
+Turn a simulator log of issue/callback rows into a Chrome trace JSON (one process per NPU, ts/dur in µs) for
+Perfetto or chrome://tracing.
+"""
+EXAMPLES = """
+{prog} --input_filename sim.csv --output_filename timeline.json --num_npus 4 --npu_frequency 1000
+"""
 log = logging.getLogger("chakra.timeline")
 
 

@@ -18,15 +18,16 @@ import argparse
 from chakra.cli.common import ArgumentParser, add_common_args, command, setup_logging
 
 PROG = "chakra_trace_link"
-DESCRIPTION = ("Link a PyTorch host execution trace with its Kineto trace "
-               "into ET+ JSON (.gz output when the name ends in .gz); or a Kineto trace alone "
-               "(--kineto-only, implied when no host ET is given): the host nodes are then made from its "
-               "cpu_op / user_annotation events, without tensor ids or outputs.")
-EXAMPLES = ["{prog} --chakra-host-trace host_et_0.json.gz --chakra-device-trace kineto_0.json.gz --rank 0 "
-            "-o et_plus_0.json",
-            "{prog} --pytorch-et-file host_et_0.json --kineto-file kineto_0.json "
-            "--output-file et_plus_0.json",
-            "{prog} --batch TRACE_FOLDER --output-dir OUT_DIR --jobs 2"]
+DESCRIPTION = """
+Link a PyTorch host execution trace with its Kineto trace into ET+ JSON (.gz output when the name ends in
+.gz); or a Kineto trace alone (--kineto-only, implied when no host ET is given): the host nodes are then made
+from its cpu_op / user_annotation events, without tensor ids or outputs.
+"""
+EXAMPLES = """
+{prog} --chakra-host-trace host_et_0.json.gz --chakra-device-trace kineto_0.json.gz --rank 0 -o et_plus_0.json
+{prog} --pytorch-et-file host_et_0.json --kineto-file kineto_0.json --output-file et_plus_0.json
+{prog} --batch TRACE_FOLDER --output-dir OUT_DIR --jobs 2
+"""
 
 
 def build_parser(prog: str = PROG) -> ArgumentParser:

@@ -7,14 +7,17 @@ import argparse
 from chakra.cli.common import ArgumentParser, add_common_args, command, setup_logging
 
 PROG = "chakra validate"
-DESCRIPTION = ("Check Chakra protobuf ETs (one rank or a whole job, any producer's) "
-               "against what ASTRA-sim reads: dependencies present and acyclic, attribute types, no "
-               "METADATA nodes, comm-node rules, and across ranks the same collectives per group in "
-               "the same order and size, matched send/recv pairs. Exit 0 with an 'ok' line, 1 with "
-               "the problems.")
-EXAMPLES = ["{prog} OUT/job.0.et OUT/job.1.et",
-            "{prog} OUT/job   (a prefix P: P.0.et, P.1.et, ...)",
-            "{prog} OUT/job --comm-group OUT/comm_group.json"]
+DESCRIPTION = """
+Check Chakra protobuf ETs (one rank or a whole job, any producer's) against what ASTRA-sim reads: dependencies
+present and acyclic, attribute types, no METADATA nodes, comm-node rules, and across ranks the same
+collectives per group in the same order and size, matched send/recv pairs. Exit 0 with an 'ok' line, 1 with
+the problems.
+"""
+EXAMPLES = """
+{prog} OUT/job.0.et OUT/job.1.et
+{prog} OUT/job   (a prefix P: P.0.et, P.1.et, ...)
+{prog} OUT/job --comm-group OUT/comm_group.json
+"""
 
 
 def build_parser(prog: str = PROG) -> ArgumentParser:

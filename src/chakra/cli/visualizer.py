@@ -9,13 +9,16 @@ from chakra.cli.common import ArgumentParser, add_common_args, command, setup_lo
 from chakra.tools.visualizer import DEFAULT_COARSE_BOXES, DEFAULT_MAX_SECONDS
 
 PROG = "chakra_visualizer"
-DESCRIPTION = ("Draw a Chakra protobuf ET (or a filtered part of it): "
-               ".pdf/.png/.svg through graphviz, .dot text, .graphml through networkx. "
-               "Ctrl deps are solid edges, data deps dashed.")
-EXAMPLES = ["{prog} --input_filename job.0.et --output_filename job.0.svg",
-            "{prog} -i job.0.et -o part.pdf --node-range 100:300",
-            "{prog} job.0.et job.1.et --rank 1 -o rank1.graphml",
-            "{prog} -i job.0.et -o whole_step.svg --coarse"]
+DESCRIPTION = """
+Draw a Chakra protobuf ET (or a filtered part of it): .pdf/.png/.svg through graphviz, .dot text, .graphml
+through networkx. Ctrl deps are solid edges, data deps dashed.
+"""
+EXAMPLES = """
+{prog} --input_filename job.0.et --output_filename job.0.svg
+{prog} -i job.0.et -o part.pdf --node-range 100:300
+{prog} job.0.et job.1.et --rank 1 -o rank1.graphml
+{prog} -i job.0.et -o whole_step.svg --coarse
+"""
 log = logging.getLogger("chakra.visualizer")
 
 
