@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import signal
@@ -125,6 +126,25 @@ def test_no_temporary_folder_means_the_piece_runs_here_with_a_warning(
     got = forkmap.fork_map(lambda r: (os.getpid(), list(r)), [range(0, 2), range(2, 4)], "squares")
     assert got == [(os.getpid(), [0, 1]), (os.getpid(), [2, 3])]
     assert "could not open a temporary file for squares" in caplog.text
+
+
+def test_a_folder_without_unnamed_files_falls_back_to_a_named_one_unlinked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # O_TMPFILE refused (as on a file system without it: EOPNOTSUPP): tempfile's named file, in its folder
+    named = tmp_path / "named"
+    named.mkdir()
+    _temp_folder(monkeypatch, str(named))
+    real_open = os.open
+
+    def no_tmpfile(path: str, flags: int, *args: object) -> int:
+        if flags & getattr(os, "O_TMPFILE", 0) == getattr(os, "O_TMPFILE", -1):
+            raise OSError(errno.EOPNOTSUPP, "Operation not supported")
+        return real_open(path, flags, *args)   # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", no_tmpfile)
+    got = forkmap.fork_map(lambda r: (os.getpid(), list(r)), [range(0, 2), range(2, 4)], "squares")
+    assert got[0] == (os.getpid(), [0, 1]) and got[1][0] != os.getpid() and got[1][1] == [2, 3]
+    assert list(named.iterdir()) == []
 
 
 class _OddError(Exception):
