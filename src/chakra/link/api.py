@@ -311,17 +311,16 @@ def _host_nodes(
     events = kineto.events
     layout = host.layout
     dumps = orjson.dumps
-    timing = _TIMING
     ops = host.ops
     for op in map(ops.__getitem__, positions):
         oid = op.id
         pos = host_to_event.get(oid)
         if pos is not None:
             ev = events[pos]
-            # ts, dur, inclusive_dur (= dur), exclusive_dur, kineto_tid, as orjson writes them (numbers
-            # have no commas)
-            ts, dur, excl, tid = dumps((ev.ts, ev.dur, ev.excl_dur, ev.tid))[1:-1].split(b",", 3)
-            tail = timing % (ts, dur, dur, excl, tid)
+            dur = ev.dur
+            # the keys after the op's own (a dict of five encodes faster than four numbers cut apart)
+            tail = b"," + dumps({"ts": ev.ts, "dur": dur, "inclusive_dur": dur, "exclusive_dur": ev.excl_dur,
+                                 "kineto_tid": ev.tid})[1:-1]
         else:
             tail = b""
         if op.name.startswith("gloo:"):
@@ -333,9 +332,6 @@ def _host_nodes(
         if deps is not None:
             tail += b',"sync_dep":%b' % dumps(deps)
         yield Fragment(host_text(op, layout, tail + b"}"))
-
-
-_TIMING = b',"ts":%b,"dur":%b,"inclusive_dur":%b,"exclusive_dur":%b,"kineto_tid":%b'
 
 
 def _gpu_nodes(
