@@ -189,8 +189,8 @@ def _spawn(fn: Callable[..., Any], piece: Any, what: str, siblings: list[int], r
     """Fork a child that runs ``fn(piece)`` (``raw``: ``fn(piece, write)``) and writes the pickled result
     into a new file without a name; (pid, the file's descriptor, its folder), or None (a warning said why)
     when the piece is to run here.  ``siblings``: the files of the children started before, which this one
-    closes; ``mask``: the signal mask the child runs with (this process holds SIGINT and SIGTERM back
-    meanwhile)."""
+    closes; ``mask``: the signal mask the child runs with (this process holds the signals of :data:`_HELD`
+    back meanwhile)."""
     try:
         fd, folder = _unnamed_file()   # nothing left behind, whatever happens to either process
     except OSError as exc:

@@ -153,7 +153,7 @@ def write_frames(write: Any, messages: Iterable[Any], path: Any = None, first: i
     def flush() -> None:
         write(b"".join(chunks))
         if observe is not None:
-            observe(batch_first, chunks.copy())
+            observe(batch_first, chunks)   # (its own list: a new one is started after)
 
     for msg in messages:
         body = msg if type(msg) is bytes else msg.SerializeToString()
@@ -171,7 +171,7 @@ def write_frames(write: Any, messages: Iterable[Any], path: Any = None, first: i
         if size >= _BATCH:
             flush()
             batch_first = first + count
-            chunks.clear()
+            chunks = []
             size = 0
     if chunks:
         flush()
