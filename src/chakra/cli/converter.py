@@ -39,6 +39,19 @@ log = logging.getLogger("chakra.converter")
 INPUT_TYPES = ("PyTorch", "Text")
 
 
+# the options of a Text input alone: (name, type, metavar, help)
+_TEXT_OPTIONS: tuple[tuple[str, type, str, str], ...] = (
+    ("num_npus", int, "N", "number of NPUs (ranks) to write"),
+    ("num_passes", int, "P", "training iterations, each waiting for the previous one (default 1)"),
+    ("model_parallel_size", int, "M", "hybrid kinds: ranks per model-parallel group (default: the file's "
+     "model_parallel_NPU_group, else the largest divisor of N not above sqrt(N))"),
+    ("cycle_ns", float, "NS", "nanoseconds per cycle of the workload's compute times (default 1: ASTRA-sim's "
+     "1 GHz)"),
+    ("comm_group", str, "JSON", "where to write the process groups when a hybrid kind needs them "
+     "(default OUT.comm_group.json)"),
+)
+
+
 def build_parser(prog: str = PROG) -> ArgumentParser:
     p = ArgumentParser(prog=prog, description=DESCRIPTION, examples=EXAMPLES)
     p.add_argument("input_type_pos", nargs="?", metavar="{PyTorch,Text}",
@@ -59,24 +72,14 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
                         "their recorded duration (Text input: see the README); for one rank alone: "
                         "`chakra pipeline DIR --astrasim` also matches the collectives across ranks")
     t = p.add_argument_group("Text input (ASTRA-sim 1.0 workload -> OUT.<rank>.et per NPU)")
-    t.add_argument("--num-npus", "--num_npus", dest="num_npus", type=int, metavar="N",
-                   help="number of NPUs (ranks) to write")
-    t.add_argument("--num-passes", "--num_passes", dest="num_passes", type=int, metavar="P",
-                   help="training iterations, each waiting for the previous one (default 1)")
-    t.add_argument("--model-parallel-size", "--model_parallel_size", dest="model_parallel_size", type=int,
-                   metavar="M", help="hybrid kinds: ranks per model-parallel group (default: the file's "
-                   "model_parallel_NPU_group, else the largest divisor of N not above sqrt(N))")
-    t.add_argument("--cycle-ns", "--cycle_ns", dest="cycle_ns", type=float, metavar="NS",
-                   help="nanoseconds per cycle of the workload's compute times (default 1: ASTRA-sim's "
-                        "1 GHz)")
-    t.add_argument("--comm-group", "--comm_group", dest="comm_group", metavar="JSON",
-                   help="where to write the process groups when a hybrid kind needs them "
-                        "(default OUT.comm_group.json)")
+    for dest, kind, metavar, text in _TEXT_OPTIONS:
+        t.add_argument("--" + dest.replace("_", "-"), "--" + dest, dest=dest, type=kind, metavar=metavar,
+                       help=text)
     add_common_args(p)
     return p
 
 
-_TEXT_ONLY = ("num_npus", "num_passes", "model_parallel_size", "cycle_ns", "comm_group")
+_TEXT_ONLY = tuple(row[0] for row in _TEXT_OPTIONS)
 
 
 def _input_type(args: argparse.Namespace) -> str:

@@ -14,22 +14,25 @@ from chakra import __version__
 from chakra.cli.common import SPELLING_NOTE, umbrella_prog
 from chakra.cli.entry import console_entry
 
+# subcommand, its module in chakra.cli, one-line help
+_TABLE = """
+demo       demo         link, convert and replay a bundled multi-rank trace
+summary    summary      summarise a host ET, Kineto trace or Chakra ET
+link       trace_link   link a host ET with its Kineto trace into ET+ JSON
+convert    converter    convert ET+ (or a host ET) to a Chakra protobuf ET
+generate   generator    write synthetic Chakra ETs (collectives, dp / tp steps)
+replay     replay       replay Chakra ETs of one rank or a whole job
+jsonize    jsonizer     Chakra protobuf ET <-> JSON
+visualize  visualizer   draw a Chakra ET as pdf/png/svg/dot/graphml
+timeline   timeline     simulator CSV -> Chrome trace JSON
+stats      stats        statistics of a Chakra ET or ET+
+pipeline   pipeline     link, convert and replay every rank of a folder
+validate   validate     check Chakra ETs against what ASTRA-sim reads (one rank or a job)
+harness    harness      check every rank of a trace archive against expected times
+"""
+_ROWS = (line.split(None, 2) for line in _TABLE.strip().splitlines())
 # subcommand -> (module, one-line help)
-SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("chakra.cli.demo", "link, convert and replay a bundled multi-rank trace"),
-    "summary": ("chakra.cli.summary", "summarise a host ET, Kineto trace or Chakra ET"),
-    "link": ("chakra.cli.trace_link", "link a host ET with its Kineto trace into ET+ JSON"),
-    "convert": ("chakra.cli.converter", "convert ET+ (or a host ET) to a Chakra protobuf ET"),
-    "generate": ("chakra.cli.generator", "write synthetic Chakra ETs (collectives, dp / tp steps)"),
-    "replay": ("chakra.cli.replay", "replay Chakra ETs of one rank or a whole job"),
-    "jsonize": ("chakra.cli.jsonizer", "Chakra protobuf ET <-> JSON"),
-    "visualize": ("chakra.cli.visualizer", "draw a Chakra ET as pdf/png/svg/dot/graphml"),
-    "timeline": ("chakra.cli.timeline", "simulator CSV -> Chrome trace JSON"),
-    "stats": ("chakra.cli.stats", "statistics of a Chakra ET or ET+"),
-    "pipeline": ("chakra.cli.pipeline", "link, convert and replay every rank of a folder"),
-    "validate": ("chakra.cli.validate", "check Chakra ETs against what ASTRA-sim reads (one rank or a job)"),
-    "harness": ("chakra.cli.harness", "check every rank of a trace archive against expected times"),
-}
+SUBCOMMANDS: dict[str, tuple[str, str]] = {name: (f"chakra.cli.{mod}", text) for name, mod, text in _ROWS}
 
 
 def _usage() -> str:
