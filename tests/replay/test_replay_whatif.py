@@ -208,6 +208,30 @@ def test_given_and_default_models():
         replay_nodes(nodes, world_size=4, whatif=WhatIf(model="fit"))
 
 
+def test_a_faster_network_is_faster_for_every_kind_of_collective():
+    # pooled 11 µs + 33.9 GB/s; all_to_all fitted apart: 0 µs + 4.77 GB/s.  An all_to_all of 8000 bytes on
+    # 2 ranks (F = 1/2: 4000 bytes moved) takes 4000 / 4770 µs in the model.  1000 GB/s is 1e6 / 33900 times
+    # the pooled bandwidth: the all_to_all's own bandwidth grows by as much, its latency stays 0.  (Timed with
+    # the pooled 11 µs instead, it came out ~10 µs slower.)
+    a2a = (ALL_TO_ALL, COMM_COLL_NODE)
+    model = CommModel(11.0, 33_900.0, per_type={a2a: (0.0, 4_770.0)})
+    fast = model.with_network(1000.0, None)
+    ratio = 1e6 / 33_900
+    assert fast.bytes_per_us == pytest.approx(1e6) and fast.latency_us == 11.0
+    assert fast.per_type[a2a] == (0.0, pytest.approx(4_770 * ratio))
+    assert model.with_network(None, 2.0).per_type[a2a] == (2.0, 4_770.0)
+    nodes = [coll(1, 3, 8000, 0, ctype=ALL_TO_ALL)]
+    g, report = apply_whatif([_graph(nodes)], WhatIf(bandwidth_gbps=1000.0, model=model))
+    assert g[0].delay == [pytest.approx(4000 / (4_770 * ratio) - 4000 / 4_770)]     # -0.810 µs
+    assert report.model is model and report.changed == fast
+    assert "what-if network: latency 11.0 µs, bandwidth 1e+03 GB/s (what-if); per type: all_to_all 0.0 µs " \
+           "+ 141 GB/s" in report.lines()
+    slow = apply_whatif([_graph(nodes)], WhatIf(bandwidth_gbps=10.0, model=model))[0]
+    assert slow[0].delay[0] > 0          # and a slower one slower
+    with pytest.raises(WhatIfError, match="bandwidth must be > 0"):
+        model.with_network(0.0, None)
+
+
 def _graph(nodes, **kw):
     from chakra.replay.graph import graph_from_specs
 
@@ -249,6 +273,37 @@ def test_cli_what_if_table_and_json(tmp_path, capsys):
     r = s["ranks"][0]
     assert r["replayed_us"] == 39 and r["predicted_us"] == 29 and r["measured_us"] == 39
     assert r["critical_path_by_category"]["gpu"] == [20, 10]
+
+
+def test_cli_comm_model_times_collectives_recorded_without_a_duration(tmp_path, capsys):
+    # an all_reduce of 1 MiB on 2 ranks (F = 1) with no duration, as ASTRA-sim's micro-benchmark ETs have them
+    p = tmp_path / "ar.0.et"
+    write_rank(p, 0, [pb_node(1, 0, 0, cpu=False, stream=7, ntype=COMM_COLL_NODE, pg="0")], measured=1)
+    given = 5 + (1 << 20) / 25_000                 # --comm-model 5,25: 5 µs + 25 GB/s
+    default = 10 + (1 << 20) / 10_000              # nothing to fit: 10 µs + 10 GB/s, with a warning
+    for args, want in (([], default), (["--comm-model", "5,25"], given)):
+        assert main([str(p), "--json", "-q", *args]) == 0
+        s = json.loads(capsys.readouterr().out)
+        assert s["ranks"][0]["replayed_us"] == pytest.approx(want, abs=0.05)
+    assert main([str(p), "--comm-model", "5,25"]) == 0
+    assert "communication model: latency 5.0 µs, bandwidth 25 GB/s (given)" in capsys.readouterr().out
+    # a what-if on top: replayed as recorded with the given model, predicted on the what-if's network
+    assert main([str(p), "--comm-model", "5,25", "--bandwidth", "50", "--json", "-q"]) == 0
+    r = json.loads(capsys.readouterr().out)["ranks"][0]
+    assert r["replayed_us"] == pytest.approx(given, abs=0.05)
+    assert r["predicted_us"] == pytest.approx(5 + (1 << 20) / 50_000, abs=0.05)
+    # per rank, a what-if keeps both its change and the model (it was applied twice, the second time
+    # without them): the collective, then a CPU op of 10 µs after it, scaled x2
+    q = tmp_path / "two.0.et"
+    write_rank(q, 0, [pb_node(1, 0, 0, cpu=False, stream=7, ntype=COMM_COLL_NODE, pg="0"),
+                      pb_node(2, 10, 0, deps=[1])], measured=1)
+    assert main([str(q), "--comm-model", "5,25", "--scale", "cpu=2", "--json", "-q"]) == 0
+    r = json.loads(capsys.readouterr().out)["ranks"][0]
+    assert (r["replayed_us"], r["predicted_us"]) == (pytest.approx(given + 10, abs=0.05),
+                                                     pytest.approx(given + 20, abs=0.05))
+    # the default model is fitted once for both replays: one warning
+    assert main([str(p), "--bandwidth", "50", "-q"]) == 0
+    assert capsys.readouterr().err.count("no recorded collective to fit") == 1
 
 
 @pytest.mark.parametrize("args", [["--scale", "cpu"], ["--delay", "x=-1"], ["--comm-model", "1"],

@@ -64,11 +64,14 @@ def add_whatif_args(p: argparse.ArgumentParser) -> None:
     w.add_argument("--comm-size", action="append", default=[], metavar="PATTERN[@RANKS]=FACTOR",
                    help="multiply matching collectives' bytes; the communication model re-times them")
     w.add_argument("--bandwidth", type=float, metavar="GBPS",
-                   help="what if the network had this bandwidth (GB/s): the model re-times every collective")
-    w.add_argument("--latency", type=float, metavar="US", help="... and this latency per collective (µs)")
+                   help="what if the network had this bandwidth (GB/s): the model re-times every collective "
+                        "(each kind's fitted bandwidth times GBPS over the pooled one)")
+    w.add_argument("--latency", type=float, metavar="US",
+                   help="... and this latency per collective (µs), for every kind")
     w.add_argument("--comm-model", metavar="fit|LATENCY_US,GBPS",
                    help="the communication model: fitted on the trace's own collectives (default when one "
-                        "is needed) or given")
+                        "is needed) or given; given alone, it times the collectives recorded without a "
+                        "duration in a plain replay")
 
 
 def whatif_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser | None = None) -> object:

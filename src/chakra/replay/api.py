@@ -188,7 +188,11 @@ def replay_rank(nodes: Any, *, metadata: Any = None, mode: str = "lanes", gaps: 
     """Replay one rank on its own: collectives and send/recv take their recorded durations (those
     recorded without one, the communication model's: :mod:`chakra.replay.whatif`)."""
     g = as_graph(nodes, metadata, rank=rank)
-    g = apply_whatif([g], whatif)[0][0]
+    return _replay_alone(apply_whatif([g], whatif)[0][0], mode, gaps, missing)
+
+
+def _replay_alone(g: RankGraph, mode: str, gaps: bool, missing: str) -> ReplayResult:
+    """Replay one rank whose what-if (and communication model) is already applied."""
     with gc_paused():  # millions of acyclic tuples/lists: the cyclic GC would only rescan them
         out = simulate([g], ranks=[g.rank if g.rank is not None else 0], mode=mode, gaps=gaps,
                        missing=missing)
@@ -317,7 +321,7 @@ def replay_job(inputs: Any, *, mode: str = "lanes", gaps: bool = True, missing: 
             results = _results(graphs, out, mode, gaps, job=True)
         groups = out.groups
     else:
-        results = [replay_rank(g, mode=mode, gaps=gaps, missing=missing) for g in graphs]
+        results = [_replay_alone(g, mode, gaps, missing) for g in graphs]
         groups = 0
     return JobResult(ranks={r.rank: r for r in results}, mode=mode, gaps=gaps and mode == "lanes",  # type: ignore[misc]
                      coupled=couple, groups=groups, whatif=report)

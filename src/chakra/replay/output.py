@@ -182,11 +182,18 @@ def replay_report(paths: list[str], *, job: bool = False, mode: str = "lanes", g
               "collective": collective}
         if job:
             kw.update(comm_groups=comm_groups, unknown_group=unknown_group)
-        base = replay_job(graphs, **kw)
+        from dataclasses import replace
+
+        from chakra.replay.whatif import WhatIf
+
+        base = replay_job(graphs, whatif=WhatIf(model=whatif.model), **kw)
+        if base.whatif is not None and base.whatif.model is not None:   # one model for both (fitted once)
+            whatif = replace(whatif, model=base.whatif.model)
         result = replay_job(graphs, whatif=whatif, **kw)
         return _whatif_output(base, result, whatif, out, as_json, log_path, timeline_path)
     result = replay_job(paths, mode=mode, gaps=gaps, missing=missing, couple=job, align=align,
-                        collective=collective, comm_groups=comm_groups, unknown_group=unknown_group)
+                        collective=collective, comm_groups=comm_groups, unknown_group=unknown_group,
+                        whatif=whatif)   # (no change asked: at most the communication model)
     if log_path:
         write_completion_log(log_path, result)
     if timeline_path:
@@ -200,6 +207,8 @@ def replay_report(paths: list[str], *, job: bool = False, mode: str = "lanes", g
     title = f"Replay ({how}, mode {mode}, {'with' if result.gaps else 'no'} gaps)"
     console = Console(file=out, width=110)
     console.print(results_table(result, title=title))
+    for line in result.whatif.lines() if result.whatif is not None else ():
+        console.print(line)
     if job:
         console.print(f"matched communication groups: {result.groups}; "
                       f"job replayed time: {fmt_us(result.replayed_us)} µs")

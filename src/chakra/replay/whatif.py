@@ -25,7 +25,10 @@ a warning).  The model times collectives recorded without a duration (ASTRA-sim'
 micro-benchmark ETs) and changes of size or bandwidth: a recorded collective keeps its
 recording plus the model's difference, ``d + model'(S') - model(S)``.  A kind of
 collective recorded at two sizes or more gets its own latency and bandwidth (gloo's
-broadcast and all_reduce differ by more than the factor says).
+broadcast and all_reduce differ by more than the factor says).  A what-if network
+(``bandwidth_gbps``, ``latency_us``) scales every kind's bandwidth by the new bandwidth
+over the pooled one, and sets every kind's latency (:meth:`CommModel.with_network`).  A
+model given (``WhatIf.model``) without any change applies to a plain replay as well.
 """
 
 from __future__ import annotations
@@ -181,6 +184,20 @@ class CommModel:
         lat, bw = self.per_type.get((comm_type, ntype), (self.latency_us, self.bytes_per_us))
         return lat + algo_factor(comm_type, ntype, n) * size / bw
 
+    def with_network(self, gbps: float | None, latency_us: float | None) -> CommModel:
+        """This model on another network: every kind's bandwidth times ``gbps`` over this model's (pooled)
+        bandwidth, so each kind keeps how far it is from the pooled fit and a faster network is faster for
+        every kind; ``latency_us`` (when given) for every kind."""
+        ratio = 1.0 if gbps is None else gbps * 1000.0 / self.bytes_per_us
+        if ratio <= 0 or (latency_us is not None and latency_us < 0):
+            raise WhatIfError("what-if bandwidth must be > 0 and latency >= 0")
+
+        def lat(own: float) -> float:
+            return own if latency_us is None else latency_us
+
+        per_type = {k: (lat(a), b * ratio) for k, (a, b) in self.per_type.items()}
+        return CommModel(lat(self.latency_us), self.bytes_per_us * ratio, "what-if", per_type=per_type)
+
     def describe(self) -> str:
         extra = ""
         if self.per_type:
@@ -284,7 +301,8 @@ class WhatIf:
     comm_size: list[Rule] = field(default_factory=list)    # factor on matching collectives' bytes
     bandwidth_gbps: float | None = None                    # what if the network had this bandwidth
     latency_us: float | None = None                        # ... and this latency
-    model: str | tuple[float, float] | None = None         # "fit", (latency µs, GB/s) or None (fit if needed)
+    # "fit", (latency µs, GB/s), a model already made, or None (fitted if a collective needs one)
+    model: str | tuple[float, float] | CommModel | None = None
 
     @property
     def empty(self) -> bool:
@@ -307,6 +325,7 @@ class WhatIfReport:
     """What applying a what-if did."""
 
     model: CommModel | None = None
+    changed: CommModel | None = None   # the model on the what-if's network (--bandwidth / --latency)
     matched: dict[str, int] = field(default_factory=dict)   # rule text -> nodes matched (all ranks)
     modelled: int = 0          # collectives timed by the model alone (no recorded duration)
     retimed: int = 0           # recorded collectives changed by a size / bandwidth / latency what-if
@@ -315,6 +334,8 @@ class WhatIfReport:
         out = [f"{k}: {v} node(s)" for k, v in self.matched.items()]
         if self.model is not None:
             out.append(f"communication model: {self.model.describe()}")
+        if self.changed is not None:
+            out.append(f"what-if network: {self.changed.describe()}")
         if self.modelled:
             out.append(f"{self.modelled} collective(s) without a recorded duration timed by the model")
         if self.retimed:
@@ -323,6 +344,8 @@ class WhatIfReport:
 
 
 def _model_for(graphs: Sequence[RankGraph], w: WhatIf, job_ranks: int) -> CommModel:
+    if isinstance(w.model, CommModel):
+        return w.model
     if isinstance(w.model, tuple):
         lat, gbps = w.model
         if lat < 0 or gbps <= 0:
@@ -365,11 +388,8 @@ def apply_whatif(graphs: Sequence[RankGraph], w: WhatIf | None) -> tuple[list[Ra
     report.model = model
     changed = None
     if model is not None and (w.bandwidth_gbps is not None or w.latency_us is not None):
-        changed = CommModel(model.latency_us if w.latency_us is None else w.latency_us,
-                            model.bytes_per_us if w.bandwidth_gbps is None else w.bandwidth_gbps * 1000.0,
-                            "what-if")
-        if changed.bytes_per_us <= 0 or changed.latency_us < 0:
-            raise WhatIfError("what-if bandwidth must be > 0 and latency >= 0")
+        changed = model.with_network(w.bandwidth_gbps, w.latency_us)
+    report.changed = changed
     for r in (*w.scale, *w.delay, *w.comm_size):
         report.matched.setdefault(r.selector.text, 0)
     if model is None and not (w.scale or w.delay):
