@@ -27,7 +27,7 @@ from types import FrameType
 from typing import Any
 
 from chakra import __version__
-from chakra.errors import ChakraError, UsageError
+from chakra.errors import ChakraError, TraceFormatError, UsageError
 
 LOG_FORMAT = "[%(asctime)s] %(levelname)s %(name)s: %(message)s"
 DEFAULT_LOG_LEVEL = "WARNING"
@@ -325,6 +325,21 @@ def _one_line(text: str) -> str:
     return " ".join(part.strip() for part in str(text).splitlines() if part.strip())
 
 
+def _kind_hint(exc: ChakraError) -> str:
+    """What the file is, when a command read it as JSON or as a protobuf ET and it was the other kind."""
+    if not isinstance(exc, TraceFormatError) or exc.path is None:
+        return ""
+    if exc.message.startswith("not valid JSON"):
+        expected = "json"
+    elif "is not a valid protobuf" in exc.message:
+        expected = "chakra"
+    else:
+        return ""
+    from chakra.io.sniff import wrong_kind_hint
+
+    return wrong_kind_hint(exc.path, expected)
+
+
 def run_command(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace,
                 prog: str) -> int:
     """Call ``func(args)`` and map failures to exit codes.
@@ -342,7 +357,7 @@ def run_command(func: Callable[[argparse.Namespace], int | None], args: argparse
     except ChakraError as exc:
         if debug:
             raise
-        sys.stderr.write(f"{prog}: error: {_one_line(str(exc))}\n")
+        sys.stderr.write(f"{prog}: error: {_one_line(str(exc))}{_kind_hint(exc)}\n")
         return exc.exit_code
     except KeyboardInterrupt as exc:
         _Signals.clear()

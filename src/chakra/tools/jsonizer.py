@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from chakra.errors import TraceFormatError
+from chakra.errors import TraceFormatError, UsageError
 from chakra.io import atomic_output, read_bytes, read_messages, write_messages
 from chakra.schema import GlobalMetadata, Node
 
@@ -122,6 +122,15 @@ def _count_unknown(msgs: list[Any]) -> int:
     return total
 
 
+def _check_output_name(output_path: str | os.PathLike[str], to_et: bool) -> None:
+    """Refuse a protobuf ET named .json and JSON named .et (the other direction was asked for by mistake)."""
+    name = os.fspath(output_path)
+    if name.endswith((".json", ".json.gz") if to_et else (".et", ".et.gz")):
+        raise UsageError(f"{name}: the output is " + (
+            "a protobuf ET (the input is JSON): give it a name that does not end in .json" if to_et else
+            "JSON (the input is a protobuf ET): give it a name ending in .json (or .json.gz)"))
+
+
 def jsonize_file(input_path: str | os.PathLike[str], output_path: str | os.PathLike[str], *,
                  reverse: bool | None = None, indent: bool = True) -> JsonizeReport:
     """ET -> JSON, or (``reverse=True``, or a JSON input when ``reverse`` is None) JSON -> ET.
@@ -137,10 +146,15 @@ def jsonize_file(input_path: str | os.PathLike[str], output_path: str | os.PathL
             doc = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
             raise TraceFormatError(f"not valid JSON ({exc})", input_path) from None
+        if isinstance(doc, dict) and "schema" in doc and "global_metadata" not in doc:
+            raise TraceFormatError("a PyTorch host ET or ET+, not a Chakra ET written as JSON: convert it "
+                                   "with chakra convert", input_path)
         meta, nodes = dict_to_et(doc, input_path)
+        _check_output_name(output_path, to_et)
         write_messages(output_path, [meta, *nodes])
         return JsonizeReport(os.fspath(input_path), os.fspath(output_path), "json->et", len(nodes))
     meta, nodes = read_messages(input_path, GlobalMetadata, Node)
+    _check_output_name(output_path, to_et)
     unknown = _count_unknown([meta, *nodes])
     if unknown:
         log.warning("%s: %d unknown protobuf field(s) are not representable in JSON and are dropped",

@@ -1,0 +1,68 @@
+"""What a file is, from its first bytes: for the messages of a command given the wrong kind of file."""
+
+from __future__ import annotations
+
+import os
+import zlib
+
+_HEAD = 1 << 14
+
+
+def _head(path: str | os.PathLike[str]) -> bytes:
+    """The first bytes of ``path`` (gunzipped when it is gzip); empty when it cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(_HEAD)
+    except OSError:
+        return b""
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw, _HEAD)
+        except zlib.error:
+            return b""
+    return raw
+
+
+def file_kind(path: str | os.PathLike[str]) -> str | None:
+    """``"kineto"`` (a Kineto / Chrome trace), ``"host"`` (a PyTorch host ET or an ET+: JSON with the
+    ``schema`` of a host ET), ``"chakra_json"`` (a Chakra ET written as JSON by ``chakra jsonize``),
+    ``"json"`` (other JSON), ``"chakra"`` (a length-delimited protobuf stream whose first message opens
+    like a GlobalMetadata), or None."""
+    head = _head(path)
+    text = head.lstrip()
+    if text[:1] in (b"{", b"["):
+        if b'"traceEvents"' in head:
+            return "kineto"
+        if b'"global_metadata"' in head:
+            return "chakra_json"
+        if b'"schema"' in head and b'"nodes"' in head:
+            return "host"
+        return "json"
+    size = 0
+    for shift, byte in enumerate(head[:5]):    # the first frame's length (a varint), then a field of tag
+        size |= (byte & 0x7F) << (7 * shift)   # 1 (version) or 2 (attr) of GlobalMetadata
+        if not byte & 0x80:
+            if size > 0 and head[shift + 1:shift + 2] in (b"\x0a", b"\x12"):
+                return "chakra"
+            return None
+    return None
+
+
+_WHAT = {
+    "kineto": "a Kineto trace (JSON): link it with its host ET first (chakra link), then convert the ET+",
+    "host": "a PyTorch host ET or ET+ (JSON): convert it to a Chakra ET first (chakra convert)",
+    "chakra_json": "a Chakra ET written as JSON: turn it back into protobuf first (chakra jsonize)",
+    "json": "JSON, not a Chakra protobuf ET",
+    "chakra": "a Chakra protobuf ET (chakra replay, stats, jsonize, visualize and validate read it)",
+}
+
+
+def wrong_kind_hint(path: str | os.PathLike[str] | None, expected: str) -> str:
+    """``"; it looks like ..."`` when ``path`` is another kind of file than ``expected`` (``"json"`` or
+    ``"chakra"``), else ``""``."""
+    if path is None:
+        return ""
+    kind = file_kind(path)
+    if kind is None or (kind == "chakra") == (expected == "chakra"):
+        return ""
+    return f"; it looks like {_WHAT[kind]}"
