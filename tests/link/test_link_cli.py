@@ -102,9 +102,10 @@ def test_corrupt_input_exit_1_and_no_output(tmp_path: Path, capsys: pytest.Captu
     assert not out.exists()
 
 
-def test_usage_errors(tmp_path: Path) -> None:
+def test_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert trace_link.main(["--pytorch-et-file", "a.json"]) == 2  # no Kineto, no output
-    assert trace_link.main(["--batch", str(tmp_path), "--output-file", "x.json"]) == 2
+    assert trace_link.main(["--batch", str(tmp_path), "-o", "x.json"]) == 2
+    assert "give their folder with --output-dir, not -o/--output-file" in capsys.readouterr().err
     assert trace_link.main(["--batch", str(tmp_path)]) == 2  # no pairs in an empty folder
     with pytest.raises(SystemExit) as exc:
         trace_link.main(["--rank", "not-a-number"])

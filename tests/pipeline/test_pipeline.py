@@ -70,9 +70,25 @@ def test_find_ranks_namings_subfolders_and_preference(tmp_path: Path,
         RankFiles(10, tmp_path / "host" / "host_et_10.json", tmp_path / "device" / "kineto_10.json"),
     ]
     assert "rank 3 has only a host ET file" in caplog.text
+    # a whole job (--job, --astrasim) needs every rank: the same folder is an error naming the rank
+    with pytest.raises(TraceFormatError, match="rank 3 has only a host ET file: the whole job needs"):
+        find_ranks(tmp_path, complete=True)
     # the link batch mode and the harness use the same finder
     assert find_ranks(tmp_path, [10]) == [(10, tmp_path / "host" / "host_et_10.json",
                                            tmp_path / "device" / "kineto_10.json")]
+
+
+def test_a_job_with_a_rank_missing_its_kineto_trace_is_refused(tmp_path: Path, data_dir: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "job"
+    shutil.copytree(data_dir / "gloo_mlp_2r", src)
+    (src / "kineto_1.json.gz").unlink()
+    for extra in (["--job"], ["--astrasim"]):
+        assert pipeline_cli.main([str(src), "-o", str(tmp_path / "out"), "-q", *extra]) == 1
+        assert "rank 1 has only a host ET file: the whole job needs" in capsys.readouterr().err
+        assert not (tmp_path / "out").exists()
+    assert pipeline_cli.main([str(src), "-o", str(tmp_path / "out"), "-q"]) == 0   # alone: rank 0 only
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.et")) == ["job.0.et"]
 
 
 def test_find_ranks_errors(tmp_path: Path) -> None:

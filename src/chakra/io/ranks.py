@@ -185,7 +185,7 @@ def _looked_for(naming: RankNaming, rank: int | None = None, what: str = "both")
 
 
 def find_ranks(folder: str | os.PathLike[str], ranks: Iterable[int] | None = None,
-               naming: RankNaming | None = None) -> list[RankFiles]:
+               naming: RankNaming | None = None, complete: bool = False) -> list[RankFiles]:
     """The host ET + Kineto trace of every rank of ``folder``, by rank.
 
     Looks in ``folder`` itself and in its ``host/`` and ``device/`` subfolders for the built-in names
@@ -199,6 +199,8 @@ def find_ranks(folder: str | os.PathLike[str], ranks: Iterable[int] | None = Non
     is its Kineto trace alone (``RankFiles.host`` None).  Otherwise, without ``ranks``, every rank that
     has both files (a rank with only one is skipped with a warning); with ``ranks``, exactly those, and
     a missing file is an error.  Nothing found is a UsageError that lists what was looked for.
+    ``complete`` (a whole-job replay, an ASTRA-sim job: every rank is needed): a rank with only one of
+    its two files is an error instead of a warning.
     """
     naming = naming or RankNaming()
     root = Path(folder)
@@ -230,7 +232,14 @@ def find_ranks(folder: str | os.PathLike[str], ranks: Iterable[int] | None = Non
                          "--host-pattern / --device-pattern, e.g. --device-pattern "
                          "'traces/worker{rank}.pt.trace.json'")
     if not kineto_only:
-        for r in sorted(set(hosts) ^ set(kinetos)):
+        partial = sorted(set(hosts) ^ set(kinetos))
+        if partial and complete:
+            which = ", ".join(f"rank {r} has only a {'host ET' if r in hosts else 'Kineto'} file"
+                              for r in partial)
+            raise TraceFormatError(f"{which}: the whole job needs every rank's host ET and Kineto trace "
+                                   "(without --job and --astrasim the others are done alone)",
+                                   os.fspath(root))
+        for r in partial:
             log.warning("%s: rank %d has only a %s file; skipped%s", root, r,
                         "host ET" if r in hosts else "Kineto",
                         "" if r in hosts else " (--kineto-only links every rank's Kineto trace alone)")

@@ -74,11 +74,12 @@ class LinkReport:
 
     def summary(self) -> str:
         before = self.gpu_launched_before_trace
+        who = f"rank {self.rank}" if self.rank is not None else "no rank recorded"
         if self.strategy == KINETO_ONLY:
-            head = (f"rank {self.rank}: {self.host_ops} host nodes from the Kineto trace alone "
+            head = (f"{who}: {self.host_ops} host nodes from the Kineto trace alone "
                     f"(window {self.window}); ")
         else:
-            head = (f"rank {self.rank}: {self.matched}/{self.host_ops} host ops matched "
+            head = (f"{who}: {self.matched}/{self.host_ops} host ops matched "
                     f"({100 * self.match_rate:.1f}%, {self.strategy}, window {self.window}); ")
         return (
             head

@@ -85,8 +85,11 @@ def link_command(
     """What ``chakra_trace_link`` does: one pair, a Kineto trace alone (``kineto_only``, implied when
     no host ET is given), or a folder with ``batch``.  Returns the exit code."""
     if batch is not None:
-        if host or kineto or output:
-            raise UsageError("--batch links a whole folder: do not also give trace files or --output-file")
+        if host or kineto:
+            raise UsageError("--batch links a whole folder: do not also give trace files")
+        if output:
+            raise UsageError("--batch writes one ET+ per rank: give their folder with --output-dir, not "
+                             "-o/--output-file")
         if strict:
             raise UsageError("--strict checks one host ET + Kineto pair; it is not available with --batch")
         reports = link_folder(batch, output_dir or batch, jobs, annotation=annotation, quiet=quiet,

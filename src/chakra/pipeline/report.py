@@ -216,7 +216,8 @@ def _print_result(result: PipelineResult, stream: TextIO, wall: bool = True) -> 
         lines += [*target.lines(),
                   f"  run it: run.sh {out / result.name} {n}{cg}   (ASTRA-sim's launcher; see the README)"]
     if wall:
-        lines.append(f"{len(result.ranks)} ranks in {result.seconds:.1f} s ({result.executor}).")
+        n = len(result.ranks)
+        lines.append(f"{n} rank{'' if n == 1 else 's'} in {result.seconds:.1f} s ({result.executor}).")
     stream.write("\n".join(lines) + "\n")
     stream.flush()
 

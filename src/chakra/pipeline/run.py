@@ -109,7 +109,7 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
     t0 = time.perf_counter()
     astrasim = astrasim or simulator is not None
     src = Path(folder)
-    files = find_ranks(src, naming=naming)
+    files = find_ranks(src, naming=naming, complete=job_replay or astrasim)
     job_name = _check_name(name if name is not None else (src.resolve().name or "chakra"))
     out = Path(out_dir)
     if out.exists() and not out.is_dir():

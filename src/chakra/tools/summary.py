@@ -314,7 +314,8 @@ def render_lines(s: dict[str, Any]) -> list[str]:
         md = s["metadata"]
         who = ""
         if "rank" in md:
-            who = f", rank {md['rank']}" + (f" of {md['world_size']}" if "world_size" in md else "")
+            known = isinstance(md.get("world_size"), int) and md["world_size"] > 0   # (-1: not recorded)
+            who = f", rank {md['rank']}" + (f" of {md['world_size']}" if known else "")
         add(f"{s['file']}: Chakra protobuf ET, version {_plain(s['version'])}{who}")
         add(f"  nodes: {_num(s['nodes'])} ({_counts(s['nodes_by_type'].items())})")
         for where, c in s["compute"].items():
