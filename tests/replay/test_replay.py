@@ -566,3 +566,18 @@ def test_timeline_draws_a_parent_around_its_children():
     assert res.node_times() == {1: (0, 10), 2: (10, 40), 3: (50, 80)}
     xs = {e["args"]["node_id"]: (e["ts"], e["dur"]) for e in timeline([res])["traceEvents"] if e["ph"] == "X"}
     assert xs == {1: (0.0, 80.0), 2: (10.0, 30.0), 3: (50.0, 30.0)}
+
+
+def test_a_window_whose_gpu_work_runs_on_after_it_is_said_so():
+    from chakra.replay.output import overrun_note
+
+    # the CPU step runs 0..10 (the measured window); a kernel that depends on it ran 5..35
+    nodes = [NodeSpec(1, 10, start=0), NodeSpec(2, 30, deps=[1], start=5, is_cpu=False, stream=7)]
+    res = replay_nodes(nodes, measured_us=10)
+    assert res.recorded_end_us == 35
+    assert overrun_note(res.rank, res.measured_us, res.recorded_end_us, res.replayed_us) == (
+        f"rank -: the window's GPU work ran until 35.0 µs, 25.0 µs after the measured window (the CPU ran "
+        f"ahead of the GPU); the replay, which runs that work to its end, is "
+        f"{100 * (res.replayed_us - 35) / 35:+.2f}% of it")
+    # within 1 % of the window: nothing to say
+    assert overrun_note(0, 100.0, 101.0, 100.0) is None and overrun_note(0, None, 35.0, 30.0) is None

@@ -38,6 +38,7 @@ class RankResult:
     measured_us: float | None = None
     replayed_us: float | None = None
     error_pct: float | None = None
+    recorded_end_us: float | None = None   # when the last op ended (ReplayResult.recorded_end_us)
     comm_wait_us: float | None = None
     timeline_events: list[dict[str, Any]] = field(default_factory=list)
 

@@ -9,7 +9,7 @@ from typing import Any, TextIO
 
 from chakra.io.ranks import RankFiles
 from chakra.pipeline.model import SUMMARY_JSON, SUMMARY_MD, TIMELINE, PipelineResult, RankResult
-from chakra.replay.output import fmt_pct, fmt_us
+from chakra.replay.output import fmt_pct, fmt_us, overrun_note
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,7 @@ def _summary(name: str, folder: Path, files: list[RankFiles], results: list[Rank
             "measured_us": r.measured_us,
             "replayed_us": r.replayed_us,
             "error_pct": r.error_pct,
+            "recorded_end_us": r.recorded_end_us,
             "comm_wait_us": r.comm_wait_us,
             "measured_window": link.window,
             "link_strategy": link.strategy,
@@ -107,6 +108,9 @@ def summary_markdown(summary: dict[str, Any]) -> str:
             f"| {r['rank']} | {r['nodes']:,} | {fmt_us(r['measured_us'])} | {fmt_us(r['replayed_us'])} | "
             f"{fmt_pct(r['error_pct'])} | {r['host_ops_matched']:,}/{r['host_ops']:,} "
             f"({100 * r['host_match_rate']:.1f}%) | {_attached(r)} |")
+    notes = overrun_notes(summary)
+    if notes:
+        lines += ["", *(f"- {n}" for n in notes)]
     whole = summary.get("whole_job")
     if whole is not None:
         lines += [
@@ -195,11 +199,20 @@ def pipeline_table(result: PipelineResult, title: str | None = None) -> Any:
 
 
 
+def overrun_notes(summary: dict[str, Any]) -> list[str]:
+    """:func:`chakra.replay.output.overrun_note` of each rank of the summary that has one."""
+    notes = (overrun_note(r["rank"], r["measured_us"], r["recorded_end_us"], r["replayed_us"])
+             for r in summary["ranks"])
+    return [n for n in notes if n]
+
+
 def _print_result(result: PipelineResult, stream: TextIO, wall: bool = True) -> None:
     from rich.console import Console
 
     console = Console(file=stream, width=120 if not stream.isatty() else None)
     console.print(pipeline_table(result))
+    for note in overrun_notes(result.summary):
+        console.print(note)
     out = result.out_dir
     lines = [
         f"Outputs in {out}{os.sep}:",

@@ -61,6 +61,7 @@ def _set_replay(res: RankResult, rep: Any) -> None:
     res.measured_us = rep.measured_us
     res.replayed_us = rep.replayed_us
     res.error_pct = rep.error_pct
+    res.recorded_end_us = rep.recorded_end_us
     res.comm_wait_us = rep.total_wait_us if rep.job else None
 
 

@@ -71,6 +71,17 @@ class ReplayResult:
         return self.graph.measured_us
 
     @property
+    def recorded_end_us(self) -> float | None:
+        """When the rank's last op ended in the recording, in µs from the measured window's start (None for
+        an untimed file).  Later than the window when the CPU ran ahead of the GPU: the kernels launched in
+        the window ran on after it, and the replay, which runs them all, ends near here."""
+        g = self.graph
+        if not g.timed:
+            return None
+        meta = METADATA_NODE
+        return max((s + d for s, d, t in zip(g.starts, g.durations, g.types) if t != meta), default=None)
+
+    @property
     def error_pct(self) -> float | None:
         """(replayed - measured) / measured in %, or None without a measurement."""
         m = self.measured_us

@@ -155,6 +155,18 @@ def results_table(results: Iterable[ReplayResult], title: str = "Replay") -> Any
     return table
 
 
+def overrun_note(rank: Any, measured_us: float | None, recorded_end_us: float | None,
+                 replayed_us: float | None) -> str | None:
+    """A line when a rank's recorded ops ran on after its measured window (by more than 1 %): its measured
+    time is the CPU's steps, while the replay runs the window's GPU work to its end."""
+    m, end = measured_us, recorded_end_us
+    if not m or end is None or replayed_us is None or end <= 1.01 * m:
+        return None
+    return (f"rank {'-' if rank is None else rank}: the window's GPU work ran until {fmt_us(end)} µs, "
+            f"{fmt_us(end - m)} µs after the measured window (the CPU ran ahead of the GPU); the replay, "
+            f"which runs that work to its end, is {fmt_pct(100.0 * (replayed_us - end) / end)} of it")
+
+
 def replay_report(paths: list[str], *, job: bool = False, mode: str = "lanes", gaps: bool = True,
                   align: bool = True, collective: str = "net", missing: str = "error",
                   timeline_path: str | None = None,
@@ -207,6 +219,10 @@ def replay_report(paths: list[str], *, job: bool = False, mode: str = "lanes", g
     title = f"Replay ({how}, mode {mode}, {'with' if result.gaps else 'no'} gaps)"
     console = Console(file=out, width=110)
     console.print(results_table(result, title=title))
+    for res in result:
+        note = overrun_note(res.rank, res.measured_us, res.recorded_end_us, res.replayed_us)
+        if note:
+            console.print(note)
     for line in result.whatif.lines() if result.whatif is not None else ():
         console.print(line)
     if job:
