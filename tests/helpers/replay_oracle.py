@@ -115,6 +115,9 @@ def graph_from_protobuf(nodes: Iterable[Any], metadata: Any = None, *, path: str
             tid = _int_or_none(tid) or 0
         if cpu_l[i]:
             lane: Any = ("cpu", tid)
+        elif streams[i] is None and devices[i] is None and tids[i] is None:
+            # nothing says where it ran (text workloads, generated ETs): compute and communication apart
+            lane = ("gpu", 0, -1 if ntype in COMM_TYPES else 0)
         elif streams[i] is None and devices[i] is None and tid in host_tids:
             lane = ("cpu", tid)
         else:

@@ -581,3 +581,31 @@ def test_a_window_whose_gpu_work_runs_on_after_it_is_said_so():
         f"{100 * (res.replayed_us - 35) / 35:+.2f}% of it")
     # within 1 % of the window: nothing to say
     assert overrun_note(0, 100.0, 101.0, 100.0) is None and overrun_note(0, None, 35.0, 30.0) is None
+
+
+def test_device_ops_that_say_nothing_of_where_run_compute_and_communication_apart(tmp_path):
+    # as ASTRA-sim text workloads and generated ETs are written: is_cpu_op false, no tid / stream / device;
+    # and a CPU op without a tid (the text workloads' weight-update delay), which must not pull them onto
+    # its thread.  A 10 µs layer, its 50 µs all_reduce, and the next layer (needing only the first):
+    # the next layer runs beside the all_reduce, as on ASTRA-sim's two resources.
+    from chakra.io import write_messages
+    from chakra.replay import replay_file
+    from chakra.replay.graph import COMM_STREAM
+    from chakra.schema import ALL_REDUCE, COMM_COLL_NODE, COMP_NODE, AttributeProto, GlobalMetadata, Node
+
+    def node(nid, ntype, dur, deps=(), cpu=False, *extra):
+        n = Node(id=nid, name=f"n{nid}", type=ntype, duration_micros=dur, data_deps=list(deps))
+        n.attr.append(AttributeProto(name="is_cpu_op", bool_val=cpu))
+        n.attr.extend(extra)
+        return n
+
+    comm = (AttributeProto(name="comm_type", int64_val=ALL_REDUCE),
+            AttributeProto(name="comm_size", int64_val=1024))
+    nodes = [node(0, COMP_NODE, 10), node(1, COMM_COLL_NODE, 50, [0], False, *comm),
+             node(2, COMP_NODE, 10, [0]), node(3, COMP_NODE, 5, [2], True)]
+    path = tmp_path / "w.0.et"
+    write_messages(path, [GlobalMetadata(version="0.0.4"), *nodes])
+    res = replay_file(path)
+    assert res.graph.lanes[:3] == [("gpu", 0, 0), ("gpu", 0, COMM_STREAM), ("gpu", 0, 0)]
+    assert res.node_times() == {0: (0, 10), 1: (10, 60), 2: (10, 20), 3: (20, 25)}
+    assert res.replayed_us == 60

@@ -273,9 +273,9 @@ def test_reader_sorts_nodes_by_id(tmp_path: Path) -> None:
     g = load_graph(path)
     assert g.ids == [1, 2, 3, 4]
     assert g.durations == [1.0, 2.0, 3.0, 4.0]
-    # node 3: not a CPU op, no stream or device, tid 0: the thread of a CPU op without a tid (the METADATA
-    # node 4), so a host-thread record on ("cpu", 0)
-    assert g.lanes == [("cpu", 3), ("gpu", 0, 7), ("cpu", 0), None]
+    # node 3: not a CPU op, no tid, stream or device: a device op (compute), although a CPU op (the
+    # METADATA node 4) has no tid either
+    assert g.lanes == [("cpu", 3), ("gpu", 0, 7), ("gpu", 0, 0), None]
     assert list(g.comm) == [1] and g.comm[1].pg_name == ""
     assert g.rank == 2
 

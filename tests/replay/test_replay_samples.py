@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from chakra.replay import ReplayError, load_graph, replay_file, replay_job, replay_rank
+from chakra.replay.graph import COMM_STREAM
 
 COLLECTIVES = ("all_gather", "all_reduce", "all_to_all", "reduce_scatter")
 
@@ -19,7 +20,7 @@ def test_astrasim_microbench_whole_job(corpus, coll, mode):
     assert sorted(job.ranks) == [0, 1, 2, 3]
     for rank, res in job.ranks.items():
         assert res.graph.ids == [rank]
-        assert res.graph.lanes == [("gpu", 0, 0)]
+        assert res.graph.lanes == [("gpu", 0, COMM_STREAM)]   # a collective that says nothing of where
     # one world collective matched across the 4 ranks; the files carry duration 0 and nothing to fit a
     # communication model on: the default model times it, 10 µs + F * 1 MiB / 10 GB/s with F the
     # algorithm's factor for 4 ranks (all_reduce 2*3/4, the others 3/4)

@@ -11,6 +11,11 @@ Lanes (the resource a node runs on):
   that thread (a host-side comm record, gloo, kept in its thread's call order);
 - everything else: one lane per GPU stream, ``("gpu", device, stream)``; files written before the
   ``stream`` attribute existed carry the stream in ``tid``;
+- a non-CPU node with no ``tid``, ``stream`` or ``device`` at all (ASTRA-sim text workloads, generated
+  ETs) is a device op, never a host thread's record (even where CPU ops have no ``tid`` either, as the
+  text workloads' weight-update delays): compute on ``("gpu", 0, 0)``, communication on ``("gpu", 0,
+  COMM_STREAM)``, the simulator's two resources (a layer's compute runs while the previous layer's
+  gradients are reduced);
 - METADATA nodes take no lane and no time.
 """
 
@@ -25,6 +30,7 @@ from chakra.job.etfile import metadata_info, parse_process_groups
 from chakra.schema import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, METADATA_NODE
 
 COMM_TYPES = frozenset((COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE))
+COMM_STREAM = -1     # the lane of communication nodes that say nothing of where they ran (module doc)
 WORLD_PG_NAMES = frozenset(("", "0"))
 
 # per-node numbers the replay reads when present (RankGraph.extra): the thread timing written by the
