@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
@@ -346,7 +347,8 @@ def test_tests_data_stays_small(data_dir):
 @pytest.mark.parametrize("rank", [0, 1])
 def test_critical_path_is_the_replays_time_on_a_collected_trace(data_dir, tmp_path, rank):
     """gloo_mlp_2r linked and converted: the path's length is the replay's time without idle gaps, what its
-    ops add sums to it, and each step of it is a dependency or the previous op of the thread."""
+    ops hold and the time between them sum to it, and each step of it is a dependency or the previous op of
+    the thread."""
     from chakra.convert import convert_file
     from chakra.link import link_files
     from chakra.replay.api import replay_file
@@ -359,7 +361,8 @@ def test_critical_path_is_the_replays_time_on_a_collected_trace(data_dir, tmp_pa
     sched = scheduled_path(g)
     replayed = replay_file(tmp_path / "g.et", gaps=False)
     assert sched["length_us"] == replayed.replayed_us
-    assert sum(sched["adds"]) == pytest.approx(sched["length_us"])
+    # what its ops hold of it, and the time between them that no op holds, sum to it
+    assert sum(sched["adds"]) + sum(sched["between"].values()) == pytest.approx(sched["length_us"])
     times = replayed.node_times()
     by_id = {n.id: n for n in g.nodes}
     assert times[sched["path"][0]][0] == 0
@@ -367,3 +370,78 @@ def test_critical_path_is_the_replays_time_on_a_collected_trace(data_dir, tmp_pa
         assert a in by_id[b].ctrl_deps + by_id[b].data_deps or times[a][1] == times[b][0]
     cp = graph_stats(g)["critical_path"]
     assert cp["length_us"] == sched["length_us"] and cp["nodes"] == len(sched["path"])
+
+
+def test_critical_path_through_a_launch_and_a_synchronize(tmp_path):
+    """Thread 1: L (cudaLaunchKernel, recorded 0..15) launches K (stream 7, recorded 4..12, inside L); thread
+    2: S (cudaStreamSynchronize, recorded 6..20) was blocked on K and returned 8 µs after it.
+
+    The replay (see tests/replay/test_replay_critical.py): K starts 4 µs after L does and S ends 8 µs after
+    K, so L 0..15, K 4..12, S 6..20: the path is L -> K (started inside L) -> S (ended after K), 20 µs,
+    of which L holds the 4 before K started, K its 8 and S its 8 after K.  Each dependency taken as
+    end-to-start would chain 15 + 8 + 14 = 37 µs, more than any replay of the trace; over the dependencies
+    with the replay's start and end bounds (no queues) it is 20.
+    """
+    nodes = [_node(1, "cudaLaunchKernel", COMP_NODE, 15, cpu=True, tid=1),
+             _node(2, "kernel", COMP_NODE, 8, cpu=False, ctrl=[1], stream=7),
+             _node(3, "cudaStreamSynchronize", COMP_NODE, 14, cpu=True, ctrl=[2], tid=2)]
+    for n, start in zip(nodes, (0, 4, 6)):
+        n.start_time_micros = start
+    path = tmp_path / "sync.0.et"
+    write_messages(path, [_meta(), *nodes])
+    assert critical_path(load_graph(path).nodes)["length_us"] == 37.0
+    cp = compute_stats([path])["files"][0]["critical_path"]
+    assert cp["length_us"] == 20.0 and cp["dependency_only_us"] == 20.0
+    assert (cp["nodes"], cp["first_id"], cp["last_id"]) == (3, 1, 3)
+    assert (cp["lane_links"], cp["dep_links"], cp["start_links"], cp["end_links"]) == (0, 0, 1, 1)
+    assert [(t["name"], t["count"], t["total_us"]) for t in cp["top"]] == [
+        ("cudaStreamSynchronize", 1, 8.0), ("kernel", 1, 8.0), ("cudaLaunchKernel", 1, 4.0)]
+    assert cp["between_ops_us"] == {}
+
+
+def test_critical_path_through_a_launch_and_a_synchronize_printed(tmp_path, capsys):
+    nodes = [_node(1, "cudaLaunchKernel", COMP_NODE, 15, cpu=True, tid=1),
+             _node(2, "kernel", COMP_NODE, 8, cpu=False, ctrl=[1], stream=7),
+             _node(3, "cudaStreamSynchronize", COMP_NODE, 14, cpu=True, ctrl=[2], tid=2)]
+    for n, start in zip(nodes, (0, 4, 6)):
+        n.start_time_micros = start
+    write_messages(tmp_path / "sync.0.et", [_meta(), *nodes])
+    assert stats_main([str(tmp_path / "sync.0.et")]) == 0
+    flat = " ".join(capsys.readouterr().out.split())
+    assert "critical path: 20.0 µs over 3 nodes (ids 1 -> 3)" in flat
+    assert ("0 steps wait for the op before on the thread or stream, 0 for a dependency, 1 start while an op "
+            "they depend on runs, 1 end after an op they were blocked on; over the dependencies alone "
+            "20.0 µs") in flat
+
+
+def test_dlrm_critical_path_holds_no_op_longer_than_it_ran(corpus, tmp_path):
+    """DLRM rank 0 linked and converted (the pipeline's rank 0 ET): each op name's time on the critical path
+    is at most its total duration in the same report, and what the ops hold plus the time between them
+    is the path's length.  (Before the walk followed start-to-start links and end bounds, the first
+    SendRecv kernel held the ~3 ms of CPU work before it: 10,244 µs on the path for 3,999 µs of kernels.)"""
+    from chakra.convert import convert_file
+    from chakra.link import link_files
+    from chakra.tools.stats import graph_stats, render
+
+    d = corpus / "dlrm_8r_v100"
+    link_files(d / "host/host_et_0.json.gz", d / "device/kineto_0.json.gz", tmp_path / "e.json")
+    convert_file(tmp_path / "e.json", tmp_path / "g.et")
+    rep = graph_stats(load_graph(tmp_path / "g.et"), top=100_000)
+    cp = rep["critical_path"]
+    totals: dict[str, float] = {}
+    for row in rep["top_kernels"] + rep["top_cpu_ops"]:
+        totals[row["name"]] = totals.get(row["name"], 0.0) + row["total_us"]
+    assert cp["top"]
+    for row in cp["top"]:
+        assert row["total_us"] <= totals[row["name"]] + 1e-6, row["name"]
+    held = sum(row["total_us"] for row in cp["top"])
+    assert held + sum(cp["between_ops_us"].values()) == pytest.approx(cp["length_us"])
+    assert cp["first_id"] == 1 and cp["end_links"] > 0
+    # the replay's start and end bounds without the queues: never longer than the path
+    assert 0 < cp["dependency_only_us"] <= cp["length_us"]
+    send_recv = next(r for r in cp["top"] if r["name"].startswith("ncclKernel_SendRecv"))
+    assert send_recv["total_us"] <= 3_999
+    del rep["_totals"]
+    out = io.StringIO()
+    render({"files": [rep], "all": None}, out, width=200)
+    assert "(recorded wait latency after an op)" in out.getvalue()

@@ -1,11 +1,30 @@
 """The critical path of a replayed rank, and what a what-if moved on it.
 
-Walked back from the node that ends last: each node's start is explained by whichever
-predecessor released it last (a dependency's end, plus the recorded latency of a wait;
-its lane predecessor's end).  Time on the path is split into what ran (CPU ops, GPU
-compute, communication), waiting for peers in a whole-job replay, and the thread's time
-between ops (the pieces of enclosing ops, idle time, launch latency).  A node whose start
-no predecessor explains (the replay's start-to-start rules) is charged to the gap.
+Walked back in time from the node that ends last, with a cursor: the path has been explained from the
+cursor to the end, and each step explains a little more of it by whatever bound it in the replay (the
+rules of :mod:`chakra.replay.engine`, read off the rank's :class:`chakra.replay.plan.Plan`):
+
+- a node whose end was set by a finish wait (it was recorded blocked on ``u``: a synchronize, a
+  ``wait()``; ``end(v) = end(u) + tail``) is charged only its tail after ``end(u)``, and the walk goes
+  on at ``u``'s end;
+- otherwise the node is charged its time from its start to the cursor, and the walk goes on at what
+  released its start, the one that released it last: a dependency's end; the end of the waited node plus
+  the recorded latency of a wait (``wait_on``); its lane predecessor freeing the lane, plus the gap; or the
+  start of a node it was recorded starting inside of (a finish wait's start bound: a kernel that started
+  before its launch call returned), which is then charged only ``start(v) - start(u)``, the part of it
+  before ``v`` started.  A node no predecessor released started at the window (or replay) start.
+
+So every µs between 0 and the rank's end is counted once, on one node or between two, and no node is
+charged more than its own time on the path.  Time on the path is split into what ran (CPU ops, GPU
+compute, communication), waiting for peers in a whole-job replay (the part of a coupled node before its
+transfer began), and the time between ops: the gaps of a thread (the pieces of enclosing ops around their
+children, idle time with gaps), the latency after a waited node's end, the offset of the first node, and
+a parent op's tail after the last node.  The categories sum to the path's length.
+
+:func:`dependency_only_us` gives the same replay without the lanes (no thread or stream runs one op at a
+time): the longest chain over the dependencies under the same start and end bounds, so never longer than
+the lanes-mode replay.  An ASTRA-sim-mode replay has no plan: its walk follows the dependencies and the
+previous node of each lane by replayed start.
 """
 
 from __future__ import annotations
@@ -15,21 +34,74 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from chakra.replay.api import ReplayResult
+from chakra.replay.engine import _topo_order
+from chakra.replay.graph import RankGraph
+from chakra.replay.plan import Plan, rank_plan
 from chakra.replay.whatif import node_kind
 from chakra.schema import METADATA_NODE
 
 CATEGORIES = ("cpu", "gpu", "comm", "peer_wait", "between_ops")
+# what the time between ops is (CriticalPath.between): before the first node; a thread's gaps (the pieces
+# of enclosing ops before, between and after their children, idle time with gaps); the recorded latency of
+# a wait after the waited node's end; the tails of ops still open after the last node; and slack, a start
+# later than anything the walk found released it (a whole-job replay's coupled transfers)
+BETWEEN = ("start", "thread", "latency", "end", "slack")
+LINKS = ("dep", "lane", "start", "end")
 _EPS = 1e-6
+_INF = float("inf")
 
 
 @dataclass(slots=True)
 class CriticalPath:
-    """Time on one rank's critical path, by category, and by op name (own time only)."""
+    """Time on one rank's critical path, by category, and by op name (own time only).
+
+    ``nodes`` are the node ids first to last, ``charges`` the own time each one has on the path (its
+    peer wait excluded), ``links`` how each node released the next (``len(nodes) - 1`` entries): ``dep``
+    its end started the next (a dependency, a wait), ``lane`` it freed the next one's thread or stream,
+    ``start`` the next was recorded starting while it ran (start-to-start), ``end`` the next was blocked
+    on it and ended after it (the next one's end was bound by its end)."""
 
     total_us: float = 0.0
     by_category: dict[str, float] = field(default_factory=lambda: dict.fromkeys(CATEGORIES, 0.0))
     by_name: Counter[str] = field(default_factory=Counter)
     nodes: list[int] = field(default_factory=list)     # node ids, first to last
+    charges: list[float] = field(default_factory=list)  # own µs of each node on the path
+    links: list[str] = field(default_factory=list)     # how each node released the next
+    between: dict[str, float] = field(default_factory=lambda: dict.fromkeys(BETWEEN, 0.0))
+
+
+def _resolved_deps(g: RankGraph) -> list[tuple[int, ...]]:
+    """The dependencies as indices, those on ids not in the graph dropped (the replay warned already)."""
+    index = dict(zip(g.ids, range(len(g.ids))))
+    return [tuple(j for j in map(index.get, d) if j is not None) for d in g.deps]
+
+
+def replay_plan(res: ReplayResult) -> Plan | None:
+    """The plan the lanes-mode replay of ``res`` read (rebuilt: the same deterministic rules); None for
+    another mode.  What a whole-job replay changes on top of it (coupled durations, a record's transfer)
+    is not in it; the walk then falls back on the replayed times."""
+    if res.mode != "lanes":
+        return None
+    g = res.graph
+    deps = _resolved_deps(g)
+    return rank_plan(g, deps, _topo_order(g, deps), res.gaps)
+
+
+def _replayed_lanes(res: ReplayResult, deps: list[tuple[int, ...]]) -> Plan:
+    """A plan with nothing but dependencies and each lane's nodes by replayed start (no plan rules)."""
+    g = res.graph
+    n = len(g.ids)
+    by_lane: dict[object, list[int]] = {}
+    for i, lane in enumerate(g.lanes):
+        if lane is not None:
+            by_lane.setdefault(lane, []).append(i)
+    lane_prev = [-1] * n
+    for seq in by_lane.values():
+        seq.sort(key=lambda i: (res.starts[i], i))
+        for a, b in zip(seq, seq[1:]):
+            lane_prev[b] = a
+    return Plan(rd=list(g.durations), rd_rec=list(g.durations), deps=deps, lane_prev=lane_prev,
+                gap=[0.0] * n, first={}, release={})
 
 
 def critical_path(res: ReplayResult) -> CriticalPath:
@@ -40,55 +112,146 @@ def critical_path(res: ReplayResult) -> CriticalPath:
     if n == 0:
         return out
     starts, ends = res.starts, res.ends
-    index = {nid: i for i, nid in enumerate(g.ids)}
-    lanes = g.lanes
-    # lane predecessor by replayed start
-    by_lane: dict[object, list[int]] = {}
-    for i in range(n):
-        if lanes[i] is not None:
-            by_lane.setdefault(lanes[i], []).append(i)
-    lane_prev = [-1] * n
-    for seq in by_lane.values():
-        seq.sort(key=lambda i: (starts[i], g.ids[i]))
-        for a, b in zip(seq, seq[1:]):
-            lane_prev[b] = a
-    wait_on = g.extra.get("wait_on", {})
-    wait_post = g.extra.get("wait_post_us", {})
-    cur = max((i for i in range(n) if g.types[i] != METADATA_NODE), key=lambda i: (ends[i], -i), default=-1)
+    plan = replay_plan(res)
+    if plan is None:
+        plan = _replayed_lanes(res, _resolved_deps(g))
+    deps, lane_prev, gap, first, release = plan.deps, plan.lane_prev, plan.gap, plan.first, plan.release
+    after, waits = plan.after, plan.waits
+    types = g.types
+    cur = max((i for i in range(n) if types[i] != METADATA_NODE), key=lambda i: (ends[i], -i), default=-1)
     if cur < 0:
         return out
-    out.total_us = max(res.replayed_us, ends[cur])
-    out.by_category["between_ops"] += max(0.0, out.total_us - ends[cur])   # tails after the last node
-    seen: set[int] = set()
+    cat = out.by_category
+    out.total_us = t = max(res.replayed_us, ends[cur])
+    between = out.between
+    between["end"] += t - ends[cur]         # tails after the last node
+    t = ends[cur]
+    comm_wait = res.comm_wait
     path: list[int] = []
-    while cur >= 0 and cur not in seen:
+    charges: list[float] = []
+    links: list[str] = []
+    seen: set[int] = set()
+
+    def charge(i: int, hi: float, lo: float) -> None:
+        """Node ``i`` holds the path from ``lo`` to ``hi``: its peer wait, then its own time."""
+        s = starts[i]
+        w = comm_wait.get(g.ids[i], 0.0)
+        pw = max(0.0, min(hi, s + w) - max(lo, s)) if w else 0.0
+        own = hi - lo - pw
+        cat["peer_wait"] += pw
+        kind = node_kind(g, i)
+        if kind in cat:
+            cat[kind] += own
+            out.by_name[g.names[i]] += own
+            charges.append(own)
+        else:                               # a METADATA node takes no time of its own
+            between["slack"] += own
+            charges.append(0.0)
+        path.append(i)
+
+    while True:
         seen.add(cur)
-        path.append(cur)
-        kind = node_kind(g, cur)
         s, e = starts[cur], ends[cur]
-        wait = res.comm_wait.get(g.ids[cur], 0.0)
-        own = max(0.0, e - s - wait)
-        if kind in ("cpu", "gpu", "comm"):
-            out.by_category[kind] += own
-            out.by_name[g.names[cur]] += own
-        out.by_category["peer_wait"] += wait
-        best, best_t = -1, -1.0
-        cands = [index[d] for d in g.deps[cur] if d in index]
-        if lane_prev[cur] >= 0:
-            cands.append(lane_prev[cur])
-        for u in cands:
-            t = ends[u]
-            if wait_on.get(cur) == g.ids[u]:
-                t += wait_post.get(cur, 0)
-            if t <= s + _EPS and t > best_t:
-                best, best_t = u, t
-        if best < 0:
-            out.by_category["between_ops"] += max(0.0, s)
+        if t > e:                           # entered past its end (a start offset longer than it ran)
+            between["slack"] += t - e
+            t = e
+        # 1. an end bound: ended with a node it was recorded blocked on
+        nxt = -1
+        if t >= e - _EPS:
+            for j, tail, _offset in waits.get(cur, ()):
+                if tail is None or j in seen:
+                    continue
+                ej = ends[j]
+                if abs(ej + tail - e) <= _EPS and s - _EPS <= ej and (nxt < 0 or ej > ends[nxt]):
+                    nxt = j
+        if nxt >= 0:
+            lo = min(t, max(ends[nxt], s))
+            charge(cur, t, lo)
+            links.append("end")
+            cur, t = nxt, lo
+            continue
+        # 2. its time from its start, then what released its start
+        lo = min(t, s)
+        charge(cur, t, lo)
+        t = lo
+        # (release time, node, where the walk enters it, link, what the time in between is)
+        cands = [(ends[u], u, ends[u], "dep", "slack") for u in deps[cur]]
+        cands += [(ends[u] + delay, u, ends[u], "dep", "latency") for u, delay in after.get(cur, ())]
+        cands += [(starts[j] + offset, j, starts[j] + offset, "start", "slack")
+                  for j, _, offset in waits.get(cur, ())]
+        p = lane_prev[cur]
+        if p >= 0:
+            rel = release.get(p)
+            x = ends[p] if rel is None else starts[p] + rel
+            cands.append((x + gap[cur], p, x, "lane", "thread"))
+        best, best_r, best_entry, best_link, best_gap = -1, -_INF, 0.0, "", "slack"
+        for r, u, entry, link, what in cands:     # the latest release, the first listed among equals
+            if r > best_r and r <= s + _EPS and u not in seen:
+                best, best_r, best_entry, best_link, best_gap = u, r, entry, link, what
+        if best < 0 or best_r < first.get(cur, 0.0) - _EPS:
+            between["start"] += t           # from the window (replay) start
             break
-        out.by_category["between_ops"] += max(0.0, s - ends[best])
-        cur = best
-    out.nodes = [g.ids[i] for i in reversed(path)]
+        nt = min(best_entry, t)
+        part = max(0.0, min(t - nt, best_r - best_entry))      # the gap or latency itself
+        between[best_gap] += part
+        between["slack"] += t - nt - part
+        links.append(best_link)
+        cur, t = best, nt
+    cat["between_ops"] += sum(between.values())
+    path.reverse()
+    charges.reverse()
+    links.reverse()
+    out.nodes = [g.ids[i] for i in path]
+    out.charges = charges
+    out.links = links
     return out
+
+
+def dependency_only_us(res: ReplayResult) -> float | None:
+    """The replay of ``res``'s rank without its lanes: each node starts and ends as the replay's rules say
+    (dependencies, waits and their latency, finish waits' start and end bounds, the durations the replay
+    gives, what-if included), but no thread or stream runs one op at a time, and there are no gaps.  The
+    time its last node ends: never more than the lanes-mode replay's.  None for another mode."""
+    plan = replay_plan(res)
+    if plan is None:
+        return None
+    g = res.graph
+    n = len(g.ids)
+    rd, deps, after, waits, ff_min = plan.rd, plan.deps, plan.after, plan.waits, plan.ff_min
+    preds: list[list[int]] = [list(d) for d in deps]
+    for i, pairs in after.items():
+        preds[i].extend(u for u, _ in pairs)
+    for i, pw in waits.items():
+        preds[i].extend(j for j, _, _ in pw)
+    succ: list[list[int]] = [[] for _ in range(n)]
+    rem = [0] * n
+    for i, ps in enumerate(preds):
+        rem[i] = len(ps)
+        for u in ps:
+            succ[u].append(i)
+    start = [0.0] * n
+    end = [0.0] * n
+    queue = [i for i in range(n) if not rem[i]]
+    for i in queue:                          # (the list grows while it is walked)
+        t = 0.0
+        for u in deps[i]:
+            t = max(t, end[u])
+        for u, delay in after.get(i, ()):
+            t = max(t, end[u] + delay)
+        e_bound = None
+        for j, tail, offset in waits.get(i, ()):
+            t = max(t, start[j] + offset)
+            if tail is not None:
+                c = end[j] + tail
+                e_bound = c if e_bound is None else max(e_bound, c)
+        start[i] = t
+        e = t + ff_min.get(i, rd[i])
+        end[i] = e if e_bound is None else max(e, e_bound)
+        for v in succ[i]:
+            rem[v] -= 1
+            if not rem[v]:
+                queue.append(v)
+    return max((end[i] for i in queue if g.types[i] != METADATA_NODE), default=0.0)
 
 
 def compare_paths(before: CriticalPath, after: CriticalPath, top: int = 5) -> dict[str, object]:

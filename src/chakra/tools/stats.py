@@ -7,14 +7,28 @@ the critical path and the ops that make it up.  Several files give one section p
 ranks.  ``--json`` prints the same figures for machines.
 
 The critical path respects the resources as the replay does: the ops of one CPU thread, and those of one GPU
-stream, run one at a time.  A chain over the dependencies alone (what ``dependency_only_us`` still gives) can
-be far shorter than any run of the trace (82 ms on the 2023 reference ET of the corpus, whose GPU stream 7
-alone holds 293 ms of kernels: 312 ms with the streams), because much of what orders a trace is that its
-ops queue on a thread or a stream.  So the path is read off the
-replay's schedule (:func:`chakra.replay.api.replay_rank`, lanes mode, without the recorded idle gaps: the ops
-alone): from the node that ends last, walk back to whatever made each node start when it did -- the
-dependency that ended then, or the op before it on its thread or stream -- until a node that started at 0.
-Its length is that replay's time, and each op on it contributes the time it adds to the chain.
+stream, run one at a time.  A chain over the dependencies alone (what ``dependency_only_us`` gives) can be far
+shorter than any run of the trace (82 ms on the 2023 reference ET of the corpus, whose GPU stream 7 alone
+holds 293 ms of kernels: 312 ms with the streams), because much of what orders a trace is that its ops queue
+on a thread or a stream.  So the path is read off the replay's schedule
+(:func:`chakra.replay.api.replay_rank`, lanes mode, without the recorded idle gaps: the ops alone) by
+:func:`chakra.replay.critical.critical_path`: from the node that ends last, walk back through whatever
+released each node -- the dependency that ended then, the op before it on its thread or stream, the op it
+was recorded starting inside of (a kernel that started before its launch call returned: it starts that long
+after the launch call does), or, when its end was bound by an op it was blocked on (a synchronize, a
+``wait()``: it ends that long after the op does), that op -- down to time 0.  Its length is that replay's
+time.  Each op is credited only the part of its time that lies on the path (a launch call until its kernel
+started, a synchronize after the kernel ended), so no op holds more of the path than it ran; the rest of the
+path is time no op holds, listed under its own rows (``between_ops_us``, :data:`BETWEEN_LABELS`): the time a
+thread spends in enclosing ops around their children (the replay keeps those pieces between the children),
+the recorded latency between a waited op's end and the waiter resuming, a parent's tail after the last op.
+The op rows and those sum to the length.
+
+``dependency_only_us`` is that replay without the queues (every node still starts and ends by the replay's
+rules: dependencies, waits, the start and end bounds of an op recorded running while a dependency finished),
+so it is never longer than the path.  Taking every dependency as end-to-start instead (what the path falls
+back to when the replay refuses a graph) counts the overlap of a kernel with its launch call, and a
+synchronize's wait, twice, and can exceed every run of the trace.
 
 Choices worth knowing:
 - A node's CPU/GPU side is its ``is_cpu_op`` attribute; without one, COMM nodes count as GPU (the simulator
@@ -441,17 +455,23 @@ def scheduled_path(graph: EtGraph, forward_only: bool = False) -> dict[str, Any]
     """The critical path on the replay's schedule (see the module docstring), or None without messages.
 
     The walk is the replay's own (:func:`chakra.replay.critical.critical_path`, the one the what-if report
-    uses): from the op that completes last, back through whichever dependency or op before it on its thread
-    or stream released it.  Returns ``{"length_us", "path": [ids, first to last], "adds": [µs each node adds
-    to how far the path has come; they sum to its length], "lane_links", "dep_links"}``: how many steps of
-    the path are "waited for the op before it on its thread / stream" and how many "waited for a
-    dependency".  ``forward_only``: only the dependencies that point to an earlier node of the file (a
-    graph with cycles).
+    uses): from the op that completes last, back through whatever released it -- a dependency, the op before
+    it on its thread or stream, the op it was recorded starting inside of, or, for an op whose end was bound
+    by an op it was blocked on, that op.  Returns ``{"length_us", "path": [ids, first to last], "adds": [the
+    µs each node holds on the path: only the part of its time that lies on it], "between": {what the rest
+    of the path is, µs: see BETWEEN_LABELS}, "lane_links", "dep_links", "start_links", "end_links",
+    "dependency_only_us"}``; ``adds`` and ``between`` sum to the length.  The links count the steps of the
+    path by kind: "waited for the op before on its thread / stream", "waited for a dependency's end",
+    "started while an op it depends on ran", "ended after an op it was blocked on".
+    ``dependency_only_us`` is the same replay without the one-at-a-time queues
+    (:func:`chakra.replay.critical.dependency_only_us`).  ``forward_only``: only the dependencies that point
+    to an earlier node of the file (a graph with cycles).
     """
     if graph.source is None:
         return None
     from chakra.replay.api import replay_rank
     from chakra.replay.critical import critical_path as replay_critical_path
+    from chakra.replay.critical import dependency_only_us
     from chakra.replay.reader import graph_from_columns
 
     g = graph_from_columns(graph.source.copy())
@@ -460,23 +480,21 @@ def scheduled_path(graph: EtGraph, forward_only: bool = False) -> dict[str, Any]
               for nid, deps in zip(g.ids, g.deps)]
     res = replay_rank(g, gaps=False, missing="ignore")
     cp = replay_critical_path(res)
-    index = {nid: i for i, nid in enumerate(g.ids)}
-    chain = [index[nid] for nid in cp.nodes]
-    lane_links = dep_links = 0
-    for a, b in zip(chain, chain[1:]):
-        if g.ids[a] in g.deps[b]:
-            dep_links += 1
-        else:
-            lane_links += 1
-    adds = []
-    reach = 0.0
-    for i in chain:          # what each op adds to how far the chain has come
-        adds.append(max(0.0, res.ends[i] - reach))
-        reach = max(reach, res.ends[i])
-    if adds:
-        adds[-1] += max(0.0, cp.total_us - reach)   # a parent op's tail after its last child
-    return {"length_us": cp.total_us, "path": list(cp.nodes), "adds": adds, "lane_links": lane_links,
-            "dep_links": dep_links}
+    links = Counter(cp.links)
+    return {"length_us": cp.total_us, "path": list(cp.nodes), "adds": list(cp.charges),
+            "between": dict(cp.between), "lane_links": links["lane"], "dep_links": links["dep"],
+            "start_links": links["start"], "end_links": links["end"],
+            "dependency_only_us": dependency_only_us(res)}
+
+
+# the parts of a critical path that no op holds (chakra.replay.critical.BETWEEN), as the table names them
+BETWEEN_LABELS = {
+    "start": "(before the first op)",
+    "thread": "(thread: parent ops around their children)",
+    "latency": "(recorded wait latency after an op)",
+    "end": "(parent ops' tails after the last op)",
+    "slack": "(start later than any release found)",
+}
 
 
 def _critical_report(graph: EtGraph, top: int) -> dict[str, Any]:
@@ -489,6 +507,7 @@ def _critical_report(graph: EtGraph, top: int) -> dict[str, Any]:
     path = cp["path"]
     by_id = {n.id: n for n in graph.nodes}
     adds = [by_id[nid].dur for nid in path]
+    between: dict[str, float] = {}
     try:
         sched = scheduled_path(graph, forward_only=bool(cp["cycle_blocked_nodes"]))
     except ChakraError as exc:          # a graph the replay refuses: the dependency-only figure stays
@@ -497,8 +516,10 @@ def _critical_report(graph: EtGraph, top: int) -> dict[str, Any]:
         sched = None
     if sched is not None:
         path, adds = sched["path"], sched["adds"]
+        between = {k: v for k, v in sched["between"].items() if v > 1e-6}
         out.update(length_us=sched["length_us"], lane_links=sched["lane_links"],
-                   dep_links=sched["dep_links"],
+                   dep_links=sched["dep_links"], start_links=sched["start_links"],
+                   end_links=sched["end_links"], dependency_only_us=sched["dependency_only_us"],
                    model="one op at a time per CPU thread and GPU stream (the replay's schedule, no "
                          "idle gaps)")
     contrib: dict[str, list[float]] = {}
@@ -509,7 +530,7 @@ def _critical_report(graph: EtGraph, top: int) -> dict[str, Any]:
     for r in rows:
         r["share"] = (r["total_us"] / length) if length else 0.0
     out.update(nodes=len(path), first_id=path[0] if path else None, last_id=path[-1] if path else None,
-               top=rows)
+               top=rows, between_ops_us=between)
     return out
 
 
@@ -595,14 +616,18 @@ def render(report: dict[str, Any], file: IO[str] | None = None, width: int | Non
 
     console = Console(file=file or sys.stdout, width=width)
 
-    def ops_table(title: str, rows: list[dict[str, Any]], share: bool = False) -> Table:
+    def ops_table(title: str, rows: list[dict[str, Any]], share: bool = False,
+                  others: Sequence[dict[str, Any]] = ()) -> Table:
+        """``others``: rows after a line (time on the critical path that no op holds)."""
         t = Table(title=title, title_justify="left")
         t.add_column("op", overflow="ellipsis", max_width=40 if share else 48, no_wrap=True)
         t.add_column("count", justify="right", no_wrap=True, min_width=5)
         t.add_column("total µs", justify="right", no_wrap=True, min_width=10)
         if share:
             t.add_column("share", justify="right", no_wrap=True, min_width=6)
-        for r in rows:
+        for k, r in enumerate([*rows, *others]):
+            if k == len(rows) and rows:
+                t.add_section()
             cells = [r["name"], str(r["count"]), f"{r['total_us']:,.1f}"]
             if share:
                 cells.append(f"{100 * r['share']:.1f}%")
@@ -659,11 +684,19 @@ def render(report: dict[str, Any], file: IO[str] | None = None, width: int | Non
             console.print(f"critical path: {cp['length_us']:,.1f} µs over {cp['nodes']} nodes "
                           f"(ids {cp['first_id']} -> {cp['last_id']}){extra}")
             if "lane_links" in cp:
+                more = "".join(f", {cp[k]} {text}" for k, text in (
+                    ("start_links", "start while an op they depend on runs"),
+                    ("end_links", "end after an op they were blocked on")) if cp.get(k))
                 console.print(f"  {cp['model']}: {cp['lane_links']} steps wait for the op before on the "
-                              f"thread or stream, {cp['dep_links']} for a dependency; over the dependencies "
-                              f"alone {cp['dependency_only_us']:,.1f} µs")
+                              f"thread or stream, {cp['dep_links']} for a dependency{more}; over the "
+                              f"dependencies alone {cp['dependency_only_us']:,.1f} µs")
             if cp["top"]:
-                console.print(ops_table("critical path: top contributors", cp["top"], share=True))
+                length = cp["length_us"] or 0.0
+                extra = [{"name": BETWEEN_LABELS.get(k, k), "count": "", "total_us": v,
+                          "share": v / length if length else 0.0}
+                         for k, v in cp.get("between_ops_us", {}).items()]
+                console.print(ops_table("critical path: top contributors (their time on it)", cp["top"],
+                                        share=True, others=extra))
 
     files = report["files"]
     if len(files) > 1:
