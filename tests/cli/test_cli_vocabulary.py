@@ -70,7 +70,7 @@ def test_help_has_an_example_and_the_shared_options(cmd: Any, capsys: pytest.Cap
     assert len(examples) == 2, text
     lines = [ln for ln in examples[1].splitlines() if ln.startswith("  ")]
     assert lines and all(ln.startswith(f"  {name}") for ln in lines), lines
-    for opt in ("--version", "--log-level", "--verbose", "--debug", "--quiet"):
+    for opt in ("--version", "--log-level", "--log-filename", "--verbose", "--debug", "--quiet"):
         assert opt in text, opt
     assert "WARNING (default)" in text
     assert common.SPELLING_NOTE in text
@@ -156,6 +156,10 @@ SPELLING_CASES = [
     ("chakra_converter", ["-i", "e.json", "-o", "x.et", "--log-level", "info"],
      {"input": "e.json", "output": "x.et", "log_level": "INFO"}),
     ("chakra pipeline", ["F", "-o", "D", "--output_dir", "E"], {"output_dir": "E"}),
+    ("chakra pipeline", ["-i", "F", "-o", "D"], {"input_folder": "F", "folder": None}),
+    ("chakra validate", ["-i", "a.et", "b.et", "--log_filename", "v.log"],
+     {"input_filename": ["a.et", "b.et"], "log_filename": "v.log"}),
+    ("chakra replay", ["a.et", "--log-filename", "r.log"], {"log_filename": "r.log"}),
     ("chakra demo", ["-i", "F", "-o", "D", "-v"],
      {"input_folder": "F", "output_dir": "D", "log_level": "INFO"}),
     ("chakra_integration_tests", ["--tgz-path", "a.tgz", "--num-ranks", "2", "--workers", "3", "-vv"],
@@ -232,3 +236,14 @@ def test_the_ci_tools_script_is_the_same_command(capsys: pytest.CaptureFixture[s
     # help on every option (the issue: --num_ranks, --mode, --no-gaps had none)
     parser = mod.build_parser()
     assert all(a.help for a in parser._actions), [a.option_strings for a in parser._actions if not a.help]
+
+
+def test_every_command_writes_its_log_to_log_filename(tmp_path: Path, data_dir: Path) -> None:
+    # the linker's INFO summary line lands in the file although the console stays at WARNING
+    log_file = tmp_path / "link.log"
+    d = data_dir / "gloo_mlp_2r"
+    argv = ["link", "--chakra-host-trace", str(d / "host_et_0.json.gz"), "--chakra-device-trace",
+            str(d / "kineto_0.json.gz"), "-o", str(tmp_path / "l.json"), "--log-filename", str(log_file),
+            "-q"]
+    assert umbrella.main(argv) == 0
+    assert " INFO chakra.link.api: rank 0: " in log_file.read_text()

@@ -177,9 +177,13 @@ class _Verbose(argparse.Action):
 
 
 def add_common_args(parser: argparse.ArgumentParser) -> None:
-    """--log-level (WARNING by default), -v/--verbose, --debug, --quiet."""
+    """--log-level (WARNING by default), --log-filename (unless the command has its own), -v/--verbose,
+    --debug, --quiet."""
     parser.add_argument("--log-level", dest="log_level", default=DEFAULT_LOG_LEVEL, type=str.upper,
                         metavar="LEVEL", help="logging level: DEBUG, INFO, WARNING (default), ERROR")
+    if "--log-filename" not in parser._option_string_actions:
+        parser.add_argument("--log-filename", dest="log_filename", metavar="LOG",
+                            help="also write the log to LOG (INFO and above)")
     parser.add_argument("--verbose", "-v", dest="log_level", nargs=0, action=_Verbose,
                         help="log what is done (INFO); -vv: DEBUG")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
@@ -200,6 +204,11 @@ def inputs_of(args: argparse.Namespace) -> list[str]:
     if not files:
         raise UsageError("no input given (positional, or -i/--input_filename FILE)")
     return files
+
+
+def start_logging(args: argparse.Namespace) -> None:
+    """:func:`setup_logging` as the options of :func:`add_common_args` ask."""
+    setup_logging(args.log_level, getattr(args, "log_filename", None), args.quiet)
 
 
 def setup_logging(level: str = DEFAULT_LOG_LEVEL, filename: str | None = None, quiet: bool = False) -> None:

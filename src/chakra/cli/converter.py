@@ -20,7 +20,7 @@ import argparse
 import logging
 import sys
 
-from chakra.cli.common import ArgumentParser, add_common_args, command, setup_logging
+from chakra.cli.common import ArgumentParser, add_common_args, command, setup_logging, start_logging
 from chakra.errors import TraceFormatError, UsageError
 
 PROG = "chakra_converter"
@@ -104,7 +104,7 @@ def _run_text(args: argparse.Namespace) -> int:
         raise UsageError("--simulate applies to PyTorch input; replay the outputs with 'chakra replay'")
     if args.num_npus is None:
         raise UsageError("Text input needs --num-npus (--num_npus)")
-    setup_logging(args.log_level, args.log_filename, args.quiet)
+    start_logging(args)
     report = convert_text(args.input, args.output, args.num_npus,
                           1 if args.num_passes is None else args.num_passes,
                           model_parallel_size=args.model_parallel_size,
@@ -135,7 +135,7 @@ def _run(args: argparse.Namespace) -> int:
     extra = [name for name in _TEXT_ONLY if getattr(args, name) is not None]
     if extra:
         raise UsageError(f"--{extra[0].replace('_', '-')} applies to Text input only")
-    setup_logging(args.log_level, None, args.quiet)
+    setup_logging(args.log_level, None, args.quiet)   # the log file: add_log_file (completion lines too)
     if args.log_filename:
         add_log_file(args.log_filename)
     read = None

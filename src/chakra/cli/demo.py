@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from chakra.cli.common import ArgumentParser, add_common_args, command, setup_logging, show_progress
+from chakra.cli.common import ArgumentParser, add_common_args, command, show_progress, start_logging
 
 PROG = "chakra demo"
 DESCRIPTION = """
@@ -36,7 +36,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     from chakra.pipeline import demo_command
 
-    setup_logging(args.log_level, None, args.quiet)
+    start_logging(args)
     return demo_command(args.output_dir, input_folder=args.input_folder, jobs=args.jobs, job_replay=args.job,
                         progress=show_progress(args.quiet))
 

@@ -14,7 +14,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from chakra.cli.common import ArgumentParser, add_common_args, command, setup_logging
+from chakra.cli.common import ArgumentParser, add_common_args, command, start_logging
 from chakra.errors import UsageError
 
 PROG = "chakra_generator"
@@ -73,7 +73,7 @@ def _list(text: str, every: Sequence[str], what: str) -> list[str]:
 def _run(args: argparse.Namespace) -> int:
     from chakra.tools.generator import COLLECTIVES, WORKLOADS, GenSpec, generate, parse_size
 
-    setup_logging(args.log_level, quiet=args.quiet)
+    start_logging(args)
     one = parse_size(args.default_comm_size) if args.default_comm_size is not None else None
     if args.sizes is not None:
         sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]

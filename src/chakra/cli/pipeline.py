@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from chakra.cli.common import ArgumentParser, add_common_args, command, setup_logging, show_progress
+from chakra.cli.common import ArgumentParser, add_common_args, command, show_progress, start_logging
 
 PROG = "chakra pipeline"
 DESCRIPTION = """
@@ -23,7 +23,9 @@ EXAMPLES = """
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p = ArgumentParser(prog=prog, description=DESCRIPTION, examples=EXAMPLES)
-    p.add_argument("folder", help="folder with the per-rank host ET and Kineto traces")
+    p.add_argument("folder", nargs="?", help="folder with the per-rank host ET and Kineto traces")
+    p.add_argument("--input", "-i", dest="input_folder", metavar="FOLDER", default=None,
+                   help="the same folder given as an option")
     p.add_argument("--output-dir", "-o", dest="output_dir", required=True,
                    help="where to write et_plus_N.json, NAME.N.et, replay_N.log, timeline.json, summary.*")
     p.add_argument("--jobs", "-j", type=int, default=None,
@@ -70,7 +72,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     from chakra.pipeline import RankNaming, pipeline_command
 
-    setup_logging(args.log_level, None, args.quiet)
+    start_logging(args)
     naming = RankNaming(args.host_pattern, args.device_pattern, args.kineto_only)
     return pipeline_command(args.folder, args.output_dir, jobs=args.jobs, scheduler=args.scheduler,
                             job_replay=args.job, mode=args.mode, name=args.name, step=args.step,
@@ -81,6 +83,9 @@ def _run(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     from chakra.cli.replay import whatif_from_args
 
+    if (args.folder is None) == (args.input_folder is None):
+        parser.error("give the trace folder once (as an argument, or with -i/--input)")
+    args.folder = args.folder or args.input_folder
     args.whatif = whatif_from_args(args, parser)
 
 

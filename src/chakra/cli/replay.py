@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from chakra.cli.common import ArgumentParser, add_common_args, add_inputs, command, inputs_of, setup_logging
+from chakra.cli.common import ArgumentParser, add_common_args, add_inputs, command, inputs_of, start_logging
 
 PROG = "chakra replay"
 DESCRIPTION = """
@@ -105,7 +105,7 @@ def whatif_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser |
 def _run(args: argparse.Namespace) -> int:
     from chakra.replay.output import replay_report
 
-    setup_logging(args.log_level, None, args.quiet)
+    start_logging(args)
     return replay_report(inputs_of(args), job=args.job, mode=args.mode, gaps=args.gaps, align=args.align,
                          collective=args.collective,
                          missing="ignore" if args.ignore_missing_deps else "error",

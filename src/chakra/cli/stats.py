@@ -10,8 +10,8 @@ from chakra.cli.common import (
     add_inputs,
     command,
     inputs_of,
-    setup_logging,
     show_progress,
+    start_logging,
 )
 
 PROG = "chakra stats"
@@ -38,7 +38,7 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     from chakra.tools.stats import run_stats
 
-    setup_logging(args.log_level, quiet=args.quiet)
+    start_logging(args)
     run_stats(inputs_of(args), as_json=args.json, top=args.top, progress=show_progress(args.quiet))
     return 0
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 
-from chakra.cli.common import ArgumentParser, add_common_args, command, setup_logging
+from chakra.cli.common import ArgumentParser, add_common_args, command, start_logging
 
 PROG = "chakra_trace_link"
 DESCRIPTION = """
@@ -111,7 +111,7 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     from chakra.pipeline.link import link_command
 
-    setup_logging(args.log_level, None, args.quiet)
+    start_logging(args)
     return link_command(**{name: getattr(args, name) for name in _LINK_OPTIONS})
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from chakra.cli.common import ArgumentParser, add_common_args, command, setup_logging
+from chakra.cli.common import ArgumentParser, add_common_args, add_inputs, command, inputs_of, start_logging
 
 PROG = "chakra validate"
 DESCRIPTION = """
@@ -22,8 +22,7 @@ EXAMPLES = """
 
 def build_parser(prog: str = PROG) -> ArgumentParser:
     p = ArgumentParser(prog=prog, description=DESCRIPTION, examples=EXAMPLES)
-    p.add_argument("inputs", nargs="+", metavar="ET",
-                   help="one .et per rank, or a prefix P for P.0.et, P.1.et, ...")
+    add_inputs(p, "ET", "one .et per rank, or a prefix P for P.0.et, P.1.et, ...")
     p.add_argument("--comm-group", "--comm_group", dest="comm_group", metavar="FILE", default=None,
                    help="process groups as ASTRA-sim's comm-group JSON {\"<pg id>\": [ranks]} (default: the "
                         "files' own process-group tables)")
@@ -36,8 +35,8 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     from chakra.job.validate import validate_command
 
-    setup_logging(args.log_level, quiet=args.quiet)
-    return validate_command(args.inputs, comm_group=args.comm_group, limit=max(1, args.limit))
+    start_logging(args)
+    return validate_command(inputs_of(args), comm_group=args.comm_group, limit=max(1, args.limit))
 
 
 main, console = command(_run, build_parser, PROG)
