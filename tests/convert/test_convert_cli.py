@@ -90,3 +90,21 @@ def test_a_log_file_that_cannot_be_written_is_a_usage_error(tmp_path, capsys):
     assert err == (f"chakra_converter: error: --log-filename {log}: cannot write it "
                    "(No such file or directory)")
     assert not out.exists()
+
+
+def test_a_missing_output_folder_is_refused_before_the_conversion(tmp_path, capsys, monkeypatch):
+    import chakra.convert as convert_pkg
+    from chakra.cli import converter
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("converted before checking the output folder")
+
+    monkeypatch.setattr(convert_pkg, "convert_file", must_not_run)
+    src = tmp_path / "in.json"
+    src.write_text("{}")
+    assert converter.main(["-i", str(src), "-o", str(tmp_path / "nodir" / "x.et")]) == 2
+    err = capsys.readouterr().err
+    assert f"output directory {tmp_path / 'nodir'} does not exist" in err
+    text = ["Text", "-i", str(src), "-o", str(tmp_path / "nodir" / "P"), "--num-npus", "2"]
+    assert converter.main(text) == 2
+    assert f"output directory {tmp_path / 'nodir'} does not exist" in capsys.readouterr().err

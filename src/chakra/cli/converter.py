@@ -130,6 +130,9 @@ def _run(args: argparse.Namespace) -> int:
     kind = _input_type(args)
     if not args.input or not args.output:
         raise UsageError("both --input (--input_filename) and --output (--output_filename) are required")
+    from chakra.io.atomic import check_output_path
+
+    check_output_path(args.output, prefix=kind == "Text")    # before the work, not after it
     if kind == "Text":
         return _run_text(args)
     extra = [name for name in _TEXT_ONLY if getattr(args, name) is not None]

@@ -10,13 +10,10 @@ from typing import BinaryIO
 from chakra.errors import ChakraError, UsageError
 
 
-@contextlib.contextmanager
-def atomic_output(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
-    """Open a temporary file beside ``path``; rename it over ``path`` only on success.
-
-    On any exception (including KeyboardInterrupt from SIGINT) the temporary
-    file is removed and an existing ``path`` is left untouched.
-    """
+def check_output_path(path: str | os.PathLike[str], prefix: bool = False) -> str:
+    """``path`` as a string, or a UsageError naming it: its directory is missing or not a directory, or it
+    is itself a directory (unless ``prefix``: the start of the names of several outputs).  Commands call it
+    before their work, :func:`atomic_output` again when it opens the file."""
     target = os.fspath(path)
     directory = os.path.dirname(target) or "."
     # A missing directory is a typo more often than an intent: say so instead of creating it (the
@@ -24,8 +21,20 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     if not os.path.isdir(directory):
         what = "is not a directory" if os.path.exists(directory) else "does not exist"
         raise UsageError(f"output directory {directory} {what}", target)
-    if os.path.isdir(target):
+    if not prefix and os.path.isdir(target):
         raise UsageError("output path is a directory", target)
+    return target
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
+    """Open a temporary file beside ``path``; rename it over ``path`` only on success.
+
+    On any exception (including KeyboardInterrupt from SIGINT) the temporary
+    file is removed and an existing ``path`` is left untouched.
+    """
+    target = check_output_path(path)
+    directory = os.path.dirname(target) or "."
     # The name is chosen before the file exists and everything from the open to the rename sits in one
     # ``try``, so that a Ctrl-C / SIGTERM landing anywhere finds a name to clean up; O_EXCL makes the
     # open as safe as mkstemp's, and mode 0o666 lets the umask give the permissions a plain open() would.

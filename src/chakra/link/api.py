@@ -27,6 +27,7 @@ from chakra.host.comm import COMM_KERNEL_PREFIXES
 from chakra.host.loader import load_host_et, self_parent_message
 from chakra.host.model import PROCESS_ROOT, HostTrace
 from chakra.io import gc_paused
+from chakra.io.atomic import check_output_path
 from chakra.io.forkmap import fork_map, parts, split
 from chakra.io.jsonio import dump_json_ranges
 from chakra.link.comm import CommResolver, gloo_fields, process_groups
@@ -556,11 +557,7 @@ def _check_paths(inputs: Sequence[str | os.PathLike[str]], output_path: str | os
     for p in inputs:
         if not os.path.exists(p):
             raise TraceFormatError("file not found", p)
-    out = os.fspath(output_path)
-    parent = os.path.dirname(os.path.abspath(out))
-    if not os.path.isdir(parent):
-        raise UsageError(f"{out}: output directory {parent} does not exist")
-    return out
+    return check_output_path(output_path)
 
 
 def link_files(
