@@ -173,7 +173,9 @@ def convert_timeline(input_path: str | os.PathLike[str], output_path: str | os.P
     text = read_bytes(input_path).decode("utf-8", errors="replace")
     records = parse_sim_log(text, input_path)
     if not records:
-        raise TraceFormatError("no issue/callback rows found (is this a simulator log?)", input_path)
+        raise TraceFormatError("no issue/callback rows found (a simulator log with a row per node issued and "
+                               "completed; for a timeline of a Chakra ET: chakra replay ET --timeline "
+                               "OUT.json)", input_path)
     for r in records:
         if not 0 <= r.npu < num_npus:
             raise TraceFormatError(f"line {r.line}: NPU id {r.npu} is outside 0..{num_npus - 1} "
