@@ -161,7 +161,7 @@ def job_table(result: PipelineResult, title: str | None = None) -> Any:
                   *sim_job, fmt_us(whole["comm_wait_us"]), "", style="bold")
     table.caption = (f"job: first rank's start to last rank's end; {whole['matched_comm_groups']} "
                      "collectives and send/recv pairs matched across ranks; comm wait: time a collective "
-                     "waited for its peers")
+                     "waited for its peers (the job's: summed over its ranks)")
     return table
 
 
