@@ -206,6 +206,16 @@ def test_etplus_json(tmp_path):
     assert r["critical_path"] is None
 
 
+def test_a_host_et_without_timing_is_named_so(tmp_path, caplog):
+    path = tmp_path / "host_et_0.json"
+    dump_json(path, {"schema": "1.0.1", "pid": 1, "nodes": [
+        {"id": 1, "name": "[pytorch|profiler|execution_trace|process]", "parent": 1},
+        {"id": 2, "name": "aten::linear", "parent": 1}]})
+    r = compute_stats([path])["files"][0]
+    assert r["format"] == "host ET" and r["rank"] == 0
+    assert "a host ET without timing" in caplog.text
+
+
 @pytest.mark.parametrize("text,expected", [
     ("all_reduce", "ALL_REDUCE"), ("allgather", "ALL_GATHER"), ("reduce_scatter", "REDUCE_SCATTER"),
     ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", "ALL_REDUCE"),

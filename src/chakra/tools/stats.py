@@ -99,7 +99,7 @@ class EtGraph:
     """One loaded file."""
 
     path: str
-    format: str               # "et" (protobuf) or "et+" (JSON)
+    format: str               # "et" (protobuf), "et+" (JSON) or "host ET" (JSON without timing)
     rank: int | None
     nodes: list[GraphNode] = field(default_factory=list)
     has_deps: bool = True     # False for ET+ (no dependency graph to walk)
@@ -209,7 +209,11 @@ def load_etplus(path: str | os.PathLike[str]) -> EtGraph:
         ctrl = (int(parent),) if isinstance(parent, int) and parent != n["id"] else ()
         out.append(GraphNode(int(n["id"]), name, kind, is_cpu, dur, ctrl, (), comm, comm_size, pg_name,
                              _num(n.get("ts"))))
-    return EtGraph(str(path), "et+", rank, out, False)
+    timed = any(isinstance(n, dict) and ("dur" in n or "exclusive_dur" in n) for n in raw_nodes)
+    if not timed and raw_nodes:
+        log.warning("%s: a host ET without timing (not linked with its Kineto trace): every time is 0; "
+                    "link it first (chakra link) for times", path)
+    return EtGraph(str(path), "et+" if timed else "host ET", rank, out, False)
 
 
 _COLL_WORDS = (  # checked in this order: longer words first
