@@ -327,3 +327,20 @@ def test_pipeline_what_if(tmp_path, data_dir):
     assert "whatif" not in a and b["whatif"] == ["scale cpu x0.5"]
     for ra, rb in zip(a["ranks"], b["ranks"]):
         assert rb["replayed_us"] < 0.9 * ra["replayed_us"]
+
+
+def test_a_rule_for_ranks_the_replay_does_not_have_is_refused(tmp_path, capsys):
+    p = waiting_file(tmp_path / "job.0.et")
+    assert main([str(p), "--delay", "cpu=10@9"]) == 2
+    assert "what-if 'cpu@9': no such rank in the replay (its ranks: 0)" in capsys.readouterr().err
+    assert main([str(p), "--delay", "cpu=10@0,9", "-q"]) == 0      # one of them is there: applied to it
+
+
+def test_a_pipeline_rule_for_one_rank_neither_warns_on_the_others_nor_misses(tmp_path, data_dir, capsys):
+    from chakra.cli import pipeline
+
+    out = tmp_path / "out"
+    for rule, warned in (("cpu=10@1", False), ("nosuchop=10@1", True)):
+        assert pipeline.main([str(data_dir / "gloo_mlp_2r"), "-o", str(out), "--delay", rule, "-q"]) == 0
+        assert ("matches no node" in capsys.readouterr().err) == warned
+    assert pipeline.main([str(data_dir / "gloo_mlp_2r"), "-o", str(out), "--delay", "cpu=10@5", "-q"]) == 2

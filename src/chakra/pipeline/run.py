@@ -111,6 +111,10 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
     astrasim = astrasim or simulator is not None
     src = Path(folder)
     files = find_ranks(src, naming=naming, complete=job_replay or astrasim)
+    if whatif is not None:
+        from chakra.replay.whatif import check_ranks
+
+        check_ranks(whatif, (f.rank for f in files))
     job_name = _check_name(name if name is not None else (src.resolve().name or "chakra"))
     out = Path(out_dir)
     if out.exists() and not out.is_dir():

@@ -189,7 +189,10 @@ def replay_report(paths: list[str], *, job: bool = False, mode: str = "lanes", g
 
         raise UsageError("--comm-group and --unknown-group are for the whole-job replay: add --job")
     if whatif is not None and not whatif.empty:
+        from chakra.replay.whatif import check_ranks
+
         graphs = load_job(paths)
+        check_ranks(whatif, (g.rank for g in graphs))
         kw = {"mode": mode, "gaps": gaps, "missing": missing, "couple": job, "align": align,
               "collective": collective}
         if job:

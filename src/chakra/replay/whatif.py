@@ -40,7 +40,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from chakra.errors import ChakraError
+from chakra.errors import ChakraError, UsageError
 from chakra.replay.graph import COMM_TYPES, WORLD_PG_NAMES, RankGraph
 from chakra.schema import (
     ALL_GATHER,
@@ -374,6 +374,16 @@ def _needs_model(graphs: Sequence[RankGraph], w: WhatIf) -> bool:
     return False
 
 
+def check_ranks(w: WhatIf | None, ranks: Iterable[int | None]) -> None:
+    """A UsageError when a rule names ranks (``@R``) none of which the replay has: a typo, not a change
+    that happens to match nothing.  Called with every rank of the replay (a pipeline replays them apart)."""
+    present = {r for r in ranks if r is not None}
+    for r in (*w.scale, *w.delay, *w.comm_size) if w is not None else ():
+        if r.selector.ranks is not None and present.isdisjoint(r.selector.ranks):
+            have = ", ".join(map(str, sorted(present))) or "none known"
+            raise UsageError(f"what-if {r.selector.text!r}: no such rank in the replay (its ranks: {have})")
+
+
 def apply_whatif(graphs: Sequence[RankGraph], w: WhatIf | None) -> tuple[list[RankGraph], WhatIfReport]:
     """The graphs with ``w`` applied (copies: the inputs are left as they are) and what it did.
 
@@ -445,7 +455,10 @@ def apply_whatif(graphs: Sequence[RankGraph], w: WhatIf | None) -> tuple[list[Ra
             out.append(g)
             continue
         out.append(replace(g, factor=factor_l, delay=delay_l))
+    present = {g.rank for g in graphs}
+    rules = {r.selector.text: r.selector for r in (*w.scale, *w.delay, *w.comm_size)}
     for text, k in report.matched.items():
-        if k == 0:
+        sel = rules[text]
+        if k == 0 and (sel.ranks is None or not present.isdisjoint(sel.ranks)):   # (other ranks: not here)
             log.warning("what-if %r matches no node", text)
     return out, report
