@@ -187,6 +187,8 @@ def test_failed_rank_is_reported_and_no_summary_written(tmp_path: Path) -> None:
     with pytest.raises(ChakraError, match=r"1 of 2 ranks failed: rank 1: .*kineto_1\.json\.gz") as exc:
         run_pipeline(src, tmp_path / "out", jobs=2)
     assert exc.value.exit_code == 1
+    note = f"(the other ranks' files are in {tmp_path / 'out'}; no summary was written)"
+    assert str(exc.value).endswith(note)
     assert not (tmp_path / "out" / "summary.json").exists()
     assert not any(p.name.endswith(".part") for p in (tmp_path / "out").iterdir())
 

@@ -143,8 +143,15 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
             bars.start()
             moved = _log_above(bars)
         label = "link + convert" + ("" if job_replay or astrasim else " + replay")
-        results: list[RankResult] = run_ranks(process_rank, tasks, jobs=jobs, scheduler=scheduler,
-                                              progress=bars, label=label, where=src)
+        try:
+            results: list[RankResult] = run_ranks(process_rank, tasks, jobs=jobs, scheduler=scheduler,
+                                                  progress=bars, label=label, where=src)
+        except ChakraError as exc:
+            failed = getattr(exc, "failed_ranks", None)
+            if failed and len(failed) < len(tasks):      # the others' files stay, unsummarised
+                exc.message += f" (the other ranks' files are in {out}; no summary was written)"
+                exc.args = (exc.message,)
+            raise
         events: list[dict[str, Any]] = []
         target = None
         if astrasim:
