@@ -11,9 +11,12 @@ import gzip
 import io
 import json
 import logging
+import os
 import shutil
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -238,9 +241,45 @@ def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 # ---- Dask: the same bytes as the local pool ---------------------------------------------------------------
 
 
+def _need_dask() -> None:
+    """Skip without dask[distributed], found without importing it here: importing it changes this process
+    (its tblib makes every exception pickle whole, which tests/io/test_forkmap.py checks does not)."""
+    import importlib.util
+
+    if importlib.util.find_spec("distributed") is None:
+        pytest.skip("dask[distributed] is not installed (pip install -e '.[dask]')")
+
+
+def _in_a_child(fn: Any) -> None:
+    """Run ``fn`` in a forked child and fail if it does: Dask leaves threads behind (its offload pool, the
+    client's IO loop), and with another thread running ``chakra.io.forkmap`` works in one process, so every
+    test after this one would quietly stop testing the forked paths (and tests/io/test_forkmap.py failed
+    when run after this file)."""
+    import traceback
+
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            fn()
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the child failed (its traceback: the captured stderr)"
+
+
 def test_dask_and_local_pool_give_identical_files(tmp_path: Path) -> None:
-    distributed = pytest.importorskip("dask.distributed",
-                                      reason="dask[distributed] is not installed (pip install -e '.[dask]')")
+    _need_dask()
+    _in_a_child(lambda: _dask_and_local_pool_give_identical_files(tmp_path))
+    assert threading.active_count() == 1
+
+
+def _dask_and_local_pool_give_identical_files(tmp_path: Path) -> None:
+    import dask.distributed as distributed
+
     local = tmp_path / "local"
     run_pipeline(DATA / "gloo_collectives_2r", local, jobs=2)
     # threads in this process (two workers) ...
@@ -258,11 +297,16 @@ def test_dask_and_local_pool_give_identical_files(tmp_path: Path) -> None:
 
 
 def test_dask_unreachable_scheduler(tmp_path: Path) -> None:
-    pytest.importorskip("dask.distributed", reason="dask[distributed] is not installed")
-    from chakra.pipeline import dask_client
+    _need_dask()
 
-    with pytest.raises(UsageError, match="cannot reach the Dask scheduler at 'tcp://127.0.0.1:1'"):
-        dask_client("tcp://127.0.0.1:1", timeout="1s")
+    def unreachable() -> None:
+        from chakra.pipeline import dask_client
+
+        with pytest.raises(UsageError, match="cannot reach the Dask scheduler at 'tcp://127.0.0.1:1'"):
+            dask_client("tcp://127.0.0.1:1", timeout="1s")
+
+    _in_a_child(unreachable)
+    assert threading.active_count() == 1
 
 
 # ---- the real 8-rank DLRM job ---------------------------------------------------------------------------
