@@ -12,7 +12,7 @@ from helpers.traces import by_id, check_dependencies, cpu, gpu, host_doc, kineto
 
 from chakra.cli import trace_link
 from chakra.device.loader import load_kineto
-from chakra.errors import UsageError
+from chakra.errors import TraceFormatError, UsageError
 from chakra.host.loader import load_host_et
 from chakra.io import load_json, read_messages
 from chakra.link import link_files, link_traces
@@ -104,6 +104,21 @@ def test_step_errors(tmp_path: Path) -> None:
         link_traces(load_host_et(hp), load_kineto(kp), step=7)
     with pytest.raises(UsageError, match="--step and --annotation both choose the window"):
         link_traces(load_host_et(hp), load_kineto(kp), step=1, annotation="ProfilerStep#1")
+
+
+def test_steps_nested_in_the_host_et_are_refused(tmp_path: Path) -> None:
+    # as cpu_gloo/ddp_mlp_4r rank 3 records them: ProfilerStep#2 a child of ProfilerStep#1; the tree does not
+    # tell the steps' ops apart, so neither step can be kept alone (it kept both, or nothing but the roots)
+    host, kineto = two_steps()
+    for n in host["nodes"]:
+        if n["id"] == 13:
+            n["parent"] = 10
+    hp, kp = write(tmp_path, host, kineto)
+    for step in (1, 2):
+        want = rf"ProfilerStep#2 is recorded inside ProfilerStep#1 \(thread 1\): .* ProfilerStep#{step} can"
+        with pytest.raises(TraceFormatError, match=want):
+            link_traces(load_host_et(hp), load_kineto(kp), step=step)
+    link_traces(load_host_et(hp), load_kineto(kp))     # the whole trace still links
 
 
 def _raw_descendants(path: Path, root: int) -> set[int]:

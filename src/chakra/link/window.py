@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from chakra.device.loader import union_length
 from chakra.device.model import ANNOTATION, HOST_OP, KinetoTrace, StepWindow
-from chakra.errors import UsageError
+from chakra.errors import TraceFormatError, UsageError
 from chakra.host.model import OP, HostOp, HostTrace
 
 _PROFILER_STEP = "ProfilerStep#"
@@ -198,6 +198,27 @@ def check_step(kineto: KinetoTrace, step: int) -> StepWindow:
     return max(wins, key=lambda w: w.dur)
 
 
+def _check_steps_not_nested(host: HostTrace, name: str) -> None:
+    """A TraceFormatError when the host ET nests ``name`` inside another ProfilerStep, or another one
+    inside it: the steps' ops are then not told apart by the tree (cpu_gloo/ddp_mlp_4r rank 3 records
+    ProfilerStep#2 as a child of ProfilerStep#1), and ``--step`` would keep both steps or none."""
+    by_id = host.by_id
+    for op in host.ops:
+        if op.kind != OP or not op.name.startswith(_PROFILER_STEP):
+            continue
+        parent = by_id.get(op.parent)
+        seen = 0
+        while parent is not None and parent is not op and seen <= len(by_id):
+            if parent.kind == OP and parent.name.startswith(_PROFILER_STEP) \
+                    and name in (op.name, parent.name):
+                raise TraceFormatError(f"{op.name} is recorded inside {parent.name} (thread {op.tid}): the "
+                                       f"host ET does not tell the two steps' ops apart, so {name} cannot be "
+                                       "kept alone; link without --step", host.path)
+            nxt = by_id.get(parent.parent)
+            parent = None if nxt is parent else nxt
+            seen += 1
+
+
 def step_ops(host: HostTrace, kineto: KinetoTrace, host_to_event: dict[int, int], step: int) -> set[int]:
     """Ids of the host nodes of one step: what ``--step N`` keeps.
 
@@ -228,6 +249,7 @@ def step_ops(host: HostTrace, kineto: KinetoTrace, host_to_event: dict[int, int]
         pos = host_to_event.get(op.id)
         return None if pos is None else lo <= events[pos].ts < hi
 
+    _check_steps_not_nested(host, name)
     tops = [op for op in host.ops if top_level(op)]
     marker = next((op for op in tops if op.name == name), None)
     keep_top: set[int] = set()
