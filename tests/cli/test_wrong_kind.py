@@ -77,3 +77,21 @@ def test_jsonizer_output_names_and_host_ets(files, capsys):
     assert not (d / "x.et").exists() and not (d / "y.json").exists()
     assert jsonizer.main(["-i", str(files["host"]), "-o", str(d / "h.et")]) == 1
     assert "host_et_0.json.gz: a PyTorch host ET or ET+, not a Chakra ET written as JSON" in _error(capsys)
+
+
+def test_a_log_file_named_like_an_input_or_unwritable_is_a_usage_error(files, capsys):
+    et = files["et"]
+    before = et.read_bytes()
+    assert replay.main([str(et), "--log-filename", str(et)]) == 2     # it emptied the input, then failed
+    assert "is a trace, not a log" in _error(capsys) and et.read_bytes() == before
+    assert convert.main(["-i", str(files["host"]), "-o", str(files["dir"] / "o.et"), "--log-filename",
+                         str(files["et_gz"])]) == 2
+    assert "is a trace, not a log" in _error(capsys)
+    assert validate.main([str(et), "--log-filename", str(files["dir"] / "no" / "x.log")]) == 2
+    assert "cannot write it (No such file or directory)" in _error(capsys)
+
+
+def test_kineto_traces_that_open_with_metadata_are_recognised(corpus):
+    # h100_owlv2_large holds 26 KB of "metadata" before its "traceEvents"
+    for name in ("h100_owlv2_large", "mi300x_bert_small"):
+        assert file_kind(corpus / "kineto_only" / f"{name}.json.gz") == "kineto"

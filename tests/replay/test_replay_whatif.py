@@ -344,3 +344,11 @@ def test_a_pipeline_rule_for_one_rank_neither_warns_on_the_others_nor_misses(tmp
         assert pipeline.main([str(data_dir / "gloo_mlp_2r"), "-o", str(out), "--delay", rule, "-q"]) == 0
         assert ("matches no node" in capsys.readouterr().err) == warned
     assert pipeline.main([str(data_dir / "gloo_mlp_2r"), "-o", str(out), "--delay", "cpu=10@5", "-q"]) == 2
+
+
+def test_replay_job_refuses_a_rule_for_absent_ranks_too(tmp_path):
+    from chakra.errors import UsageError
+
+    p = waiting_file(tmp_path / "job.0.et")
+    with pytest.raises(UsageError, match=r"what-if 'cpu@9': no such rank in the replay \(its ranks: 0\)"):
+        replay_job([p], whatif=WhatIf(delay=[parse_rule("cpu@9=5", "delay (µs)")]), couple=False)

@@ -112,6 +112,11 @@ def write_et(output_path: str | os.PathLike[str], meta: Any, write_nodes: Any, r
 def add_log_file(path: str | os.PathLike[str]) -> None:
     """Send the log to ``path`` too: truncated once, then opened in append mode (``--simulate`` appends
     its completion lines to the same file: :mod:`chakra.replay.written`)."""
+    from chakra.io.sniff import log_path_problem
+
+    problem = log_path_problem(path)
+    if problem:
+        raise UsageError(f"--log-filename {os.fspath(path)}: {problem}")
     try:
         with open(path, "w", encoding="utf-8"):
             pass

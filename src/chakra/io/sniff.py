@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import zlib
 
-_HEAD = 1 << 14
+_HEAD = 1 << 16   # (a Kineto trace may open with 26 KB of "metadata" before its "traceEvents")
 
 
 def _head(path: str | os.PathLike[str]) -> bytes:
@@ -31,7 +31,7 @@ def file_kind(path: str | os.PathLike[str]) -> str | None:
     head = _head(path)
     text = head.lstrip()
     if text[:1] in (b"{", b"["):
-        if b'"traceEvents"' in head:
+        if b'"traceEvents"' in head or b'"schemaVersion"' in head or b'"deviceProperties"' in head:
             return "kineto"
         if b'"global_metadata"' in head:
             return "chakra_json"
@@ -66,3 +66,18 @@ def wrong_kind_hint(path: str | os.PathLike[str] | None, expected: str) -> str:
     if kind is None or (kind == "chakra") == (expected == "chakra"):
         return ""
     return f"; it looks like {_WHAT[kind]}"
+
+
+def log_path_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why ``path`` must not be written as a log (it is a trace: a log is written anew, which would empty
+    an input named by mistake), or None."""
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(2)
+    except OSError:
+        return None
+    if head == b"\x1f\x8b" or file_kind(path) is not None:
+        return "is a trace, not a log (writing the log would empty it)"
+    return None

@@ -97,7 +97,8 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     lines = [
         f"# {summary['job']}: measured vs replayed",
         "",
-        f"{summary['num_ranks']} ranks; replay {how}, mode {summary['mode']}, "
+        f"{summary['num_ranks']} rank{'' if summary['num_ranks'] == 1 else 's'}; replay {how}, mode "
+        f"{summary['mode']}, "
         f"{'with' if summary['gaps'] else 'without'} recorded gaps.",
         "",
         "| rank | nodes | measured (µs) | replayed (µs) | error | host ops matched | GPU ops attached |",
@@ -201,7 +202,7 @@ def pipeline_table(result: PipelineResult, title: str | None = None) -> Any:
 
 def overrun_notes(summary: dict[str, Any]) -> list[str]:
     """:func:`chakra.replay.output.overrun_note` of each rank of the summary that has one."""
-    notes = (overrun_note(r["rank"], r["measured_us"], r["recorded_end_us"], r["replayed_us"])
+    notes = (overrun_note(r["rank"], r["measured_us"], r.get("recorded_end_us"), r["replayed_us"])
              for r in summary["ranks"])
     return [n for n in notes if n]
 

@@ -250,7 +250,7 @@ def _replay_ranks(results: list[RankResult], out: Path, mode: str, gaps: bool, w
 def _replay_job(results: list[RankResult], out: Path, mode: str, gaps: bool, bars: Any, whatif: Any = None
                 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Whole-job replay in this process (collectives couple the ranks): logs, timeline events, and the
-    job's numbers (:func:`job_times`)."""
+    job's numbers (:meth:`chakra.replay.api.JobResult.times`)."""
     from chakra.replay.api import replay_job
     from chakra.replay.output import timeline, write_completion_log
 
@@ -269,34 +269,4 @@ def _replay_job(results: list[RankResult], out: Path, mode: str, gaps: bool, bar
         _set_replay(r, rep)
         if bars is not None:
             bars.update(bar, advance=1, refresh=True)
-    return timeline(job)["traceEvents"], job_times(job)
-
-
-def job_times(job: Any) -> dict[str, Any]:
-    """The job as one: its time from the first rank's start to the last rank's end, measured and replayed.
-
-    On the replay's common clock each rank starts at its ``clock_offset`` (its recorded window start
-    relative to the earliest rank's); measured, each rank's window runs from ``measured_start_us`` for
-    ``measured_us``.  Without recorded starts, the slowest rank's time.  ``comm_wait_us``: the time the
-    collectives of all ranks waited for their peers.
-    """
-    reps = list(job)
-    replayed = max((r.clock_offset + r.replayed_us for r in reps), default=0.0)
-    starts = [r.graph.measured_start_us for r in reps]
-    spans = [r.measured_us for r in reps]
-    measured: float | None = None
-    if reps and all(s is not None for s in starts) and all(m is not None for m in spans):
-        first = min(starts)  # type: ignore[type-var]
-        measured = max(s + m for s, m in zip(starts, spans)) - first  # type: ignore[operator]
-    elif reps and all(m is not None for m in spans):
-        measured = max(spans)  # type: ignore[type-var]
-    return {
-        "measured_us": measured,
-        "replayed_us": replayed,
-        "error_pct": 100.0 * (replayed - measured) / measured if measured else None,
-        "comm_wait_us": sum(r.total_wait_us for r in reps),
-        "matched_comm_groups": job.groups,
-        "start_offsets_us": {str(r.rank): r.clock_offset for r in reps},
-    }
-
-
+    return timeline(job)["traceEvents"], job.times()

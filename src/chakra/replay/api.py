@@ -22,7 +22,7 @@ from chakra.job.etfile import read_comm_groups as load_comm_groups
 from chakra.replay.engine import ReplayError, SimOutput, simulate
 from chakra.replay.graph import WORLD_PG_NAMES, NodeSpec, RankGraph, graph_from_specs
 from chakra.replay.reader import graph_from_protobuf, load_graph
-from chakra.replay.whatif import WhatIf, WhatIfReport, apply_whatif
+from chakra.replay.whatif import WhatIf, WhatIfReport, apply_whatif, check_ranks
 from chakra.schema import COMM_COLL_NODE, METADATA_NODE
 
 log = logging.getLogger(__name__)
@@ -142,6 +142,34 @@ class JobResult:
 
     def __iter__(self) -> Iterator[ReplayResult]:
         return iter(self.ranks[r] for r in sorted(self.ranks))
+
+    def times(self) -> dict[str, Any]:
+        """The job as one: its time from the first rank's start to the last rank's end, measured and
+        replayed.
+
+        On the replay's common clock each rank starts at its ``clock_offset`` (its recorded window start
+        relative to the earliest rank's); measured, each rank's window runs from ``measured_start_us`` for
+        ``measured_us``.  Without recorded starts, the slowest rank's time.  ``comm_wait_us``: the time the
+        collectives of all ranks waited for their peers.
+        """
+        reps = list(self)
+        replayed = max((r.clock_offset + r.replayed_us for r in reps), default=0.0)
+        starts = [r.graph.measured_start_us for r in reps]
+        spans = [r.measured_us for r in reps]
+        measured: float | None = None
+        if reps and all(s is not None for s in starts) and all(m is not None for m in spans):
+            first = min(starts)  # type: ignore[type-var]
+            measured = max(s + m for s, m in zip(starts, spans)) - first  # type: ignore[operator]
+        elif reps and all(m is not None for m in spans):
+            measured = max(spans)  # type: ignore[type-var]
+        return {
+            "measured_us": measured,
+            "replayed_us": replayed,
+            "error_pct": 100.0 * (replayed - measured) / measured if measured else None,
+            "comm_wait_us": sum(r.total_wait_us for r in reps),
+            "matched_comm_groups": self.groups,
+            "start_offsets_us": {str(r.rank): r.clock_offset for r in reps},
+        }
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -314,6 +342,7 @@ def replay_job(inputs: Any, *, mode: str = "lanes", gaps: bool = True, missing: 
     graphs = load_job(inputs)
     if not graphs:
         raise ChakraError("no ranks to replay")
+    check_ranks(whatif, (g.rank for g in graphs))
     if couple:
         if isinstance(comm_groups, (str, os.PathLike)):
             comm_groups = load_comm_groups(comm_groups)

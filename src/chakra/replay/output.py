@@ -10,6 +10,7 @@ from typing import Any
 from chakra.errors import TraceFormatError
 from chakra.io import atomic_output, dump_json, read_bytes
 from chakra.replay.api import ReplayResult
+from chakra.replay.graph import COMM_STREAM
 from chakra.schema import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, METADATA_NODE
 
 COMPLETION_RE = re.compile(r"Node ID (\d+) completed at (\d+)us")
@@ -51,6 +52,8 @@ def _lane_sort_key(lane: Any) -> tuple:
 def _lane_name(lane: Any) -> str:
     if lane[0] == "cpu":
         return f"CPU thread {lane[1]}"
+    if lane[2] == COMM_STREAM:
+        return f"GPU {lane[1]} communication"      # (nodes that say nothing of where they ran)
     return f"GPU {lane[1]} stream {lane[2]}"
 
 
@@ -189,10 +192,7 @@ def replay_report(paths: list[str], *, job: bool = False, mode: str = "lanes", g
 
         raise UsageError("--comm-group and --unknown-group are for the whole-job replay: add --job")
     if whatif is not None and not whatif.empty:
-        from chakra.replay.whatif import check_ranks
-
         graphs = load_job(paths)
-        check_ranks(whatif, (g.rank for g in graphs))
         kw = {"mode": mode, "gaps": gaps, "missing": missing, "couple": job, "align": align,
               "collective": collective}
         if job:
@@ -229,19 +229,26 @@ def replay_report(paths: list[str], *, job: bool = False, mode: str = "lanes", g
     for line in result.whatif.lines() if result.whatif is not None else ():
         console.print(line)
     if job:
-        console.print(f"matched communication groups: {result.groups}; "
-                      f"job replayed time: {fmt_us(result.replayed_us)} µs")
+        t = result.times()
+        console.print(f"matched communication groups: {result.groups}; job (first rank's start to last "
+                      f"rank's end): measured {fmt_us(t['measured_us'])} µs, replayed "
+                      f"{fmt_us(t['replayed_us'])} µs ({fmt_pct(t['error_pct'])})")
     return 0
 
 
-def whatif_summary(base: Any, pred: Any) -> dict[str, Any]:
-    """Per rank: recorded step, replay as recorded, prediction, and the critical path before/after."""
+def whatif_summary(base: Any, pred: Any, paths: dict[Any, tuple[Any, Any]] | None = None) -> dict[str, Any]:
+    """Per rank: recorded step, replay as recorded, prediction, and the critical path before/after.
+
+    ``paths``: when given (empty), filled with each rank's (before, after) critical paths, for the caller
+    to describe without walking them again (a walk rebuilds the rank's plan)."""
     from chakra.replay.critical import compare_paths, critical_path
 
     ranks = []
     for res in pred:
         b = base.ranks[res.rank]
         before, after = critical_path(b), critical_path(res)
+        if paths is not None:
+            paths[res.rank] = (before, after)
         cmp = compare_paths(before, after)
         ranks.append({
             "rank": res.rank, "measured_us": res.measured_us, "replayed_us": b.replayed_us,
@@ -262,13 +269,14 @@ def _whatif_output(base: Any, pred: Any, whatif: Any, out: Any, as_json: bool, l
     from rich.console import Console
     from rich.table import Table
 
-    from chakra.replay.critical import critical_path, describe_change
+    from chakra.replay.critical import describe_change
 
     if log_path:
         write_completion_log(log_path, pred)
     if timeline_path:
         write_timeline(timeline_path, pred)
-    summary = whatif_summary(base, pred)
+    paths: dict[Any, tuple[Any, Any]] = {}
+    summary = whatif_summary(base, pred, paths)
     if as_json:
         out.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
         return 0
@@ -284,7 +292,6 @@ def _whatif_output(base: Any, pred: Any, whatif: Any, out: Any, as_json: bool, l
     for line in summary["whatif_applied"]:
         console.print(f"  {line}")
     for res in pred:
-        b = base.ranks[res.rank]
-        for line in describe_change(critical_path(b), critical_path(res)):
+        for line in describe_change(*paths[res.rank]):
             console.print(f"  rank {res.rank}: {line}")
     return 0
