@@ -1,6 +1,7 @@
 """The ASTRA-sim target (``--astrasim``) and ``chakra validate`` on real jobs, and the simulator's verdict.
 
-The simulator runs when ``../shared/astra-sim`` is beside the repository (its tests skip otherwise); the
+The simulator runs when ``../shared/astra-sim`` is beside the repository, or where ``CHAKRA_ASTRASIM`` points
+(its tests skip otherwise); the
 corpus tests skip without ``../shared/traces``; tests on ``tests/data`` always run.
 """
 
@@ -12,7 +13,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import DATA, REPO, needs_corpus
+from conftest import DATA, needs_corpus
+from helpers.astrasim import ASTRASIM, SKIP_REASON
 
 from chakra import schema as pb
 from chakra.io.pbstream import read_messages
@@ -20,20 +22,19 @@ from chakra.job.astrasim import astrasim_job
 from chakra.job.validate import validate
 from chakra.pipeline import run_pipeline
 
-SIM = REPO.parent / "shared" / "astra-sim" / "run.sh"
-
 
 def _sim_or_skip() -> Path:
     import subprocess
 
-    if not SIM.is_file():
-        pytest.skip("ASTRA-sim not found at ../shared/astra-sim (its tests run where it is)")
-    binary = SIM.parent / "bin" / "AstraSim_Analytical_Congestion_Unaware"
+    if ASTRASIM is None:
+        pytest.skip(SKIP_REASON)
+    sim = ASTRASIM / "run.sh"
+    binary = ASTRASIM / "bin" / "AstraSim_Analytical_Congestion_Unaware"
     ldd = subprocess.run(["ldd", str(binary)], capture_output=True, text=True)
     if "not found" in ldd.stdout:
         pytest.skip("ASTRA-sim's runtime libraries are missing "
                     "(apt-get install -y libprotobuf32 libyaml-cpp0.7)")
-    return SIM
+    return sim
 
 
 def comm_nodes(path: Path) -> list[tuple[int, dict]]:
