@@ -352,3 +352,17 @@ def test_replay_job_refuses_a_rule_for_absent_ranks_too(tmp_path):
     p = waiting_file(tmp_path / "job.0.et")
     with pytest.raises(UsageError, match=r"what-if 'cpu@9': no such rank in the replay \(its ranks: 0\)"):
         replay_job([p], whatif=WhatIf(delay=[parse_rule("cpu@9=5", "delay (µs)")]), couple=False)
+
+
+def test_the_kept_plan_is_the_one_the_critical_path_would_rebuild(tmp_path):
+    from chakra.replay import replay_rank
+
+    g = load_graph(waiting_file(tmp_path / "job.0.et"))
+    kept = replay_rank(g, keep_plan=True)
+    assert kept.plan is not None and replay_rank(g).plan is None       # not held on unless asked
+    walked = critical_path(kept)
+    kept.plan = None                                                    # rebuilt from the graph
+    rebuilt = critical_path(kept)
+    assert (walked.nodes, walked.charges, walked.links, walked.between) == \
+        (rebuilt.nodes, rebuilt.charges, rebuilt.links, rebuilt.between)
+    assert walked.nodes == [1, 2, 3] and sum(walked.charges) + sum(walked.between.values()) == 39

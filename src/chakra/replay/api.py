@@ -47,6 +47,7 @@ class ReplayResult:
     comm_wait: dict[int, float] = field(default_factory=dict)
     clock_offset: float = 0.0   # whole job: where this rank's time 0 lies on the job's common clock
     closes: dict[int, float] = field(default_factory=dict)   # parent index -> when its tail ends
+    plan: Any = None   # the chakra.replay.plan.Plan the engine read, when asked (keep_plan; lanes mode)
 
     @property
     def rank(self) -> int | None:
@@ -205,7 +206,7 @@ def _results(graphs: Sequence[RankGraph], out: SimOutput, mode: str, gaps: bool,
         closes = {gi - lo: e - b for gi, e in out.closes.items() if lo <= gi < hi}
         results.append(ReplayResult(graph=g, starts=starts, ends=ends, mode=mode,
                                     gaps=gaps and mode == "lanes", job=job, comm_wait=waits, clock_offset=b,
-                                    closes=closes))
+                                    closes=closes, plan=out.plans[ri] if out.plans else None))
     return results
 
 
@@ -222,19 +223,22 @@ def as_graph(nodes: Any, metadata: Any = None, *, rank: int | None = None) -> Ra
 
 
 def replay_rank(nodes: Any, *, metadata: Any = None, mode: str = "lanes", gaps: bool = True,
-                missing: str = "error", rank: int | None = None, whatif: WhatIf | None = None
-                ) -> ReplayResult:
+                missing: str = "error", rank: int | None = None, whatif: WhatIf | None = None,
+                keep_plan: bool = False) -> ReplayResult:
     """Replay one rank on its own: collectives and send/recv take their recorded durations (those
-    recorded without one, the communication model's: :mod:`chakra.replay.whatif`)."""
+    recorded without one, the communication model's: :mod:`chakra.replay.whatif`).  ``keep_plan``: the
+    result keeps the engine's plan (``ReplayResult.plan``, for a critical path; a million-node plan held
+    on costs ~30 MB and ~0.3 s of page faults later, so only when asked)."""
     g = as_graph(nodes, metadata, rank=rank)
-    return _replay_alone(apply_whatif([g], whatif)[0][0], mode, gaps, missing)
+    return _replay_alone(apply_whatif([g], whatif)[0][0], mode, gaps, missing, keep_plan)
 
 
-def _replay_alone(g: RankGraph, mode: str, gaps: bool, missing: str) -> ReplayResult:
+def _replay_alone(g: RankGraph, mode: str, gaps: bool, missing: str, keep_plan: bool = False
+                  ) -> ReplayResult:
     """Replay one rank whose what-if (and communication model) is already applied."""
     with gc_paused():  # millions of acyclic tuples/lists: the cyclic GC would only rescan them
         out = simulate([g], ranks=[g.rank if g.rank is not None else 0], mode=mode, gaps=gaps,
-                       missing=missing)
+                       missing=missing, keep_plans=keep_plan)
         return _results([g], out, mode, gaps, job=False)[0]
 
 
@@ -327,7 +331,8 @@ def apply_comm_groups(graphs: Sequence[RankGraph], groups: Mapping[str, Sequence
 def replay_job(inputs: Any, *, mode: str = "lanes", gaps: bool = True, missing: str = "error",
                couple: bool = True, align: bool = True, collective: str = "net",
                comm_groups: Mapping[str, Sequence[int]] | str | os.PathLike[str] | None = None,
-               unknown_group: str = "error", whatif: WhatIf | None = None) -> JobResult:
+               unknown_group: str = "error", whatif: WhatIf | None = None, keep_plan: bool = False
+               ) -> JobResult:
     """Replay every rank of a job; ``couple=False`` replays them side by side, independently.
 
     ``align`` (lanes mode, when every rank has ``measured_start_us``) starts each rank's
@@ -337,7 +342,7 @@ def replay_job(inputs: Any, *, mode: str = "lanes", gaps: bool = True, missing: 
     ``whatif`` changes the replay (:mod:`chakra.replay.whatif`); collectives recorded without a
     duration take the communication model's in any case.  ``JobResult.whatif`` says what it did.
     ``comm_groups`` (a mapping or the path of a comm-group file) and ``unknown_group``: see
-    :func:`apply_comm_groups`.
+    :func:`apply_comm_groups`.  ``keep_plan``: as :func:`replay_rank`'s.
     """
     graphs = load_job(inputs)
     if not graphs:
@@ -357,11 +362,12 @@ def replay_job(inputs: Any, *, mode: str = "lanes", gaps: bool = True, missing: 
             base = [s - first for s in starts]  # type: ignore[operator]
         with gc_paused():
             out = simulate(graphs, ranks=ranks, mode=mode, gaps=gaps, missing=missing,  # type: ignore[arg-type]
-                           couple=True, base=base, collective=collective, unknown_group=unknown_group)
+                           couple=True, base=base, collective=collective, unknown_group=unknown_group,
+                           keep_plans=keep_plan)
             results = _results(graphs, out, mode, gaps, job=True)
         groups = out.groups
     else:
-        results = [_replay_alone(g, mode, gaps, missing) for g in graphs]
+        results = [_replay_alone(g, mode, gaps, missing, keep_plan) for g in graphs]
         groups = 0
     return JobResult(ranks={r.rank: r for r in results}, mode=mode, gaps=gaps and mode == "lanes",  # type: ignore[misc]
                      coupled=couple, groups=groups, whatif=report)

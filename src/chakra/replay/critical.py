@@ -82,6 +82,8 @@ def replay_plan(res: ReplayResult) -> Plan | None:
     is not in it; the walk then falls back on the replayed times."""
     if res.mode != "lanes":
         return None
+    if res.plan is not None:          # the one the engine read (it leaves its plans as they were)
+        return res.plan
     g = res.graph
     deps = _resolved_deps(g)
     return rank_plan(g, deps, _topo_order(g, deps), res.gaps)

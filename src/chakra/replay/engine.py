@@ -161,19 +161,21 @@ class SimOutput:
     groups: int = 0                                             # coupled groups (collectives + p2p pairs)
     base: list[float] = field(default_factory=list)             # per rank: its time 0 on the common clock
     closes: dict[int, float] = field(default_factory=dict)      # parent node -> when its tail ends
+    plans: list[Plan] = field(default_factory=list)             # lanes mode: each rank's plan (read only)
 
 
 def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None, mode: str = "lanes",
              gaps: bool = True, missing: str = "error", couple: bool = False,
-             base: Sequence[float] | None = None, collective: str = "net", unknown_group: str = "error"
-             ) -> SimOutput:
+             base: Sequence[float] | None = None, collective: str = "net", unknown_group: str = "error",
+             keep_plans: bool = False) -> SimOutput:
     """Replay ``graphs`` (one per rank) together; ``couple`` ties collectives/send/recv across ranks.
 
     ``base`` (lanes mode) is the time at which each rank's replay begins on the common
     clock; results stay on that clock.  ``collective`` is the transfer time of a coupled
     group: ``"net"`` (each participant's recording net of its recorded wait, see
     :func:`chakra.replay.coupling.net_durations`) or ``"min"`` (shortest recording, every
-    participant ends together).
+    participant ends together).  ``keep_plans``: ``SimOutput.plans`` holds the ranks' plans (lanes mode;
+    otherwise they are freed before the results are made).
     """
     if mode not in MODES:
         raise ChakraError(f"unknown replay mode {mode!r} (expected one of {', '.join(MODES)})")
@@ -202,6 +204,8 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
         out = None if couple else _run_each_in_order(plans, orders, offsets, bases)
         if out is not None:
             out.lane_order = orders
+            if keep_plans:
+                out.plans = plans
             return out
         job = _Job.lanes(graphs, ranks, offsets, plans, orders, bases, couple, collective, unknown_group)
         job.run_lanes()
@@ -210,7 +214,8 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
                                         offsets[-1] - job.done))
     return SimOutput(starts=job.start, ends=job.end, offsets=offsets, comm_start=job.comm_start,
                      lane_order=orders, base=bases, groups=len(job.coupling.members),
-                     closes={x: job.end[last] + t for x, (last, t) in job.closes.items()})
+                     closes={x: job.end[last] + t for x, (last, t) in job.closes.items()},
+                     plans=plans if lanes_mode and keep_plans else [])
 
 
 # ---- per rank: dependencies and lane order -----------------------------------------------------------------

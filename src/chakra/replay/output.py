@@ -201,6 +201,7 @@ def replay_report(paths: list[str], *, job: bool = False, mode: str = "lanes", g
 
         from chakra.replay.whatif import WhatIf
 
+        kw["keep_plan"] = True          # the report walks each rank's critical path
         base = replay_job(graphs, whatif=WhatIf(model=whatif.model), **kw)
         if base.whatif is not None and base.whatif.model is not None:   # one model for both (fitted once)
             whatif = replace(whatif, model=base.whatif.model)

@@ -482,7 +482,7 @@ def scheduled_path(graph: EtGraph, forward_only: bool = False) -> dict[str, Any]
     fpos = {n.id: i for i, n in enumerate(graph.nodes)}
     g.deps = [tuple(d for d in deps if d in fpos and (not forward_only or fpos[d] < fpos[nid]))
               for nid, deps in zip(g.ids, g.deps)]
-    res = replay_rank(g, gaps=False, missing="ignore")
+    res = replay_rank(g, gaps=False, missing="ignore", keep_plan=True)
     cp = replay_critical_path(res)
     links = Counter(cp.links)
     return {"length_us": cp.total_us, "path": list(cp.nodes), "adds": list(cp.charges),
