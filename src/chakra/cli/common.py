@@ -222,15 +222,9 @@ def setup_logging(level: str = DEFAULT_LOG_LEVEL, filename: str | None = None, q
     handlers: list[logging.Handler] = [console]
     root_level = lvl
     if filename:
-        from chakra.io.sniff import log_path_problem
+        from chakra.io.sniff import log_file_handler
 
-        problem = log_path_problem(filename)
-        if problem:
-            raise UsageError(f"--log-filename {filename}: {problem}")
-        try:
-            handlers.append(logging.FileHandler(filename, mode="w"))
-        except OSError as exc:
-            raise UsageError(f"--log-filename {filename}: cannot write it ({exc.strerror or exc})") from None
+        handlers.append(log_file_handler(filename))
         root_level = min(lvl, logging.INFO)
         handlers[-1].setLevel(root_level)
     logging.basicConfig(level=root_level, format=LOG_FORMAT, handlers=handlers, force=True)

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from chakra.convert.core import ConvertStats, stream_serialized
-from chakra.errors import UsageError
 from chakra.io import atomic_output
 from chakra.io.pbstream import write_frames
 
@@ -112,17 +111,9 @@ def write_et(output_path: str | os.PathLike[str], meta: Any, write_nodes: Any, r
 def add_log_file(path: str | os.PathLike[str]) -> None:
     """Send the log to ``path`` too: truncated once, then opened in append mode (``--simulate`` appends
     its completion lines to the same file: :mod:`chakra.replay.written`)."""
-    from chakra.io.sniff import log_path_problem
+    from chakra.io.sniff import log_file_handler
 
-    problem = log_path_problem(path)
-    if problem:
-        raise UsageError(f"--log-filename {os.fspath(path)}: {problem}")
-    try:
-        with open(path, "w", encoding="utf-8"):
-            pass
-    except OSError as exc:
-        raise UsageError(f"--log-filename {os.fspath(path)}: cannot write it ({exc.strerror})") from None
-    handler = logging.FileHandler(path, mode="a", encoding="utf-8")
+    handler = log_file_handler(path)
     handler.setFormatter(logging.Formatter("[%(asctime)s] %(levelname)s %(name)s: %(message)s"))
     # a log file asked for gets what was done (INFO) whatever the console shows (WARNING by default; the
     # console handler of chakra.cli.common.setup_logging filters by its own level)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import zlib
+
+from chakra.errors import UsageError
 
 _HEAD = 1 << 16   # (a Kineto trace may open with 26 KB of "metadata" before its "traceEvents")
 
@@ -68,16 +71,22 @@ def wrong_kind_hint(path: str | os.PathLike[str] | None, expected: str) -> str:
     return f"; it looks like {_WHAT[kind]}"
 
 
-def log_path_problem(path: str | os.PathLike[str]) -> str | None:
-    """Why ``path`` must not be written as a log (it is a trace: a log is written anew, which would empty
-    an input named by mistake), or None."""
-    if not os.path.isfile(path):
-        return None
+def log_file_handler(path: str | os.PathLike[str]) -> logging.FileHandler:
+    """A handler writing the log to ``path``, written anew (truncated once, then appended to, so that other
+    writers may append to it too: ``--simulate``'s completion lines), or a UsageError: ``path`` is a trace
+    (an input named by mistake would be emptied) or cannot be written."""
+    name = os.fspath(path)
+    if os.path.isfile(name):
+        try:
+            with open(name, "rb") as fh:
+                gzipped = fh.read(2) == b"\x1f\x8b"
+        except OSError:
+            gzipped = False
+        if gzipped or file_kind(name) is not None:
+            raise UsageError(f"--log-filename {name}: is a trace, not a log (writing the log would empty it)")
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(2)
-    except OSError:
-        return None
-    if head == b"\x1f\x8b" or file_kind(path) is not None:
-        return "is a trace, not a log (writing the log would empty it)"
-    return None
+        with open(name, "w", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"--log-filename {name}: cannot write it ({exc.strerror or exc})") from None
+    return logging.FileHandler(name, mode="a", encoding="utf-8")
