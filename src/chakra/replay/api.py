@@ -19,6 +19,7 @@ from typing import Any
 from chakra.errors import ChakraError, UsageError
 from chakra.io import gc_paused
 from chakra.job.etfile import read_comm_groups as load_comm_groups
+from chakra.replay.coupling import rank_of
 from chakra.replay.engine import ReplayError, SimOutput, simulate
 from chakra.replay.graph import WORLD_PG_NAMES, NodeSpec, RankGraph, graph_from_specs
 from chakra.replay.reader import graph_from_protobuf, load_graph
@@ -135,6 +136,7 @@ class JobResult:
     gaps: bool = True
     coupled: bool = True
     groups: int = 0          # matched collectives + send/recv pairs
+    groups_members: list[list[tuple[int, int]]] = field(default_factory=list)  # each group: (rank, node id)
     whatif: WhatIfReport | None = None   # what the what-if (and the communication model) did
 
     @property
@@ -366,11 +368,28 @@ def replay_job(inputs: Any, *, mode: str = "lanes", gaps: bool = True, missing: 
                            keep_plans=keep_plan)
             results = _results(graphs, out, mode, gaps, job=True)
         groups = out.groups
+        coupled = _coupled_ids(graphs, out)
     else:
         results = [_replay_alone(g, mode, gaps, missing, keep_plan) for g in graphs]
         groups = 0
+        coupled = []
     return JobResult(ranks={r.rank: r for r in results}, mode=mode, gaps=gaps and mode == "lanes",  # type: ignore[misc]
-                     coupled=couple, groups=groups, whatif=report)
+                     coupled=couple, groups=groups, whatif=report, groups_members=coupled)
+
+
+def _coupled_ids(graphs: Sequence[RankGraph], out: SimOutput) -> list[list[tuple[int, int]]]:
+    """The coupled groups as (rank, node id) pairs."""
+    offsets = out.offsets
+    where = []
+    for gi_members in out.members:   # (members in rank order)
+        grp = []
+        for gi in gi_members:
+            ri = rank_of(offsets, gi)
+            g = graphs[ri]
+            grp.append((g.rank, g.ids[gi - offsets[ri]]))   # type: ignore[arg-type]
+        where.append(grp)
+    return where
+
 
 
 __all__ = ["JobResult", "ReplayError", "ReplayResult", "apply_comm_groups", "as_graph", "load_comm_groups",

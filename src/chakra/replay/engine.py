@@ -134,10 +134,18 @@ from dataclasses import dataclass, field
 from itertools import chain, repeat
 
 from chakra.errors import ChakraError
-from chakra.replay.coupling import Coupling, build_coupling, couple_transfers, net_durations, stall_message
+from chakra.job.network import ring_finish, ring_steps
+from chakra.replay.coupling import (
+    Coupling,
+    build_coupling,
+    couple_transfers,
+    net_durations,
+    rank_of,
+    stall_message,
+)
 from chakra.replay.graph import COMM_TYPES, RankGraph, ReplayError
 from chakra.replay.plan import Plan, rank_plan
-from chakra.schema import METADATA_NODE
+from chakra.schema import BROADCAST, COMM_COLL_NODE, MEM_LOAD_NODE, MEM_STORE_NODE, METADATA_NODE
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +167,7 @@ class SimOutput:
     comm_start: dict[int, float] = field(default_factory=dict)  # coupled node -> start of the transfer
     lane_order: list[list[int]] = field(default_factory=list)   # per rank: local indices in lane order
     groups: int = 0                                             # coupled groups (collectives + p2p pairs)
+    members: list[list[int]] = field(default_factory=list)      # each coupled group's nodes (global indices)
     base: list[float] = field(default_factory=list)             # per rank: its time 0 on the common clock
     closes: dict[int, float] = field(default_factory=dict)      # parent node -> when its tail ends
     plans: list[Plan] = field(default_factory=list)             # lanes mode: each rank's plan (read only)
@@ -214,6 +223,7 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
                                         offsets[-1] - job.done))
     return SimOutput(starts=job.start, ends=job.end, offsets=offsets, comm_start=job.comm_start,
                      lane_order=orders, base=bases, groups=len(job.coupling.members),
+                     members=job.coupling.members,
                      closes={x: job.end[last] + t for x, (last, t) in job.closes.items()},
                      plans=plans if lanes_mode and keep_plans else [])
 
@@ -436,6 +446,8 @@ class _Job:
         self.latest: list[float] = []
         self.arrived_nodes: set[int] = set()
         self.comm_start: dict[int, float] = {}
+        self.steps: list[int] = []                  # astrasim mode: each coupled group's ring steps (0: none)
+        self.arrivals: list[list[tuple[int, float]]] = []
 
     # -- building --------------------------------------------------------------------------------------
 
@@ -503,7 +515,35 @@ class _Job:
         if couple:
             job.couple(graphs, ranks, offsets, orders, list(job.rdur), [0.0] * len(graphs), collective,
                        unknown_group)
+            job.uncouple_timed(graphs, offsets)
+            job.ring_groups(graphs, offsets)
         return job
+
+    def ring_groups(self, graphs: Sequence[RankGraph], offsets: list[int]) -> None:
+        """ASTRA-sim passes a collective around its ring: a member that issued it last finishes sooner
+        than one that waited for it (:func:`chakra.job.network.ring_finish`).  The steps of each group."""
+        c = self.coupling
+        self.steps = []
+        self.arrivals = [[] for _ in c.members]
+        for members in c.members:
+            gi = members[0]
+            ri = rank_of(offsets, gi)
+            g, i = graphs[ri], gi - offsets[ri]
+            if g.types[i] != COMM_COLL_NODE:
+                self.steps.append(0)
+                continue
+            self.steps.append(ring_steps(g.extra.get("comm_type", {}).get(i), g.types[i], len(members)))
+
+    def uncouple_timed(self, graphs: Sequence[RankGraph], offsets: list[int]) -> None:
+        """ASTRA-sim runs a BROADCAST for its duration on each rank, without waiting for the peers: the
+        ASTRA-sim rule does not couple it."""
+        group_of = self.group_of
+        if group_of is None:
+            return
+        for g, off in zip(graphs, offsets):
+            for i, t in g.extra.get("comm_type", {}).items():
+                if t == BROADCAST and group_of[off + i] >= 0:
+                    group_of[off + i] = -1
 
     def add_deps(self, off: int, deps: list[tuple[int, ...]]) -> None:
         rem, succ = self.rem, self.succ
@@ -553,8 +593,18 @@ class _Job:
             self.comm_start[gi] = t
             self.schedule_end(gi, t + self.ff_min.get(gi, self.rdur[gi]))
         members = c.members[grp]
+        steps = self.steps[grp] if self.steps else 0
+        if steps:
+            self.arrivals[grp].append((gi, t))
         if self.arrived[grp] == len(members):
             cs = self.latest[grp]
+            if steps:            # the ASTRA-sim rule: around the ring
+                at = dict(self.arrivals[grp])
+                ends = ring_finish([at[m] for m in members], steps, c.dur[grp])
+                for m, em in zip(members, ends):
+                    self.comm_start[m] = cs
+                    self.schedule_end(m, em)
+                return
             e = cs + c.dur[grp]
             per_member = c.member_dur[grp] if c.member_dur is not None else None
             after = self.after_transfer
@@ -693,9 +743,10 @@ class _Job:
 
 
 def _resource_kind(ntype: int, is_cpu: bool) -> int:
+    # (measured on ASTRA-sim: a MEM_LOAD/MEM_STORE node not on the CPU holds the communication resource)
     if is_cpu:
         return _CPU
-    if ntype in COMM_TYPES:
+    if ntype in COMM_TYPES or ntype in (MEM_LOAD_NODE, MEM_STORE_NODE):
         return _GPU_COMM
     return _GPU_COMP
 
