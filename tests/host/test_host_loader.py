@@ -77,7 +77,8 @@ def test_corpus_list_is_complete(corpus: Path) -> None:
     on_disk = {
         str(p.relative_to(corpus))
         for p in corpus.rglob("*.json.gz")
-        if not p.name.startswith("kineto_") and "kineto_only" not in p.relative_to(corpus).parts   # Kineto traces
+        # (Kineto traces: kineto_N files, and everything under kineto_only/)
+        if not p.name.startswith("kineto_") and "kineto_only" not in p.relative_to(corpus).parts
     }
     assert on_disk == {row[0] for row in HOST_ETS}
 
