@@ -38,9 +38,11 @@ def _sim_or_skip() -> Path:
 
 
 def comm_nodes(path: Path) -> list[tuple[int, dict]]:
+    """The communication of a written rank (an experiment's pieces of time, timed BROADCASTs, are not)."""
     _, nodes = read_messages(path, pb.GlobalMetadata, pb.Node)
-    return [(n.type, {a.name: pb.attr_value(a) for a in n.attr}) for n in nodes
-            if n.type in (pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE)]
+    return [(n.type, attrs) for n, attrs in ((n, {a.name: pb.attr_value(a) for a in n.attr}) for n in nodes)
+            if n.type in (pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE)
+            and "timing_piece" not in attrs]
 
 
 def node_types(path: Path) -> set[int]:

@@ -173,6 +173,12 @@ def comm_of(node: Any, pos: int, base: float | None, attrs: dict[str, Any] | Non
                 name=node.name)
 
 
+def is_timing_piece(node: Any) -> bool:
+    """A node an ASTRA-sim experiment added for a piece of time (chakra.replay.materialize): a COMM node
+    that is not communication."""
+    return any(a.name == "timing_piece" for a in node.attr)
+
+
 def rank_comms(f: EtFile, skip: set[int] | None = None) -> RankComms:
     """The rank's comm nodes in file order (a topological order: the order the simulator meets them);
     ``skip``: positions not to include."""
@@ -180,6 +186,6 @@ def rank_comms(f: EtFile, skip: set[int] | None = None) -> RankComms:
 
     comms = []
     for pos, n in enumerate(f.nodes):
-        if n.type in COMM_NODE_TYPES and (skip is None or pos not in skip):
+        if n.type in COMM_NODE_TYPES and (skip is None or pos not in skip) and not is_timing_piece(n):
             comms.append(comm_of(n, pos, f.measured_start_us))
     return RankComms(rank=f.rank, comms=comms, groups=dict(f.groups), path=f.path)

@@ -1,5 +1,5 @@
 """The network ASTRA-sim is given for a job: its cost model, fitted to the job's own collectives, and the
-configuration files that carry it (``network.yml``, ``system.json``, ``remote_memory.json``).
+configuration files that carry it (``network.yml``, ``system.json``; the simulator's default remote memory).
 
 How the simulator times a collective (its analytical, congestion-unaware backend; measured on the build in
 ``../shared/astra-sim`` over 2-8 ranks, every kind, sizes of 1 KiB - 16 MiB, ``tests/job/test_network.py``
@@ -59,12 +59,9 @@ NO_LOCAL_MEMORY_GBPS = 1_000_000
 GIB = 2 ** 30
 #: the share of collectives whose transfer time the fitted model stays below
 ENVELOPE_SHARE = 1.0
-#: the remote-memory bandwidth (GB/s) of the experiment: 1 byte per ns, so a MEM node of T bytes lasts T ns
-DELAY_BYTES_PER_NS = 1
 
 NETWORK_YML = "network.yml"
 SYSTEM_JSON = "system.json"
-REMOTE_MEMORY_JSON = "remote_memory.json"
 
 #: what the simulator runs by the network (the rest are COMP nodes or timed by duration)
 NETWORK_KINDS = {ALL_REDUCE: "all_reduce", ALL_GATHER: "all_gather", REDUCE_SCATTER: "reduce_scatter",
@@ -254,23 +251,14 @@ def system_config() -> dict[str, Any]:
     }
 
 
-def remote_memory_config() -> dict[str, Any]:
-    """Remote memory at 1 byte/ns and no latency: a MEM node of ``tensor_size`` T lasts T ns (the
-    experiment's timed nodes on the communication resource)."""
-    return {"memory-type": "PER_NPU_MEMORY_EXPANSION", "remote-mem-latency": 0,
-            "remote-mem-bw": DELAY_BYTES_PER_NS}
-
-
 def write_configs(out_dir: str | os.PathLike[str], net: Network) -> dict[str, Path]:
-    """network.yml, system.json and remote_memory.json in ``out_dir``; {kind: path}."""
+    """network.yml and system.json in ``out_dir``; {kind: path}."""
     out = Path(out_dir)
-    paths = {"network": out / NETWORK_YML, "system": out / SYSTEM_JSON,
-             "remote_memory": out / REMOTE_MEMORY_JSON}
+    paths = {"network": out / NETWORK_YML, "system": out / SYSTEM_JSON}
     with atomic_output(paths["network"]) as fh:
         fh.write(network_yaml(net).encode())
-    for key, doc in (("system", system_config()), ("remote_memory", remote_memory_config())):
-        with atomic_output(paths[key]) as fh:
-            fh.write((json.dumps(doc, indent=2) + "\n").encode())
+    with atomic_output(paths["system"]) as fh:
+        fh.write((json.dumps(system_config(), indent=2) + "\n").encode())
     return paths
 
 

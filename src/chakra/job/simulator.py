@@ -33,9 +33,15 @@ class SimResult:
         return None if ns is None else ns / 1000.0
 
 
+#: the launcher's options for an experiment's configuration files (chakra.job.network.write_configs keys)
+CONFIG_OPTIONS = {"network": "--network", "system": "--system"}
+
+
 def run_simulator(script: str | os.PathLike[str], prefix: str | os.PathLike[str], num_npus: int, *,
-                  comm_group: str | os.PathLike[str] | None = None, timeout: float = 1800.0) -> SimResult:
-    """Run ``script PREFIX N [--comm-group FILE]`` and parse its per-rank lines.
+                  comm_group: str | os.PathLike[str] | None = None,
+                  configs: dict[str, Path] | None = None, timeout: float = 1800.0) -> SimResult:
+    """Run ``script PREFIX N [--comm-group FILE] [--network F --system F]`` and parse its
+    per-rank lines (``configs``: an experiment's files, :func:`chakra.job.network.write_configs`).
 
     A run in which some rank did not finish is an error naming the script's last line (where its
     logs are and the first problem it saw).
@@ -46,6 +52,8 @@ def run_simulator(script: str | os.PathLike[str], prefix: str | os.PathLike[str]
     cmd = [str(exe.resolve()), os.fspath(prefix), str(num_npus)]
     if comm_group is not None:
         cmd += ["--comm-group", os.fspath(comm_group)]
+    for key, path in (configs or {}).items():
+        cmd += [CONFIG_OPTIONS[key], os.fspath(path)]
     if not os.access(exe, os.X_OK):
         cmd.insert(0, "bash")
     try:

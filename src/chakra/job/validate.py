@@ -181,7 +181,8 @@ def _file_checks(f: EtFile, groups: dict[str, tuple[int, ...]], world: tuple[int
             if isinstance(own, int) and own != r:
                 side = "send" if n.type == pb.COMM_SEND_NODE else "recv"
                 bad(f"{side} node {n.id} names rank {own} as its own side, in the file of rank {r}")
-        comms.append(comm_of(n, pos, f.measured_start_us, a))
+        if "timing_piece" not in a:     # (a piece of time an experiment wrote as a timed BROADCAST)
+            comms.append(comm_of(n, pos, f.measured_start_us, a))
     if wrong_type > 3:
         bad(f"... {wrong_type - 3} more attributes of the wrong type")
     return comms

@@ -22,6 +22,7 @@ from chakra import schema as pb
 from chakra.io import atomic_output
 from chakra.io.pbstream import read_messages, write_frames
 from chakra.job.network import NETWORK_KINDS, Network, Sample, fit_network, write_configs
+from chakra.job.simulator import CONFIG_OPTIONS
 from chakra.replay.api import JobResult, replay_job
 from chakra.replay.graph import COMM_TYPES
 from chakra.replay.materialize import Materialized, materialize_job
@@ -45,15 +46,32 @@ class Experiment:
     short_transfers: int = 0
     pieces: dict[str, int] = field(default_factory=dict)
 
-    def command(self, run_sh: str | os.PathLike[str] = "run.sh") -> str:
-        """The ASTRA-sim launcher's command line that runs the experiment (``../shared/astra-sim/run.sh``)."""
-        args = [os.fspath(run_sh), os.fspath(self.prefix), str(self.npus)]
+    def command(self, run_sh: str | os.PathLike[str] = "run.sh", here: bool = False) -> str:
+        """The ASTRA-sim launcher's command line that runs the experiment (``../shared/astra-sim/run.sh``);
+        ``here``: with the files named from the experiment's folder (run it there)."""
+        def name(p: Path) -> str:
+            return p.name if here else os.fspath(p)
+
+        args = [os.fspath(run_sh), name(self.prefix), str(self.npus)]
         if self.comm_group is not None:
-            args += ["--comm-group", os.fspath(self.comm_group)]
-        for opt, key in (("--network", "network"), ("--system", "system"),
-                         ("--remote-memory", "remote_memory")):
-            args += [opt, os.fspath(self.configs[key])]
+            args += ["--comm-group", name(self.comm_group)]
+        for key, opt in CONFIG_OPTIONS.items():
+            args += [opt, name(self.configs[key])]
         return shlex.join(args)
+
+    def describe(self) -> dict[str, Any]:
+        """For summary.json: the network, the fit's residual per kind, what was added, the command line."""
+        net, fit = self.network, self.fitted
+        return {
+            "network": {"topology": net.topology, "npus": net.npus, "latency_ns": net.latency_ns,
+                        "bandwidth_gbps": net.gbps, "source": net.source},
+            "fit": {"latency_ns": fit.latency_ns, "bandwidth_gbps": fit.gbps, "residuals": fit.residuals},
+            "start_offsets_us": {str(r): v for r, v in sorted(self.offsets_us.items())},
+            "transfers_shorter_than_model": self.short_transfers,
+            "pieces": dict(sorted(self.pieces.items())),
+            "files": {k: p.name for k, p in self.configs.items()},
+            "command": self.command(here=True),
+        }
 
     def lines(self) -> list[str]:
         fit = self.fitted

@@ -62,6 +62,7 @@ class PipelineResult:
     seconds: float = 0.0
     executor: str = ""
     astrasim: Any = None          # chakra.job.astrasim.AstrasimReport with --astrasim
+    experiment: Any = None        # chakra.pipeline.experiment.Experiment with --astrasim
 
     def path(self, kind: str) -> Path:
         return self.out_dir / self.files[kind]

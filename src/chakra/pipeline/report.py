@@ -101,14 +101,23 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         f"{summary['mode']}, "
         f"{'with' if summary['gaps'] else 'without'} recorded gaps.",
         "",
-        "| rank | nodes | measured (µs) | replayed (µs) | error | host ops matched | GPU ops attached |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    simulated = any("simulated_us" in r for r in summary["ranks"])
+    sim_head = " ASTRA-sim (µs) | ASTRA-sim error |" if simulated else ""
+    lines += [
+        f"| rank | nodes | measured (µs) | replayed (µs) | error |{sim_head} host ops matched "
+        "| GPU ops attached |",
+        "|---:|---:|---:|---:|---:|" + ("---:|---:|" if simulated else "") + "---:|---:|",
     ]
     for r in summary["ranks"]:
+        sim = f" {fmt_us(r.get('simulated_us'))} | {fmt_pct(simulated_error(r))} |" if simulated else ""
         lines.append(
             f"| {r['rank']} | {r['nodes']:,} | {fmt_us(r['measured_us'])} | {fmt_us(r['replayed_us'])} | "
-            f"{fmt_pct(r['error_pct'])} | {r['host_ops_matched']:,}/{r['host_ops']:,} "
+            f"{fmt_pct(r['error_pct'])} |{sim} {r['host_ops_matched']:,}/{r['host_ops']:,} "
             f"({100 * r['host_match_rate']:.1f}%) | {_attached(r)} |")
+    if simulated:
+        lines += ["", "ASTRA-sim error: against the later of the measured window's end and the end of the "
+                  "work started in it (the rank's time in the simulator counts from its own window start)."]
     notes = overrun_notes(summary)
     if notes:
         lines += ["", *(f"- {n}" for n in notes)]
@@ -121,6 +130,19 @@ def summary_markdown(summary: dict[str, Any]) -> str:
             f"{fmt_us(whole['comm_wait_us'])} µs for their peers in all; {whole['matched_comm_groups']} "
             "collectives and send/recv pairs matched.",
         ]
+    exp = (summary.get("astrasim") or {}).get("experiment")
+    if exp is not None:
+        net = exp["network"]
+        lines += ["", "## ASTRA-sim experiment", "",
+                  f"Network: {net['topology']} of {net['npus']}, latency {net['latency_ns']:,.0f} ns per "
+                  f"message, bandwidth {net['bandwidth_gbps']:.4g} GB/s ({net['source']}). Run it in this "
+                  "folder:", "",
+                  f"    {exp['command']}", "",
+                  "| collective | transfers | network model's share | left over per transfer (µs, mean) |",
+                  "|---|---:|---:|---:|"]
+        for kind, res in exp["fit"]["residuals"].items():
+            lines.append(f"| {kind} | {res['count']} | {res['model_share_pct']:.0f}% | "
+                         f"{res['mean_us']:,.1f} |")
     lines += [
         "",
         f"Largest |error|: {_fmt2(summary['abs_error_pct_max'])}%; mean |error|: "
@@ -143,20 +165,21 @@ def job_table(result: PipelineResult, title: str | None = None) -> Any:
                   f"{result.mode})")
     simulated = any("simulated_us" in r for r in result.summary["ranks"])
     for col in ("rank", "nodes", "starts at (µs)", "measured (µs)", "replayed (µs)", "error",
-                *(("ASTRA-sim (µs)",) if simulated else ()), "comm wait (µs)", "wait share"):
+                *(("ASTRA-sim (µs)", "ASTRA-sim error") if simulated else ()), "comm wait (µs)",
+                "wait share"):
         table.add_column(col, justify="right")
     offsets = whole["start_offsets_us"]
     for r in result.summary["ranks"]:
         err, wait, rep = r["error_pct"], r["comm_wait_us"], r["replayed_us"]
         style = None if err is None or abs(err) <= 5.0 else "yellow"
         share = fmt_pct(100.0 * wait / rep).lstrip("+") if wait is not None and rep else "-"
-        sim = (fmt_us(r.get("simulated_us")),) if simulated else ()
+        sim = (fmt_us(r.get("simulated_us")), fmt_pct(simulated_error(r))) if simulated else ()
         table.add_row(str(r["rank"]), f"{r['nodes']:,}", fmt_us(offsets.get(str(r["rank"]))),
                       fmt_us(r["measured_us"]), fmt_us(rep), fmt_pct(err), *sim, fmt_us(wait), share,
                       style=style)
     table.add_section()
-    sim_job = (fmt_us(max((r.get("simulated_us") or 0.0) for r in result.summary["ranks"])),) if simulated \
-        else ()
+    sim_job = (fmt_us(max((r.get("simulated_us") or 0.0) for r in result.summary["ranks"])), "") \
+        if simulated else ()
     table.add_row("job", f"{sum(r['nodes'] for r in result.summary['ranks']):,}", fmt_us(0.0),
                   fmt_us(whole["measured_us"]), fmt_us(whole["replayed_us"]), fmt_pct(whole["error_pct"]),
                   *sim_job, fmt_us(whole["comm_wait_us"]), "", style="bold")
@@ -182,6 +205,7 @@ def pipeline_table(result: PipelineResult, title: str | None = None) -> Any:
     simulated = any("simulated_us" in r for r in result.summary["ranks"])
     if simulated:
         table.add_column("ASTRA-sim (µs)", justify="right")
+        table.add_column("ASTRA-sim error", justify="right")
     table.add_column("host ops matched", justify="right")
     table.add_column("GPU ops attached", justify="right")
     for r in result.summary["ranks"]:
@@ -190,7 +214,7 @@ def pipeline_table(result: PipelineResult, title: str | None = None) -> Any:
         cells = [str(r["rank"]), f"{r['nodes']:,}", fmt_us(r["measured_us"]), fmt_us(r["replayed_us"]),
                  fmt_pct(err)]
         if simulated:
-            cells.append(fmt_us(r.get("simulated_us")))
+            cells += [fmt_us(r.get("simulated_us")), fmt_pct(simulated_error(r))]
         cells += [f"{r['host_ops_matched']:,}/{r['host_ops']:,}", _attached(r, short=True)]
         table.add_row(*cells, style=style)
     if any(r.get("gpu_launched_before_trace") for r in result.summary["ranks"]):
@@ -198,6 +222,16 @@ def pipeline_table(result: PipelineResult, title: str | None = None) -> Any:
     return table
 
 
+
+
+def simulated_error(r: dict[str, Any]) -> float | None:
+    """ASTRA-sim's time of a summary row against the later of the measured window's end and the recorded
+    end of the work started in it, in %."""
+    sim, measured = r.get("simulated_us"), r.get("measured_us")
+    if sim is None or not measured:
+        return None
+    ref = max(measured, r.get("recorded_end_us") or 0.0)
+    return 100.0 * (sim - ref) / ref
 
 
 def overrun_notes(summary: dict[str, Any]) -> list[str]:
@@ -223,12 +257,10 @@ def _print_result(result: PipelineResult, stream: TextIO, wall: bool = True) -> 
         f"  replay timeline (Perfetto / chrome://tracing): {TIMELINE}",
         f"  summary:                      {SUMMARY_MD}, {SUMMARY_JSON}",
     ]
-    target = result.astrasim
-    if target is not None:
-        n = len(target.ranks)
-        cg = f" --comm-group {out / target.comm_group.name}" if target.comm_group is not None else ""
-        lines += [*target.lines(),
-                  f"  run it: run.sh {out / result.name} {n}{cg}   (ASTRA-sim's launcher; see the README)"]
+    target, exp = result.astrasim, result.experiment
+    if target is not None and exp is not None:
+        lines += [*target.lines(), *exp.lines(),
+                  f"  run it: {exp.command()}   (ASTRA-sim's launcher; see the README)"]
     if wall:
         n = len(result.ranks)
         lines.append(f"{n} rank{'' if n == 1 else 's'} in {result.seconds:.1f} s ({result.executor}).")

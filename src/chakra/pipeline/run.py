@@ -153,16 +153,20 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
                 exc.args = (exc.message,)
             raise
         events: list[dict[str, Any]] = []
-        target = None
+        target = experiment = None
+        whole_job: dict[str, Any] | None = None
         if astrasim:
             from chakra.job.astrasim import astrasim_job
+            from chakra.pipeline.experiment import build_experiment
 
             target = astrasim_job([r.et for r in results], out / job_name)  # type: ignore[misc]
-        whole_job: dict[str, Any] | None = None
-        if job_replay:
+            experiment = build_experiment([r.et for r in results], out / job_name,  # type: ignore[misc]
+                                          npus=len(target.ranks), comm_group=target.comm_group, whatif=whatif)
+            events, times = _adopt_job(results, out, experiment.job)
+            if job_replay:
+                whole_job = times
+        elif job_replay:
             events, whole_job = _replay_job(results, out, mode, gaps, bars, whatif)
-        elif astrasim:
-            events = _replay_ranks(results, out, mode, gaps, whatif)
         else:
             for r in results:
                 events.extend(r.timeline_events)
@@ -177,24 +181,31 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
     out_files = {"et_plus": "et_plus_N.json", "et": f"{job_name}.N.et", "completion_log": "replay_N.log",
                  "timeline": TIMELINE, "summary_json": SUMMARY_JSON, "summary_md": SUMMARY_MD}
     sim = None
-    if target is not None:
+    if target is not None and experiment is not None:
         if target.comm_group is not None:
             out_files["comm_group"] = target.comm_group.name
+        out_files.update({k: p.name for k, p in experiment.configs.items()})
         if simulator is not None:
             from chakra.job.simulator import run_simulator
 
-            sim = run_simulator(simulator, out / job_name, len(target.ranks), comm_group=target.comm_group)
-    summary = _summary(job_name, src, files, results, mode, gaps, job_replay, out_files)
-    if target is not None:
+            sim = run_simulator(simulator, out / job_name, experiment.npus, comm_group=target.comm_group,
+                                configs=experiment.configs)
+    summary = _summary(job_name, src, files, results, "lanes" if astrasim else mode, gaps,
+                       job_replay or astrasim, out_files)
+    if target is not None and experiment is not None:
         summary["astrasim"] = {
             "ranks": target.ranks, "collectives": target.collectives, "send_recv_pairs": target.p2p,
             "as_comp": {str(r): k for r, k in sorted(target.as_comp.items())},
             "metadata_dropped": target.metadata_dropped, "sizes_unified": target.sizes_unified,
             "comm_group": target.groups or None, "notes": target.notes,
+            "experiment": experiment.describe(),
         }
-    if sim is not None:
+    if sim is not None and experiment is not None:
         for r in summary["ranks"]:
-            r["simulated_us"] = sim.us(r["rank"])
+            t = sim.us(r["rank"])
+            r["simulated_us"] = None if t is None else t - experiment.offsets_us.get(r["rank"], 0.0)
+            r["simulated_exposed_comm_us"] = (sim.exposed_comm_ns[r["rank"]] / 1000.0
+                                              if r["rank"] in sim.exposed_comm_ns else None)
     if whole_job is not None:
         summary["whole_job"] = whole_job
     if whatif is not None:
@@ -205,7 +216,7 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
         fh.write(summary_markdown(summary).encode())
     return PipelineResult(name=job_name, out_dir=out, ranks=results, mode=mode, job_replay=job_replay,
                           files=out_files, summary=summary, seconds=time.perf_counter() - t0,
-                          executor=executor, astrasim=target)
+                          executor=executor, astrasim=target, experiment=experiment)
 
 
 def _progress() -> Any:
@@ -231,35 +242,11 @@ def _log_above(bars: Any) -> list[tuple[logging.StreamHandler[Any], Any]]:
     return moved
 
 
-def _replay_ranks(results: list[RankResult], out: Path, mode: str, gaps: bool, whatif: Any = None
-                  ) -> list[dict[str, Any]]:
-    """Each rank replayed alone, in this process (after a job-level pass rewrote the files)."""
-    from chakra.replay.api import replay_file
+def _adopt_job(results: list[RankResult], out: Path, job: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """A whole-job replay (:func:`_replay_job`'s, or the one an ASTRA-sim experiment was written from,
+    chakra.pipeline.experiment) as the ranks' replay: completion logs, timeline events, the job's numbers."""
     from chakra.replay.output import timeline, write_completion_log
 
-    events: list[dict[str, Any]] = []
-    for r in results:
-        rep = replay_file(r.et, mode=mode, gaps=gaps, whatif=whatif)   # type: ignore[arg-type]
-        r.log = os.path.abspath(out / f"replay_{r.rank}.log")
-        write_completion_log(r.log, [rep])
-        _set_replay(r, rep)
-        events.extend(timeline([rep])["traceEvents"])
-    return events
-
-
-def _replay_job(results: list[RankResult], out: Path, mode: str, gaps: bool, bars: Any, whatif: Any = None
-                ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Whole-job replay in this process (collectives couple the ranks): logs, timeline events, and the
-    job's numbers (:meth:`chakra.replay.api.JobResult.times`)."""
-    from chakra.replay.api import replay_job
-    from chakra.replay.output import timeline, write_completion_log
-
-    bar = bars.add_task("replay (whole job)", total=len(results) + 1) if bars is not None else None
-    if bars is not None:
-        bars.refresh()
-    job = replay_job([r.et for r in results], mode=mode, gaps=gaps, couple=True, whatif=whatif)
-    if bars is not None:
-        bars.update(bar, advance=1, refresh=True)
     for r in results:
         rep = job.ranks.get(r.rank)
         if rep is None:
@@ -267,6 +254,22 @@ def _replay_job(results: list[RankResult], out: Path, mode: str, gaps: bool, bar
         r.log = os.path.abspath(out / f"replay_{r.rank}.log")
         write_completion_log(r.log, [rep])
         _set_replay(r, rep)
-        if bars is not None:
-            bars.update(bar, advance=1, refresh=True)
     return timeline(job)["traceEvents"], job.times()
+
+
+def _replay_job(results: list[RankResult], out: Path, mode: str, gaps: bool, bars: Any, whatif: Any = None
+                ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Whole-job replay in this process (collectives couple the ranks): logs, timeline events, and the
+    job's numbers (:meth:`chakra.replay.api.JobResult.times`)."""
+    from chakra.replay.api import replay_job
+
+    bar = bars.add_task("replay (whole job)", total=2) if bars is not None else None
+    if bars is not None:
+        bars.refresh()
+    job = replay_job([r.et for r in results], mode=mode, gaps=gaps, couple=True, whatif=whatif)
+    if bars is not None:
+        bars.update(bar, advance=1, refresh=True)
+    out_ = _adopt_job(results, out, job)
+    if bars is not None:
+        bars.update(bar, advance=1, refresh=True)
+    return out_

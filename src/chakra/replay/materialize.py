@@ -1,7 +1,7 @@
 """Write a replayed job as ASTRA-sim graphs that reproduce it: the time the simulator cannot see, as nodes.
 
 ASTRA-sim runs a node when its dependencies are done and its resource is free -- per rank one CPU op, one
-GPU compute op and one communication op (a MEM node off the CPU counts as communication) -- for its
+GPU compute op and one communication op -- for its
 ``duration_micros``, or, for a collective, the time its network gives.  It knows nothing of the idle time
 and framework overhead between a thread's ops, of a thread waking after what it waited for, of a parent op's
 work between its children, of a synchronize blocked on a kernel, or of the CPU time of a gloo collective on
@@ -16,10 +16,13 @@ simulator's own rules give the same times:
   CPU thread's gap before its next op; a thread's wake-up after the op it waited for; a lane's offset from
   the window start; the start-to-start bound of a finish wait; the end bound of a synchronize after the
   kernel it waited for, as an extra node its dependents also wait for; the lead of a gloo record whose
-  transfer is coupled later on its thread).  On the communication resource they are MEM nodes (the
-  experiment's remote memory makes a MEM node of T bytes last T ns: :mod:`chakra.job.network`);
+  transfer is coupled later on its thread).  On the communication resource they are BROADCAST nodes:
+  the simulator times a BROADCAST by its ``duration_micros`` without waiting for the peers (what it does
+  with MEM nodes depends on a remote-memory configuration, which a user's ``run.sh`` may not pass).  Every
+  piece carries ``timing_piece`` (its kind) and ``timing_of`` (the node it belongs to); this toolkit's
+  readers do not take a piece for communication;
 * **a collective's own time**: the network gives each collective its model time; what the rank's transfer
-  took beyond it (gloo reducing on the CPU, NCCL's kernel around the transfer) follows it as a MEM node
+  took beyond it (gloo reducing on the CPU, NCCL's kernel around the transfer) follows it as a piece
   on the communication resource.  A transfer shorter than the model keeps the model's time (counted);
 * **the ranks' clocks**: a rank whose measured window began later than the first rank's starts after a
   node of that offset, so that collectives meet as they did (the simulator's time of a rank counts from
@@ -100,9 +103,11 @@ class _Rank:
         nid = self.next_id
         self.next_id += 1
         dur = max(0.0, dur_us)
-        if resource == COMM:
-            nd = pb.Node(id=nid, name=f"chakra:{kind}", type=pb.MEM_LOAD_NODE)
-            nd.attr.append(pb.AttributeProto(name="tensor_size", uint64_val=0))
+        if resource == COMM:     # (module doc: a BROADCAST is a timed node of the communication resource)
+            nd = pb.Node(id=nid, name=f"chakra:{kind}", type=pb.COMM_COLL_NODE)
+            nd.attr.append(pb.AttributeProto(name="comm_type", int64_val=pb.BROADCAST))
+            nd.attr.append(pb.AttributeProto(name="comm_size", int64_val=0))
+            nd.attr.append(pb.AttributeProto(name="pg_name", string_val=""))
         else:
             nd = pb.Node(id=nid, name=f"chakra:{kind}", type=pb.COMP_NODE)
         nd.duration_micros = int(round(dur))
@@ -364,12 +369,7 @@ def _chain_resources(nodes: list[Any], resource: dict[int, int], start: dict[int
             e = end[nd.id]
             timed = nd.type != pb.COMM_COLL_NODE and nd.type not in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE)
             if timed or _is_broadcast(nd):
-                d = max(0, round(e) - round(s))
-                nd.duration_micros = d
-                if nd.type == pb.MEM_LOAD_NODE:
-                    for a in nd.attr:
-                        if a.name == "tensor_size":
-                            a.uint64_val = d * 1000
+                nd.duration_micros = max(0, round(e) - round(s))
             if prev_id is not None and prev_id not in nd.data_deps:
                 nd.data_deps.append(prev_id)
             nd.start_time_micros = int(round(s))

@@ -151,7 +151,9 @@ def _lean() -> tuple[Any, Any, Any]:
 
 # attribute codes (the first item of an attribute's classification)
 _SKIP, _IS_CPU, _TID, _STREAM, _DEVICE, _COMM, _EXTRA = range(7)
-_COMM_ATTRS = ("pg_name", "comm_src", "comm_dst", "comm_tag", "comm_seq")
+# (``timing_piece``: a node an ASTRA-sim experiment added for a piece of time, chakra.replay.materialize: a
+# COMM node that is not communication)
+_COMM_ATTRS = ("pg_name", "comm_src", "comm_dst", "comm_tag", "comm_seq", "timing_piece")
 _NAMES = {"is_cpu_op": _IS_CPU, "tid": _TID, "stream": _STREAM, "device": _DEVICE,
           **{name: _COMM for name in _COMM_ATTRS},
           **{name: _EXTRA for name in sorted(EXTRA_ATTRS)}}
@@ -812,7 +814,9 @@ def graph_from_columns(cols: EtColumns, rank: int | None = None) -> RankGraph:
     if not COMM_TYPES.isdisjoint(types):
         raw = cols.comm
         for i in compress(count(), map(COMM_TYPES.__contains__, types)):
-            comm[i] = CommInfo.from_attrs(raw.get(i, {}))
+            attrs = raw.get(i, {})
+            if "timing_piece" not in attrs:
+                comm[i] = CommInfo.from_attrs(attrs)
     direct = cols.extra
     # the ctrl_deps of CPU ops: their parents (by id: display, critical path, finish waits)
     deps, nctrl = cols.deps, cols.nctrl
