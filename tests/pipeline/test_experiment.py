@@ -1,0 +1,82 @@
+"""chakra pipeline --astrasim writes an ASTRA-sim experiment that reproduces the measured job (issue 31):
+every rank of every multi-rank job, in the real simulator, within 2% of the later of its measured window's
+end and the end of the work started in it (the issue's bound: median 3%, max 10%; before the experiment
+the simulator was -2..-49% off on these jobs), and the ASTRA-sim rule replay of the written files within
+1% of the simulator on every rank (two implementations of one rule set)."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import pytest
+from helpers.astrasim import ASTRASIM, needs_astrasim
+
+from chakra.io import load_json
+from chakra.job.network import npus_of, read_network_yaml
+from chakra.pipeline import run_pipeline
+from chakra.replay.api import replay_job
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+CORPUS_JOBS = ["dlrm_8r_v100", "cpu_gloo/tp_like_2r", "cpu_gloo/ddp_mlp_4r", "cpu_gloo/fsdp_2r"]
+OWN_JOBS = ["gloo_mlp_2r", "gloo_collectives_2r", "gloo_skew_2r"]
+
+
+def _reference(row: dict) -> float:
+    return max(row["measured_us"], row.get("recorded_end_us") or 0.0)
+
+
+def _check(src: Path, out: Path) -> list[float]:
+    """Run the experiment (in the simulator when it is here); the simulator's error per rank."""
+    res = run_pipeline(src, out, jobs=1, astrasim=True,
+                       simulator=ASTRASIM / "run.sh" if ASTRASIM is not None else None)
+    summary = load_json(out / "summary.json")
+    exp = summary["astrasim"]["experiment"]
+    name = res.name
+    n = len(summary["ranks"])
+    npus = max(n, 2)
+    # the experiment is self-contained: its files, the command that runs them
+    net = read_network_yaml(out / "network.yml")
+    assert npus_of(net) == npus
+    assert (out / "system.json").is_file()
+    assert exp["command"].startswith(f"run.sh {name} {npus} ")
+    assert exp["command"] in (out / "summary.md").read_text()
+    # the ASTRA-sim rule replay of the written files against the replay they were written from
+    emulated = replay_job([out / f"{name}.{r['rank']}.et" for r in summary["ranks"]], mode="astrasim")
+    offsets = exp["start_offsets_us"]
+    for row in summary["ranks"]:
+        t = emulated.ranks[row["rank"]].replayed_us - offsets[str(row["rank"])]
+        assert t == pytest.approx(row["replayed_us"], rel=0.01), row["rank"]
+        if ASTRASIM is not None:   # ... and against the simulator
+            assert t == pytest.approx(row["simulated_us"], rel=0.01), row["rank"]
+    if ASTRASIM is None:
+        return []
+    return [100.0 * (r["simulated_us"] - _reference(r)) / _reference(r) for r in summary["ranks"]]
+
+
+@needs_astrasim
+@pytest.mark.parametrize("job", CORPUS_JOBS)
+def test_the_simulator_reproduces_every_corpus_job(corpus, tmp_path, job):
+    errs = _check(corpus / job, tmp_path / "out")
+    assert max(abs(e) for e in errs) <= 2.0, errs
+    assert statistics.median(abs(e) for e in errs) <= 1.0, errs
+
+
+@pytest.mark.parametrize("job", OWN_JOBS)
+def test_the_project_jobs_experiments(tmp_path, job):
+    """Without the simulator, the ASTRA-sim rule replay still checks the written files."""
+    errs = _check(DATA / job, tmp_path / "out")
+    if errs:
+        assert max(abs(e) for e in errs) <= 2.0, errs
+
+
+def test_summary_md_names_the_simulator_and_the_fit(tmp_path):
+    out = tmp_path / "out"
+    run_pipeline(DATA / "gloo_mlp_2r", out, jobs=1, astrasim=True)
+    text = (out / "summary.md").read_text()
+    assert "## ASTRA-sim experiment" in text
+    assert "| all_reduce |" in text          # the fit's residual, per kind
+    summary = load_json(out / "summary.json")
+    assert summary["files"]["network"] == "network.yml" and summary["files"]["system"] == "system.json"
+    fit = summary["astrasim"]["experiment"]["fit"]
+    assert fit["residuals"]["all_reduce"]["count"] == 4     # 2 ranks x 2 profiled steps, one bucket each
