@@ -80,3 +80,21 @@ def test_summary_md_names_the_simulator_and_the_fit(tmp_path):
     assert summary["files"]["network"] == "network.yml" and summary["files"]["system"] == "system.json"
     fit = summary["astrasim"]["experiment"]["fit"]
     assert fit["residuals"]["all_reduce"]["count"] == 4     # 2 ranks x 2 profiled steps, one bucket each
+
+
+def test_validate_checks_the_network_against_the_job(tmp_path):
+    from chakra.job.validate import validate
+
+    out = tmp_path / "out"
+    run_pipeline(DATA / "gloo_collectives_2r", out, jobs=1, astrasim=True)
+    files = [out / "gloo_collectives_2r.0.et", out / "gloo_collectives_2r.1.et"]
+    assert validate(files, network=out / "network.yml").ok
+    three = tmp_path / "three.yml"
+    three.write_text("topology: [ Ring ]\nnpus_count: [ 3 ]\nbandwidth: [ 10 ]\nlatency: [ 500, 500 ]\n")
+    texts = [p.text for p in validate(files, network=three).problems]
+    assert texts == [f"{three}: the network has 3 NPUs (npus_count [3]), the job 2 ranks",
+                     f"{three}: latency has 2 entries for 1 dimensions"]
+    groups = tmp_path / "groups.json"
+    groups.write_text('{"1": [0, 1], "7": [1, 2]}')
+    texts = [p.text for p in validate(files, network=out / "network.yml", comm_group=groups).problems]
+    assert "process group '7' names rank(s) [2], which the network (2 NPUs) does not have" in texts

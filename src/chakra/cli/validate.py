@@ -17,6 +17,7 @@ EXAMPLES = """
 {prog} OUT/job.0.et OUT/job.1.et
 {prog} OUT/job   (a prefix P: P.0.et, P.1.et, ...)
 {prog} OUT/job --comm-group OUT/comm_group.json
+{prog} OUT/job --network OUT/network.yml
 """
 
 
@@ -26,6 +27,10 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
     p.add_argument("--comm-group", "--comm_group", dest="comm_group", metavar="FILE", default=None,
                    help="process groups as ASTRA-sim's comm-group JSON {\"<pg id>\": [ranks]} (default: the "
                         "files' own process-group tables)")
+    p.add_argument("--network", metavar="FILE", default=None,
+                   help="the ASTRA-sim network YAML the job is to run with (chakra pipeline --astrasim "
+                        "writes one): its npus_count must multiply to the job's ranks and hold every "
+                        "group's ranks")
     p.add_argument("--limit", type=int, default=20, help="problems listed at most (default 20)")
     add_common_args(p)
     p.set_defaults(log_level="WARNING")
@@ -36,7 +41,8 @@ def _run(args: argparse.Namespace) -> int:
     from chakra.job.validate import validate_command
 
     start_logging(args)
-    return validate_command(inputs_of(args), comm_group=args.comm_group, limit=max(1, args.limit))
+    return validate_command(inputs_of(args), comm_group=args.comm_group, limit=max(1, args.limit),
+                            network=args.network)
 
 
 main, console = command(_run, build_parser, PROG)

@@ -290,9 +290,10 @@ def _job_checks(ranks: list[RankComms], groups: dict[str, tuple[int, ...]], out:
     return len(by_group)
 
 
-def validate(inputs: Sequence[str | os.PathLike[str]], *, comm_group: str | os.PathLike[str] | None = None
-             ) -> Validation:
-    """Check a job's (or one rank's) files; decoding errors raise, contract problems are returned."""
+def validate(inputs: Sequence[str | os.PathLike[str]], *, comm_group: str | os.PathLike[str] | None = None,
+             network: str | os.PathLike[str] | None = None) -> Validation:
+    """Check a job's (or one rank's) files; decoding errors raise, contract problems are returned.
+    ``network``: the ASTRA-sim network file the job is to run with (its NPUs must be the job's ranks)."""
     if not inputs:
         raise UsageError("no files to validate")
     files: list[EtFile] = []
@@ -325,6 +326,8 @@ def validate(inputs: Sequence[str | os.PathLike[str]], *, comm_group: str | os.P
         res.notes.append("a one-rank job: ASTRA-sim's analytical network refuses one NPU (npus_count should "
                          "be larger than 1); run it with an idle second rank (chakra pipeline --astrasim and "
                          "chakra_converter --astrasim write one)")
+    if network is not None:
+        _network_checks(network, ranks, groups, res.problems)
     if len(files) > 1:
         res.groups = _job_checks(comms, {k: v for k, v in groups.items() if not world_pg(k)}, res.problems)
     else:
@@ -332,12 +335,35 @@ def validate(inputs: Sequence[str | os.PathLike[str]], *, comm_group: str | os.P
     return res
 
 
+def _network_checks(path: str | os.PathLike[str], ranks: list[int], groups: dict[str, tuple[int, ...]],
+                    out: list[Problem]) -> None:
+    """The network file against the job: its NPUs (the product of ``npus_count``) are the job's ranks (a
+    one-rank job: 2, with its idle NPU), and every process group's ranks are among them."""
+    from chakra.job.network import npus_of, read_network_yaml
+
+    net = read_network_yaml(path)
+    npus = npus_of(net)
+    want = max(len(ranks), 2)
+    if npus != want:
+        out.append(Problem(None, f"{path}: the network has {npus} NPUs (npus_count {net['npus_count']}), "
+                                 f"the job {want} ranks"))
+    for key in ("topology", "bandwidth", "latency"):
+        if len(net.get(key, [])) != len(net["npus_count"]):
+            out.append(Problem(None, f"{path}: {key} has {len(net.get(key, []))} entries for "
+                                     f"{len(net['npus_count'])} dimensions"))
+    for pg, members in sorted(groups.items()):
+        outside = sorted(set(members) - set(range(npus)))
+        if outside:
+            out.append(Problem(None, f"process group {pg!r} names rank(s) {outside}, which the network "
+                                     f"({npus} NPUs) does not have"))
+
+
 def validate_command(inputs: Sequence[str], *, comm_group: str | None = None, limit: int = 20,
-                     stream: object = None) -> int:
+                     stream: object = None, network: str | None = None) -> int:
     import sys
 
     out = stream if stream is not None else sys.stdout
-    res = validate(expand_inputs(inputs), comm_group=comm_group)
+    res = validate(expand_inputs(inputs), comm_group=comm_group, network=network)
     for note in res.notes:
         out.write(f"note: {note}\n")   # type: ignore[attr-defined]
     if res.ok:
