@@ -47,6 +47,9 @@ def _check(src: Path, out: Path) -> list[float]:
     for row in summary["ranks"]:
         t = emulated.ranks[row["rank"]].replayed_us - offsets[str(row["rank"])]
         assert t == pytest.approx(row["replayed_us"], rel=0.01), row["rank"]
+        parts = row["simulated_breakdown_us"]          # compute + exposed communication + idle = the time
+        assert sum(parts.values()) == pytest.approx(t, rel=1e-9)
+        assert min(parts.values()) >= 0.0
         if ASTRASIM is not None:   # ... and against the simulator
             assert t == pytest.approx(row["simulated_us"], rel=0.01), row["rank"]
     if ASTRASIM is None:

@@ -198,6 +198,46 @@ def _pooled_gbps(job: JobResult, fitted: Network) -> float:
     return model.gbps if model is not None and model.gbps else fitted.gbps
 
 
+def breakdown(et_paths: Sequence[str | os.PathLike[str]], offsets: dict[int, float]
+              ) -> dict[int, dict[str, float]]:
+    """Where each rank's time goes under the simulator's rules (``chakra replay --mode astrasim`` of the
+    written files, which gives the simulator's times): ``compute`` while an op of the trace runs (CPU or
+    GPU), ``exposed_comm`` while only communication does (a collective, its own time), ``idle`` while
+    neither does (the gaps, wake-ups and waits the experiment wrote as nodes, and waiting for peers); µs
+    from the rank's start, summing to its time."""
+    job = replay_job(list(et_paths), mode="astrasim")
+    out = {}
+    for rep in job:
+        g = rep.graph
+        comp: list[tuple[float, float]] = []
+        comm: list[tuple[float, float]] = []
+        for name, t, s, e in zip(g.names, g.types, rep.starts, rep.ends):
+            if e <= s:
+                continue
+            if name == "chakra:own_time" or (t in COMM_TYPES and not name.startswith("chakra:")):
+                comm.append((s, e))
+            elif not name.startswith("chakra:"):
+                comp.append((s, e))
+        off = offsets.get(rep.rank, 0.0)   # type: ignore[arg-type]
+        span = rep.replayed_us - off
+        busy_comp = _union(comp)
+        busy_all = _union(comp + comm)
+        out[rep.rank] = {"compute": busy_comp, "exposed_comm": busy_all - busy_comp,
+                         "idle": max(0.0, span - busy_all)}
+    return out   # type: ignore[return-value]
+
+
+def _union(spans: list[tuple[float, float]]) -> float:
+    total = 0.0
+    end = float("-inf")
+    for s, e in sorted(spans):
+        if e <= end:
+            continue
+        total += e - max(s, end)
+        end = e
+    return total
+
+
 def _write_rank(path: Path, m: Materialized) -> None:
     with atomic_output(path) as fh:
         write_frames(fh.write, [m.metadata, *m.nodes], path)

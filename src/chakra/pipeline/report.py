@@ -118,6 +118,16 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     if simulated:
         lines += ["", "ASTRA-sim error: against the later of the measured window's end and the end of the "
                   "work started in it (the rank's time in the simulator counts from its own window start)."]
+    if any(r.get("simulated_breakdown_us") for r in summary["ranks"]):
+        lines += ["", "Where the time goes under the simulator's rules (µs): compute while an op of the "
+                  "trace runs, exposed communication while only communication does, idle while neither does.",
+                  "",
+                  "| rank | compute | exposed communication | idle | simulator's exposed communication |",
+                  "|---:|---:|---:|---:|---:|"]
+        for r in summary["ranks"]:
+            b = r.get("simulated_breakdown_us") or {}
+            lines.append(f"| {r['rank']} | {fmt_us(b.get('compute'))} | {fmt_us(b.get('exposed_comm'))} | "
+                         f"{fmt_us(b.get('idle'))} | {fmt_us(r.get('simulated_exposed_comm_us'))} |")
     notes = overrun_notes(summary)
     if notes:
         lines += ["", *(f"- {n}" for n in notes)]

@@ -200,6 +200,12 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
             "comm_group": target.groups or None, "notes": target.notes,
             "experiment": experiment.describe(),
         }
+    if experiment is not None:
+        from chakra.pipeline.experiment import breakdown
+
+        parts = breakdown([f"{experiment.prefix}.{r}.et" for r in experiment.ranks], experiment.offsets_us)
+        for r in summary["ranks"]:
+            r["simulated_breakdown_us"] = parts.get(r["rank"])
     if sim is not None and experiment is not None:
         for r in summary["ranks"]:
             t = sim.us(r["rank"])
