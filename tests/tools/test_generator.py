@@ -128,3 +128,56 @@ def test_every_output_runs_in_astrasim(tmp_path: Path) -> None:
         assert t[f"{c}_1MiB"] > t[f"{c}_64KiB"] > 0
     # a step is at least its compute: 2 steps x (3 FWD + 3 WG + 2 IG) x 10 us
     assert t["dp"] >= 2 * 8 * 10_000
+
+
+def _durations(path: Path) -> list[tuple[int, int]]:
+    from chakra.io import read_messages
+
+    _, nodes = read_messages(path, pb.GlobalMetadata, pb.Node)
+    return [(n.type, n.duration_micros) for n in nodes]
+
+
+def test_jitter_makes_every_rank_its_own(tmp_path: Path) -> None:
+    """--jitter 10: each compute node of every rank lasts 100 us x a factor in [0.9, 1.1] of its own (no two
+    ranks alike), collectives untouched; the same seed gives the same files, another seed other ones."""
+    spec = GenSpec(num_npus=4, workloads=["dp"], layers=6, steps=2, compute_us=100, jitter_pct=10.0, seed=7)
+    generate(spec, f"{tmp_path}/a/")
+    generate(spec, f"{tmp_path}/b/")
+    generate(GenSpec(num_npus=4, workloads=["dp"], layers=6, steps=2, compute_us=100), f"{tmp_path}/plain/")
+    ranks = [_durations(tmp_path / "a" / f"dp.{r}.et") for r in range(4)]
+    plain = _durations(tmp_path / "plain" / "dp.0.et")
+    for r in range(4):
+        assert (tmp_path / "a" / f"dp.{r}.et").read_bytes() == (tmp_path / "b" / f"dp.{r}.et").read_bytes()
+        assert [t for t, _ in ranks[r]] == [t for t, _ in plain]
+        for (t, d), (_, d0) in zip(ranks[r], plain):
+            if t == pb.COMP_NODE and d0:
+                assert round(0.9 * d0) <= d <= round(1.1 * d0)
+            else:
+                assert d == d0
+    comp = [[d for t, d in rk if t == pb.COMP_NODE] for rk in ranks]
+    assert len({tuple(c) for c in comp}) == 4                     # no two ranks alike
+    assert len(set(comp[0])) > 5                                  # a factor per node, not per rank
+    generate(GenSpec(num_npus=4, workloads=["dp"], layers=6, steps=2, compute_us=100, jitter_pct=10.0,
+                     seed=8), f"{tmp_path}/c/")
+    assert _durations(tmp_path / "c" / "dp.0.et") != ranks[0]
+
+
+def test_the_generator_holds_one_rank_at_a_time(tmp_path: Path) -> None:
+    """The peak of Python allocations while writing 64 ranks is about that of writing 8 (each rank is built,
+    written and dropped before the next; held together they would take 8 times as much)."""
+    import tracemalloc
+
+    def peak(n: int) -> int:
+        tracemalloc.start()
+        generate(GenSpec(num_npus=n, workloads=["tp"], layers=400, steps=1, tp_size=4), f"{tmp_path}/n{n}/")
+        p = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        return p
+
+    small, large = peak(8), peak(64)
+    assert large < 1.2 * small, (small, large)
+
+
+def test_jitter_must_be_a_percentage(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="--jitter"):
+        generate(GenSpec(num_npus=2, workloads=["dp"], jitter_pct=100.0), f"{tmp_path}/x/")

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
 
 from chakra.cli.common import ArgumentParser, add_common_args, command, start_logging
 from chakra.errors import UsageError
@@ -57,6 +59,10 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
                    help="all-reduce size of the dp / tp steps (default 1MiB)")
     p.add_argument("--tp-size", "--tp_size", dest="tp_size", type=int, default=None, metavar="K",
                    help="ranks per tensor-parallel group of the tp step (default: all ranks)")
+    p.add_argument("--jitter", type=float, default=0.0, metavar="PCT",
+                   help="dp / tp: scale each compute node's duration by its own factor in "
+                        "[1-PCT%%, 1+PCT%%], drawn per rank and node (default 0: every rank alike)")
+    p.add_argument("--seed", type=int, default=0, metavar="S", help="the seed of --jitter (default 0)")
     p.add_argument("--default_tensor_size", "--default-tensor-size", dest="default_tensor_size", default=None,
                    metavar="BYTES", help=argparse.SUPPRESS)   # the reference's memory nodes: not generated
     add_common_args(p)
@@ -85,12 +91,33 @@ def _run(args: argparse.Namespace) -> int:
     spec = GenSpec(num_npus=args.num_npus, workloads=_list(args.workloads, WORKLOADS, "workloads"),
                    collectives=_list(args.collectives, COLLECTIVES, "collectives"), sizes=sizes,
                    layers=args.layers, steps=args.steps, compute_us=args.compute_us, comm_bytes=comm,
-                   tp_size=args.tp_size)
-    for g in generate(spec, args.output_prefix):
+                   tp_size=args.tp_size, jitter_pct=args.jitter, seed=args.seed)
+    with _bars() as tick:
+        made = generate(spec, args.output_prefix, progress=tick)
+    for g in made:
         group = f"  --comm-group {g.comm_group}" if g.comm_group else ""
         sys.stdout.write(f"{g.prefix}.{{0..{g.num_npus - 1}}}.et  {g.nodes_per_rank} nodes per rank "
                          f"({g.comm_nodes_per_rank} collectives){group}\n")
     return 0
+
+
+@contextmanager
+def _bars() -> Iterator[Any]:
+    """A rich progress bar per training workload, on a terminal only (else no progress callback)."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    tasks: dict[str, Any] = {}
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  transient=False) as bars:
+        def tick(name: str, done: int, total: int) -> None:
+            if name not in tasks:
+                tasks[name] = bars.add_task(f"{name}: ranks written", total=total)
+            bars.update(tasks[name], completed=done)
+
+        yield tick
 
 
 main, console = command(_run, build_parser, PROG)

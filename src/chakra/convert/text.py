@@ -68,8 +68,10 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Sequence
+import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 
@@ -528,9 +530,12 @@ def convert_text(input_path: str | os.PathLike[str], prefix: str | os.PathLike[s
 def write_workload(wl: TextWorkload, prefix: str | os.PathLike[str], num_npus: int, num_passes: int = 1, *,
                    model_parallel_size: int | None = None, cycle_ns: float = 1.0,
                    comm_group_path: str | os.PathLike[str] | None = None, astrasim_safe: bool = False,
-                   source: str = "astrasim-1.0 text") -> TextReport:
+                   source: str = "astrasim-1.0 text", jitter: float = 0.0, seed: int = 0,
+                   progress: Callable[[int], None] | None = None) -> TextReport:
     """Build and write a parsed workload (the generator builds :class:`TextWorkload` s in memory too;
-    ``source`` names where the workload came from in each file's GlobalMetadata)."""
+    ``source`` names where the workload came from in each file's GlobalMetadata), one rank at a time.
+    ``jitter`` (a fraction): each compute node's duration is scaled by a seeded per-rank, per-node factor
+    in [1 - jitter, 1 + jitter]; ``progress(ranks written)`` after each rank."""
     sprefix = os.fspath(prefix)
     notes: list[str] = []
     mp = _choose_model_parallel(wl, num_npus, model_parallel_size, notes)
@@ -553,15 +558,25 @@ def write_workload(wl: TextWorkload, prefix: str | os.PathLike[str], num_npus: i
     if wl.kind in ("HYBRID_DLRM_ENHANCED",):
         notes.append("HYBRID_DLRM_ENHANCED is converted with the HYBRID_DLRM order")
 
-    builds = [build_rank(wl, r, plan, num_passes, cycle_ns, split) for r in range(num_npus)]
-    if not builds[0].nodes:
+    first = build_rank(wl, 0, plan, num_passes, cycle_ns, split)
+    if not first.nodes:
         raise TraceFormatError("no node to write: every collective was left out and there is no compute "
-                               f"({'; '.join(f'{v} {k}' for k, v in builds[0].skipped.items())})", wl.path)
-    for why, n in builds[0].skipped.items():
+                               f"({'; '.join(f'{v} {k}' for k, v in first.skipped.items())})", wl.path)
+    for why, n in first.skipped.items():
         notes.append(f"left out on every rank: {n} {why}")
+    if jitter:
+        notes.append(f"every compute node's duration scaled by a factor in [{1 - jitter:g}, {1 + jitter:g}] "
+                     f"drawn per rank and node (seed {seed})")
 
     files: list[str] = []
-    for rank, b in enumerate(builds):
+    sizes: list[int] = []
+    comms: list[int] = []
+    for rank in range(num_npus):     # one rank at a time: memory does not grow with the ranks
+        b = first if rank == 0 else build_rank(wl, rank, plan, num_passes, cycle_ns, split)
+        if jitter:
+            _jitter(b.nodes, jitter, seed, rank)
+        sizes.append(len(b.nodes))
+        comms.append(sum(1 for n in b.nodes if n.type == pb.COMM_COLL_NODE))
         meta = pb.GlobalMetadata(version=ET_VERSION, attr=[
             pb.AttributeProto(name="source", string_val=source),
             pb.AttributeProto(name="input_file", string_val=os.path.basename(wl.path)),
@@ -574,13 +589,15 @@ def write_workload(wl: TextWorkload, prefix: str | os.PathLike[str], num_npus: i
         path = f"{sprefix}.{rank}.et"
         write_messages(path, [meta, *b.nodes])
         files.append(path)
+        if progress is not None:
+            progress(rank + 1)
 
     cg_path: str | None = None
     if plan.groups:
         cg_path = os.fspath(comm_group_path) if comm_group_path else f"{sprefix}.comm_group.json"
         write_bytes_atomic(cg_path, comm_group_json(plan.groups))
-    if builds[0].compute_cycles:
-        c, us = builds[0].compute_cycles, builds[0].compute_micros
+    if first.compute_cycles:
+        c, us = first.compute_cycles, first.compute_micros
         exact = c * cycle_ns / 1000
         notes.append(f"GPU compute per rank: {c:,} cycles x {cycle_ns:g} ns = {exact:,.1f} us, written as "
                      f"{us:,} whole us ({(us / exact - 1) * 100:+.2f}% from rounding)")
@@ -588,10 +605,18 @@ def write_workload(wl: TextWorkload, prefix: str | os.PathLike[str], num_npus: i
         log.info("%s: %s", wl.path, note)
     return TextReport(
         input_path=wl.path, prefix=sprefix, kind=wl.kind, num_npus=num_npus, num_passes=num_passes,
-        files=files, nodes_per_rank=[len(b.nodes) for b in builds],
-        comm_nodes_per_rank=[sum(1 for n in b.nodes if n.type == pb.COMM_COLL_NODE) for b in builds],
+        files=files, nodes_per_rank=sizes, comm_nodes_per_rank=comms,
         model_parallel_size=plan.model_parallel_size, comm_group_path=cg_path, groups=plan.groups,
-        compute_cycles=builds[0].compute_cycles, compute_micros=builds[0].compute_micros, notes=notes)
+        compute_cycles=first.compute_cycles, compute_micros=first.compute_micros, notes=notes)
+
+
+def _jitter(nodes: list[Any], pct: float, seed: int, rank: int) -> None:
+    """Scale each compute node's duration by its own factor in [1 - pct, 1 + pct], drawn from a generator
+    seeded by (seed, rank): no two ranks alike, the same files for the same seed."""
+    rng = random.Random(seed * 1_000_003 + rank)
+    for n in nodes:
+        if n.type == pb.COMP_NODE and n.duration_micros:
+            n.duration_micros = max(0, round(n.duration_micros * rng.uniform(1.0 - pct, 1.0 + pct)))
 
 
 def _choose_model_parallel(wl: TextWorkload, num_npus: int, given: int | None,

@@ -16,6 +16,11 @@ Workloads (``--workloads``, any of):
   N > tp-size the weight gradients are all-reduced across the groups too (data parallel), and the groups
   go to ``<out>tp.comm_group.json``.
 
+``dp`` and ``tp`` are written one rank at a time (memory does not grow with ``--num-npus``); ``--jitter PCT
+--seed S`` scales each of their compute nodes by its own factor in [1 - PCT/100, 1 + PCT/100], drawn per
+rank and node from a generator seeded by S, so that no two ranks are alike (a whole-job replay cannot
+recognise equal ranks) and the same seed gives the same files.
+
 ``dp`` and ``tp`` are built as ASTRA-sim 1.0 workloads (DATA, HYBRID_TRANSFORMER) by
 :mod:`chakra.convert.text`, so they share its node order and checks; ``tp`` is written with its
 ``astrasim_safe`` rewrite, since the simulator it feeds frees memory twice when one collective type runs in
@@ -32,6 +37,7 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from chakra import schema as pb
 from chakra.convert.text import ET_VERSION, Layer, Phase, TextWorkload, write_workload
@@ -80,6 +86,8 @@ class GenSpec:
     compute_us: int = 10
     comm_bytes: int = 1 << 20
     tp_size: int | None = None      # None: all ranks
+    jitter_pct: float = 0.0         # dp / tp: each compute node's duration x a seeded factor in 1 +- pct/100
+    seed: int = 0
 
 
 @dataclass(slots=True)
@@ -114,6 +122,8 @@ def _check(spec: GenSpec) -> None:
         raise UsageError(f"--compute-us must not be negative (got {spec.compute_us})")
     if spec.comm_bytes < 1 or any(s < 1 for s in spec.sizes):
         raise UsageError("sizes must be at least 1 byte")
+    if not 0.0 <= spec.jitter_pct < 100.0:
+        raise UsageError(f"--jitter must be a percentage in [0, 100) (got {spec.jitter_pct:g})")
     tp = spec.tp_size
     if "tp" in spec.workloads and tp is not None and (tp < 2 or spec.num_npus % tp):
         raise UsageError(f"--tp-size {tp} must be at least 2 and divide --num-npus {spec.num_npus}")
@@ -136,8 +146,9 @@ def _make_folder(base: str) -> None:
         os.mkdir(folder)
 
 
-def generate(spec: GenSpec, output_prefix: str | os.PathLike[str]) -> list[Generated]:
-    """Write every workload of ``spec``; return what was written, in order."""
+def generate(spec: GenSpec, output_prefix: str | os.PathLike[str], progress: Any = None) -> list[Generated]:
+    """Write every workload of ``spec``; return what was written, in order.  ``progress(name, done, total)``
+    is told of each rank written of the training workloads (written one rank at a time)."""
     _check(spec)
     base = output_base(output_prefix)
     _make_folder(base)
@@ -152,7 +163,7 @@ def generate(spec: GenSpec, output_prefix: str | os.PathLike[str]) -> list[Gener
         elif workload == "basic":
             out.extend(_basic(base, spec))
         else:
-            out.append(_training(base, spec, workload))
+            out.append(_training(base, spec, workload, progress))
     return out
 
 
@@ -197,7 +208,7 @@ def _basic(base: str, spec: GenSpec) -> list[Generated]:
             _write_all(base, "two_comp_nodes_dependent", n, [comp(0), comp(1, [0])])]
 
 
-def _training(base: str, spec: GenSpec, workload: str) -> Generated:
+def _training(base: str, spec: GenSpec, workload: str, progress: Any = None) -> Generated:
     c, s = spec.compute_us, spec.comm_bytes
     if workload == "dp":
         kind, mp = "DATA", None
@@ -210,7 +221,9 @@ def _training(base: str, spec: GenSpec, workload: str) -> Generated:
     wl = TextWorkload(path=f"generator:{workload}", kind=kind, layers=layers, model_parallel_size=mp)
     prefix = f"{base}{workload}"
     # cycle_ns=1000: the workload's "cycles" are the microseconds asked for
+    tick = (lambda done: progress(workload, done, spec.num_npus)) if progress is not None else None
     rep = write_workload(wl, prefix, spec.num_npus, spec.steps, cycle_ns=1000.0, astrasim_safe=True,
-                         source="chakra_generator")
+                         source="chakra_generator", jitter=spec.jitter_pct / 100.0, seed=spec.seed,
+                         progress=tick)
     return Generated(workload, prefix, spec.num_npus, rep.nodes_per_rank[0], rep.comm_nodes_per_rank[0],
                      rep.comm_group_path, rep.notes)
