@@ -38,7 +38,7 @@ from pathlib import Path
 JOBS = ("mlp", "collectives")
 _PERTURB = ("hidden", "batch", "threads", "straggler_rank", "straggler_ms", "straggler_mode",
             "extra_broadcast", "alternate", "base_batch", "base_extra_broadcast", "step_barrier",
-            "window_skew")
+            "window_skew", "et_iteration")
 
 
 # --------------------------------------------------------------------------------------------- the jobs
@@ -185,18 +185,43 @@ def run_rank(rank: int, world_size: int, job: str, out_dir: str, steps: int, wai
     skew = int(skew_steps or 0)
     late = skew if rank == int(skew_rank) else 0
     total = max(steps, wait + warmup + active) + skew
-    plan = schedule(wait=wait + late, warmup=warmup, active=active, repeat=1)
-    with profile(activities=activities, schedule=plan, on_trace_ready=on_ready, record_shapes=True,
-                 execution_trace_observer=et) as prof:
-        if job == "mlp":
-            _mlp_job(rank, world_size, device, total, prof, opts)
-        else:
-            _collectives_job(rank, world_size, device, total, prof, opts)
+    run = _mlp_job if job == "mlp" else _collectives_job
+    one = (opts or {}).get("et_iteration")
+    if one is not None:
+        # --et-iteration K: the profiler runs over all iterations without a schedule (no prof.step(), so no
+        # ProfilerStep windows), the ET observer over iteration K alone (PARAM's linker test pairs)
+        total = max(steps, int(one) + 1)
+        with profile(activities=activities, on_trace_ready=on_ready, record_shapes=True):
+            run(rank, world_size, device, total, _OneIterationET(et, int(one)), opts)
+    else:
+        plan = schedule(wait=wait + late, warmup=warmup, active=active, repeat=1)
+        with profile(activities=activities, schedule=plan, on_trace_ready=on_ready, record_shapes=True,
+                     execution_trace_observer=et) as prof:
+            run(rank, world_size, device, total, prof, opts)
     et.unregister_callback()
     if use_cuda:
         torch.cuda.synchronize()
     dist.barrier()
     dist.destroy_process_group()
+
+
+class _OneIterationET:
+    """What the jobs call ``prof.step()`` on at the end of each iteration when the ET observer records one
+    iteration only: it starts the observer before iteration ``k`` and stops it after it (no profiler step)."""
+
+    def __init__(self, et, k: int) -> None:
+        self.et = et
+        self.k = k
+        self.done = 0          # iterations finished
+        if k == 0:
+            et.start()
+
+    def step(self) -> None:
+        self.done += 1
+        if self.done == self.k:
+            self.et.start()
+        elif self.done == self.k + 1:
+            self.et.stop()
 
 
 def _spawn_entry(rank: int, world_size: int, job: str, out_dir: str, steps: int, wait: int, warmup: int,
@@ -360,6 +385,10 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--window-skew", metavar="RANK:STEPS",
                    help="RANK starts and stops profiling STEPS steps after the other ranks (profiler windows "
                         "that cut the job at different collectives)")
+    c.add_argument("--et-iteration", type=int, metavar="K",
+                   help="the profiler records all --steps iterations without a schedule (no ProfilerStep "
+                        "windows), the ET observer iteration K alone (0-based): a host ET of one iteration "
+                        "and a Kineto trace of many, as PARAM's linker test pairs are made")
     c.add_argument("--archive", help="also pack NAME.tgz for the integration harness")
     p = sub.add_parser("pack", help="pack a collection folder into NAME.tgz (NAME/chakra_host_et_N.json ...)")
     p.add_argument("--src", required=True)
