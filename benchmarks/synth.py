@@ -27,7 +27,8 @@ their op; kernels carry their geometry and occupancy; an ac2g flow pair per laun
 ``baseTimeNanoseconds``.  Both files are written step by step, never whole in memory.
 
 **light**: the benchmark's original nodes, byte for byte what this generator wrote before the knob
-existed (one ``ProfilerStep#N`` per iteration, about 1,000 ops each):
+existed but the host ET's ``time``, now T0's (the linker refuses clocks days apart as different runs)
+(one ``ProfilerStep#N`` per iteration, about 1,000 ops each):
 
 - main thread: ``ProfilerStep#N`` > ``## zero_grad ##`` (fill kernels), ``## forward ##``
   (an input ``aten::copy_`` with a ``cudaMemcpyAsync``; per layer ``aten::linear`` >
@@ -574,7 +575,7 @@ class _Rank:
         host = {
             "schema": "1.0.1" if self.layout == "flat" else "1.1.1-chakra.0.0.4",
             "pid": self.pid,
-            "time": "2026-11-30 08:00:00",
+            "time": "2023-11-14 22:13:20",   # T0: the linker refuses clocks days apart (other runs)
             "start_ts": 1000,
             "finish_ts": 2000,
             "nodes": head + self.nodes + [proc],

@@ -251,15 +251,14 @@ def test_damaged_input(cmd: str, case: str, fault: F.Fault, good: dict[str, Path
 # ---- ET and Kineto from different runs ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", ["pid", "time"])
-def test_other_run_warns_then_strict_refuses(kind: str, good: dict[str, Path], tmp_path: Path) -> None:
+def test_other_pid_warns_then_strict_refuses(good: dict[str, Path], tmp_path: Path) -> None:
     kin = tmp_path / "kineto_other.json"
-    kin.write_bytes(F.other_run_kineto(kind))
+    kin.write_bytes(F.other_run_kineto("pid"))
     out = tmp_path / "et_plus.json"
     base = command("chakra_trace_link") + ["--pytorch-et-file", str(good["host"]), "--kineto-file", str(kin),
                                            "--output-file", str(out)]
     r = run(base, tmp_path)
-    expect = f"pid {F.PID + 1}" if kind == "pid" else "24.0 h before the kineto trace's start"
+    expect = f"pid {F.PID + 1}"
     assert_warned(r, (expect,))
     assert out.exists()
     out.unlink()
@@ -267,6 +266,24 @@ def test_other_run_warns_then_strict_refuses(kind: str, good: dict[str, Path], t
     line = assert_failed(r, "chakra_trace_link", kin, (expect, "--strict"))
     assert "not the same run" in line
     assert not out.exists()
+
+
+def test_other_day_refused_then_force_links(good: dict[str, Path], tmp_path: Path) -> None:
+    """Start times a day apart: different runs, refused with both times named (issue 30); --force links."""
+    kin = tmp_path / "kineto_other.json"
+    kin.write_bytes(F.other_run_kineto("time"))
+    out = tmp_path / "et_plus.json"
+    base = command("chakra_trace_link") + ["--pytorch-et-file", str(good["host"]), "--kineto-file", str(kin),
+                                           "--output-file", str(out)]
+    expect = ("host et time '2026-11-30 08:00:00' (its machine's clock) is 24.0 h before the kineto trace's "
+              "start, 2026-12-01 08:00:05 utc (--force links anyway)")
+    line = assert_failed(run(base, tmp_path), "chakra_trace_link", kin, (expect,))
+    assert "not the same run" in line
+    assert not out.exists()
+    assert_failed(run(base + ["--strict"], tmp_path), "chakra_trace_link", kin, ("(refused: --strict)",))
+    assert not out.exists()
+    assert_warned(run(base + ["--force"], tmp_path), ("24.0 h before", "linked anyway: --force"))
+    assert out.exists()
 
 
 def test_same_run_is_quiet_under_strict(good: dict[str, Path], tmp_path: Path) -> None:

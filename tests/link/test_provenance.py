@@ -7,10 +7,14 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from helpers.stretch_pairs import read, write
 
+from chakra.cli import trace_link
 from chakra.device import load_kineto
 from chakra.host.loader import load_host_et
 from chakra.link.provenance import host_wall_time, kineto_pid, kineto_wall_start, run_mismatches
+
+COLLECTED = Path(__file__).resolve().parents[1] / "data" / "gloo_one_iter_2r"
 
 
 def _kineto(tmp_path: Path, events: list[dict], **top: object):
@@ -93,3 +97,25 @@ def test_dlrm_rank0_same_run_seven_hours_apart(corpus: Path) -> None:
     assert host_wall_time(host) == 1694102999.0                       # 2023-09-07 16:09:59 (PDT, unknown)
     assert kineto_wall_start(kineto) == pytest.approx(1694128201.426674)   # ts is an epoch in us
     assert run_mismatches(host, kineto) == []                          # 7.0 h: within the 15 h allowed
+
+
+def test_different_runs_refused_unless_forced(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The collected rank 0's host ET as if written three days before its Kineto trace began (its ``time``:
+    ``start_ts`` / ``finish_ts`` are steady-clock ms, no date).  On main: a warning, and the link (exit 0)."""
+    host = read(COLLECTED / "host_et_0.json.gz")
+    assert host["time"] == "2026-12-03 20:21:08"   # the Kineto trace begins 2026-12-03 20:21:13.9 UTC
+    host["time"] = "2026-11-30 20:21:08"
+    host = write(tmp_path / "h.json", host)
+    out = tmp_path / "et_plus.json"
+    argv = ["--chakra-host-trace", str(host), "--chakra-device-trace", str(COLLECTED / "kineto_0.json.gz"),
+            "-o", str(out)]
+    assert trace_link.main(argv) == 1
+    err = capsys.readouterr().err
+    assert ("kineto_0.json.gz: not the same run as " in err and "host ET time '2026-11-30 20:21:08' (its "
+            "machine's clock) is 3.0 days before the Kineto trace's start, 2026-12-03 20:21:13 UTC (--force "
+            "links anyway)" in err), err
+    assert not out.exists()
+    assert trace_link.main([*argv, "--force"]) == 0
+    assert "(linked anyway: --force)" in capsys.readouterr().err
+    assert out.exists()
+    assert trace_link.main([*argv, "--force", "--strict"]) == 2

@@ -61,6 +61,9 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--kineto-only", "--kineto_only", dest="kineto_only", action="store_true",
                    help="link every rank from its Kineto trace alone, host ETs ignored (automatic when "
                         "FOLDER has none): no tensor ids, outputs or op schemas")
+    p.add_argument("--force", action="store_true",
+                   help="link a rank whose host ET and Kineto trace look like different runs (start times "
+                        "days apart; refused otherwise)")
     from chakra.cli.replay import add_whatif_args
 
     add_whatif_args(p)
@@ -77,7 +80,7 @@ def _run(args: argparse.Namespace) -> int:
     return pipeline_command(args.folder, args.output_dir, jobs=args.jobs, scheduler=args.scheduler,
                             job_replay=args.job, mode=args.mode, name=args.name, step=args.step,
                             progress=show_progress(args.quiet), astrasim=args.astrasim,
-                            simulator=args.simulator, naming=naming, whatif=args.whatif)
+                            simulator=args.simulator, naming=naming, whatif=args.whatif, force=args.force)
 
 
 def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:

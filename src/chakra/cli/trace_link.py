@@ -104,6 +104,12 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
         help="refuse (exit 1) instead of warning: a host ET and Kineto trace that look like different runs "
         "(pid or wall-clock mismatch), or a --rank that contradicts the trace's own rank",
     )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="link anyway what is refused otherwise: a host ET and Kineto trace whose start times are days "
+        "apart (different runs)",
+    )
     add_common_args(p)
     return p
 
@@ -117,7 +123,7 @@ def _run(args: argparse.Namespace) -> int:
 
 # the options link_command takes, each under its own name
 _LINK_OPTIONS = ("host", "kineto", "output", "rank", "annotation", "batch", "output_dir", "jobs", "quiet",
-                 "strict", "kineto_only", "step")
+                 "strict", "kineto_only", "step", "force")
 
 
 main, console = command(_run, build_parser, PROG)

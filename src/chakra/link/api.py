@@ -36,7 +36,7 @@ from chakra.link.etplus import FLAT, add_io, host_text, io_text, json_string
 from chakra.link.gpu import GpuAttachment, attach_gpu_ops
 from chakra.link.kineto_only import KINETO_ONLY, KinetoHost, build_host, missing_note
 from chakra.link.match import MatchResult, match_ops
-from chakra.link.provenance import run_mismatches
+from chakra.link.provenance import clock_mismatch, run_mismatches
 from chakra.link.window import Window, check_step, measured, select_window, step_annotation, step_ops
 
 log = logging.getLogger(__name__)
@@ -570,6 +570,7 @@ def link_files(
     strict: bool = False,
     fallback_rank: int | None = None,
     step: int | None = None,
+    force: bool = False,
 ) -> LinkReport:
     """Load, link and write ET+ atomically (``.gz`` output when the name ends in ``.gz``).
 
@@ -577,19 +578,21 @@ def link_files(
     With two cores the two traces load at the same time (:func:`load_pair`); the ET+ bytes do not depend
     on it.
 
-    Files that look like different runs (pid or wall-clock mismatch, see :mod:`chakra.link.provenance`)
-    and a ``rank`` that contradicts the trace's own rank (see :func:`link_traces`: the trace's wins)
-    are linked with a warning, or refused with ``strict``.  ``fallback_rank`` is the rank to write
-    when the traces have none (the pipeline passes the rank of the file names).  ``step``: the nodes
+    Files whose start times are days apart (see :mod:`chakra.link.provenance`) are refused, unless
+    ``force``.  Files of different pids and a ``rank`` that contradicts the trace's own rank (see :func:`link_traces`: the
+    trace's wins) are linked with a warning, or refused with ``strict``.  ``fallback_rank`` is the rank to
+    write when the traces have none (the pipeline passes the rank of the file names).  ``step``: the nodes
     of ``ProfilerStep#<step>`` only.
     """
+    if strict and force:
+        raise UsageError("--strict refuses what --force links anyway: give one")
     t0 = time.perf_counter()
     out = _check_paths((kineto_path,) if host_path is None else (host_path, kineto_path), output_path)
     # The cyclic GC stays off for the whole load -> link -> write: re-enabled between stages it would walk
     # the tens of millions of (acyclic) objects of the loaded traces several times (15 s of 58 s at 1M ops).
     # Everything big is released before it is switched back on.
     with gc_paused():
-        load = _load_kineto_only if host_path is None else partial(_load_linked, host_path)
+        load = _load_kineto_only if host_path is None else partial(_load_linked, host_path, force=force)
         doc, nodes, warnings = load(kineto_path, rank, annotation, strict, fallback_rank, step)
         # the nodes are made while they are written (never a million node dicts at once), over the cores
         dump_json_ranges(out, doc, "nodes", nodes.pieces(), nodes.make)
@@ -620,8 +623,8 @@ def _load_kineto_only(kineto_path: str | os.PathLike[str], rank: int | None, ann
 
 
 def _load_linked(host_path: str | os.PathLike[str], kineto_path: str | os.PathLike[str], rank: int | None,
-                 annotation: str | None, strict: bool, fallback_rank: int | None, step: int | None
-                 ) -> tuple[dict[str, Any], NodeRanges, list[str]]:
+                 annotation: str | None, strict: bool, fallback_rank: int | None, step: int | None,
+                 force: bool = False) -> tuple[dict[str, Any], NodeRanges, list[str]]:
     """:func:`link_files` of a host ET and its Kineto trace, up to the writing: (ET+ document, nodes,
     warnings)."""
     host, kineto = load_pair(host_path, kineto_path)
@@ -630,7 +633,12 @@ def _load_linked(host_path: str | os.PathLike[str], kineto_path: str | os.PathLi
         what = f"not the same run as {os.fspath(host_path)}? " + "; ".join(mismatches)
         if strict:
             raise TraceFormatError(what + " (refused: --strict)", os.fspath(kineto_path))
-        log.warning("%s: %s (linked anyway; --strict refuses)", os.fspath(kineto_path), what)
+        if clock_mismatch(host, kineto) is None:
+            log.warning("%s: %s (linked anyway; --strict refuses)", os.fspath(kineto_path), what)
+        elif force:
+            log.warning("%s: %s (linked anyway: --force)", os.fspath(kineto_path), what)
+        else:
+            raise TraceFormatError(what + " (--force links anyway)", os.fspath(kineto_path))
     bad_rank = rank_mismatch(rank, host, kineto)
     if bad_rank:
         if strict:

@@ -10,8 +10,9 @@ Two cheap facts tell a mix-up (``host_et_0.json`` beside the ``kineto_0.json`` o
   generous hour of warm-up is a mismatch: DLRM's ET says 16:09:59 (PDT) and its Kineto trace starts at
   23:10:01 UTC, 7 h apart, and that is the same run.
 
-Either mismatch is a warning; the linker's ``strict`` mode makes it an error.  A fact missing on either
-side (no pid, an unparsable time, a Kineto clock that is not an epoch) is simply not checked.
+Start times that far apart refuse the link (``force`` links anyway); another pid is a warning, which the
+linker's ``strict`` mode makes an error.  A fact missing on either side (no pid, an unparsable time, a Kineto
+clock that is not an epoch) is simply not checked.
 """
 
 from __future__ import annotations
@@ -65,12 +66,30 @@ def host_wall_time(host: HostTrace) -> float | None:
 def run_mismatches(host: HostTrace, kineto: KinetoTrace) -> list[str]:
     """Why the two files look like different runs (empty when nothing contradicts)."""
     out: list[str] = []
+    pid = pid_mismatch(host, kineto)
+    if pid:
+        out.append(pid)
+    clock = clock_mismatch(host, kineto)
+    if clock:
+        out.append(clock)
+    return out
+
+
+def pid_mismatch(host: HostTrace, kineto: KinetoTrace) -> str | None:
+    """The two pids when they differ, else None."""
     kpid = kineto_pid(kineto)
     if type(host.pid) is int and kpid is not None and host.pid != kpid:
-        out.append(f"host ET pid {host.pid} but the Kineto CPU events have pid {kpid}")
+        return f"host ET pid {host.pid} but the Kineto CPU events have pid {kpid}"
+    return None
+
+
+def clock_mismatch(host: HostTrace, kineto: KinetoTrace) -> str | None:
+    """Both start times when they are further apart than any time zone and warm-up explain, else None."""
     hw, kw = host_wall_time(host), kineto_wall_start(kineto)
-    if hw is not None and kw is not None and abs(kw - hw) > MAX_CLOCK_GAP_S:
-        hours = (kw - hw) / 3600.0
-        out.append(f"host ET time {host.time!r} is {abs(hours):.1f} h "
-                   f"{'before' if hours > 0 else 'after'} the Kineto trace's start")
-    return out
+    if hw is None or kw is None or abs(kw - hw) <= MAX_CLOCK_GAP_S:
+        return None
+    gap = abs(kw - hw) / 3600.0
+    apart = f"{gap:.1f} h" if gap < 48 else f"{gap / 24:.1f} days"
+    kineto_time = _dt.datetime.fromtimestamp(kw, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return (f"host ET time {host.time!r} (its machine's clock) is {apart} {'before' if kw > hw else 'after'} "
+            f"the Kineto trace's start, {kineto_time} UTC")

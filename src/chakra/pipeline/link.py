@@ -30,6 +30,7 @@ def link_folder(
     quiet: bool = False,
     kineto_only: bool = False,
     step: int | None = None,
+    force: bool = False,
 ) -> list[LinkReport]:
     """Link every rank of ``folder`` into ``out_dir/et_plus_N.json(.gz)``, ``jobs`` processes at a time;
     ``kineto_only``: every rank from its Kineto trace alone (also when the folder has no host ET).
@@ -50,7 +51,7 @@ def link_folder(
     out.mkdir(parents=True, exist_ok=True)
     tasks = [
         RankTask(rank=r, host=str(h) if h else None, kineto=str(k), et_plus=str(out / _output_name(r, h, k)),
-                 annotation=annotation, step=step)
+                 annotation=annotation, step=step, force=force)
         for r, h, k in files
     ]
     progress = None
@@ -81,6 +82,7 @@ def link_command(
     strict: bool = False,
     kineto_only: bool = False,
     step: int | None = None,
+    force: bool = False,
 ) -> int:
     """What ``chakra_trace_link`` does: one pair, a Kineto trace alone (``kineto_only``, implied when
     no host ET is given), or a folder with ``batch``.  Returns the exit code."""
@@ -93,7 +95,7 @@ def link_command(
         if strict:
             raise UsageError("--strict checks one host ET + Kineto pair; it is not available with --batch")
         reports = link_folder(batch, output_dir or batch, jobs, annotation=annotation, quiet=quiet,
-                              kineto_only=kineto_only, step=step)
+                              kineto_only=kineto_only, step=step, force=force)
         if not quiet:  # the result, once, on stdout (the INFO log has the details with -v)
             for r in reports:
                 sys.stdout.write(f"{r.summary()} -> {r.output_path}\n")
@@ -115,7 +117,7 @@ def link_command(
     if missing:
         raise UsageError("missing " + ", ".join(missing))
     report = link_files(None if kineto_only else host, kineto, output,  # type: ignore[arg-type]
-                        rank=rank, annotation=annotation, strict=strict, step=step)
+                        rank=rank, annotation=annotation, strict=strict, step=step, force=force)
     if not quiet:
         sys.stdout.write(f"{report.summary()} -> {output}\n")
     return 0

@@ -23,6 +23,7 @@ class RankTask:
     timeline: bool = False       # also return the rank's timeline events (per-rank replay)
     step: int | None = None      # ProfilerStep#<step> only
     whatif: Any = None           # chakra.replay.whatif.WhatIf: replay with that change
+    force: bool = False          # link traces that look like different runs or do not align (see link_files)
 
 
 @dataclass(slots=True)

@@ -25,7 +25,7 @@ def process_rank(task: RankTask) -> RankResult:
     # the rank of the file names only stands in for a trace without one: the trace's own rank is what its
     # collectives were recorded with
     report = link_files(task.host, task.kineto, task.et_plus, fallback_rank=task.rank,
-                        annotation=task.annotation, step=task.step)
+                        annotation=task.annotation, step=task.step, force=task.force)
     if report.rank != task.rank:
         log.warning("%s: the files of rank %d say rank %s; the ET+ (and Chakra ET) record rank %s",
                     task.kineto, task.rank, report.rank, report.rank)
@@ -77,8 +77,8 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
                  scheduler: Any = None, job_replay: bool = False, mode: str = "lanes", gaps: bool = True,
                  progress: bool = False, name: str | None = None, annotation: str | None = None,
                  astrasim: bool = False, simulator: str | os.PathLike[str] | None = None,
-                 naming: RankNaming | None = None, step: int | None = None, whatif: Any = None
-                 ) -> PipelineResult:
+                 naming: RankNaming | None = None, step: int | None = None, whatif: Any = None,
+                 force: bool = False) -> PipelineResult:
     """Link, convert and replay every rank of ``folder`` into ``out_dir``.
 
     Per rank N: ``et_plus_N.json`` (ET+), ``<name>.N.et`` (Chakra protobuf; ``name`` defaults to
@@ -98,7 +98,8 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
     interface of ASTRA-sim's ``run.sh`` (:mod:`chakra.job.simulator`), run on the result (implies
     ``astrasim``); its time per rank goes beside measured and replayed.
     ``whatif`` (:class:`chakra.replay.whatif.WhatIf`) replays with that change: "replayed" is then the
-    prediction.
+    prediction.  ``force``: link a rank whose host ET and Kineto trace look like different runs, or do not
+    align (:func:`chakra.link.api.link_files`).
     """
     from chakra.io import atomic_output, dump_json
     from chakra.replay.engine import MODES as REPLAY_MODES
@@ -126,7 +127,7 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
                  et=os.path.abspath(out / f"{job_name}.{f.rank}.et"),
                  log=None if job_replay or astrasim else os.path.abspath(out / f"replay_{f.rank}.log"),
                  mode=mode, gaps=gaps, annotation=annotation, timeline=not job_replay, step=step,
-                 whatif=whatif)
+                 whatif=whatif, force=force)
         for f in files
     ]
     if jobs is None and scheduler is None:
