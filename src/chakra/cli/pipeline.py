@@ -63,7 +63,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                         "FOLDER has none): no tensor ids, outputs or op schemas")
     p.add_argument("--force", action="store_true",
                    help="link a rank whose host ET and Kineto trace look like different runs (start times "
-                        "days apart; refused otherwise)")
+                        "days apart) or, without a ProfilerStep, do not align (refused otherwise)")
     from chakra.cli.replay import add_whatif_args
 
     add_whatif_args(p)

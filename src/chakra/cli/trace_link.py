@@ -108,7 +108,8 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
         "--force",
         action="store_true",
         help="link anyway what is refused otherwise: a host ET and Kineto trace whose start times are days "
-        "apart (different runs)",
+        "apart (different runs), or, without a ProfilerStep, of which no stretch of the Kineto trace aligns "
+        "with the host ET",
     )
     add_common_args(p)
     return p

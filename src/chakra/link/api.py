@@ -37,6 +37,7 @@ from chakra.link.gpu import GpuAttachment, attach_gpu_ops
 from chakra.link.kineto_only import KINETO_ONLY, KinetoHost, build_host, missing_note
 from chakra.link.match import MatchResult, match_ops
 from chakra.link.provenance import clock_mismatch, run_mismatches
+from chakra.link.stretch import find_stretch
 from chakra.link.window import Window, check_step, measured, select_window, step_annotation, step_ops
 
 log = logging.getLogger(__name__)
@@ -102,6 +103,7 @@ def link_traces(
     inter_thread_gap_us: float = DEFAULT_GAP_US,
     fallback_rank: int | None = None,
     step: int | None = None,
+    force: bool = False,
 ) -> dict[str, Any]:
     """Link a loaded host ET with its Kineto trace; return the ET+ document.
 
@@ -112,7 +114,9 @@ def link_traces(
     has none, silently (a rank guessed from a file name).  ``annotation`` selects the windows of
     that annotation instead of ``ProfilerStep#N``; ``inter_thread_gap_us`` is the idle gap that
     starts a new group of ops on a thread (see ``chakra.link.deps``).  ``step`` keeps the nodes of
-    ``ProfilerStep#<step>`` only (:func:`chakra.link.window.step_ops`).
+    ``ProfilerStep#<step>`` only (:func:`chakra.link.window.step_ops`).  Without a ProfilerStep, the link
+    keeps to the stretch of the Kineto trace that the host ET recorded (:mod:`chakra.link.stretch`), and a
+    TraceFormatError says when no stretch aligns, unless ``force``.
     """
     mismatch = rank_mismatch(rank, host, kineto)
     if mismatch:
@@ -121,7 +125,7 @@ def link_traces(
     # Millions of new acyclic dicts: the cyclic GC would rescan all of them again and again.
     with gc_paused():
         return _link(host, kineto, resolve_rank(rank, host, kineto, fallback_rank), annotation,
-                     inter_thread_gap_us, step)
+                     inter_thread_gap_us, step, force)
 
 
 def trace_rank(host: HostTrace, kineto: KinetoTrace) -> int | None:
@@ -149,9 +153,9 @@ def resolve_rank(rank: int | None, host: HostTrace, kineto: KinetoTrace,
 
 def _link(
     host: HostTrace, kineto: KinetoTrace, rank_out: int | None, annotation: str | None,
-    inter_thread_gap_us: float, step: int | None = None
+    inter_thread_gap_us: float, step: int | None = None, force: bool = False
 ) -> dict[str, Any]:
-    doc, nodes = _prepare(host, kineto, rank_out, annotation, inter_thread_gap_us, step=step)
+    doc, nodes = _prepare(host, kineto, rank_out, annotation, inter_thread_gap_us, step=step, force=force)
     doc["nodes"] = parse_nodes(nodes.all())
     return doc
 
@@ -164,7 +168,8 @@ def parse_nodes(nodes: Iterator[Any]) -> list[dict[str, Any]]:
 
 def _prepare(
     host: HostTrace, kineto: KinetoTrace, rank_out: int | None, annotation: str | None,
-    inter_thread_gap_us: float, prematched: KinetoHost | None = None, step: int | None = None
+    inter_thread_gap_us: float, prematched: KinetoHost | None = None, step: int | None = None,
+    force: bool = False
 ) -> tuple[dict[str, Any], NodeRanges]:
     """The ET+ document with ``"nodes"`` holding None (in its place among the keys), and its nodes
     (:class:`NodeRanges`): host nodes in file order, then GPU nodes.
@@ -185,6 +190,8 @@ def _prepare(
         log.warning("%s", self_parent_message(host.path, self_parents, len(host.ops)))
     if prematched is None:
         window = select_window(host, kineto, annotation)
+        if annotation is None and not window.steps:   # no ProfilerStep: the stretch the host ET recorded
+            window = find_stretch(host, kineto, window, force)
         match = match_ops(host, kineto, window)
     else:
         window, match = prematched.window, prematched.match
@@ -578,8 +585,9 @@ def link_files(
     With two cores the two traces load at the same time (:func:`load_pair`); the ET+ bytes do not depend
     on it.
 
-    Files whose start times are days apart (see :mod:`chakra.link.provenance`) are refused, unless
-    ``force``.  Files of different pids and a ``rank`` that contradicts the trace's own rank (see :func:`link_traces`: the
+    Files whose start times are days apart (see :mod:`chakra.link.provenance`) and, without a ProfilerStep,
+    files of which no stretch aligns (:mod:`chakra.link.stretch`) are refused, unless ``force``.  Files of
+    different pids and a ``rank`` that contradicts the trace's own rank (see :func:`link_traces`: the
     trace's wins) are linked with a warning, or refused with ``strict``.  ``fallback_rank`` is the rank to
     write when the traces have none (the pipeline passes the rank of the file names).  ``step``: the nodes
     of ``ProfilerStep#<step>`` only.
@@ -648,7 +656,7 @@ def _load_linked(host_path: str | os.PathLike[str], kineto_path: str | os.PathLi
         log.warning("%s: %s: writing rank %s, the rank its collectives were recorded with",
                     kineto.path or host.path, bad_rank, trace_rank(host, kineto))
     doc, nodes = _prepare(host, kineto, resolve_rank(rank, host, kineto, fallback_rank), annotation,
-                          DEFAULT_GAP_US, step=step)
+                          DEFAULT_GAP_US, step=step, force=force)
     return doc, nodes, list(host.warnings) + list(kineto.warnings) + mismatches
 
 

@@ -90,7 +90,8 @@ def host_operators(host: HostTrace) -> list[HostOp]:
     return [op for op in host.ops if op.kind == OP]
 
 
-def _execution_order(ops: list[HostOp]) -> list[HostOp]:
+def execution_order(ops: list[HostOp]) -> list[HostOp]:
+    """One thread's host ops in execution order (rf_id order; node-id order when rf_ids are missing)."""
     if all(op.rf_id is not None for op in ops):
         return sorted(ops, key=_RF_ID_ORDER)
     return sorted(ops, key=_ID_ORDER)
@@ -101,7 +102,9 @@ _NAME = attrgetter("name")
 _ID_ORDER = attrgetter("id")
 
 
-def _kineto_order(kineto: KinetoTrace, positions: list[int]) -> list[int]:
+def kineto_order(kineto: KinetoTrace, positions: list[int]) -> list[int]:
+    """One thread's event positions in execution order (External id order when every event has one, else
+    start time, longer first on ties)."""
     events = kineto.events
     evs = [events[p] for p in positions]
     if all(ev.external_id is not None for ev in evs):
@@ -128,19 +131,8 @@ def match_ops(host: HostTrace, kineto: KinetoTrace, window: Window) -> MatchResu
 
     result: MatchResult | None = None
     if by_rf:
-        hits = same = 0
-        found: list[tuple[int, int, bool]] = []   # (op id, position, same name), in op order
-        for op in ops:
-            rf = op.rf_id
-            if rf is None:
-                continue
-            p = by_rf.get(rf)
-            if p is not None:
-                hits += 1
-                equal = events[p].name == op.name
-                same += equal
-                found.append((op.id, p, equal))
-        if hits * 2 >= len(ops) and same * 10 >= hits * 9:
+        found, hits, same = rf_hits(ops, kineto, by_rf)
+        if rf_identifies(len(ops), hits, same):
             result = MatchResult(RF_ID)
             host_to_event = result.host_to_event
             event_to_host = result.event_to_host
@@ -160,7 +152,7 @@ def match_ops(host: HostTrace, kineto: KinetoTrace, window: Window) -> MatchResu
             )
     if result is None:
         result = MatchResult(ALIGNMENT)
-        host_groups = _group_host(ops)
+        host_groups = group_host(ops)
         paired = _align_threads(host_groups, kineto, candidates, result)
         _leftover_round(ops, host_groups, kineto, candidates, paired, result)
     result.host_ops = len(ops)
@@ -168,23 +160,64 @@ def match_ops(host: HostTrace, kineto: KinetoTrace, window: Window) -> MatchResu
     return result
 
 
-def _group_host(ops: list[HostOp]) -> dict[int, list[HostOp]]:
+def rf_hits(ops: list[HostOp], kineto: KinetoTrace, by_rf: dict[int, int]
+            ) -> tuple[list[tuple[int, int, bool]], int, int]:
+    """The host ops whose ``rf_id`` an event carries (``by_rf``: Record function id -> position of its
+    first event): ``(op id, position, same name)`` in op order, the number of hits, and of hits with the
+    same name."""
+    events = kineto.events
+    hits = same = 0
+    found: list[tuple[int, int, bool]] = []
+    for op in ops:
+        rf = op.rf_id
+        if rf is None:
+            continue
+        p = by_rf.get(rf)
+        if p is not None:
+            hits += 1
+            equal = events[p].name == op.name
+            same += equal
+            found.append((op.id, p, equal))
+    return found, hits, same
+
+
+def rf_identifies(ops: int, hits: int, same: int) -> bool:
+    """Whether Record function ids identify the host ops (see the module doc): at least half of the ``ops``
+    host operators found an event with their rf_id, and nine in ten of those ``hits`` have its name."""
+    return hits * 2 >= ops and same * 10 >= hits * 9
+
+
+def rf_index(kineto: KinetoTrace) -> dict[int, int]:
+    """Record function id -> position of the first host event (op or annotation) that carries it."""
+    events = kineto.events
+    by_rf: dict[int, int] = {}
+    for p in kineto.op_positions:
+        rf = events[p].rf_id
+        if rf is not None:
+            by_rf.setdefault(rf, p)
+    return by_rf
+
+
+def group_host(ops: list[HostOp]) -> dict[int, list[HostOp]]:
+    """Host ops by host tid, each thread's in execution order."""
     groups: dict[int, list[HostOp]] = {}
     for op in ops:
         groups.setdefault(op.tid, []).append(op)
-    return {tid: _execution_order(g) for tid, g in groups.items()}
+    return {tid: execution_order(g) for tid, g in groups.items()}
 
 
-def _group_kineto(kineto: KinetoTrace, positions: list[int]) -> dict[Any, list[int]]:
+def group_kineto(kineto: KinetoTrace, positions: list[int]) -> dict[Any, list[int]]:
+    """Event positions by Kineto thread ``(pid, tid)``, each thread's in execution order."""
     events = kineto.events
     groups: dict[Any, list[int]] = {}
     for p in positions:
         ev = events[p]
         groups.setdefault((ev.pid, ev.tid), []).append(p)
-    return {key: _kineto_order(kineto, g) for key, g in groups.items()}
+    return {key: kineto_order(kineto, g) for key, g in groups.items()}
 
 
-def _overlap(a: Counter[str], b: Counter[str]) -> int:
+def name_overlap(a: Counter[str], b: Counter[str]) -> int:
+    """Size of the intersection of two name multisets."""
     if len(a) > len(b):
         a, b = b, a
     return sum(min(c, b.get(n, 0)) for n, c in a.items())
@@ -200,7 +233,7 @@ def _pair_threads(
     k_names = {key: Counter(map(name, map(events.__getitem__, g))) for key, g in kin_groups.items()}
     scored = sorted(
         (
-            (_overlap(hn, kn), str(htid), str(key), htid, key)
+            (name_overlap(hn, kn), str(htid), str(key), htid, key)
             for htid, hn in h_names.items()
             for key, kn in k_names.items()
         ),
@@ -226,7 +259,7 @@ def _align_threads(
     """Align each host thread (its ops in execution order) with its paired Kineto thread; return host
     tid -> paired Kineto thread key."""
     events = kineto.events
-    kin_groups = _group_kineto(kineto, candidates)
+    kin_groups = group_kineto(kineto, candidates)
     paired: dict[int, Any] = {}
     for htid, key in _pair_threads(host_groups, kin_groups, kineto):
         h = host_groups[htid]
@@ -267,7 +300,7 @@ def _leftover_round(
     )
     if not left_ev:
         return
-    for htid, h in sorted(_group_host(left_ops).items()):
+    for htid, h in sorted(group_host(left_ops).items()):
         own = paired.get(htid)
         k = [p for p in left_ev if p not in result.event_to_host and (events[p].pid, events[p].tid) != own]
         if not k:
