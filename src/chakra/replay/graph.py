@@ -143,6 +143,22 @@ def int_or_none(value: Any) -> int | None:
         return None
 
 
+def resolve_deferred_lanes(lanes: list[Any], types: Sequence[int], deferred: Iterable[tuple[int, Any]],
+                           host_tids: Iterable[Any], known: Iterable[Any]) -> None:
+    """Set ``lanes[i]`` of the nodes a reader left open, ``deferred`` (index, tid): non-CPU nodes without
+    ``stream`` or ``device`` run on a host thread when their ``tid`` is one of ``host_tids``, else on a GPU
+    stream (module doc); equal lanes are one tuple (``known``: the lanes made so far)."""
+    threads = {int_or_none(t) or 0 for t in host_tids}
+    interned = {lane: lane for lane in known}
+    for i, tid in deferred:
+        if tid is None:    # nothing says where it ran: a device op, communication apart from compute
+            lane = ("gpu", 0, COMM_STREAM if types[i] in COMM_TYPES else 0)
+        else:
+            t = tid if type(tid) is int else (int_or_none(tid) or 0)
+            lane = ("cpu", t) if t in threads else ("gpu", 0, int_or_none(tid) or 0)
+        lanes[i] = interned.setdefault(lane, lane)
+
+
 def graph_for_metadata(metadata: Any, path: str | None, rank: int | None) -> RankGraph:
     """An empty RankGraph with what the ``GlobalMetadata`` says: rank (else ``rank``), world size,
     process groups, measured window."""

@@ -55,7 +55,6 @@ from typing import Any
 from chakra.errors import TraceFormatError
 from chakra.job.etfile import groups_from_metadata_node, parse_process_groups
 from chakra.replay.graph import (
-    COMM_STREAM,
     COMM_TYPES,
     EXTRA_ATTRS,
     CommInfo,
@@ -63,6 +62,7 @@ from chakra.replay.graph import (
     graph_for_metadata,
     int_or_none,
     positions,
+    resolve_deferred_lanes,
     scalar,
 )
 from chakra.schema import METADATA_NODE, AttributeProto, attr_value
@@ -801,15 +801,7 @@ def graph_from_columns(cols: EtColumns, rank: int | None = None) -> RankGraph:
     if None in cpu:
         cpu = list(map(bool, cpu))
     if cols.deferred:
-        host_tids = {int_or_none(t) or 0 for t in cols.host_tids}
-        interned = {lane: lane for lane in cols.lane_cache.values()}
-        for i, tid in cols.deferred:
-            if tid is None:    # nothing says where it ran: a device op, communication apart from compute
-                lane = ("gpu", 0, COMM_STREAM if types[i] in COMM_TYPES else 0)
-            else:
-                t = tid if type(tid) is int else (int_or_none(tid) or 0)
-                lane = ("cpu", t) if t in host_tids else ("gpu", 0, int_or_none(tid) or 0)
-            lanes[i] = interned.setdefault(lane, lane)
+        resolve_deferred_lanes(lanes, types, cols.deferred, cols.host_tids, cols.lane_cache.values())
     comm: dict[int, CommInfo] = {}
     if not COMM_TYPES.isdisjoint(types):
         raw = cols.comm

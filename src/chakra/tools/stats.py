@@ -73,6 +73,7 @@ COMM_TYPES = (COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE)
 _INDEX_SUFFIX = re.compile(r"\(\d+\)$")
 _GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "gpu_memcpy", "gpu_memset": "gpu_memset"}
 _HOST_COMM_PREFIXES = ("c10d::", "nccl:", "gloo:")
+ROOT_PREFIX = "[pytorch|profiler|execution_"   # the call tree's roots ([...|execution_trace|thread])
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,7 @@ class GraphNode:
     comm_size: int = 0
     pg_name: str = ""
     start: float = 0.0
+    lane: Any = None          # ("cpu", tid) or ("gpu", device, stream) as the replay has it; None: no lane
 
 
 @dataclass(slots=True)
@@ -120,9 +122,14 @@ def load_et(path: str | os.PathLike[str]) -> EtGraph:
 
     Nothing is judged here (repeated ids, dangling dependencies and cycles are reported by
     :func:`warn_graph_problems`); the replay's finish step runs only for the critical path."""
+    from chakra.replay.graph import resolve_deferred_lanes
     from chakra.replay.reader import read_columns
 
     cols = read_columns(path)
+    lanes = cols.lanes
+    if cols.deferred:    # (a copy: the columns stay as read, for the replay)
+        lanes = list(lanes)
+        resolve_deferred_lanes(lanes, cols.types, cols.deferred, cols.host_tids, cols.lane_cache.values())
     rank: int | None = None
     if cols.metadata is not None:
         for a in cols.metadata.attr:
@@ -136,8 +143,9 @@ def load_et(path: str | os.PathLike[str]) -> EtGraph:
     comm_types = extras.get("comm_type", {})
     comm_sizes = extras.get("comm_size", {})
     out: list[GraphNode] = []
-    for k, (nid, name, ntype, dur, deps, nctrl, cpu, start) in enumerate(zip(
-            cols.ids, cols.names, cols.types, cols.durs, cols.deps, cols.nctrl, cols.cpu, cols.starts)):
+    for k, (nid, name, ntype, dur, deps, nctrl, cpu, start, lane) in enumerate(zip(
+            cols.ids, cols.names, cols.types, cols.durs, cols.deps, cols.nctrl, cols.cpu, cols.starts,
+            lanes)):
         kind = NODE_TYPES[ntype] if 0 <= ntype < len(NODE_TYPES) else f"TYPE_{ntype}"
         is_cpu: bool | None
         if ntype == METADATA_NODE:
@@ -162,7 +170,7 @@ def load_et(path: str | os.PathLike[str]) -> EtGraph:
             pg = cols.comm.get(k, {}).get("pg_name", "")
             pg_name = pg if isinstance(pg, str) else str(pg)
         out.append(GraphNode(nid, name, kind, is_cpu, dur, deps[:nctrl], deps[nctrl:], comm, comm_size,
-                             pg_name, start))
+                             pg_name, start, lane))
     return EtGraph(str(path), "et", rank, out, True, cols)
 
 
@@ -196,7 +204,7 @@ def load_etplus(path: str | os.PathLike[str]) -> EtGraph:
             else:
                 kind = _GPU_CATS[cat]
         else:
-            if name.startswith("[pytorch|profiler|execution_"):
+            if name.startswith(ROOT_PREFIX):
                 kind, is_cpu = "root", None
             elif name.startswith("## process_group:init"):
                 kind, is_cpu = "metadata", None
@@ -208,12 +216,23 @@ def load_etplus(path: str | os.PathLike[str]) -> EtGraph:
         parent = n.get("ctrl_deps", n.get("parent"))
         ctrl = (int(parent),) if isinstance(parent, int) and parent != n["id"] else ()
         out.append(GraphNode(int(n["id"]), name, kind, is_cpu, dur, ctrl, (), comm, comm_size, pg_name,
-                             _num(n.get("ts"))))
+                             _num(n.get("ts")), _etplus_lane(n, is_cpu)))
     timed = any(isinstance(n, dict) and ("dur" in n or "exclusive_dur" in n) for n in raw_nodes)
     if not timed and raw_nodes:
         log.warning("%s: a host ET without timing (not linked with its Kineto trace): every time is 0; "
                     "link it first (chakra link) for times", path)
     return EtGraph(str(path), "et+" if timed else "host ET", rank, out, False)
+
+
+def _etplus_lane(n: dict[str, Any], is_cpu: bool | None) -> Any:
+    """An ET+ node's lane: its host thread, its GPU stream (device 0 when it names none), None for roots."""
+    if is_cpu is None:
+        return None
+    if is_cpu:
+        tid = n.get("tid")
+        return ("cpu", tid if isinstance(tid, int) else 0)
+    device, stream = n.get("device"), n.get("stream")
+    return ("gpu", device if isinstance(device, int) else 0, stream if isinstance(stream, int) else 0)
 
 
 _COLL_WORDS = (  # checked in this order: longer words first
