@@ -206,16 +206,19 @@ def test_slow_layout_is_refused_before_dot_runs(small, tmp_path, monkeypatch, ca
     assert viz_main(["-i", str(small[0]), "-o", str(tmp_path / "x.dot"), "--max-seconds", "0.0001"]) == 0
 
 
-def test_coarse_view(small):
+def test_coarse_view_without_start_times(small):
+    # no start times: no waits or gaps to see; each lane (CPU thread 0, GPU stream 0, the comm lane) gets
+    # round(2 * its share of the 5 nodes) boxes, at least 1: one each
     sel = viz.coarsen(viz.select(load_et(small[0])), boxes=2)
-    # CPU 1, 3, 4 -> one box (2 * 3/5 rounds to 1); GPU 2 -> one; the all_reduce 5 -> one
     assert [n.id for n in sel.nodes] == [1, 2, 5] and sel.merged_from == 5
     assert sel.ctrl_edges == [(1, 2)]                    # 1 -> 4 is inside the CPU box
     assert sel.data_edges == [(2, 1), (1, 5)]            # 2 -> 3, then 3 -> 5 and 4 -> 5 merged
-    assert sel.labels[1] == 'CPU: 3 ops (ids 1..4) 18 µs\naten::linear, quote"name, aten::relu'
-    assert sel.labels[5].startswith("comm: 1 op (ids 5) 20 µs\nnccl:all_reduce")
+    assert sel.labels[1] == '3 ops, 18 µs busy\naten::linear\nquote"name'
+    assert sel.labels[5] == "ALL_REDUCE\nnccl:all_reduce\n20 µs"
+    assert [name for name, _ in sel.lanes] == ["CPU thread 0: 3 ops", "GPU 0 stream 0: 1 op",
+                                               "GPU 0 comm: 1 op"]
     text = viz.to_dot(sel)
-    assert "5 nodes merged into 3 boxes" in text and "nslimit=1" in text
+    assert "5 nodes in 3 boxes" in text and "rankdir=TB" in text and "nslimit=1" in text
     with pytest.raises(UsageError, match="--coarse must be at least 1"):
         viz.coarsen(sel, 0)
 
@@ -253,5 +256,8 @@ def test_real_trace_refused_then_drawn_coarse(corpus, tmp_path):
     with pytest.raises(UsageError, match=rf"{viz.estimate_dot_seconds(3664, edges):,.0f} s to lay this out"):
         viz.visualize([str(path)], tmp_path / "all.svg", max_nodes=5000)
     coarse = viz.visualize([str(path)], tmp_path / "coarse.dot", coarse=40)
-    assert coarse.merged_from == 3664 and 38 <= len(coarse.nodes) <= 45
-    assert viz.estimate_dot_seconds(len(coarse.nodes), len(coarse.ctrl_edges) + len(coarse.data_edges)) < 5
+    # no start times in this file: the 21 communication ops apart (the lanes they are on cut after each), the
+    # rest runs of equal length
+    assert coarse.merged_from == 3664 and coarse.left_out == 0
+    assert sum(1 for n in coarse.nodes if n.comm is not None) == 21
+    assert 40 <= len(coarse.nodes) <= 50

@@ -35,10 +35,12 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
     p.add_argument("--name", metavar="REGEX", help="keep nodes whose name matches REGEX (re.search)")
     p.add_argument("--head", type=int, metavar="N", help="keep the first N remaining nodes in file order")
     p.add_argument("--max-nodes", "--max_nodes", dest="max_nodes", type=int, default=2000,
-                   help="refuse to draw more nodes than this (default 2000; not applied to .graphml)")
+                   help="refuse to draw more nodes than this (default 2000; .dot and .graphml are written at "
+                        "any size)")
     p.add_argument("--coarse", nargs="?", type=int, const=DEFAULT_COARSE_BOXES, default=None, metavar="BOXES",
-                   help="merge consecutive ops of one side (CPU, GPU, comm) into about BOXES boxes "
-                        f"(default {DEFAULT_COARSE_BOXES}): the shape of a whole trace in one drawing")
+                   help="a column per CPU thread and GPU stream, one box per phase of it (cut where it waits "
+                        "for another or idles) and per collective, time running down; about BOXES boxes "
+                        f"(default {DEFAULT_COARSE_BOXES}) unless its waits and collectives are more")
     p.add_argument("--max-seconds", type=float, default=DEFAULT_MAX_SECONDS, metavar="S",
                    help="refuse a drawing that graphviz's dot would need more than S seconds to lay out "
                         f"(estimated from nodes + edges; default {DEFAULT_MAX_SECONDS:g})")

@@ -5,8 +5,9 @@ An ET+ JSON input is drawn too, with its call tree (parent -> child) as the soli
 A real trace has thousands of nodes, and graphviz's ``dot`` layout time grows with the square of nodes +
 edges (measured below); so before running it the drawing formats estimate how long ``dot`` will take and
 refuse a graph it cannot lay out within ``max_seconds`` (or with more than ``max_nodes`` nodes), saying how to
-narrow it or to draw the ``coarse`` view (consecutive ops of one side merged into a few dozen boxes).
-``.graphml`` is data for other tools, not a drawing, and has no limit.  While ``dot`` runs a spinner with the
+narrow it or to draw the ``coarse`` view (:mod:`chakra.tools.coarse`: a column per thread or stream, one
+box per phase of it and per collective, time running down).  ``.dot`` text and ``.graphml`` need no layout
+and are written at any size.  While ``dot`` runs a spinner with the
 elapsed time and the estimate shows on a terminal; ``dot`` is stopped after ``timeout`` seconds with a message
 that says what to do instead.  Filters, applied in this order:
 ``rank`` (which file of several), ``node_range`` (ids A..B inclusive), ``name`` (regular expression searched
@@ -19,12 +20,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import os
 import re
 import shutil
 import subprocess
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,6 +70,10 @@ class Selection:
     data_edges: list[tuple[int, int]]
     labels: dict[int, str] = field(default_factory=dict)   # node id -> label, instead of the usual one
     merged_from: int = 0                # coarse view: how many nodes were merged into these boxes
+    lanes: list[tuple[str, list[int]]] = field(default_factory=list)   # coarse view: columns (name, boxes)
+    lane_edges: list[tuple[int, int]] = field(default_factory=list)    # coarse view: a lane's next box
+    rows: list[list[int]] = field(default_factory=list)   # coarse view: boxes side by side, in time order
+    left_out: int = 0                   # coarse view: roots and metadata nodes, not in any box
 
 
 def estimate_dot_seconds(nodes: int, edges: int) -> float:
@@ -79,55 +82,39 @@ def estimate_dot_seconds(nodes: int, edges: int) -> float:
     return DOT_SECONDS_K * size * size
 
 
-def _side(n: GraphNode) -> str:
-    if n.comm:
-        return "comm"
-    return {True: "CPU", False: "GPU", None: "other"}[n.is_cpu]
-
-
 def coarsen(sel: Selection, boxes: int = DEFAULT_COARSE_BOXES) -> Selection:
-    """A coarser view: consecutive nodes (file order) of one side merged into about ``boxes`` boxes.
+    """The coarse view (:mod:`chakra.tools.coarse`): one box per phase of a thread or stream, each
+    communication op its own box, the dependencies between them; about ``boxes`` boxes when the phases
+    that sync points and collectives make are fewer.  A box's id is that of its first op."""
+    from chakra.tools.coarse import box_label, coarsen_graph, lane_name
 
-    Sides are CPU ops, GPU ops, communication and the rest; each gets boxes in proportion to its nodes
-    (at least one).  A box is labelled with its id range, its op count, its total duration and its three
-    heaviest op names; an edge is drawn between two boxes when any of their nodes has one (ctrl solid, data
-    dashed when there is no ctrl edge).  The order of a trace is kept: the first box of a side holds its
-    first ops.
-    """
     if boxes < 1:
         raise UsageError("--coarse must be at least 1")
-    by_side: dict[str, list[GraphNode]] = {}
-    for n in sel.nodes:
-        by_side.setdefault(_side(n), []).append(n)
-    total = len(sel.nodes)
-    box_of: dict[int, int] = {}
-    out_nodes: list[GraphNode] = []
+    c = coarsen_graph(sel.nodes, sel.ctrl_edges, sel.data_edges, boxes)
+    if not c.boxes:
+        raise TraceFormatError("no node is left to draw coarse: the filters kept only roots and metadata "
+                               "nodes", sel.graph.path)
+    nodes = c.nodes
+    timed = any(n.start for n in nodes)
+    out: list[GraphNode] = []
     labels: dict[int, str] = {}
-    for side, members in by_side.items():
-        want = max(1, round(boxes * len(members) / total))
-        size = math.ceil(len(members) / want)
-        for start in range(0, len(members), size):
-            chunk = members[start:start + size]
-            first = chunk[0]
-            dur = sum(n.dur for n in chunk)
-            heavy: Counter[str] = Counter()
-            for n in chunk:
-                heavy[n.name if len(n.name) <= 32 else n.name[:31] + "…"] += n.dur or 0.0001
-            top = ", ".join(name for name, _ in heavy.most_common(3))
-            ids = f"{first.id}" if len(chunk) == 1 else f"{first.id}..{chunk[-1].id}"
-            label = f"{side}: {len(chunk)} op{'s' if len(chunk) > 1 else ''} (ids {ids}) {dur:,.0f} µs\n{top}"
-            box = GraphNode(id=first.id, name=f"{side} ops {ids}", kind=first.kind, is_cpu=first.is_cpu,
-                            dur=dur, comm=first.comm if side == "comm" else None)
-            out_nodes.append(box)
-            labels[box.id] = label
-            for n in chunk:
-                box_of[n.id] = box.id
-    ctrl = list(dict.fromkeys((box_of[a], box_of[b]) for a, b in sel.ctrl_edges if box_of[a] != box_of[b]))
-    has_ctrl = set(ctrl)
-    data = list(dict.fromkeys((box_of[a], box_of[b]) for a, b in sel.data_edges
-                              if box_of[a] != box_of[b] and (box_of[a], box_of[b]) not in has_ctrl))
-    out_nodes.sort(key=lambda n: n.id)
-    return Selection(sel.graph, out_nodes, ctrl, data, labels, merged_from=len(sel.nodes))
+    for box in c.boxes:
+        first = nodes[box.members[0]]
+        comm = first.comm if len(box.members) == 1 else None
+        out.append(GraphNode(id=first.id, name=f"{lane_name(box.lane)} from op {first.id}", kind=first.kind,
+                             is_cpu=first.is_cpu, dur=sum(nodes[i].dur for i in box.members), comm=comm,
+                             comm_size=first.comm_size if comm else 0, start=first.start, lane=box.lane))
+        labels[first.id] = box_label(box, nodes, timed)
+    ids = [n.id for n in out]
+    lanes = []
+    for lane, bs in c.lanes.items():
+        ops = sum(len(c.boxes[b].members) for b in bs)
+        lanes.append((f"{lane_name(lane)}: {ops:,} op{'' if ops == 1 else 's'}", [ids[b] for b in bs]))
+    return Selection(sel.graph, out, [(ids[a], ids[b]) for a, b in c.ctrl_edges],
+                     [(ids[a], ids[b]) for a, b in c.data_edges], labels, merged_from=len(nodes),
+                     left_out=c.left_out,
+                     lanes=lanes, lane_edges=[(ids[a], ids[b]) for a, b in c.lane_edges],
+                     rows=[[ids[b] for b in row] for row in c.rows])
 
 
 def output_format(path: str | os.PathLike[str]) -> str:
@@ -240,29 +227,63 @@ def choose_layout(sel: Selection) -> str:
 def to_dot(sel: Selection, layout: str = "auto") -> str:
     """The selection as graphviz text (written by hand: no dependency on pydot's quoting rules)."""
     rank = f" (rank {sel.graph.rank})" if sel.graph.rank is not None else ""
-    what = (f"{sel.merged_from} nodes merged into {len(sel.nodes)} boxes" if sel.merged_from
-            else f"{len(sel.nodes)} nodes")
-    title = (f"{Path(sel.graph.path).name}{rank} - {what}\n"
-             "solid: ctrl dep, dashed: data dep; blue CPU, green GPU, orange/yellow comm")
-    rankdir = choose_layout(sel) if layout == "auto" else layout
+    if sel.lanes:
+        left = f"; {sel.left_out:,} roots and metadata nodes left out" if sel.left_out else ""
+        title = (f"{Path(sel.graph.path).name}{rank} - {sel.merged_from:,} nodes in {len(sel.nodes)} boxes: "
+                 f"the phases of each thread and stream (a column), each collective apart{left}\n"
+                 "time runs down; (idle N µs): the lane was idle that long before the phase, (waited): it "
+                 "waited for another lane\nsolid: ctrl dep, dashed: data dep, grey: the lane's next phase; "
+                 "blue CPU, green GPU, orange/yellow comm")
+    else:
+        title = (f"{Path(sel.graph.path).name}{rank} - {len(sel.nodes)} nodes\n"
+                 "solid: ctrl dep, dashed: data dep; blue CPU, green GPU, orange/yellow comm")
+    if layout != "auto":
+        rankdir = layout
+    else:   # a coarse view is a column per lane, time downwards: it grows tall, not wide
+        rankdir = "TB" if sel.lanes else choose_layout(sel)
     lines = [
         "digraph chakra_et {",
         f"  label={_dot_quote(title)}; labelloc=t; fontname=Helvetica;",
         # nslimit=1 bounds dot's network simplex for x coordinates: without it 200 trace nodes take minutes
-        f"  rankdir={rankdir}; nodesep=0.25; ranksep=0.35; nslimit=1;",
-        '  node [shape=box, style="rounded,filled", fontname=Helvetica, fontsize=10];',
+        f"  rankdir={rankdir}; nodesep=0.25; ranksep={0.15 if sel.lanes else 0.35}; nslimit=1;",
+        '  node [shape=box, style="rounded,filled", fontname=Helvetica, fontsize=10'
+        + (', margin="0.06,0.03"];' if sel.lanes else "];"),
         "  edge [arrowsize=0.6];",
     ]
     for n in sel.nodes:
         color = _COLORS.get((n.kind, n.is_cpu), "white")
         lines.append(f"  n{n.id} [label={_dot_quote(sel.labels.get(n.id) or _label(n))}, fillcolor={color}, "
                      f"tooltip={_dot_quote(n.name)}];")
+    if sel.lanes:
+        lines += _lane_lines(sel)
     for a, b in sel.ctrl_edges:
         lines.append(f"  n{a} -> n{b};")
     for a, b in sel.data_edges:
         lines.append(f"  n{a} -> n{b} [style=dashed, color=gray30];")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _lane_lines(sel: Selection) -> list[str]:
+    """The coarse view's columns (a cluster per lane: its name on top, its boxes joined in order) and rows
+    (``rank=same`` with a node of an invisible spine h -> r0 -> r1 -> ..., so row k is drawn above row
+    k + 1; the names are row h)."""
+    # newrank: rank=same across clusters; size: at most 41 inches (3,936 px at dot's 96 dpi) wide, a PNG at
+    # most 32,767 px tall (cairo's limit): a larger drawing is scaled down to fit
+    lines = ['  newrank=true; size="41,340";']
+    for k, (name, ids) in enumerate(sel.lanes):
+        lines.append(f"  subgraph cluster_{k} {{ label=\"\"; style=rounded; color=gray60; "
+                     f"h{k} [shape=plaintext, style=\"\", fontsize=11, label={_dot_quote(name)}]; "
+                     + " ".join(f"n{i};" for i in ids) + " }")
+        lines.append(f"  h{k} -> n{ids[0]} [style=invis, weight=20];")
+    for a, b in sel.lane_edges:
+        lines.append(f"  n{a} -> n{b} [color=gray75, arrowhead=none, weight=20];")
+    lines.append('  node [shape=point, style=invis, width=0, height=0, label=""];')
+    lines.append("  " + " -> ".join(["h", *(f"r{k}" for k in range(len(sel.rows)))]) + " [style=invis];")
+    lines.append("  { rank=same; h; " + " ".join(f"h{k};" for k in range(len(sel.lanes))) + " }")
+    for k, row in enumerate(sel.rows):
+        lines.append(f"  {{ rank=same; r{k}; " + " ".join(f"n{i};" for i in row) + " }")
+    return lines
 
 
 def write_graphml(sel: Selection, path: str | os.PathLike[str]) -> None:
@@ -277,6 +298,8 @@ def write_graphml(sel: Selection, path: str | os.PathLike[str]) -> None:
         g.add_edge(a, b, dep="ctrl")
     for a, b in sel.data_edges:
         g.add_edge(a, b, dep="data")
+    for a, b in sel.lane_edges:
+        g.add_edge(a, b, dep="lane")
     with atomic_output(path) as fh:
         nx.write_graphml(g, fh)
 
@@ -330,6 +353,47 @@ def render_dot(dot_text: str, fmt: str, path: str | os.PathLike[str], *, timeout
         fh.write(out)
 
 
+def drawn_size(sel: Selection) -> tuple[int, int]:
+    """Nodes and edges of the dot text: a coarse view's lane names, spine and lane order too."""
+    nodes = len(sel.nodes)
+    edges = len(sel.ctrl_edges) + len(sel.data_edges)
+    if sel.lanes:
+        nodes += 2 * len(sel.lanes) + len(sel.rows) + 1
+        edges += len(sel.lane_edges) + len(sel.lanes) + len(sel.rows)
+    return nodes, edges
+
+
+def _check_drawable(sel: Selection, fmt: str, max_nodes: int, max_seconds: float) -> tuple[float, str]:
+    """Refuse a drawing (.pdf/.png/.svg) of more than ``max_nodes`` nodes or that dot would need more than
+    ``max_seconds`` to lay out; .dot and .graphml need no layout and are written at any size.  Returns
+    the estimate and what is drawn (for messages)."""
+    nodes, edges = drawn_size(sel)
+    estimate = estimate_dot_seconds(nodes, edges)
+    what = f"{len(sel.nodes):,} {'boxes' if sel.lanes else 'nodes'} and {edges:,} edges"
+    if fmt not in DRAW_FORMATS:
+        return estimate, what
+    if sel.lanes and (len(sel.nodes) > max_nodes or estimate > max_seconds):
+        comm = sum(1 for n in sel.nodes if n.comm is not None)
+        limit = (f"limit --max-nodes {max_nodes}" if len(sel.nodes) > max_nodes else
+                 f"graphviz's dot would need about {estimate:,.0f} s, limit --max-seconds {max_seconds:g}")
+        raise UsageError(
+            f"the coarse view has {len(sel.nodes):,} boxes, too many to draw ({limit}): each of its {comm:,} "
+            "communication ops and each point where a thread or stream waits is a box of its own; narrow the "
+            "graph with --node-range A:B, raise the limit, or write .dot / .graphml (no layout)")
+    if len(sel.nodes) > max_nodes:
+        raise UsageError(
+            f"{len(sel.nodes)} nodes are too many to draw (limit --max-nodes {max_nodes}); narrow the graph "
+            f"with --node-range A:B, --name REGEX or --head N, draw --coarse (the phases of each thread and "
+            "stream), raise --max-nodes, or write .dot / .graphml (no layout)")
+    if estimate > max_seconds:
+        raise UsageError(
+            f"{what}: graphviz's dot would need about {estimate:,.0f} s to lay this out (limit --max-seconds "
+            f"{max_seconds:g}); draw a coarser view with --coarse (the phases of each thread and stream), "
+            "narrow it with --node-range A:B, --name REGEX or --head N, raise --max-seconds, or write .dot / "
+            ".graphml (no layout)")
+    return estimate, what
+
+
 def visualize(inputs: Sequence[str | os.PathLike[str]], output: str | os.PathLike[str], *,
               rank: int | None = None, node_range: str | None = None, name: str | None = None,
               head: int | None = None, max_nodes: int = DEFAULT_MAX_NODES, layout: str = "auto",
@@ -353,22 +417,7 @@ def visualize(inputs: Sequence[str | os.PathLike[str]], output: str | os.PathLik
         raise TraceFormatError("no node is left after the filters (check --node-range / --name)", graph.path)
     if coarse is not None:
         sel = coarsen(sel, coarse)
-    if fmt != "graphml" and len(sel.nodes) > max_nodes:
-        raise UsageError(
-            f"{len(sel.nodes)} nodes are too many to draw (limit --max-nodes {max_nodes}); narrow the graph "
-            f"with --node-range A:B, --name REGEX or --head N, draw --coarse (about {DEFAULT_COARSE_BOXES} "
-            "boxes), raise --max-nodes, or write .graphml"
-        )
-    edges = len(sel.ctrl_edges) + len(sel.data_edges)
-    estimate = estimate_dot_seconds(len(sel.nodes), edges)
-    what = f"{len(sel.nodes):,} nodes and {edges:,} edges"
-    if fmt in DRAW_FORMATS and estimate > max_seconds:
-        raise UsageError(
-            f"{what}: graphviz's dot would need about {estimate:,.0f} s to lay this out (limit --max-seconds "
-            f"{max_seconds:g}); draw a coarser view with --coarse (about {DEFAULT_COARSE_BOXES} boxes of "
-            "consecutive ops), narrow it with --node-range A:B, --name REGEX or --head N, raise "
-            "--max-seconds, or write .dot / .graphml (no layout)"
-        )
+    estimate, what = _check_drawable(sel, fmt, max_nodes, max_seconds)
     if fmt == "graphml":
         write_graphml(sel, output)
     elif fmt == "dot":
