@@ -151,6 +151,24 @@ def test_roots_and_metadata_are_left_out(tmp_path):
     assert "2 roots and metadata nodes left out" in viz.to_dot(out)
 
 
+def test_etplus_lanes_and_times(tmp_path):
+    from chakra.io import dump_json
+
+    src = tmp_path / "et_plus_0.json"
+    dump_json(src, {"schema": "1.0.1", "nodes": [
+        {"id": 1, "name": "[pytorch|profiler|execution_trace|process]", "parent": 1},
+        {"id": 2, "name": "aten::linear", "parent": 1, "tid": 5, "ts": 1_000_000, "dur": 50.0,
+         "exclusive_dur": 20.0},
+        {"id": 3, "name": "gemm", "cat": "kernel", "parent": 2, "device": 0, "stream": 7, "ts": 1_000_010,
+         "dur": 40.0},
+    ]})
+    out = viz.coarsen(viz.select(viz.pick_rank([str(src)], None)), 4)
+    assert [name for name, _ in out.lanes] == ["CPU thread 5: 1 op", "GPU 0 stream 7: 1 op"]
+    assert out.ctrl_edges == [(2, 3)] and out.left_out == 1
+    # Kineto's clock: times from the first op
+    assert out.labels[3] == "1 op, 40 µs busy\ngemm\n0.010-0.050 ms"
+
+
 def _big_rank(path, n_ops):
     """A rank of ``n_ops`` CPU ops each launching a kernel (2 * n_ops nodes)."""
     nodes = []

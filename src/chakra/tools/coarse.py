@@ -323,17 +323,17 @@ def _edges(walk: _Walk, boxes: list[Box], box_of: list[int], lane_edges: list[tu
     return Coarse(boxes, box_of, list(ctrl), data_edges, lane_edges, by_lane)
 
 
-def box_label(box: Box, nodes: Sequence[GraphNode], timed: bool) -> str:
+def box_label(box: Box, nodes: Sequence[GraphNode], origin: float | None) -> str:
     """Three or four short lines (a wide label makes a wide drawing, a tall one a tall drawing): what the
     box holds (a collective's type, size, group and kernel; a phase's op count, busy time and two heaviest
-    op names), when it ran and, for a phase, what started it."""
+    op names), when it ran (ms after ``origin``; None: untimed) and, for a phase, what started it."""
     members = [nodes[i] for i in box.members]
     first = members[0]
     busy = sum(n.dur for n in members)
     when = ""
-    if timed:
+    if origin is not None:
         end = max(n.start + n.dur for n in members)
-        when = f"{first.start / 1000:,.3f}-{end / 1000:,.3f} ms"
+        when = f"{(first.start - origin) / 1000:,.3f}-{(end - origin) / 1000:,.3f} ms"
     if first.comm is not None and len(members) == 1:
         size = f" {_bytes(first.comm_size)}" if first.comm_size else ""
         pg = f" pg {first.pg_name}" if first.pg_name else ""

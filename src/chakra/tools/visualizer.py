@@ -95,7 +95,9 @@ def coarsen(sel: Selection, boxes: int = DEFAULT_COARSE_BOXES) -> Selection:
         raise TraceFormatError("no node is left to draw coarse: the filters kept only roots and metadata "
                                "nodes", sel.graph.path)
     nodes = c.nodes
-    timed = any(n.start for n in nodes)
+    # times from the measured window's start (.et), from the first op (ET+: Kineto's clock); none untimed
+    origin = (min(n.start for n in nodes) if sel.graph.format != "et" else 0.0) if any(
+        n.start for n in nodes) else None
     out: list[GraphNode] = []
     labels: dict[int, str] = {}
     for box in c.boxes:
@@ -104,7 +106,7 @@ def coarsen(sel: Selection, boxes: int = DEFAULT_COARSE_BOXES) -> Selection:
         out.append(GraphNode(id=first.id, name=f"{lane_name(box.lane)} from op {first.id}", kind=first.kind,
                              is_cpu=first.is_cpu, dur=sum(nodes[i].dur for i in box.members), comm=comm,
                              comm_size=first.comm_size if comm else 0, start=first.start, lane=box.lane))
-        labels[first.id] = box_label(box, nodes, timed)
+        labels[first.id] = box_label(box, nodes, origin)
     ids = [n.id for n in out]
     lanes = []
     for lane, bs in c.lanes.items():
