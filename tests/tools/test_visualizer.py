@@ -216,7 +216,7 @@ def test_coarse_view_without_start_times(small):
     assert sel.labels[1] == '3 ops, 18 µs busy\naten::linear\nquote"name'
     assert sel.labels[5] == "ALL_REDUCE\nnccl:all_reduce\n20 µs"
     assert [name for name, _ in sel.lanes] == ["CPU thread 0: 3 ops", "GPU 0 stream 0: 1 op",
-                                               "GPU 0 comm: 1 op"]
+                                               "GPU 0 communication: 1 op"]
     text = viz.to_dot(sel)
     assert "5 nodes in 3 boxes" in text and "rankdir=TB" in text and "nslimit=1" in text
     with pytest.raises(UsageError, match="--coarse must be at least 1"):

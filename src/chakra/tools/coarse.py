@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from chakra.replay.graph import COMM_STREAM
 from chakra.tools.stats import ROOT_PREFIX, GraphNode
 
 NAME_MAX = 30
@@ -72,9 +73,10 @@ class Coarse:
 
 
 def lane_name(lane: Any) -> str:
+    """As the replay's timeline names it (a gloo worker thread's collectives are a device lane there too)."""
     if lane[0] == "cpu":
         return f"CPU thread {lane[1]}"
-    stream = "comm" if lane[2] == -1 else f"stream {lane[2]}"
+    stream = "communication" if lane[2] == COMM_STREAM else f"stream {lane[2]}"
     return f"GPU {lane[1]} {stream}"
 
 

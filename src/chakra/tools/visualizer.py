@@ -258,10 +258,13 @@ def to_dot(sel: Selection, layout: str = "auto") -> str:
                      f"tooltip={_dot_quote(n.name)}];")
     if sel.lanes:
         lines += _lane_lines(sel)
+    # the coarse view's rows place its boxes: a dependency does not constrain the layout too (a third less
+    # of dot's time, narrower)
+    free = ", constraint=false" if sel.lanes else ""
     for a, b in sel.ctrl_edges:
-        lines.append(f"  n{a} -> n{b};")
+        lines.append(f"  n{a} -> n{b}" + (f" [{free[2:]}];" if free else ";"))
     for a, b in sel.data_edges:
-        lines.append(f"  n{a} -> n{b} [style=dashed, color=gray30];")
+        lines.append(f"  n{a} -> n{b} [style=dashed, color=gray30{free}];")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
