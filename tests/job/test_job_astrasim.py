@@ -78,7 +78,7 @@ def test_dlrm_uneven_all_to_all_gets_one_size_and_validate_names_it(corpus, tmp_
     res = validate(plain)
     assert [str(p) for p in res.problems] == [
         "process group 'world', collective #3: rank 0 issues all_to_all of 13,568 B (node 2326 "
-        "'ncclKernel_SendRecv_RING_SIMPLE_Sum_i...'), rank 3 issues all_to_all of 53,248 B (node 2336 "
+        "'ncclKernel_SendRecv_RING_SIMPLE_Sum_i...'), rank 3 issues all_to_all of 53,248 B (node 2400 "
         "'ncclKernel_SendRecv_RING_SIMPLE_Sum_i...') (the simulator matches collectives by order, type and "
         "size: it stalls)"]
     report = astrasim_job(plain, tmp_path / "dlrm")

@@ -63,21 +63,24 @@ from chakra.link import link_files, link_traces
 def test_gpu_ops_attach_to_the_innermost_host_op(tmp_path: Path) -> None:
     doc = link(tmp_path, *sync_case())
     nodes = by_id(doc)
-    # GPU nodes get ids after the largest host id (14), in GPU start order: orphan excluded
+    # GPU nodes get ids after the largest host id (14), in GPU start order; the one launched before the
+    # trace began (no launching call) ran in the window (the whole trace): no launcher (parent 0)
     gpu_nodes = [n for n in doc["nodes"] if "cat" in n]
     assert [(n["id"], n["name"], n["parent"], n["cat"], n["stream"]) for n in gpu_nodes] == [
-        (15, "gemm_a", 10, "kernel", 7),
-        (16, "gemm_b", 11, "kernel", 8),
-        (17, "Memcpy DtoH", 13, "gpu_memcpy", 7),
+        (15, "left_over_from_before_profiling", 0, "kernel", 7),
+        (16, "gemm_a", 10, "kernel", 7),
+        (17, "gemm_b", 11, "kernel", 8),
+        (18, "Memcpy DtoH", 13, "gpu_memcpy", 7),
     ]
-    assert nodes[15]["ts"] == 12 and nodes[15]["dur"] == 100 and nodes[15]["exclusive_dur"] == 100
-    assert nodes[15]["tid"] == 7 and nodes[15]["ph"] == "X" and nodes[15]["pg_name"] == ""
+    assert (nodes[15]["ts"], nodes[15]["dur"], nodes[15]["inputs"]) == (1, 3, [])
+    assert nodes[16]["ts"] == 12 and nodes[16]["dur"] == 100 and nodes[16]["exclusive_dur"] == 100
+    assert nodes[16]["tid"] == 7 and nodes[16]["ph"] == "X" and nodes[16]["pg_name"] == ""
     stats = doc["link_stats"]
     assert stats["strategy"] == "alignment" and stats["matched"] == 5 and stats["host_ops"] == 5
     assert (stats["gpu_ops"], stats["gpu_attached"], stats["gpu_orphans_no_launch"]) == (4, 3, 1)
     assert stats["gpu_attach_rate"] == 1.0  # of those with a launch call in the trace
-    # of all GPU ops of the window: the one launched before the trace began counts against it
-    assert (stats["gpu_ops_in_window"], stats["gpu_attach_rate_in_window"]) == (4, 0.75)
+    # of all GPU ops of the window in the graph: the one launched before the trace began too
+    assert (stats["gpu_ops_in_window"], stats["gpu_attach_rate_in_window"]) == (4, 1.0)
     # host timing from the matched events, exclusive = minus the child operators and synchronizing calls
     # on the thread: the cudaStreamSynchronize (131) is a wait the sync dep models; the cudaMemcpyAsync
     # call (4) is the op's own CPU work
@@ -92,9 +95,9 @@ def test_sync_dependencies(tmp_path: Path) -> None:
     nodes = by_id(doc)
     # cudaStreamSynchronize without a stream arg: the stream of the thread's last launch (the memcpy, 7);
     # the memcpy is the op's own child, so the wait points at the last earlier GPU op of stream 7: gemm_a
-    assert nodes[13]["sync_dep"] == [15]
+    assert nodes[13]["sync_dep"] == [16]
     # cudaDeviceSynchronize: the last GPU op of every stream launched before the op started
-    assert nodes[14]["sync_dep"] == [16, 17]
+    assert nodes[14]["sync_dep"] == [17, 18]
     assert "sync_dep" not in nodes[10] and "sync_dep" not in nodes[12]
     s = doc["link_stats"]
     assert (s["sync_calls"], s["sync_deps"], s["sync_ops"]) == (2, 3, 2)
@@ -442,8 +445,9 @@ def test_link_files_writes_gz_and_keeps_the_host_layout(tmp_path: Path) -> None:
     doc = load_json(out)
     assert (report.matched, report.host_ops, report.gpu_attached, report.sync_deps) == (5, 5, 3, 3)
     assert (report.gpu_ops_in_window, report.gpu_attach_rate_in_window, report.gpu_launched_before_trace) == (
-        4, 0.75, 1)
-    assert "3/4 GPU ops attached (75.0%, 1 launched before the trace)" in report.summary()
+        4, 1.0, 1)
+    assert ("4/4 GPU ops attached (100.0%, 1 launched before the trace: on their streams, no host op)"
+            in report.summary())
     assert report.rank == 0 and doc["rank"] == 0
     assert [k for k in doc if k not in ("nodes",)] == [
         "schema",

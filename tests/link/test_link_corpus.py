@@ -55,6 +55,8 @@ def test_dlrm_every_rank_matches_and_attaches(corpus: Path, rank: int) -> None:
     ]
     assert s["gpu_ops"] == DLRM_GPU_EVENTS[rank]
     assert s["gpu_orphans_no_launch"] == DLRM_NO_LAUNCH[rank]
+    # they ran in the window (rank 1: 1,038..1,334 us into ProfilerStep#10): kept without a launcher
+    assert s["gpu_attach_rate_in_window"] == 1.0 and "gpu_no_launch_before_window" not in s
     attachable = s["gpu_ops"] - s["gpu_orphans_no_launch"]
     assert s["gpu_attached"] / attachable >= 0.99
     assert s["gpu_attached"] == attachable
@@ -125,6 +127,8 @@ def test_dlrm_agrees_with_the_2023_linker(corpus: Path, rank: int) -> None:
     same = 0
     for n in doc["nodes"]:
         if "cat" not in n or n["args"]["correlation"] not in ref_gpu:
+            continue
+        if n["parent"] == 0:   # launched before the trace (ranks 1, 3): no launching call, no host op here
             continue
         ours_parent = ours[n["parent"]]
         ref_parent = ref_ids[ref_gpu[n["args"]["correlation"]]["parent"]]

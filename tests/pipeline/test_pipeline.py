@@ -323,24 +323,25 @@ def test_pipeline_dlrm_8_ranks(corpus: Path, tmp_path: Path) -> None:
         assert row["host_ops_matched"] == 1672
         assert abs(row["error_pct"]) <= 5.0, row
         assert (tmp_path / f"dlrm_8r_v100.{r}.et").is_file()
-    # ranks 1 and 3 have 64 GPU events launched before profiling began (see test_link_corpus)
+    # ranks 1 and 3 have 64 GPU events launched before profiling began (see test_link_corpus), which ran
+    # in the window: in the graph, without a host op
     assert [row["gpu_ops"] - row["gpu_ops_attached"] for row in s["ranks"]] == [0, 64, 0, 64, 0, 0, 0, 0]
     assert [row["gpu_ops_attached"] for row in s["ranks"]] == [261, 262, 262, 273, 273, 261, 262, 262]
     assert [row["gpu_launched_before_trace"] for row in s["ranks"]] == [0, 64, 0, 64, 0, 0, 0, 0]
     assert [row["gpu_ops_in_window"] for row in s["ranks"]] == [261, 326, 262, 337, 273, 261, 262, 262]
-    # the rate of the table is against every GPU op of the window; the old rate (launchable ones only) stays
-    assert [row["gpu_attach_rate_in_window"] for row in s["ranks"]] == [
-        1.0, round(262 / 326, 6), 1.0, round(273 / 337, 6), 1.0, 1.0, 1.0, 1.0]
+    # the rate of the table is of every GPU op of the window in the graph; the rate of those attached to
+    # their launching op (launchable ones only) stays
+    assert [row["gpu_attach_rate_in_window"] for row in s["ranks"]] == [1.0] * 8
     assert all(row["gpu_attach_rate"] == 1.0 for row in s["ranks"])
     md = (tmp_path / "summary.md").read_text()
-    assert "| 262/326 (80.4%), 64 launched before the trace |" in md
-    assert "| 273/337 (81.0%), 64 launched before the trace |" in md
+    assert "| 326/326 (100.0%), 64 launched before the trace |" in md
+    assert "| 337/337 (100.0%), 64 launched before the trace |" in md
     assert "| 261/261 (100.0%) |" in md and "262 of 326" not in md
     # the terminal table: the same ratio, shorter
     console = Console(file=io.StringIO(), width=120)
     console.print(pipeline_table(res))
     text = console.file.getvalue()
-    assert "262/326 (80.4%), 64 pre-trace" in text and "273/337 (81.0%), 64 pre-trace" in text
+    assert "326/326 (100.0%), 64 pre-trace" in text and "337/337 (100.0%), 64 pre-trace" in text
     assert "pre-trace: GPU ops launched before the trace began" in text
 
 

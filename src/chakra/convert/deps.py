@@ -102,8 +102,9 @@ def add_deps(cv: Plan) -> None:
             members.append(i)
     stats.gpu_ops += gpu_ops
     stats.cpu_ops += cpu_ops
-    if no_launcher:
-        _warn(stats, f"{cv.trace.path}: {no_launcher} GPU node(s) have no launcher in the trace")
+    if no_launcher:    # launched before the trace began: each runs on its stream from its recorded start
+        log.info("%s: %d GPU node(s) have no launcher in the trace (launched before it began): they run on "
+                 "their streams from their recorded starts", cv.trace.path, no_launcher)
     for members in threads.values():
         chain_by_start(cv, members)
     for members in streams.values():

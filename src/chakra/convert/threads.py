@@ -53,7 +53,8 @@ A GPU op waits (``wait_on``, ``wait_post_us``) on whichever released it last: it
 stream predecessor, its launching op (once ended: the launch latency is kept), or an op
 of another stream that ended right before it started (within ``STREAM_SLACK_US``
 while its stream idled: an event wait between streams, e.g. a compute stream waiting
-for a collective).
+for a collective).  A GPU op with no launcher in the trace (launched before it began)
+that is first on its stream keeps its recorded start as ``idle_before_us``.
 
 The latest such ``r`` before ``n`` wins.  ``[a, r]`` is waiting: it leaves the
 owner's duration (or the idle time) and becomes the dependency ``n -> u`` with
@@ -152,7 +153,9 @@ def _stream_waits(inp: ThreadInput, ends: _EndIndex, out: ThreadTiming) -> None:
     op of another stream ended.  The latest of these releases gets ``wait_on`` and ``wait_post_us``
     (the recorded delay after it), so the op keeps its latency and a faster collective moves it too.
     A kernel that started while its launching op was still running keeps the replay's own rule (it
-    starts as many µs after its launcher started as recorded)."""
+    starts as many µs after its launcher started as recorded).  One without a launcher in the trace (it
+    was launched before the trace began) and first on its stream starts at its recorded offset from the
+    window's start (``idle_before_us``: dropped with the idle time, ``--no-gaps``)."""
     start, end, lane, launcher = inp.start, inp.end, inp.lane, inp.launcher
     streams = _group((i for i in compress(range(inp.n), inp.is_gpu) if end[i] is not None), lane)
     for ln, seq in streams.items():
@@ -183,6 +186,11 @@ def _stream_waits(inp: ThreadInput, ends: _EndIndex, out: ThreadTiming) -> None:
                 out.wait_on[k] = best[1]
                 if s > best[0]:
                     out.wait_post[k] = s - best[0]
+            elif best is None and p < 0 and s > 0:
+                # no launcher in the trace (launched before it began) and nothing before it on its stream:
+                # it ran from its recorded start (the stream was busy with earlier work when the window
+                # opened), its stream's first op keeps that offset
+                out.idle_before[k] = s
             e = end[k]
             if e is not None and e > free:
                 free = e

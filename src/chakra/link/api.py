@@ -21,19 +21,26 @@ import orjson
 from orjson import Fragment
 
 from chakra.device.loader import load_kineto
-from chakra.device.model import KERNEL, MEMCPY, MEMSET, KinetoTrace
+from chakra.device.model import KERNEL, MEMCPY, MEMSET, KinetoEvent, KinetoTrace
 from chakra.errors import TraceFormatError, UsageError
 from chakra.host.comm import COMM_KERNEL_PREFIXES
 from chakra.host.loader import load_host_et, self_parent_message
-from chakra.host.model import PROCESS_ROOT, HostTrace
+from chakra.host.model import OP, PROCESS_ROOT, HostOp, HostTrace, IOInfo
 from chakra.io import gc_paused
 from chakra.io.atomic import check_output_path
 from chakra.io.forkmap import fork_map, parts, split
 from chakra.io.jsonio import dump_json_ranges
 from chakra.link.comm import CommResolver, gloo_fields, process_groups
-from chakra.link.deps import DEFAULT_GAP_US, SyncStats, inter_thread_deps, order_keys, sync_deps
+from chakra.link.deps import (
+    DEFAULT_GAP_US,
+    SyncStats,
+    inter_thread_deps,
+    order_keys,
+    sync_deps,
+    unwaited_time,
+)
 from chakra.link.etplus import FLAT, add_io, host_text, io_text, json_string
-from chakra.link.gpu import GpuAttachment, attach_gpu_ops
+from chakra.link.gpu import PRE_TRACE, GpuAttachment, attach_gpu_ops, window_bounds
 from chakra.link.kineto_only import KINETO_ONLY, KinetoHost, build_host, missing_note
 from chakra.link.match import MatchResult, match_ops
 from chakra.link.provenance import clock_mismatch, run_mismatches
@@ -66,9 +73,11 @@ class LinkReport:
     inter_thread_deps: int
     seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
-    # GPU ops in the window: all but those launched in iterations the host ET did not record.  The
-    # ``gpu_attach_rate`` above leaves out those launched before the trace began too (no launch call);
-    # ``gpu_attach_rate_in_window`` does not: 262/326 on DLRM rank 1, where 64 were.
+    # GPU ops in the window: all but those launched in iterations the host ET did not record (and those
+    # launched before the trace that ended before the window).  ``gpu_attached`` counts those attached
+    # to their launching host op; ``gpu_launched_before_trace`` those that ran in the window without a
+    # launching call in the trace (64 on DLRM rank 1), in the graph without a host op;
+    # ``gpu_attach_rate_in_window`` the share of the window's GPU ops in the graph, both kinds.
     gpu_ops_in_window: int = 0
     gpu_attach_rate_in_window: float = 1.0
     gpu_launched_before_trace: int = 0
@@ -85,9 +94,9 @@ class LinkReport:
                     f"({100 * self.match_rate:.1f}%, {self.strategy}, window {self.window}); ")
         return (
             head
-            + f"{self.gpu_attached}/{self.gpu_ops_in_window} GPU ops attached "
+            + f"{self.gpu_attached + before}/{self.gpu_ops_in_window} GPU ops attached "
             f"({100 * self.gpu_attach_rate_in_window:.1f}%"
-            + (f", {before} launched before the trace" if before else "")
+            + (f", {before} launched before the trace: on their streams, no host op" if before else "")
             + f"); {self.sync_deps} sync deps, {self.inter_thread_deps} inter-thread deps"
             + (f"; {self.step['step']} only: {self.step['host_nodes_kept']} host nodes kept, "
                f"{self.step['host_nodes_dropped']} dropped" if self.step else "")
@@ -201,7 +210,7 @@ def _prepare(
     if step is not None:
         # one step only: its host ops, the GPU ops they launched; deps on anything else are dropped below
         keep = step_ops(host, kineto, match.host_to_event, step)
-        kept_gpu = [g for g in gpu.ops if g.launcher in keep]
+        kept_gpu = [g for g in gpu.ops if g.launcher in keep or g.launcher == PRE_TRACE]
         step_stats = {"step": step_annotation(step), "host_nodes_kept": len(keep),
                       "host_nodes_dropped": len(host.ops) - len(keep),
                       "gpu_ops_dropped": len(gpu.ops) - len(kept_gpu)}
@@ -222,6 +231,7 @@ def _prepare(
     gpu_ids = range(first_gpu_id, first_gpu_id + len(gpu.ops))
     s_deps, s_stats = sync_deps(kineto, match.host_to_event, match.event_to_host, gpu, gpu_ids, keys)
     del keys
+    given_back = unwaited_time(kineto, s_stats.unwaited)
     if keep is not None:  # a dependency on a node outside the step was met before the step began
         it_deps = {k: v for k, v in it_deps.items() if k in keep and v in keep}
         s_deps = {k: v for k, v in s_deps.items() if k in keep}
@@ -256,8 +266,9 @@ def _prepare(
     _log_summary(f"rank {rank_out}" if rank_out is not None else os.path.basename(host.path), stats)
     hpos = range(len(host.ops)) if keep is None else [k for k, op in enumerate(host.ops) if op.id in keep]
     return doc, NodeRanges(len(hpos), len(gpu.ops), partial(
-        _nodes_of, hpos, partial(_host_nodes, host, kineto, match.host_to_event, resolver, it_deps, s_deps),
-        partial(_gpu_nodes, host, kineto, gpu, resolver, first_gpu_id)))
+        _nodes_of, hpos, partial(_host_nodes, host, kineto, match.host_to_event, resolver, it_deps, s_deps,
+                                 given_back),
+        partial(_gpu_nodes, host, kineto, gpu, resolver, first_gpu_id, window_bounds(window)[0])))
 
 
 class NodeRanges(NamedTuple):
@@ -313,10 +324,13 @@ _OUR_TOP_KEYS = frozenset(("rank", "world_size", "process_groups", "measured", "
 
 def _host_nodes(
     host: HostTrace, kineto: KinetoTrace, host_to_event: dict[int, int], resolver: CommResolver,
-    it_deps: dict[int, int], s_deps: dict[int, list[int]], positions: Sequence[int]
+    it_deps: dict[int, int], s_deps: dict[int, list[int]], given_back: dict[int, float],
+    positions: Sequence[int]
 ) -> Iterator[Fragment]:
     """The host nodes of ``host.ops[k]`` for k in ``positions`` (in that order), in the trace's layout, with
-    the timing of their matched event and their deps, as their JSON text."""
+    the timing of their matched event and their deps, as their JSON text.  ``given_back``: time of
+    synchronising calls that no dependency stands for, back in their op's exclusive time
+    (:func:`chakra.link.deps.unwaited_time`)."""
     events = kineto.events
     layout = host.layout
     dumps = orjson.dumps
@@ -328,7 +342,12 @@ def _host_nodes(
             ev = events[pos]
             dur = ev.dur
             # the keys after the op's own (a dict of five encodes faster than four numbers cut apart)
-            tail = b"," + dumps({"ts": ev.ts, "dur": dur, "inclusive_dur": dur, "exclusive_dur": ev.excl_dur,
+            excl = ev.excl_dur
+            if given_back:
+                back = given_back.get(pos)
+                if back is not None:
+                    excl = min(dur, excl + back)
+            tail = b"," + dumps({"ts": ev.ts, "dur": dur, "inclusive_dur": dur, "exclusive_dur": excl,
                                  "kineto_tid": ev.tid})[1:-1]
         else:
             tail = b""
@@ -345,12 +364,13 @@ def _host_nodes(
 
 def _gpu_nodes(
     host: HostTrace, kineto: KinetoTrace, gpu: GpuAttachment, resolver: CommResolver, first_id: int,
-    which: range
+    window_start: float, which: range
 ) -> Iterator[Fragment | dict[str, Any]]:
     """The nodes of the attached GPU ops ``gpu.ops[which]`` (GPU start order), op k's id ``first_id + k``
     (the ids after the largest host id).  Each copies its launcher's inputs/outputs.  Written as text
     (:data:`_GPU_TEXT`) when its numbers are plain and its launcher has its inputs/outputs as text, else as
-    the node dict (the same JSON)."""
+    the node dict (the same JSON).  A GPU op launched before the trace began has no launcher
+    (:func:`_pre_trace_node`)."""
     events = kineto.events
     layout = host.layout
     by_id = host.by_id
@@ -369,6 +389,10 @@ def _gpu_nodes(
             pg_name, coll, size = resolver.gpu_fields(ev, launcher)
         else:
             pg_name, coll, size = "", "", 0
+        if launcher == PRE_TRACE:
+            yield _pre_trace_node(ev, next_id, window_start, gpu_cat[ev.kind], pg_name, coll, size, layout)
+            next_id += 1
+            continue
         dur = ev.dur
         stream = ev.stream
         device = ev.device
@@ -406,6 +430,39 @@ def _gpu_nodes(
         next_id += 1
 
 
+def _pre_trace_node(ev: KinetoEvent, nid: int, window_start: float, cat: str, pg_name: str, coll: str,
+                    size: int, layout: str) -> dict[str, Any]:
+    """The node of a GPU op launched before the trace began (:data:`chakra.link.gpu.PRE_TRACE`): no
+    launcher (parent 0) and no inputs, the part of it in the window (``ts``, ``dur``: from the window's
+    start when it began before it)."""
+    ts, dur = ev.ts, ev.dur
+    if ts < window_start:
+        ts, dur = window_start, max(0.0, ts + dur - window_start)
+    node = {
+        "id": nid,
+        "name": ev.name,
+        "cat": cat,
+        "ph": "X",
+        "ts": ts,
+        "dur": dur,
+        "inclusive_dur": dur,
+        "exclusive_dur": dur,
+        "stream": ev.stream,
+        "device": ev.device,
+        "tid": ev.stream,
+        "args": ev.args,
+        "pg_name": pg_name,
+        "collective_name": coll,
+        "comm_size": size,
+        "parent" if layout == FLAT else "ctrl_deps": 0,
+    }
+    add_io(node, _NO_LAUNCHER, layout)
+    return node
+
+
+_NO_LAUNCHER = HostOp(0, "", 0, OP, inputs=IOInfo(), outputs=IOInfo())
+
+
 # a GPU node as orjson writes _gpu_nodes' dict (keys in its order)
 _GPU_TEXT = (b'{"id":%d,"name":%b,"cat":%b,"ph":"X","ts":%b,"dur":%b,"inclusive_dur":%b,"exclusive_dur":%b,'
              b'"stream":%b,"device":%b,"tid":%b,"args":%b,"pg_name":%b,"collective_name":%b,"comm_size":%d,'
@@ -427,19 +484,22 @@ def _stats(
     s_deps: dict[int, list[int]],
     s_stats: SyncStats,
 ) -> dict[str, Any]:
-    """ET+ ``link_stats``.  ``gpu_attach_rate`` counts the GPU ops that could be attached: not those
-    launched before the trace began (no launching call) nor those of iterations the host ET did not record;
-    ``gpu_attach_rate_in_window`` counts all GPU ops in the window (all but the latter), so it shows the
-    ops of the window that have no launcher (``gpu_orphans_no_launch`` of them were launched before)."""
+    """ET+ ``link_stats``.  ``gpu_attach_rate`` counts the GPU ops that could be attached to their host
+    op: not those launched before the trace began (no launching call) nor those of iterations the host ET
+    did not record; ``gpu_attach_rate_in_window`` is the share of the window's GPU ops in the graph: those
+    attached and those launched before the trace (``gpu_orphans_no_launch``, no launching call) that ran
+    in the window, without a host op; those that ended before the window began are not its work
+    (``gpu_no_launch_before_window``, written when there are some)."""
     events = kineto.events
     attachable = gpu.total - gpu.no_launch - gpu.outside_window
-    in_window_gpu = gpu.total - gpu.outside_window
+    before_window = gpu.no_launch - gpu.pre_trace
+    in_window_gpu = gpu.total - gpu.outside_window - before_window
     lo, hi = window.lo, window.hi
     if lo == -math.inf and hi == math.inf:
         in_window = len(match.event_to_host)
     else:
         in_window = sum(1 for p in match.event_to_host if lo <= events[p].ts < hi)  # window.contains
-    return {
+    stats: dict[str, Any] = {
         "strategy": match.strategy,
         "window": window.name,
         "window_reason": window.reason,
@@ -465,7 +525,8 @@ def _stats(
         "gpu_attached": gpu.attached,
         "gpu_attach_rate": round(gpu.attached / attachable, 6) if attachable else 1.0,
         "gpu_ops_in_window": in_window_gpu,
-        "gpu_attach_rate_in_window": round(gpu.attached / in_window_gpu, 6) if in_window_gpu else 1.0,
+        "gpu_attach_rate_in_window": (round((gpu.attached + gpu.pre_trace) / in_window_gpu, 6)
+                                      if in_window_gpu else 1.0),
         "gpu_orphans_no_launch": gpu.no_launch,
         "gpu_orphans_outside_window": gpu.outside_window,
         "gpu_orphans_no_host_op": gpu.no_host_op,
@@ -483,9 +544,13 @@ def _stats(
         "sync_dropped_late": s_stats.dropped_late,
         "sync_dropped_order": s_stats.dropped_order,
     }
+    if before_window:
+        stats["gpu_no_launch_before_window"] = before_window
+    return stats
 
 
 def _log_summary(name: str, s: dict[str, Any]) -> None:
+    pre = s["gpu_orphans_no_launch"] - s.get("gpu_no_launch_before_window", 0)
     if s["strategy"] == KINETO_ONLY:
         log.info("%s: %d host nodes from the Kineto trace's cpu_op / user_annotation events (no host ET; "
                  "window %s)", name, s["host_ops"], s["window"])
@@ -500,12 +565,13 @@ def _log_summary(name: str, s: dict[str, Any]) -> None:
             s["window"],
         )
     log.info(
-        "%s: %d/%d GPU ops of the window attached (%d launched before the trace; %d more launched outside "
-        "the window, %d without an enclosing host op); %d sync deps on %d ops, %d inter-thread deps",
+        "%s: %d/%d GPU ops of the window attached (%d of them launched before the trace, without a host op; "
+        "%d more launched outside the window, %d without an enclosing host op); %d sync deps on %d ops, "
+        "%d inter-thread deps",
         name,
-        s["gpu_attached"],
+        s["gpu_attached"] + pre,
         s["gpu_ops_in_window"],
-        s["gpu_orphans_no_launch"],
+        pre,
         s["gpu_orphans_outside_window"],
         s["gpu_orphans_no_host_op"],
         s["sync_deps"],
@@ -734,6 +800,6 @@ def _report(doc: dict[str, Any], host_path: str | None, kineto_path: str, out: s
         inter_thread_deps=s["inter_thread_deps"],
         gpu_ops_in_window=s["gpu_ops_in_window"],
         gpu_attach_rate_in_window=s["gpu_attach_rate_in_window"],
-        gpu_launched_before_trace=s["gpu_orphans_no_launch"],
+        gpu_launched_before_trace=s["gpu_orphans_no_launch"] - s.get("gpu_no_launch_before_window", 0),
         step=s.get("step"),
     )

@@ -84,9 +84,10 @@ def _attached(r: dict[str, Any], short: bool = False) -> str:
     total = r["gpu_ops_in_window"]
     if not total:
         return "- (no GPU ops in the window)"
-    # against every GPU op of the window, those launched before the trace began (no launch call) included
+    # every GPU op of the window in the graph: attached to its host op, or launched before the trace began
+    # (no launch call), kept on its stream without one
     before = r["gpu_launched_before_trace"]
-    text = f"{r['gpu_ops_attached']:,}/{total:,} ({100 * r['gpu_attach_rate_in_window']:.1f}%)"
+    text = f"{r['gpu_ops_attached'] + before:,}/{total:,} ({100 * r['gpu_attach_rate_in_window']:.1f}%)"
     if not before:
         return text
     return text + (f", {before:,} pre-trace" if short else f", {before:,} launched before the trace")
@@ -228,7 +229,8 @@ def pipeline_table(result: PipelineResult, title: str | None = None) -> Any:
         cells += [f"{r['host_ops_matched']:,}/{r['host_ops']:,}", _attached(r, short=True)]
         table.add_row(*cells, style=style)
     if any(r.get("gpu_launched_before_trace") for r in result.summary["ranks"]):
-        table.caption = "pre-trace: GPU ops launched before the trace began (no launch call, no host op)"
+        table.caption = ("pre-trace: GPU ops launched before the trace began (no launch call, no host op), "
+                         "run on their streams where they were recorded")
     return table
 
 
