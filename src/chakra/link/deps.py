@@ -232,7 +232,9 @@ def sync_deps(
         ev = events[pos]
         stats.calls += 1
         stats.by_call[ev.name] = stats.by_call.get(ev.name, 0) + 1
-        holder = innermost_matched(kineto, ev.parent, event_to_host, cache)
+        holder = event_to_host.get(pos, -1)   # the call itself is a host op in a GPU-only trace
+        if holder < 0:
+            holder = innermost_matched(kineto, ev.parent, event_to_host, cache)
         if holder < 0:
             stats.no_host_op += 1
             continue

@@ -108,7 +108,11 @@ def attach_gpu_ops(kineto: KinetoTrace, event_to_host: dict[int, int], window: W
                 out.pre_trace += 1
                 found.append((ev.ts, pos, PRE_TRACE, PRE_TRACE))
             continue
-        host_id = cache.get(events[launch].parent)  # type: ignore[arg-type]
+        # the launching call itself is the host op when it is one (a GPU-only trace); else the innermost
+        # matched op enclosing it
+        host_id = event_to_host.get(launch)
+        if host_id is None:
+            host_id = cache.get(events[launch].parent)  # type: ignore[arg-type]
         if host_id is None:
             host_id = innermost_matched(kineto, events[launch].parent, event_to_host, cache)
         if host_id < 0:

@@ -44,7 +44,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from chakra.device.model import KinetoEvent, KinetoTrace, StepWindow
+from chakra.device.model import DRIVER, LAUNCH, RUNTIME, SYNC, KinetoEvent, KinetoTrace, StepWindow
 from chakra.errors import TraceFormatError, UsageError
 from chakra.host.comm import canonical_collective
 from chakra.host.model import METADATA, OP, PG_INIT_NAME, PROCESS_ROOT, THREAD_ROOT, HostOp, HostTrace, IOInfo
@@ -96,11 +96,13 @@ class KinetoHost:
     with_shapes: int = 0      # ops with recorded input types (record_shapes=True)
     with_comm_fields: int = 0  # record_param_comms with Kineto collective fields
     gather_outputs: int = 0   # all_gather records given world-size copies of their input as outputs
+    gpu_only: bool = False    # no cpu_op / user_annotation in the trace: the host ops are its runtime calls
 
     def summary(self) -> dict[str, Any]:
         """The ET+ ``kineto_only`` record: where the host nodes came from and what is missing."""
         return {
-            "source": "Kineto trace only (no host ET)",
+            "source": "Kineto trace only (no host ET)" + (
+                "; GPU activity only: the host ops are its runtime calls" if self.gpu_only else ""),
             "ops": self.match.matched,
             "threads": self.threads,
             "ops_outside_window": self.ops_outside,
@@ -160,15 +162,16 @@ def build_host(kineto: KinetoTrace, annotation: str | None = None) -> KinetoHost
 
     chosen: list[int] = []
     outside = 0
-    for p in kineto.op_positions:
+    gpu_only = not kineto.op_positions
+    for p in runtime_ops(kineto) if gpu_only else kineto.op_positions:
         if inside(events[p].ts):
             chosen.append(p)
         else:
             outside += 1
     if not chosen:
         raise TraceFormatError(
-            f"no CPU op or annotation (cat cpu_op / user_annotation) in the window {window.name}: nothing "
-            "to link", kineto.path)
+            f"no CPU op or annotation (cat cpu_op / user_annotation) in the window {window.name}"
+            + (", and no runtime call either" if gpu_only else "") + ": nothing to link", kineto.path)
     chosen.sort(key=lambda p: (events[p].ts, -events[p].dur, p))
 
     # thread roots in the order of their first op
@@ -228,7 +231,34 @@ def build_host(kineto: KinetoTrace, annotation: str | None = None) -> KinetoHost
     host.pid = min(pids) if pids else None
     host.rank = kineto.rank
     host.world_size = world
-    return KinetoHost(host, match, window, len(thread_of), outside, shapes, comm_fields, gathers)
+    return KinetoHost(host, match, window, len(thread_of), outside, shapes, comm_fields, gathers, gpu_only)
+
+
+def runtime_ops(kineto: KinetoTrace) -> list[int]:
+    """The host ops of a GPU-only trace (recorded with the CUDA / ROCm activity alone, e.g.
+    ``activities=[ProfilerActivity.CUDA]``: no ``cpu_op`` or ``user_annotation`` event): its runtime and
+    driver calls, the launches and synchronising calls among them, in file order.
+
+    Each becomes a host op of its thread, so that a kernel hangs under the call that launched it, and
+    each gets its exclusive time anew: its duration less its directly nested calls, which are host ops
+    too (the loader takes only operators and synchronising calls off)."""
+    events = kineto.events
+    out = [p for p, ev in enumerate(events) if ev.kind in _RUNTIME_KINDS]
+    covered: dict[int, float] = {}
+    for p in out:
+        ev = events[p]
+        q = ev.parent
+        if q is not None:
+            end = min(ev.ts + ev.dur, events[q].ts + events[q].dur)
+            if end > ev.ts:
+                covered[q] = covered.get(q, 0.0) + (end - ev.ts)
+    for p in out:
+        ev = events[p]
+        ev.excl_dur = max(0.0, ev.dur - covered.get(p, 0.0))
+    return out
+
+
+_RUNTIME_KINDS = frozenset((RUNTIME, LAUNCH, SYNC, DRIVER))
 
 
 def _gather_outputs(ops: list[HostOp], world: int | None) -> int:
@@ -418,7 +448,8 @@ def missing_note(kh: KinetoHost) -> str:
     if kh.gather_outputs:
         parts.append(f"the gathered output of {kh.gather_outputs} all_gather record(s), taken as world-size "
                      "copies of the input")
-    return ("linked from the Kineto trace alone: " + f"{kh.match.matched} host nodes from its cpu_op / "
-            f"user_annotation events on {kh.threads} thread(s); missing compared with a host ET: "
-            + "; ".join(parts))
+    source = ("runtime calls (a GPU-only trace: no cpu_op / user_annotation event)" if kh.gpu_only
+              else "cpu_op / user_annotation events")
+    return ("linked from the Kineto trace alone: " + f"{kh.match.matched} host nodes from its {source} "
+            f"on {kh.threads} thread(s); missing compared with a host ET: " + "; ".join(parts))
 
