@@ -67,6 +67,8 @@ from chakra.device.model import (
     MEMCPY,
     MEMSET,
     NO_ARGS,
+    NOT_MODELLED_WHY,
+    NOTHING_TO_MODEL,
     OTHER,
     RUNTIME,
     SYNC,
@@ -234,7 +236,8 @@ def _read_events(trace: KinetoTrace, raws: list[msgspec.Raw], op_args: bool = Fa
     bad_dur: list[int] = []
     # what a (category, name) pair decides, once per distinct pair: one shared str object per name and
     # category (instead of one per event), the kind, whether the call synchronizes
-    by_cat: dict[str, dict[str, tuple[str, str, int, bool]]] = {}
+    by_cat: dict[str, dict[str, tuple[str, str, int, bool, bool]]] = {}
+    not_modelled = trace.not_modelled
     rt_cache: dict[tuple[int, str], tuple[int, bool]] = {}
     decode = event_decoder.decode
     decode_error = msgspec.DecodeError
@@ -269,7 +272,7 @@ def _read_events(trace: KinetoTrace, raws: list[msgspec.Raw], op_args: bool = Fa
         hit = by_name.get(e.name)
         if hit is None:
             hit = by_name[e.name] = _classify(e.cat, e.name, rt_cache)
-        cat, name, kind, is_sync = hit
+        cat, name, kind, is_sync, unmodelled = hit
         ts = e.ts
         if not (-_INF < ts < _INF):  # only NaN gets here: no ts at all
             raise _no_ts(i, e.name, None, path)
@@ -311,6 +314,8 @@ def _read_events(trace: KinetoTrace, raws: list[msgspec.Raw], op_args: bool = Fa
                 append(record(kind, name, cat, e.pid, e.tid, ts, dur, ext, rf, corr, stream, device,
                               no_args, dur, None, False, a is not None and a.collective is not unset))
                 add_index(i)
+                if unmodelled:
+                    not_modelled[cat] = not_modelled.get(cat, 0) + 1
             continue
         # a CPU event
         args = None
@@ -344,6 +349,8 @@ def _read_events(trace: KinetoTrace, raws: list[msgspec.Raw], op_args: bool = Fa
             f"{len(bad_dur)} X event(s) with a missing, NaN, infinite, negative or huge (> 1e12 us) 'dur' "
             f"clamped to 0 (traceEvents[{_listed(bad_dur)}])"
         )
+    if not_modelled:
+        trace.warnings.append(not_modelled_note(not_modelled))
     ignored = {ph: n for ph, n in non_x.items() if ph not in ("s", "f", "i", "I", "M", "t")}
     if ignored:
         trace.warnings.append(
@@ -399,8 +406,8 @@ def _listed(items: list[int]) -> str:
 
 
 def _classify(cat: str, name: str, rt_cache: dict[tuple[int, str], tuple[int, bool]]
-              ) -> tuple[str, str, int, bool]:
-    """``(cat, name, kind, is_sync)`` of an event by its category and name."""
+              ) -> tuple[str, str, int, bool, bool]:
+    """``(cat, name, kind, is_sync, not modelled)`` of an event by its category and name."""
     kind = CATEGORY_KIND.get(cat)
     if kind is None:
         kind = CATEGORY_KIND.get(cat.lower(), OTHER)
@@ -410,7 +417,18 @@ def _classify(cat: str, name: str, rt_cache: dict[tuple[int, str], tuple[int, bo
         if rk is None:
             rk = rt_cache[(kind, name)] = runtime_kind(kind, name)
         kind, is_sync = rk
-    return cat, name, kind, is_sync
+    return cat, name, kind, is_sync, kind == OTHER and cat.lower() not in NOTHING_TO_MODEL
+
+
+def not_modelled_note(counts: dict[str, int]) -> str:
+    """One line naming the event categories of a trace that nothing models (``KinetoTrace.not_modelled``),
+    with what the known ones are."""
+    parts = []
+    for cat, n in counts.items():
+        why = NOT_MODELLED_WHY.get(cat.lower())
+        parts.append(f"{n} {cat!r}" + (f" ({why})" if why else ""))
+    return ("events of categories the toolkit does not model (neither host ops, runtime calls nor GPU work; "
+            "their time is not in the graph): " + "; ".join(parts))
 
 
 def _classify_launches(trace: KinetoTrace, calls: list[int], kinds: list[int]) -> None:

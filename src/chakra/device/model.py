@@ -25,7 +25,11 @@ FLOW = 9           # ph s/f (ac2g, fwdbwd)
 OTHER = 10         # python_function, Trace, instant, metadata, anything else
 
 # Kineto category (lower-cased) -> base kind.  RUNTIME / DRIVER are refined by name (chakra.device.kinds).
-# Older Kineto versions wrote "Operator", "Runtime", "Kernel", "Memcpy", "Memset".
+# Older Kineto versions wrote "Operator", "Runtime", "Kernel", "Memcpy", "Memset".  Accelerators other than
+# CUDA and ROCm record their own categories (Kineto's activity types): MTIA's host runtime calls are
+# ``mtia_runtime`` and its on-device work ``mtia_ccp_events`` (Kineto's alias of a concurrent kernel);
+# Intel XPU and PrivateUse1 backends write ``xpu_runtime`` / ``xpu_driver`` and ``privateuse1_runtime`` /
+# ``privateuse1_driver`` beside ``kernel`` events.  They pair by ``correlation`` as on CUDA.
 CATEGORY_KIND: dict[str, int] = {
     "cpu_op": HOST_OP,
     "operator": HOST_OP,
@@ -33,10 +37,16 @@ CATEGORY_KIND: dict[str, int] = {
     "cuda_runtime": RUNTIME,
     "hip_runtime": RUNTIME,
     "runtime": RUNTIME,
+    "mtia_runtime": RUNTIME,
+    "xpu_runtime": RUNTIME,
+    "privateuse1_runtime": RUNTIME,
     "cuda_driver": DRIVER,
     "hip_driver": DRIVER,
     "driver": DRIVER,
+    "xpu_driver": DRIVER,
+    "privateuse1_driver": DRIVER,
     "kernel": KERNEL,
+    "mtia_ccp_events": KERNEL,
     "gpu_memcpy": MEMCPY,
     "memcpy": MEMCPY,
     "gpu_memset": MEMSET,
@@ -46,6 +56,19 @@ CATEGORY_KIND: dict[str, int] = {
     "gpu_user_annotation": OTHER,
     "python_function": OTHER,
     "trace": OTHER,
+}
+
+#: OTHER categories (lower-cased) that hold no work of their own to model: Python frames (the time between
+#: operators, kept as a thread's gaps), the profiler's span and overhead, GPU-side mirrors of annotations,
+#: instants, and CUPTI's records of synchronisations and events (the runtime calls that made them are
+#: modelled).  An OTHER category outside this set is reported as not modelled (``KinetoTrace.not_modelled``).
+NOTHING_TO_MODEL = frozenset(("python_function", "trace", "gpu_user_annotation", "cpu_instant_event",
+                              "overhead", "cuda_sync", "cuda_event", "xpu_sync", "external_correlation"))
+
+#: What an unmodelled category is, when known (the note that names it says so)
+NOT_MODELLED_WHY: dict[str, str] = {
+    "cuda_profiler_range": "CUPTI range-profiler records: a kernel's counters over a range of the profiler's "
+                           "own, not the kernel's time; the GPU work shows only as the CPU's waits for it",
 }
 
 GPU_KINDS = frozenset((KERNEL, MEMCPY, MEMSET))
@@ -144,6 +167,9 @@ class KinetoTrace:
     # counters: events_total, x_events, per-kind counts ("kernel", "launch", ...), flows,
     # ac2g_confirmed, gpu_without_launch, launch_without_gpu, overrun_children, clamped_durations
     stats: dict[str, int] = field(default_factory=dict)
+    # X events of categories nothing models (not a host op, runtime call or GPU op, not in
+    # NOTHING_TO_MODEL): category as written -> count, in order of first appearance
+    not_modelled: dict[str, int] = field(default_factory=dict)
     # :meth:`cpu_clock`, once computed
     cpu_clock_memo: tuple[int | None, float | None] | None = None
 

@@ -82,6 +82,8 @@ class LinkReport:
     gpu_attach_rate_in_window: float = 1.0
     gpu_launched_before_trace: int = 0
     step: dict[str, Any] | None = None   # --step: the step and the host nodes kept / dropped
+    # events of categories nothing models (chakra.device.model.NOTHING_TO_MODEL): category -> count
+    not_modelled: dict[str, int] = field(default_factory=dict)
 
     def summary(self) -> str:
         before = self.gpu_launched_before_trace
@@ -100,6 +102,8 @@ class LinkReport:
             + f"); {self.sync_deps} sync deps, {self.inter_thread_deps} inter-thread deps"
             + (f"; {self.step['step']} only: {self.step['host_nodes_kept']} host nodes kept, "
                f"{self.step['host_nodes_dropped']} dropped" if self.step else "")
+            + ("; not modelled: " + ", ".join(f"{n} {cat} events" for cat, n in self.not_modelled.items())
+               if self.not_modelled else "")
         )
 
 
@@ -546,6 +550,8 @@ def _stats(
     }
     if before_window:
         stats["gpu_no_launch_before_window"] = before_window
+    if kineto.not_modelled:
+        stats["not_modelled"] = dict(kineto.not_modelled)
     return stats
 
 
@@ -802,4 +808,5 @@ def _report(doc: dict[str, Any], host_path: str | None, kineto_path: str, out: s
         gpu_attach_rate_in_window=s["gpu_attach_rate_in_window"],
         gpu_launched_before_trace=s["gpu_orphans_no_launch"] - s.get("gpu_no_launch_before_window", 0),
         step=s.get("step"),
+        not_modelled=s.get("not_modelled", {}),
     )
