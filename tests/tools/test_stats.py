@@ -116,6 +116,7 @@ def test_one_rank_figures_by_hand(two_ranks):
         "by_pg": {"0": {"count": 1, "bytes": 1000}, "1": {"count": 3, "bytes": 528}},
         "by_type": {"ALL_GATHER": {"count": 1, "bytes": 400}, "ALL_REDUCE": {"count": 1, "bytes": 1000},
                     "RECV": {"count": 1, "bytes": 64}, "SEND": {"count": 1, "bytes": 64}},
+        "by_implementation": {"other": {"count": 4, "bytes": 1528}},   # names no row of the table holds
     }
     # every op has a duration: nothing untimed
     timed = (r["cpu_ops_timed"], r["cpu_ops_untimed"], r["gpu_ops_timed"], r["gpu_ops_untimed"])

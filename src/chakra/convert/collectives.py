@@ -4,6 +4,7 @@ are in ``chakra.convert.comm``'s module doc)."""
 from __future__ import annotations
 
 import logging
+from collections import Counter
 
 from chakra import schema as pb
 from chakra.convert.comm import (
@@ -13,7 +14,7 @@ from chakra.convert.comm import (
     comm_size_bytes,
     comm_type_of,
     infer_rank,
-    is_nccl_kernel,
+    is_comm_kernel_name,
     kernel_collective,
     op_tensor_bytes,
     pair_gloo_with_c10d,
@@ -26,6 +27,7 @@ from chakra.convert.plan import (
     _num,
     _warn,
 )
+from chakra.host.collective_names import CALL, OP_NAMES, RUN, is_cpu_record, is_run_record, op_rule
 from chakra.host.model import HostOp, is_comm_name
 
 log = logging.getLogger(__name__)
@@ -68,7 +70,7 @@ def find_comm(cv: Plan) -> None:
         if op is None:   # load_columns keeps every GPU op that passes the test below
             continue
         coll_attr = op.attrs.get("collective_name")
-        if not (is_nccl_kernel(op.name) or (isinstance(coll_attr, str) and coll_attr)):
+        if not (is_comm_kernel_name(op.name) or (isinstance(coll_attr, str) and coll_attr)):
             continue
         chain = comm_chain(cv, cv.par[i])
         covered.update(chain)
@@ -79,8 +81,9 @@ def find_comm(cv: Plan) -> None:
         set_comm(cv, i, f)
     if unknown:
         _warn(cv.stats, f"{unknown} NCCL kernel(s) with no recognisable collective stay COMP nodes")
+    warn_unknown_kernels(cv, gpu_children, covered)
     distinct = set(names)
-    if any(nm.startswith("gloo:") for nm in distinct) and any(nm.startswith("c10d::") for nm in distinct):
+    if any(is_cpu_record(nm) for nm in distinct) and any(nm.startswith("c10d::") for nm in distinct):
         def nbytes(j: int) -> int:
             op = full[j]
             return op_tensor_bytes(op) if op is not None else -1
@@ -93,7 +96,7 @@ def find_comm(cv: Plan) -> None:
     cv.gloo_extra = extra
     for i in infos:
         op = full[i]
-        if not op.name.startswith(("gloo:", "nccl:")) or i in gpu_children or i in extra:
+        if not is_run_record(op.name) or i in gpu_children or i in extra:
             continue
         chain = comm_chain(cv, i)
         if any(j in covered for j in chain):
@@ -107,6 +110,18 @@ def find_comm(cv: Plan) -> None:
     cv.stats.comm_nodes = sum(1 for i in cv.comm if ntype[i] != pb.COMP_NODE)
     cv.stats.cpu_comm_nodes = sum(1 for i in cv.cpu_comm if ntype[i] != pb.COMP_NODE)
     warn_world_fallback(cv)
+
+
+def warn_unknown_kernels(cv: Plan, launchers: set[int], covered: set[int]) -> None:
+    """One warning for the collective ops (role ``run``) that launched GPU work of which no kernel is a
+    communication kernel of the table: their collective is not seen as one (its kernels stay COMP nodes)."""
+    names = cv.names
+    silent = Counter(names[i] for i in launchers if i not in covered and is_run_record(names[i]))
+    if silent:
+        listed = ", ".join(f"{name} x{n}" for name, n in sorted(silent.items()))
+        _warn(cv.stats, f"{cv.trace.path}: {sum(silent.values())} collective op(s) launched kernels that "
+                        f"are no known communication kernel ({listed}): they stay COMP nodes, which the "
+                        "network model and the simulator do not see as communication")
 
 
 def set_comm(cv: Plan, i: int, f: CommFields) -> None:
@@ -139,28 +154,31 @@ def warn_world_fallback(cv: Plan) -> None:
 
 def comm_fields(cv: Plan, chain: list[int], own: HostOp, c10d_pair: int | None, *, kernel: bool
             ) -> CommFields | None:
-    """Comm attributes of the comm node ``own`` (an NCCL kernel, or a gloo/nccl host record).
+    """Comm attributes of the comm node ``own`` (a communication kernel, or a ``run`` host record).
 
     Sources, most specific first: the c10d call of a gloo record, ET+'s own annotation
-    (``collective_name``/``comm_size``/``pg_name`` on the node), record_param_comms, the backend
-    record's name and tensors, the c10d op, the kernel name.
+    (``collective_name``/``comm_size``/``pg_name`` on the node), record_param_comms, the ``run``
+    record's name and tensors, the call (``c10d::*``, ``vllm::all_reduce``), the kernel name.
     """
     names, full, infos = cv.names, cv.full, cv.infos
-    backend = rpc = c10d = None
+    backend = rpc = c10d = None   # the chain's innermost run record, record_param_comms and call
     for j in chain:
         name = names[j]
-        if backend is None and name.startswith(("nccl:", "gloo:")):
+        rule = op_rule(name)
+        if rule is None:
+            continue
+        if backend is None and rule.role == RUN:
             backend = j
         elif rpc is None and name == "record_param_comms":
             info = infos.get(j)
             if info is not None and canonical_collective(info.collective_name) != "wait":
                 rpc = j
-        elif c10d is None and name.startswith("c10d::"):
+        elif c10d is None and rule.role == CALL:
             c10d = j
     if c10d_pair is not None:
         c10d = c10d_pair
     found: list[str] = []
-    if backend is not None and names[backend].startswith("gloo:") and c10d is not None:
+    if backend is not None and is_cpu_record(names[backend]) and c10d is not None:
         found.append(names[c10d])   # gloo: the c10d call says what the collective really is
     oa = own.attrs
     ca = oa.get("collective_name")
@@ -187,7 +205,10 @@ def comm_fields(cv: Plan, chain: list[int], own: HostOp, c10d_pair: int | None, 
     # size: max(input bytes, output bytes) of the collective (module doc, "comm_size"), over every
     # record of it: the backend record has only the input tensor, record_param_comms and the c10d
     # call have both sides, ET+'s comm_size is the linker's max(in, out) of whatever it found.
-    size = op_tensor_bytes(full[backend]) if backend is not None else 0
+    size = 0
+    if backend is not None:   # an op of the table by name has its size in its info (host.comm module doc)
+        named = infos.get(backend) if names[backend] in OP_NAMES else None
+        size = comm_size_bytes(named) if named is not None else op_tensor_bytes(full[backend])
     if _num(oa.get("comm_size")):
         size = max(size, int(oa["comm_size"]))
     if rpc is not None:

@@ -45,7 +45,7 @@ from chakra.convert.serial import (
     io_tail,
 )
 from chakra.errors import ChakraError, TraceFormatError
-from chakra.host.comm import COMM_KERNEL_PREFIXES, is_nccl_kernel
+from chakra.host.comm import is_comm_kernel_name
 from chakra.host.decode import FALSY, NO_RAW, Attr, IOPieces, Node, canonical, node_cuts, read_document
 from chakra.host.loader import FLAT, Records, make_trace, part_links, part_records, parts_top
 from chakra.host.model import METADATA, OP, HostOp, HostTrace, is_comm_name
@@ -102,9 +102,10 @@ def _put(values: array[float], extra: dict[int, Any], i: int, v: Any) -> None:
 
 def is_comm_candidate(gpu: bool, name: str, collective_name: Any) -> bool:
     """Whether a node may become a comm node or take part in finding one (``collectives.find_comm``):
-    a GPU node that is an NCCL kernel or carries an ET+ ``collective_name``; a host comm op."""
+    a GPU node that is a communication kernel (``chakra.host.collective_names``) or carries an ET+
+    ``collective_name``; a host comm op."""
     if gpu:
-        return is_nccl_kernel(name) or (isinstance(collective_name, str) and bool(collective_name))
+        return is_comm_kernel_name(name) or (isinstance(collective_name, str) and bool(collective_name))
     return is_comm_name(name)
 
 
@@ -593,7 +594,7 @@ class _Plain:
         after all."""
         if gpu:
             coll = n.collective_name
-            if name.startswith(COMM_KERNEL_PREFIXES) or (type(coll) is str and coll):
+            if (type(coll) is str and coll) or is_comm_kernel_name(name):
                 return False
         else:
             comm = self.comm_names.get(name)

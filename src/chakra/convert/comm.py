@@ -1,20 +1,22 @@
 """Which nodes are communication nodes, and their Chakra comm attributes.
 
-Two sources of collectives:
+Which ops and kernels are collectives is the table's (``chakra.host.collective_names``: roles ``record``,
+``call``, ``run`` and communication kernels); two kinds of comm node come of it:
 
-* GPU traces (NCCL): the ``ncclKernel_*`` / ``ncclDevKernel_*`` GPU node is the
-  COMM node; its collective, size and process group come from the host comm ops
-  above its launcher (``nccl:<coll>`` < ``record_param_comms`` < ``c10d::*``).
+* GPU collectives: the communication kernel (``ncclKernel_*`` / ``ncclDevKernel_*``, vLLM's
+  ``cross_device_reduce_1stage``, symmetric memory's ``multimem_all_reduce_kernel`` ...) is the COMM
+  node; its collective, size and process group come from the host comm ops above its launcher
+  (``nccl:<coll>`` < ``record_param_comms`` < ``c10d::*``; ``symm_mem::*`` < ``vllm::all_reduce``).
   The host ops stay COMP CPU ops, so each collective is counted once.
-* CPU-only collectives (gloo, or a host ET without GPU nodes): the backend's own
-  record (``gloo:<coll>`` or ``nccl:<coll>``) becomes the COMM node with
+* Collectives without a kernel (gloo, MPI, a host ET without GPU nodes): the ``run`` record
+  (``gloo:<coll>``, ``nccl:<coll>``, ``symm_mem::*`` ...) becomes the COMM node with
   ``is_cpu_op = false`` (the simulator rejects CPU comm nodes).  It keeps its id,
   its place in its thread's call order and its exclusive duration; its
   ``c10d::*`` wrapper stays a COMP node (usually ~0 exclusive time, since the
   time is in the backend record) and the comm node depends on it.
 
-gloo records are not children of their ``c10d::*`` op in the ET (they hang
-under the step, often on a gloo worker thread), so they are paired by record
+gloo records (and those of the other CPU backends, MPI and UCC) are not children of their ``c10d::*`` op
+in the ET (they hang under the step, often on a gloo worker thread), so they are paired by record
 function id: a gloo record belongs to the latest ``c10d::*`` op started before
 it that has no gloo record yet.  The c10d op gives the real collective (gloo
 implements ``_reduce_scatter_base_`` with an ``all_reduce`` record) and the
@@ -28,12 +30,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from chakra.host.collective_names import is_cpu_record
 from chakra.host.comm import (
     canonical_collective,
     comm_info,
     comm_size_bytes,
     comm_type_of,
-    is_nccl_kernel,
+    is_comm_kernel_name,
     iter_tensors,
     kernel_collective,
 )
@@ -88,7 +91,7 @@ def pair_gloo_with_c10d(names: Sequence[str], rf_ids: Sequence[Any], ids: Sequen
     for i, name in enumerate(names):
         kind = kinds.get(name)
         if kind is None:
-            kind = kinds[name] = 0 if name.startswith("c10d::") else 1 if name.startswith("gloo:") else 2
+            kind = kinds[name] = 0 if name.startswith("c10d::") else 1 if is_cpu_record(name) else 2
         if kind == 2:
             continue
         rf = rf_ids[i] if rf_ids[i] is not None else ids[i]
@@ -198,7 +201,7 @@ __all__ = [
     "comm_size_bytes",
     "comm_type_of",
     "infer_rank",
-    "is_nccl_kernel",
+    "is_comm_kernel_name",
     "kernel_collective",
     "op_tensor_bytes",
     "pair_gloo_with_c10d",

@@ -1,4 +1,6 @@
-"""Communication fields of host ET ops: ``record_param_comms``, ``nccl:*``, ``c10d::*``, ``gloo:*``.
+"""Communication fields of host ET ops: ``record_param_comms``, ``nccl:*``, ``c10d::*``, ``gloo:*`` and
+the other ops of the collective table (``chakra.host.collective_names``: ``vllm::all_reduce``,
+``symm_mem::*`` ...).
 
 Where the fields live depends on the schema:
 
@@ -30,6 +32,12 @@ Where the fields live depends on the schema:
 * ``c10d::<op>``: the dispatcher op; argument names come from ``op_schema``
   (``output*`` arguments are outputs; ``*split_sizes``, ``dst``/``src``,
   ``tag``, ``root_rank``), with positional fallbacks when the schema is empty.
+* an op of the table by name (``vllm::all_reduce``, ``symm_mem::multimem_all_gather_out`` ...): the
+  collective from the table; the size is its largest tensor, input or output (the buffer an all-reduce
+  reduces, the gathered ``out`` of an all-gather, the whole input of a reduce-scatter: max(in, out) as
+  for c10d, where an ``out`` argument is not counted as input); the process group is a string argument
+  (``group_name`` where the schema names it) that names a group of the trace's process-group table, else
+  none (the whole world): a name the table does not hold (vLLM's ``tp:0``) says no ranks.
 
 Element counts are summed over every tensor (nested lists included); a tensor
 value is ``[tensor_id, storage_id, offset, num_elem, elem_bytes, device]``.
@@ -43,88 +51,15 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from chakra.host.model import CommInfo, HostOp, ProcessGroup, is_comm_name
-
-# ---------------------------------------------------------------------------
-# Canonical collective names
-# ---------------------------------------------------------------------------
-
-#: The canonical names every stage uses.
-CANONICAL_COLLECTIVES: tuple[str, ...] = (
-    "allreduce", "allgather", "reduce_scatter", "broadcast", "all_to_all", "reduce", "gather",
-    "scatter", "barrier", "send", "recv", "wait",
+from chakra.host.collective_names import (
+    CANONICAL_COLLECTIVES,
+    COLLECTIVE_ALIASES,
+    OP_NAMES,
+    canonical_collective,
+    is_comm_kernel_name,
+    kernel_collective,
 )
-
-#: Spellings seen in host ETs, Kineto args and c10d/nccl/gloo op names, keyed by the *compact* form
-#: (lower case, without ``_``, ``-`` and spaces), mapped to the canonical name.  ``_base``,
-#: ``_coalesced``, ``_into_tensor`` and similar variants move the same bytes as their plain form.
-COLLECTIVE_ALIASES: dict[str, str] = {
-    # allreduce
-    "allreduce": "allreduce", "allreducecoalesced": "allreduce", "allreducesparse": "allreduce",
-    # allgather
-    "allgather": "allgather", "allgatherbase": "allgather", "allgatherintotensor": "allgather",
-    "allgatherintotensorcoalesced": "allgather", "allgathercoalesced": "allgather",
-    "allgatherv": "allgather", "allgathertensor": "allgather", "allgatherobject": "allgather",
-    # reduce_scatter
-    "reducescatter": "reduce_scatter", "reducescatterbase": "reduce_scatter",
-    "reducescattertensor": "reduce_scatter", "reducescattertensorcoalesced": "reduce_scatter",
-    "reducescattercoalesced": "reduce_scatter", "reducescatterv": "reduce_scatter",
-    "reducescatterblock": "reduce_scatter",
-    # broadcast
-    "broadcast": "broadcast", "broadcastcoalesced": "broadcast", "bcast": "broadcast",
-    # all_to_all
-    "alltoall": "all_to_all", "alltoallv": "all_to_all", "alltoallbase": "all_to_all",
-    "alltoallsingle": "all_to_all",
-    # rooted collectives
-    "reduce": "reduce", "gather": "gather", "scatter": "scatter",
-    # synchronisation
-    "barrier": "barrier", "monitoredbarrier": "barrier",
-    # point to point
-    "send": "send", "isend": "send", "recv": "recv", "irecv": "recv", "recvanysource": "recv",
-    "sendrecv": "send",
-    # completion of an async collective (record_param_comms "wait")
-    "wait": "wait",
-}
-
-_COMPACT_RE = re.compile(r"[\s_\-]+")
-
-
-def canonical_collective(name: str) -> str:
-    """Canonical collective name of any spelling (``c10d::allreduce_`` -> ``allreduce``).
-
-    Accepts bare names (``all_to_allv``, ``_allgather_base``, ``ALLREDUCE``) and
-    op names with a ``c10d::``, ``nccl:`` or ``gloo:`` prefix.  An unknown name
-    is returned lower-cased and stripped of ``_`` at both ends, so callers can
-    test ``result in CANONICAL_COLLECTIVES``.
-    """
-    if not name:
-        return ""
-    base = name.rsplit(":", 1)[-1] if ":" in name else name
-    compact = _COMPACT_RE.sub("", base).lower()
-    hit = COLLECTIVE_ALIASES.get(compact)
-    if hit is not None:
-        return hit
-    return base.strip("_ ").lower()
-
-
-COMM_KERNEL_PREFIXES = ("ncclKernel", "ncclDevKernel", "rcclKernel", "rcclDevKernel")
-_KERNEL_COLL_RE = re.compile(r"^(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)")
-
-
-def is_nccl_kernel(name: str) -> bool:
-    """An NCCL (or RCCL) communication kernel, by its name."""
-    return name.startswith(COMM_KERNEL_PREFIXES)
-
-
-def kernel_collective(name: str) -> str:
-    """Canonical collective from an NCCL kernel name (``ncclKernel_AllReduce_RING_LL_Sum_float``)."""
-    m = _KERNEL_COLL_RE.match(name)
-    if not m:
-        return ""
-    token = m.group(1)
-    if token == "SendRecv":
-        return "sendrecv"
-    return canonical_collective(token)
+from chakra.host.model import CommInfo, HostOp, ProcessGroup, is_comm_name
 
 
 def comm_type_of(canonical: str) -> int | None:
@@ -285,6 +220,44 @@ def _from_backend_op(op: HostOp, info: CommInfo) -> None:
     info.dtype = _dtype_of(op.inputs.types) or _dtype_of(op.outputs.types)
 
 
+def _from_named_op(op: HostOp, info: CommInfo, collective: str, groups: Iterable[ProcessGroup] | None
+                   ) -> None:
+    """An op of the table by name (module doc): the table's collective, its largest tensor, the group its
+    string argument names."""
+    info.source = "op"
+    info.collective_name = collective
+    best = (0, 0, 0)   # (bytes, num_elem, elem_bytes)
+    for side in (op.inputs.values, op.outputs.values):
+        for t in iter_tensors(side):
+            cand = (t[3] * t[4], t[3], t[4])
+            if cand > best:
+                best = cand
+    info.in_msg_nelems = info.out_msg_nelems = best[1]
+    info.elem_bytes = best[2]
+    info.dtype = _dtype_of(op.inputs.types) or _dtype_of(op.outputs.types)
+    info.pg_name = _named_group(op, groups)
+
+
+def _named_group(op: HostOp, groups: Iterable[ProcessGroup] | None) -> str:
+    """The pg_name of the process group an op's string argument names (its ``group_name`` argument where
+    the op schema says which that is), "" when none names a group of ``groups``."""
+    groups = list(groups) if groups is not None else []
+    if not groups:
+        return ""
+    names = {g.pg_name: g.pg_name for g in groups}
+    for g in groups:
+        if g.pg_desc:
+            names.setdefault(g.pg_desc, g.pg_name)
+    values = op.inputs.values
+    args = schema_arg_names(op.op_schema)
+    if len(args) == len(values) and "group_name" in args:
+        values = [values[args.index("group_name")]]
+    for v in values:
+        if isinstance(v, str) and v in names:
+            return names[v]
+    return ""
+
+
 _SCHEMA_ARGS_RE = re.compile(r"^[^(]*\((.*)\)\s*->")
 
 
@@ -403,6 +376,8 @@ def comm_info(op: HostOp, process_groups: Iterable[ProcessGroup] | None = None) 
                     break
     elif name.startswith("c10d::"):
         _from_c10d(op, info)
+    elif name in OP_NAMES:
+        _from_named_op(op, info, OP_NAMES[name][2], process_groups)
     else:
         _from_backend_op(op, info)
     return info
@@ -434,6 +409,8 @@ __all__ = [
     "comm_infos",
     "comm_size_bytes",
     "comm_type_of",
+    "is_comm_kernel_name",
     "iter_tensors",
+    "kernel_collective",
     "schema_arg_names",
 ]

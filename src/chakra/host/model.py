@@ -12,6 +12,8 @@ from typing import Any
 
 import orjson
 
+from chakra.host.collective_names import is_comm_op_name
+
 # HostOp.kind values
 OP = "op"                    # an operator / record_function
 THREAD_ROOT = "thread_root"  # [pytorch|profiler|execution_trace|thread]
@@ -133,13 +135,9 @@ def _parse_io(io: tuple[bytes | None, ...], at: int) -> IOInfo:
 
 
 def is_comm_name(name: str) -> bool:
-    """Communication ops: record_param_comms, nccl:*, c10d::*, gloo:*."""
-    return (
-        name == "record_param_comms"
-        or name.startswith("nccl:")
-        or name.startswith("c10d::")
-        or name.startswith("gloo:")
-    )
+    """Communication ops of every implementation the table names (``chakra.host.collective_names``):
+    record_param_comms, c10d::*, nccl:*, gloo:*, mpi:*, vllm::all_reduce, symm_mem::* collectives ..."""
+    return is_comm_op_name(name)
 
 
 @dataclass(slots=True)

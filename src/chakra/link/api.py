@@ -23,14 +23,14 @@ from orjson import Fragment
 from chakra.device.loader import load_kineto
 from chakra.device.model import KERNEL, MEMCPY, MEMSET, KinetoEvent, KinetoTrace
 from chakra.errors import TraceFormatError, UsageError
-from chakra.host.comm import COMM_KERNEL_PREFIXES
+from chakra.host.collective_names import CPU_IMPLEMENTATIONS, CPU_RECORD_PREFIXES
 from chakra.host.loader import load_host_et, self_parent_message
 from chakra.host.model import OP, PROCESS_ROOT, HostOp, HostTrace, IOInfo
 from chakra.io import gc_paused
 from chakra.io.atomic import check_output_path
 from chakra.io.forkmap import fork_map, parts, split
 from chakra.io.jsonio import dump_json_ranges
-from chakra.link.comm import CommResolver, gloo_fields, process_groups
+from chakra.link.comm import CommResolver, count_collectives, gloo_fields, is_comm_kernel, process_groups
 from chakra.link.deps import (
     DEFAULT_GAP_US,
     SyncStats,
@@ -84,6 +84,8 @@ class LinkReport:
     step: dict[str, Any] | None = None   # --step: the step and the host nodes kept / dropped
     # events of categories nothing models (chakra.device.model.NOTHING_TO_MODEL): category -> count
     not_modelled: dict[str, int] = field(default_factory=dict)
+    # implementation -> communication kernels, or records of a collective run on CPU threads (gloo, MPI)
+    collectives: dict[str, int] = field(default_factory=dict)
 
     def summary(self) -> str:
         before = self.gpu_launched_before_trace
@@ -99,12 +101,26 @@ class LinkReport:
             + f"{self.gpu_attached + before}/{self.gpu_ops_in_window} GPU ops attached "
             f"({100 * self.gpu_attach_rate_in_window:.1f}%"
             + (f", {before} launched before the trace: on their streams, no host op" if before else "")
-            + f"); {self.sync_deps} sync deps, {self.inter_thread_deps} inter-thread deps"
+            + f"); {self.sync_deps} sync deps, {self.inter_thread_deps} inter-thread deps; "
+            + _collectives_text(self.collectives)
             + (f"; {self.step['step']} only: {self.step['host_nodes_kept']} host nodes kept, "
                f"{self.step['host_nodes_dropped']} dropped" if self.step else "")
             + ("; not modelled: " + ", ".join(f"{n} {cat} events" for cat, n in self.not_modelled.items())
                if self.not_modelled else "")
         )
+
+
+def _collectives_text(found: dict[str, int]) -> str:
+    """``8 communication kernels (NCCL/RCCL 5, vLLM custom all-reduce 3)``, ``22 collective records on CPU
+    threads (gloo 22)`` (a record per chunk of a collective gloo runs in chunks), ``no communication``."""
+    parts = []
+    for what, cpu in (("communication kernel", False), ("collective record", True)):
+        mine = {k: v for k, v in found.items() if (k in CPU_IMPLEMENTATIONS) == cpu}
+        n = sum(mine.values())
+        if n:
+            parts.append(f"{n} {what}{'s' if n != 1 else ''}{' on CPU threads' if cpu else ''} ("
+                         + ", ".join(f"{k} {v}" for k, v in mine.items()) + ")")
+    return ", ".join(parts) or "no communication"
 
 
 def link_traces(
@@ -220,14 +236,7 @@ def _prepare(
                       "gpu_ops_dropped": len(gpu.ops) - len(kept_gpu)}
         gpu = replace(gpu, ops=kept_gpu)
     resolver = CommResolver(host)
-    events = kineto.events
-    gloo = sum(1 for op in host.ops if op.name.startswith("gloo:"))
-    comm_prefixes = COMM_KERNEL_PREFIXES
-    nccl = 0
-    for g in gpu.ops:
-        ev = events[g.pos]
-        if ev.name.startswith(comm_prefixes) or ev.collective:  # is_comm_kernel(ev)
-            nccl += 1
+    collectives = count_collectives(host, kineto, gpu.ops)
     first_gpu_id = max(host.by_id, default=0) + 1
 
     keys = order_keys(host, kineto, match.host_to_event)
@@ -245,7 +254,7 @@ def _prepare(
     if world is None:
         world = next((g["group_size"] for g in pgs if g["pg_name"] == "0" and g["group_size"]), None)
     stats = _stats(
-        kineto, window, match, gpu, nccl, gloo, it_deps, it_skipped, inter_thread_gap_us, s_deps, s_stats
+        kineto, window, match, gpu, collectives, it_deps, it_skipped, inter_thread_gap_us, s_deps, s_stats
     )
 
     doc: dict[str, Any] = {"schema": host.schema}
@@ -355,7 +364,7 @@ def _host_nodes(
                                  "kineto_tid": ev.tid})[1:-1]
         else:
             tail = b""
-        if op.name.startswith("gloo:"):
+        if op.name.startswith(CPU_RECORD_PREFIXES):   # gloo:*, mpi:*, ucc:* (link.comm.gloo_fields)
             tail += b"," + dumps(gloo_fields(resolver, op))[1:-1]
         dep = it_deps.get(oid)
         if dep is not None:
@@ -381,7 +390,6 @@ def _gpu_nodes(
     gpu_cat = _GPU_CAT
     cat_text = _GPU_CAT_TEXT
     parent_key = "parent" if layout == FLAT else "ctrl_deps"
-    comm_prefixes = COMM_KERNEL_PREFIXES
     dumps = orjson.dumps
     plain = _PLAIN
     string = json_string
@@ -389,7 +397,7 @@ def _gpu_nodes(
     for g in gpu.ops[which.start:which.stop]:
         ev = events[g.pos]
         launcher = g.launcher
-        if ev.name.startswith(comm_prefixes) or ev.collective:  # is_comm_kernel(ev)
+        if is_comm_kernel(ev):
             pg_name, coll, size = resolver.gpu_fields(ev, launcher)
         else:
             pg_name, coll, size = "", "", 0
@@ -480,8 +488,7 @@ def _stats(
     window: Window,
     match: MatchResult,
     gpu: GpuAttachment,
-    nccl: int,
-    gloo: int,
+    collectives: dict[str, Any],
     it_deps: dict[int, int],
     it_skipped: int,
     gap_us: float,
@@ -534,8 +541,7 @@ def _stats(
         "gpu_orphans_no_launch": gpu.no_launch,
         "gpu_orphans_outside_window": gpu.outside_window,
         "gpu_orphans_no_host_op": gpu.no_host_op,
-        "nccl_kernels": nccl,
-        "gloo_collectives": gloo,
+        **collectives,
         "inter_thread_deps": len(it_deps),
         "inter_thread_gap_us": gap_us,
         "inter_thread_skipped_order": it_skipped,
@@ -809,4 +815,6 @@ def _report(doc: dict[str, Any], host_path: str | None, kineto_path: str, out: s
         gpu_launched_before_trace=s["gpu_orphans_no_launch"] - s.get("gpu_no_launch_before_window", 0),
         step=s.get("step"),
         not_modelled=s.get("not_modelled", {}),
+        collectives={k: v for k, v in (("NCCL/RCCL", s["nccl_kernels"]), ("gloo", s["gloo_collectives"]),
+                                       *s.get("collectives_other", {}).items()) if v},
     )

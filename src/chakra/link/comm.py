@@ -1,36 +1,48 @@
-"""Collective fields of GPU nodes and gloo ops, and the ET+ process-group table.
+"""Collective fields of GPU nodes and CPU-run records, and the ET+ process-group table.
 
-NCCL kernels (``ncclKernel_*``, ``ncclDevKernel_*``) get ``pg_name``,
-``collective_name`` and ``comm_size`` (bytes) from, in order:
+Communication kernels (the table's, ``chakra.host.collective_names``: ``ncclKernel_*``,
+``ncclDevKernel_*``, vLLM's custom all-reduce, torch symmetric memory, NVSHMEM, DeepEP; or any kernel
+Kineto labels with a ``Collective name``) get ``pg_name``, ``collective_name`` and ``comm_size`` (bytes)
+from, in order:
 
 1. the kernel's own Kineto args (newer PyTorch): ``Process Group Name``,
    ``Collective name``, ``In msg nelems`` / ``Out msg nelems`` x ``dtype`` size;
 2. the launching host op and its host ancestors (at most a few levels: the
-   launch sits in ``nccl:*`` whose parent is ``record_param_comms``), through
+   launch sits in ``nccl:*`` whose parent is ``record_param_comms``, or in ``symm_mem::*`` under
+   ``vllm::all_reduce``), through
    ``chakra.host.comm.comm_info`` — the first op that yields a collective name
    wins, later ones only fill what is missing;
-3. the kernel name (``ncclDevKernel_AllReduce_Sum_f16_RING_LL`` -> ``allreduce``).
+3. the kernel name (``ncclDevKernel_AllReduce_Sum_f16_RING_LL`` -> ``allreduce``,
+   ``cross_device_reduce_1stage`` -> ``allreduce``).
 
 ``collective_name`` is the canonical spelling of ``chakra.host.comm``
 (``allreduce``, ``all_to_all``, ...).  ``comm_size`` follows
 ``comm_size_bytes``: max(in, out) elements x element size.
 
 gloo collectives run on CPU: a ``c10d::*`` op enqueues the work, a ``gloo:*``
-record does it (often on a gloo worker thread).  The linker recognises the
-``gloo:*`` host ops and annotates them with the same three fields plus
-``comm_backend: "gloo"`` so the converter can make communication nodes of them.
+record does it (often on a gloo worker thread); so do MPI's ``mpi:*`` and UCC's ``ucc:*``.  The linker
+recognises these records and annotates them with the same three fields plus
+``comm_backend`` (``"gloo"``, ``"mpi"``, ``"ucc"``) so the converter can make communication nodes of them.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
-from chakra.device.model import KinetoEvent
+from chakra.device.model import KinetoEvent, KinetoTrace
+from chakra.host.collective_names import (
+    CPU_RECORD_PREFIXES,
+    NCCL,
+    implementation_of,
+    is_comm_kernel_name,
+    is_cpu_record,
+)
 from chakra.host.comm import (
     canonical_collective,
     comm_info,
     comm_size_bytes,
-    is_nccl_kernel,
     kernel_collective,
 )
 from chakra.host.model import CommInfo, HostOp, HostTrace, ProcessGroup
@@ -73,8 +85,39 @@ _DTYPE_BYTES = {
 
 
 def is_comm_kernel(ev: KinetoEvent) -> bool:
-    """A communication kernel: NCCL/RCCL by name, or any kernel Kineto labels with a collective."""
-    return is_nccl_kernel(ev.name) or ev.collective
+    """A communication kernel: one the table names, or any kernel Kineto labels with a collective."""
+    return ev.collective or is_comm_kernel_name(ev.name)
+
+
+def count_collectives(host: HostTrace, kineto: KinetoTrace, gpu_ops: Sequence[Any]) -> dict[str, Any]:
+    """The ET+ ``link_stats`` counts of collectives: ``nccl_kernels`` (NCCL/RCCL kernels and any other kernel
+    Kineto labels with a collective), ``gloo_collectives`` (gloo records), and, only when there are any,
+    ``collectives_other``: ``{implementation: count}`` of the communication kernels and CPU-run records
+    of every other implementation of the table (vLLM custom all-reduce, torch symmetric memory, MPI ...)."""
+    events = kineto.events
+    nccl = 0
+    other: Counter[str] = Counter()
+    for g in gpu_ops:
+        ev = events[g.pos]
+        if not is_comm_kernel(ev):
+            continue
+        impl = implementation_of(ev.name, kernel=True)
+        if impl in ("", NCCL):
+            nccl += 1
+        else:
+            other[impl] += 1
+    gloo = 0
+    for op in host.ops:
+        if op.name.startswith(CPU_RECORD_PREFIXES):
+            impl = implementation_of(op.name, kernel=False)
+            if impl == "gloo":
+                gloo += 1
+            else:
+                other[impl] += 1
+    out: dict[str, Any] = {"nccl_kernels": nccl, "gloo_collectives": gloo}
+    if other:
+        out["collectives_other"] = dict(sorted(other.items()))
+    return out
 
 
 def dtype_bytes(dtype: Any) -> int:
@@ -160,8 +203,9 @@ class CommResolver:
 
 
 def gloo_fields(resolver: CommResolver, op: HostOp) -> dict[str, Any] | None:
-    """ET+ fields of a ``gloo:*`` host op (None for any other op)."""
-    if not op.name.startswith("gloo:"):
+    """ET+ fields of a record that runs its collective on a CPU thread (``gloo:*``, ``mpi:*``, ``ucc:*``;
+    None for any other op)."""
+    if not is_cpu_record(op.name):
         return None
     info = resolver.info(op)
     coll = canonical_collective(op.name)
@@ -177,7 +221,8 @@ def gloo_fields(resolver: CommResolver, op: HostOp) -> dict[str, Any] | None:
         if pinfo is not None:
             pg_name = pg_name or pinfo.pg_name
             size = max(size, comm_size_bytes(pinfo))  # the gloo record holds only its input tensor
-    return {"pg_name": pg_name, "collective_name": coll, "comm_size": size, "comm_backend": "gloo"}
+    return {"pg_name": pg_name, "collective_name": coll, "comm_size": size,
+            "comm_backend": op.name.partition(":")[0]}
 
 
 def process_groups(

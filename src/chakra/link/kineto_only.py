@@ -46,6 +46,7 @@ from typing import Any
 
 from chakra.device.model import DRIVER, LAUNCH, RUNTIME, SYNC, KinetoEvent, KinetoTrace, StepWindow
 from chakra.errors import TraceFormatError, UsageError
+from chakra.host.collective_names import is_backend_record
 from chakra.host.comm import canonical_collective
 from chakra.host.model import METADATA, OP, PG_INIT_NAME, PROCESS_ROOT, THREAD_ROOT, HostOp, HostTrace, IOInfo
 from chakra.host.process_groups import group_to_record, groups_from_kineto, infer_world_size
@@ -262,8 +263,8 @@ _RUNTIME_KINDS = frozenset((RUNTIME, LAUNCH, SYNC, DRIVER))
 
 
 def _gather_outputs(ops: list[HostOp], world: int | None) -> int:
-    """Give each ``gloo:all_gather`` / ``nccl:all_gather`` record ``world`` copies of its input as its
-    outputs; return how many were given.
+    """Give each backend's all_gather record (``gloo:all_gather``, ``nccl:all_gather``, ``mpi:*`` ...)
+    ``world`` copies of its input as its outputs; return how many were given.
 
     An all_gather's size is its gathered output (``chakra.convert.core``, "comm_size").  A host ET has it
     in the ``c10d::allgather_`` call's output list; Kineto records that list as nothing (``Input type``
@@ -277,7 +278,7 @@ def _gather_outputs(ops: list[HostOp], world: int | None) -> int:
     by_id = {op.id: op for op in ops}
     n = 0
     for op in ops:
-        if op.kind != OP or op.outputs.values or not op.name.startswith(("gloo:", "nccl:")):
+        if op.kind != OP or op.outputs.values or not is_backend_record(op.name):
             continue
         if canonical_collective(op.name) != "allgather":
             continue

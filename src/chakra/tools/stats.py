@@ -33,6 +33,9 @@ synchronize's wait, twice, and can exceed every run of the trace.
 Choices worth knowing:
 - A node's CPU/GPU side is its ``is_cpu_op`` attribute; without one, COMM nodes count as GPU (the simulator
   rejects CPU comm nodes) and the others as CPU.  METADATA nodes are neither.
+- Communication is counted per process group, per collective type and per implementation
+  (``chakra.host.collective_names``: NCCL/RCCL, gloo, vLLM custom all-reduce, torch symmetric memory ...;
+  "other" for a name the table does not hold).
 - Op names are grouped after removing a trailing ``(N)`` index, which the 2023 converter appended to every
   node name (``aten::mm(3)``); other names are kept as they are.
 - Dependencies on ids that are not in the file are ignored for the critical path and counted as dangling.
@@ -58,6 +61,12 @@ from pathlib import Path
 from typing import IO, Any
 
 from chakra.errors import ChakraError, TraceFormatError
+from chakra.host.collective_names import (
+    implementation_of,
+    is_comm_kernel_name,
+    kernel_collective,
+)
+from chakra.host.model import is_comm_name
 from chakra.io import load_json
 from chakra.io.naming import rank_from_filename
 from chakra.schema import (
@@ -72,7 +81,6 @@ from chakra.schema.et_def_pb2 import COLLECTIVE_TYPES, NODE_TYPES
 COMM_TYPES = (COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE)
 _INDEX_SUFFIX = re.compile(r"\(\d+\)$")
 _GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "gpu_memcpy", "gpu_memset": "gpu_memset"}
-_HOST_COMM_PREFIXES = ("c10d::", "nccl:", "gloo:")
 ROOT_PREFIX = "[pytorch|profiler|execution_"   # the call tree's roots ([...|execution_trace|thread])
 
 log = logging.getLogger(__name__)
@@ -196,9 +204,9 @@ def load_etplus(path: str | os.PathLike[str]) -> EtGraph:
             is_cpu: bool | None = False
             dur = _num(n.get("dur"))
             coll = str(n.get("collective_name") or "")
-            if coll or name.startswith(("ncclKernel", "ncclDevKernel")):
+            if coll or is_comm_kernel_name(name):
                 kind = "gpu_comm"
-                comm = collective_type_name(coll or name)
+                comm = collective_type_name(coll or kernel_collective(name) or name)
                 comm_size = int(_num(n.get("comm_size")))
                 pg_name = str(n.get("pg_name") or "")
             else:
@@ -208,7 +216,7 @@ def load_etplus(path: str | os.PathLike[str]) -> EtGraph:
                 kind, is_cpu = "root", None
             elif name.startswith("## process_group:init"):
                 kind, is_cpu = "metadata", None
-            elif name == "record_param_comms" or name.startswith(_HOST_COMM_PREFIXES):
+            elif is_comm_name(name):
                 kind, is_cpu = "host_comm", True
             else:
                 kind, is_cpu = "host_op", True
@@ -394,6 +402,7 @@ class _Totals:
     cpu: dict[str, list[float]] = field(default_factory=dict)
     by_pg: dict[str, list[int]] = field(default_factory=dict)
     by_type: dict[str, list[int]] = field(default_factory=dict)
+    by_impl: dict[str, list[int]] = field(default_factory=dict)
     nodes: int = 0
     cpu_us: float = 0.0
     gpu_us: float = 0.0
@@ -413,7 +422,8 @@ class _Totals:
                 self.gpu_us += n.dur
                 self.gpu_untimed += not n.dur
             if n.comm is not None:
-                for table, key in ((self.by_pg, n.pg_name), (self.by_type, n.comm)):
+                for table, key in ((self.by_pg, n.pg_name), (self.by_type, n.comm),
+                                   (self.by_impl, comm_implementation(n.name))):
                     slot = table.setdefault(key, [0, 0])
                     slot[0] += 1
                     slot[1] += n.comm_size
@@ -430,7 +440,8 @@ class _Totals:
                 slot = mine.setdefault(k, [0, 0.0])
                 slot[0] += c
                 slot[1] += t
-        for mine_i, theirs_i in ((self.by_pg, other.by_pg), (self.by_type, other.by_type)):
+        for mine_i, theirs_i in ((self.by_pg, other.by_pg), (self.by_type, other.by_type),
+                                 (self.by_impl, other.by_impl)):
             for k, (c, b) in theirs_i.items():
                 slot_i = mine_i.setdefault(k, [0, 0])
                 slot_i[0] += c
@@ -457,10 +468,22 @@ class _Totals:
             "comm": {
                 "nodes": comm_nodes,
                 "bytes": comm_bytes,
-                "by_pg": {k: {"count": c, "bytes": b} for k, (c, b) in sorted(self.by_pg.items())},
-                "by_type": {k: {"count": c, "bytes": b} for k, (c, b) in sorted(self.by_type.items())},
+                "by_pg": _counts(self.by_pg),
+                "by_type": _counts(self.by_type),
+                "by_implementation": _counts(self.by_impl),
             },
         }
+
+
+def _counts(table: dict[str, list[int]]) -> dict[str, dict[str, int]]:
+    return {k: {"count": c, "bytes": b} for k, (c, b) in sorted(table.items())}
+
+
+def comm_implementation(name: str) -> str:
+    """The implementation of a comm node by its name (a kernel's or a host record's, as the converter
+    names it: ``chakra.host.collective_names``), "other" when the table does not name it."""
+    name = base_name(name)
+    return implementation_of(name, kernel=True) or implementation_of(name, kernel=False) or "other"
 
 
 def graph_stats(graph: EtGraph, top: int = 10) -> dict[str, Any]:
@@ -684,7 +707,8 @@ def render(report: dict[str, Any], file: IO[str] | None = None, width: int | Non
             console.print(ops_table("top CPU ops by total duration", rep["top_cpu_ops"]))
         comm = rep["comm"]
         if comm["nodes"]:
-            console.print(f"communication: {comm['nodes']} nodes, {comm['bytes']:,} bytes "
+            impls = ", ".join(f"{k} {v['count']:,}" for k, v in comm["by_implementation"].items())
+            console.print(f"communication: {comm['nodes']} nodes ({impls}), {comm['bytes']:,} bytes "
                           f"({_fmt_bytes(comm['bytes'])})")
             console.print(comm_table("per process group", comm["by_pg"], "pg_name"))
             console.print(comm_table("per collective type", comm["by_type"], "type"))
