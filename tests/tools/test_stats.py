@@ -383,6 +383,28 @@ def test_critical_path_is_the_replays_time_on_a_collected_trace(data_dir, tmp_pa
     assert cp["length_us"] == sched["length_us"] and cp["nodes"] == len(sched["path"])
 
 
+def test_gloo_collectives_are_cpu_ops_not_gpu_ops(data_dir, tmp_path, capsys):
+    """A CPU-only gloo job: its collectives ran on gloo's worker threads.  The converter writes them
+    ``is_cpu_op`` false (the simulator refuses CPU comm nodes), with the thread they ran on; stats counts
+    them as the CPU ops they are, and the job has no GPU op."""
+    from chakra.convert import convert_file
+    from chakra.link import link_files
+
+    d = data_dir / "gloo_collectives_2r"
+    link_files(d / "host_et_0.json.gz", d / "kineto_0.json.gz", tmp_path / "e.json")
+    convert_file(tmp_path / "e.json", tmp_path / "g.et")
+    r = compute_stats([tmp_path / "g.et"])["files"][0]
+    metadata = r["node_types"]["METADATA_NODE"]
+    assert (r["gpu_ops"], r["cpu_ops"]) == (0, r["nodes"] - metadata)
+    assert r["comm"]["nodes"] == 20 and r["comm"]["by_implementation"] == {
+        "gloo": {"count": 20, "bytes": r["comm"]["bytes"]}}
+    gloo = [row for row in compute_stats([tmp_path / "g.et"], top=1000)["files"][0]["top_cpu_ops"]
+            if row["name"].startswith("gloo:")]
+    assert sum(row["count"] for row in gloo) == 22   # 2 more: the second chunk of each reduce_scatter_
+    assert stats_main([str(tmp_path / "g.et")]) == 0
+    assert "no GPU ops" in " ".join(capsys.readouterr().out.split())
+
+
 def test_critical_path_through_a_launch_and_a_synchronize(tmp_path):
     """Thread 1: L (cudaLaunchKernel, recorded 0..15) launches K (stream 7, recorded 4..12, inside L); thread
     2: S (cudaStreamSynchronize, recorded 6..20) was blocked on K and returned 8 µs after it.

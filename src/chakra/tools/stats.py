@@ -32,7 +32,9 @@ synchronize's wait, twice, and can exceed every run of the trace.
 
 Choices worth knowing:
 - A node's CPU/GPU side is its ``is_cpu_op`` attribute; without one, COMM nodes count as GPU (the simulator
-  rejects CPU comm nodes) and the others as CPU.  METADATA nodes are neither.
+  rejects CPU comm nodes) and the others as CPU; the record of a collective a CPU backend ran (gloo, MPI,
+  UCC: ``gloo:all_reduce`` on a worker thread, written ``is_cpu_op`` false for the simulator) is a CPU op.
+  METADATA nodes are neither.
 - Communication is counted per process group, per collective type and per implementation
   (``chakra.host.collective_names``: NCCL/RCCL, gloo, vLLM custom all-reduce, torch symmetric memory ...;
   "other" for a name the table does not hold).
@@ -64,6 +66,7 @@ from chakra.errors import ChakraError, TraceFormatError
 from chakra.host.collective_names import (
     implementation_of,
     is_comm_kernel_name,
+    is_cpu_record,
     kernel_collective,
 )
 from chakra.host.model import is_comm_name
@@ -159,7 +162,8 @@ def load_et(path: str | os.PathLike[str]) -> EtGraph:
         if ntype == METADATA_NODE:
             is_cpu = None
         elif cpu is not None:
-            is_cpu = bool(cpu)
+            # a collective of a CPU backend (gloo) ran on a CPU thread: is_cpu_op false is for the simulator
+            is_cpu = bool(cpu) or is_cpu_record(base_name(name))
         else:
             is_cpu = ntype not in COMM_TYPES
         comm = None
@@ -697,6 +701,8 @@ def render(report: dict[str, Any], file: IO[str] | None = None, width: int | Non
         def ops(side: str) -> str:
             total, untimed = rep[f"{side}_ops"], rep[f"{side}_ops_untimed"]
             timed, us = rep[f"{side}_ops_timed"], rep[f"{side}_total_us"]
+            if not total:
+                return f"no {side.upper()} ops"
             text = f"{side.upper()} ops {total:,}: {timed:,} timed ({us:,.1f} µs)"
             return text + (f", {untimed:,} untimed (duration 0)" if untimed else "")
 
