@@ -5,7 +5,8 @@ A DLRM rank of the corpus records each all_reduce as ``c10d::allreduce_`` > ``re
 ``nccl:all_reduce``, which launches ``ncclKernel_AllReduce_RING_LL_Sum_float``.  A vLLM trace records
 ``vllm::all_reduce`` (its custom op, which calls the configured communicator) > the communicator's op
 (torch symmetric memory's ``symm_mem::multimem_all_reduce_``, vLLM's custom all-reduce
-``_C_custom_ar::all_reduce``), which launches that implementation's kernel, and no ``record_param_comms``.
+``_C_custom_ar::all_reduce``), which launches that implementation's kernel, and no ``record_param_comms``;
+with vLLM's pynccl, ``vllm::all_reduce`` launches NCCL's kernel itself (:data:`PYNCCL`).
 The edit renames the ops and the kernel of each all_reduce so (the host ET and the Kineto trace alike),
 gives the ops the arguments those ops take (vLLM's own group name ``tp:0``, which no process-group table
 holds; symmetric memory's ``group_name`` ``"0"``; Kineto records string arguments as nothing), and drops
@@ -33,6 +34,8 @@ VARIANTS: tuple[tuple[str, str, str], ...] = (
      "void vllm::cross_device_reduce_2stage<float, 8>(vllm::RankData*, vllm::RankSignals, vllm::Signal*, "
      "float*, int, int)"),
 )
+#: vLLM's pynccl: vllm::all_reduce calls ncclAllReduce itself (no c10d op, no record), NCCL's kernel
+PYNCCL: tuple[tuple[str, str | None, str | None], ...] = (("vllm::all_reduce", None, None),) * 3
 VLLM_GROUP = "tp:0"
 
 
@@ -47,36 +50,43 @@ def _run_inputs(run: str, tensor: list[Any]) -> tuple[list[Any], list[Any], list
             ["Int", "Tensor(float)", "Tensor(float)", "Int", "Int"])
 
 
-def edit_host_et(doc: dict[str, Any]) -> int:
-    """Edit a DLRM host ET (1.0.1, flat) in place; return how many all_reduces were edited."""
+def edit_host_et(doc: dict[str, Any], variants: Any = VARIANTS) -> int:
+    """Edit a DLRM host ET (1.0.1, flat) in place; return how many all_reduces were edited.  A variant
+    without a run op (:data:`PYNCCL`) drops the ``nccl:all_reduce`` record too."""
     nodes = doc["nodes"]
     kids: dict[int, list[dict[str, Any]]] = {}
     for n in nodes:
         kids.setdefault(n["parent"], []).append(n)
     calls = sorted((n for n in nodes if n["name"] == "c10d::allreduce_"), key=lambda n: n["id"])
     dropped = set()
-    for (call_name, run_name, _), call in zip(VARIANTS, calls):
+    edited = 0
+    for (call_name, run_name, _), call in zip(variants, calls):
         (rpc,) = [n for n in kids[call["id"]] if n["name"] == "record_param_comms"]
         (run,) = [n for n in kids[rpc["id"]] if n["name"] == "nccl:all_reduce"]
         tensor = rpc["inputs"][0][0]
         call.update(name=call_name, inputs=[tensor, VLLM_GROUP], input_shapes=[[tensor[3]], []],
                     input_types=["Tensor(float)", "String"], outputs=[tensor], output_shapes=[[tensor[3]]],
                     output_types=["Tensor(float)"])
-        values, shapes, types = _run_inputs(run_name, tensor)
-        run.update(name=run_name, parent=call["id"], inputs=values, input_shapes=shapes, input_types=types)
+        if run_name is None:
+            dropped.add(run["id"])
+        else:
+            values, shapes, types = _run_inputs(run_name, tensor)
+            run.update(name=run_name, parent=call["id"], inputs=values, input_shapes=shapes,
+                       input_types=types)
         dropped.add(rpc["id"])
+        edited += 1
     doc["nodes"] = [n for n in nodes if n["id"] not in dropped]
-    return len(dropped)
+    return edited
 
 
-def edit_kineto(doc: dict[str, Any], world_size: int | None = None) -> int:
+def edit_kineto(doc: dict[str, Any], world_size: int | None = None, variants: Any = VARIANTS) -> int:
     """Edit a DLRM Kineto trace in place (``world_size``: also the job's size in ``distributedInfo``);
     return how many all_reduces were edited."""
     ev = doc["traceEvents"]
     calls = sorted((e for e in ev if e.get("name") == "c10d::allreduce_"), key=lambda e: e["ts"])
     kernels = {e["args"]["correlation"]: e for e in ev if e.get("cat") == "kernel"}
     dropped = []
-    for (call_name, run_name, kernel_name), call in zip(VARIANTS, calls):
+    for (call_name, run_name, kernel_name), call in zip(variants, calls):
         lo, hi = call["ts"], call["ts"] + call["dur"]
         inside = [e for e in ev if e.get("ph") == "X" and e.get("tid") == call["tid"] and lo <= e["ts"] <= hi]
         (rpc,) = [e for e in inside if e["name"] == "record_param_comms"]
@@ -90,6 +100,10 @@ def edit_kineto(doc: dict[str, Any], world_size: int | None = None) -> int:
         # (Kineto records a string argument as nothing: type "", no concrete value)
         call["args"].update({"Input Dims": [[numel], []], "Input type": ["float", ""],
                              "Concrete Inputs": ["", ""]})
+        dropped.append(rpc)
+        if run_name is None:      # the launch is the call's own
+            dropped.append(run)
+            continue
         run["name"], run["cat"] = run_name, "cpu_op"
         if run_name.startswith("symm_mem::"):
             run["args"].update({"Input Dims": [[numel], [], []], "Input type": ["float", "", ""],
@@ -99,11 +113,10 @@ def edit_kineto(doc: dict[str, Any], world_size: int | None = None) -> int:
                                 "Input type": ["Scalar", "float", "float", "Scalar", "Scalar"],
                                 "Concrete Inputs": ["140000000", "", "", "0", "8388608"]})
         kernel["name"] = kernel_name
-        dropped.append(rpc)
     doc["traceEvents"] = [e for e in ev if not any(e is d for d in dropped)]
     if world_size is not None:
         doc["distributedInfo"]["world_size"] = world_size
-    return len(dropped)
+    return sum(1 for d in dropped if d["name"] == "record_param_comms")
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -116,17 +129,17 @@ def _write(path: Path, doc: dict[str, Any]) -> None:
 
 
 def vllm_dlrm(corpus: Path, dest: Path, ranks: tuple[int, ...] = (0,), *, world_size: int | None = None,
-              host: bool = True) -> Path:
+              host: bool = True, variants: Any = VARIANTS) -> Path:
     """``dest/host/host_et_N.json.gz`` (when ``host``) and ``dest/device/kineto_N.json.gz`` of the edited
     DLRM ranks ``ranks``; ``world_size``: the job's size written into the Kineto traces (2 for a 2-rank
-    job made of ranks 0 and 1)."""
+    job made of ranks 0 and 1); ``variants``: :data:`VARIANTS` or :data:`PYNCCL`."""
     src = corpus / "dlrm_8r_v100"
     for r in ranks:
         if host:
             h = _read(src / "host" / f"host_et_{r}.json.gz")
-            assert edit_host_et(h) == 3
+            assert edit_host_et(h, variants) == 3
             _write(dest / "host" / f"host_et_{r}.json.gz", h)
         k = _read(src / "device" / f"kineto_{r}.json.gz")
-        assert edit_kineto(k, world_size) == 3
+        assert edit_kineto(k, world_size, variants) == 3
         _write(dest / "device" / f"kineto_{r}.json.gz", k)
     return dest

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import DATA, needs_corpus
-from helpers.collective_edits import VARIANTS, vllm_dlrm
+from helpers.collective_edits import PYNCCL, VARIANTS, vllm_dlrm
 
 from chakra import schema as pb
 from chakra.convert import convert_file
@@ -76,6 +76,22 @@ def test_vllm_all_reduces_are_the_collectives_the_nccl_ones_were(dlrm, how):
     # the comm node is the kernel; without a Kineto trace the op that ran it
     names = KERNELS if how != "bare" else [r for _, r, _ in VARIANTS]
     assert [n[0] for n in reduces] == names
+
+
+@needs_corpus
+def test_a_vllm_all_reduce_through_pynccl_is_its_call_without_a_kernel(corpus, tmp_path):
+    """vLLM's pynccl calls ncclAllReduce itself: ``vllm::all_reduce`` launches NCCL's kernel, with no c10d op
+    and no record under it.  Linked, the kernel is the comm node (its size from the call's tensor); from
+    the host ET alone, the call is."""
+    folder = vllm_dlrm(corpus, tmp_path / "in", variants=PYNCCL)
+    h = folder / "host" / "host_et_0.json.gz"
+    linked = _convert(h, folder / "device" / "kineto_0.json.gz", tmp_path, "pynccl")[1]
+    convert_file(h, bare := tmp_path / "bare.0.et")
+    for et, name in ((linked, "ncclKernel_AllReduce"), (bare, "vllm::all_reduce")):
+        assert len(comm_nodes(et)) == 8
+        reduces = [n for n in comm_nodes(et) if n[2] == pb.ALL_REDUCE]
+        assert [(n[0].split("_RING")[0], n[1], n[3], n[4]) for n in reduces] == [
+            (name, pb.COMM_COLL_NODE, s, "") for s in SIZES]
 
 
 @needs_corpus

@@ -106,10 +106,29 @@ def find_comm(cv: Plan) -> None:
             continue
         set_comm(cv, i, f)
         cv.cpu_comm.add(i)
+    bare_calls(cv, gpu_children, covered)
     ntype = cv.ntype
     cv.stats.comm_nodes = sum(1 for i in cv.comm if ntype[i] != pb.COMP_NODE)
     cv.stats.cpu_comm_nodes = sum(1 for i in cv.cpu_comm if ntype[i] != pb.COMP_NODE)
     warn_world_fallback(cv)
+
+
+def bare_calls(cv: Plan, launchers: set[int], covered: set[int]) -> None:
+    """A call of an implementation's own (``vllm::all_reduce``) under which the trace holds no other comm op
+    and no kernel (vLLM's pynccl calls NCCL itself; a host ET alone has no kernel) is the comm node of its
+    collective, as a ``run`` record is."""
+    names, infos = cv.names, cv.infos
+    calls = [i for i in infos if names[i] in OP_NAMES and OP_NAMES[names[i]][1] == CALL]
+    if not calls:
+        return
+    above = {k for j in infos if j not in calls for k in comm_chain(cv, j)[1:]}   # comm ops with one below
+    for i in calls:
+        if i in launchers or i in covered or i in above or i in cv.comm:
+            continue
+        f = comm_fields(cv, comm_chain(cv, i), cv.full[i], None, kernel=False)
+        if f is not None:
+            set_comm(cv, i, f)
+            cv.cpu_comm.add(i)
 
 
 def warn_unknown_kernels(cv: Plan, launchers: set[int], covered: set[int]) -> None:

@@ -9,7 +9,8 @@ Which ops and kernels are collectives is the table's (``chakra.host.collective_n
   (``nccl:<coll>`` < ``record_param_comms`` < ``c10d::*``; ``symm_mem::*`` < ``vllm::all_reduce``).
   The host ops stay COMP CPU ops, so each collective is counted once.
 * Collectives without a kernel (gloo, MPI, a host ET without GPU nodes): the ``run`` record
-  (``gloo:<coll>``, ``nccl:<coll>``, ``symm_mem::*`` ...) becomes the COMM node with
+  (``gloo:<coll>``, ``nccl:<coll>``, ``symm_mem::*`` ...; a ``vllm::*`` call with no comm op under it,
+  as vLLM's pynccl records it) becomes the COMM node with
   ``is_cpu_op = false`` (the simulator rejects CPU comm nodes).  It keeps its id,
   its place in its thread's call order and its exclusive duration; its
   ``c10d::*`` wrapper stays a COMP node (usually ~0 exclusive time, since the
