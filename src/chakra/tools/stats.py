@@ -659,6 +659,16 @@ def _fmt_bytes(n: float) -> str:
     return f"{n:.2f} GiB"
 
 
+def _ops_text(rep: dict[str, Any], side: str) -> str:
+    """``CPU ops 249: 245 timed (16,491.0 µs), 4 untimed (duration 0)``, ``no GPU ops``."""
+    total, untimed = rep[f"{side}_ops"], rep[f"{side}_ops_untimed"]
+    timed, us = rep[f"{side}_ops_timed"], rep[f"{side}_total_us"]
+    if not total:
+        return f"no {side.upper()} ops"
+    text = f"{side.upper()} ops {total:,}: {timed:,} timed ({us:,.1f} µs)"
+    return text + (f", {untimed:,} untimed (duration 0)" if untimed else "")
+
+
 def render(report: dict[str, Any], file: IO[str] | None = None, width: int | None = None) -> None:
     """Rich tables for a human."""
     from rich.console import Console
@@ -698,15 +708,7 @@ def render(report: dict[str, Any], file: IO[str] | None = None, width: int | Non
         console.rule(title)
         kinds = ", ".join(f"{k} {v}" for k, v in rep["node_types"].items())
         console.print(f"{rep['nodes']} nodes: {kinds}")
-        def ops(side: str) -> str:
-            total, untimed = rep[f"{side}_ops"], rep[f"{side}_ops_untimed"]
-            timed, us = rep[f"{side}_ops_timed"], rep[f"{side}_total_us"]
-            if not total:
-                return f"no {side.upper()} ops"
-            text = f"{side.upper()} ops {total:,}: {timed:,} timed ({us:,.1f} µs)"
-            return text + (f", {untimed:,} untimed (duration 0)" if untimed else "")
-
-        console.print(f"{ops('cpu')}; {ops('gpu')}")
+        console.print(f"{_ops_text(rep, 'cpu')}; {_ops_text(rep, 'gpu')}")
         if rep["top_kernels"]:
             console.print(ops_table("top GPU ops by total duration", rep["top_kernels"]))
         if rep["top_cpu_ops"]:
