@@ -28,10 +28,12 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                         "one GPU compute op and one GPU comm op at a time per rank")
     p.add_argument("--no-gaps", dest="gaps", action="store_false",
                    help="drop the recorded idle time between CPU ops (what-if: the ops alone)")
-    p.add_argument("--collective", choices=("min", "net"), default="net",
-                   help="--job: a collective lasts each participant's recording net of its recorded wait "
-                        "for the last arrival (net, default: reproduces the recording) or the shortest "
-                        "recording of its participants, ending together (min)")
+    p.add_argument("--collective", choices=("auto", "net", "min"), default="auto",
+                   help="--job: how long a coupled collective lasts once its last participant arrives: "
+                        "each participant's recording net of its recorded wait for the last arrival (net), "
+                        "or the shortest recording of its participants, ending together (min); auto "
+                        "(default): net when the files record their waits (this toolkit's converter), "
+                        "min when they do not (another producer's .et); the output says which")
     p.add_argument("--no-align", dest="align", action="store_false",
                    help="--job: start every rank at 0 instead of at its recorded window start")
     p.add_argument("--comm-group", metavar="FILE", default=None,

@@ -138,6 +138,8 @@ class JobResult:
     groups: int = 0          # matched collectives + send/recv pairs
     groups_members: list[list[tuple[int, int]]] = field(default_factory=list)  # each group: (rank, node id)
     whatif: WhatIfReport | None = None   # what the what-if (and the communication model) did
+    collective: str | None = None        # coupled: the rule that timed the collectives ("net" or "min")
+    collective_note: str = ""            # ... and why (collective_rule), for the output
 
     @property
     def replayed_us(self) -> float:
@@ -181,6 +183,8 @@ class JobResult:
             "job": self.coupled,
             "replayed_us": self.replayed_us,
             "matched_comm_groups": self.groups,
+            **({"collective": self.collective, "collective_rule": self.collective_note}
+               if self.collective is not None else {}),
             "ranks": [r.summary() for r in self],
             **({"whatif": self.whatif.lines()} if self.whatif is not None and self.whatif.lines() else {}),
         }
@@ -330,8 +334,40 @@ def apply_comm_groups(graphs: Sequence[RankGraph], groups: Mapping[str, Sequence
                 "--unknown-group world to couple all ranks", g.path)
 
 
+COLLECTIVE_CHOICES = ("auto", "net", "min")
+
+
+def collective_rule(graphs: Sequence[RankGraph], collective: str = "auto") -> tuple[str, str]:
+    """The rule that times the coupled collectives of a whole-job replay, and a line that says why.
+
+    ``"auto"``: ``"net"`` (each participant's recording less its recorded wait for the last arrival)
+    when every rank's file records its waits (our converter's thread timing: ``wait_on``,
+    ``wait_post_us``, ...; its start times then share the job's clock), else ``"min"``: a file of
+    another producer records a participant's waiting for its peers inside the collective's duration
+    and nothing that tells it apart, and the replay makes every participant wait for the last arrival
+    itself, so each lasts the shortest recording among them (that of the last to arrive, which
+    waited least) instead of counting its recorded wait again.  ``"net"`` and ``"min"`` are used as
+    asked."""
+    if collective not in COLLECTIVE_CHOICES:
+        raise ChakraError(f"unknown collective duration {collective!r} (expected auto, net or min)")
+    no_waits = [str(g.rank) for g in graphs if not g.thread_timing]
+    what = {"net": "net, each participant's recording less its recorded wait for the last arrival",
+            "min": "min, the shortest recording of the participants, from the last arrival"}
+    listed = (f"ranks {', '.join(no_waits)} record" if len(no_waits) > 1
+              else f"rank {''.join(no_waits)} records") + " no waits"
+    if collective == "auto":
+        if not no_waits:
+            return "net", f"collectives: {what['net']} (the files record their waits)"
+        return "min", (f"collectives: {what['min']} ({listed}: their recordings hold the wait for the "
+                       "peers, which the replay adds itself)")
+    if collective == "net" and no_waits:
+        return "net", (f"collectives: {what['net']} (--collective net; {listed}: each recorded wait counts "
+                       "twice unless their start times share one clock)")
+    return collective, f"collectives: {what[collective]} (--collective {collective})"
+
+
 def replay_job(inputs: Any, *, mode: str = "lanes", gaps: bool = True, missing: str = "error",
-               couple: bool = True, align: bool = True, collective: str = "net",
+               couple: bool = True, align: bool = True, collective: str = "auto",
                comm_groups: Mapping[str, Sequence[int]] | str | os.PathLike[str] | None = None,
                unknown_group: str = "error", whatif: WhatIf | None = None, keep_plan: bool = False
                ) -> JobResult:
@@ -339,8 +375,10 @@ def replay_job(inputs: Any, *, mode: str = "lanes", gaps: bool = True, missing: 
 
     ``align`` (lanes mode, when every rank has ``measured_start_us``) starts each rank's
     replay at its recorded window start relative to the earliest rank (see
-    :mod:`chakra.replay.engine`, "Clock alignment").  ``collective``: ``"net"`` (default) or
-    ``"min"`` transfer time of a coupled group (see :func:`chakra.replay.engine.simulate`).
+    :mod:`chakra.replay.engine`, "Clock alignment").  ``collective``: ``"net"`` or ``"min"``
+    transfer time of a coupled group (see :func:`chakra.replay.engine.simulate`), or ``"auto"``
+    (default): the one that fits the files (:func:`collective_rule`; ``JobResult.collective`` and
+    ``collective_note`` say which, and why).
     ``whatif`` changes the replay (:mod:`chakra.replay.whatif`); collectives recorded without a
     duration take the communication model's in any case.  ``JobResult.whatif`` says what it did.
     ``comm_groups`` (a mapping or the path of a comm-group file) and ``unknown_group``: see
@@ -354,6 +392,7 @@ def replay_job(inputs: Any, *, mode: str = "lanes", gaps: bool = True, missing: 
         if isinstance(comm_groups, (str, os.PathLike)):
             comm_groups = load_comm_groups(comm_groups)
         apply_comm_groups(graphs, comm_groups, unknown_group)
+    rule, note = collective_rule(graphs, collective)
     graphs, report = apply_whatif(graphs, whatif)
     ranks = [g.rank for g in graphs]
     if couple:
@@ -364,7 +403,7 @@ def replay_job(inputs: Any, *, mode: str = "lanes", gaps: bool = True, missing: 
             base = [s - first for s in starts]  # type: ignore[operator]
         with gc_paused():
             out = simulate(graphs, ranks=ranks, mode=mode, gaps=gaps, missing=missing,  # type: ignore[arg-type]
-                           couple=True, base=base, collective=collective, unknown_group=unknown_group,
+                           couple=True, base=base, collective=rule, unknown_group=unknown_group,
                            keep_plans=keep_plan)
             results = _results(graphs, out, mode, gaps, job=True)
         groups = out.groups
@@ -374,7 +413,8 @@ def replay_job(inputs: Any, *, mode: str = "lanes", gaps: bool = True, missing: 
         groups = 0
         coupled = []
     return JobResult(ranks={r.rank: r for r in results}, mode=mode, gaps=gaps and mode == "lanes",  # type: ignore[misc]
-                     coupled=couple, groups=groups, whatif=report, groups_members=coupled)
+                     coupled=couple, groups=groups, whatif=report, groups_members=coupled,
+                     collective=rule if couple else None, collective_note=note if couple else "")
 
 
 def _coupled_ids(graphs: Sequence[RankGraph], out: SimOutput) -> list[list[tuple[int, int]]]:
@@ -392,6 +432,7 @@ def _coupled_ids(graphs: Sequence[RankGraph], out: SimOutput) -> list[list[tuple
 
 
 
-__all__ = ["JobResult", "ReplayError", "ReplayResult", "apply_comm_groups", "as_graph", "load_comm_groups",
+__all__ = ["COLLECTIVE_CHOICES", "JobResult", "ReplayError", "ReplayResult", "apply_comm_groups", "as_graph",
+           "collective_rule", "load_comm_groups",
            "load_job", "replay_file", "replay_job",
            "replay_nodes", "replay_rank", "round_us"]

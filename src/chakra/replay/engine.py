@@ -79,15 +79,18 @@ Whole-job coupling (``replay_job``)
     a group no rank lists is an error, or with ``"world"`` the whole job).  A node
     without a counterpart (profiler windows cut at different collectives) runs alone for
     its recorded duration, with a warning.  The collective starts when the last
-    participant arrives.  With ``collective="net"`` (the default) each participant
-    then lasts its own recording minus the time it was recorded waiting for the last
-    arrival: ring collectives do not end together on all ranks, and the threads that
-    wait for them (``wait_on``) need each rank's own end; this needs the clock
-    alignment below to be meaningful.  ``collective="min"`` instead gives every
-    participant the *shortest recorded duration among the participants* (every
-    recorded duration is communication plus waiting for the peers, and the
-    participant that arrived last waited least, so the minimum is the best estimate
-    of the communication alone) and ends them together.  Every participant's node
+    participant arrives.  With ``collective="net"`` each participant then lasts its
+    own recording minus the time it was recorded waiting for the last arrival: ring
+    collectives do not end together on all ranks, and the threads that wait for them
+    (``wait_on``) need each rank's own end; this needs the clock alignment below to be
+    meaningful.  ``collective="min"`` instead gives every participant the *shortest
+    recorded duration among the participants* (every recorded duration is
+    communication plus waiting for the peers, and the participant that arrived last
+    waited least, so the minimum is the best estimate of the communication alone) and
+    ends them together.  ``replay_job``'s default (``"auto"``,
+    :func:`chakra.replay.api.collective_rule`) is ``net`` when every rank's file records
+    its waits (thread timing) and ``min`` when one does not (another producer's file:
+    ``net`` would count the recorded wait again).  Every participant's node
     spans from its own arrival to its end (its wait is kept separately).  A record
     with children on its thread (a gloo collective allocating, transferring and
     copying out on its worker thread) couples its longest piece of own time, the

@@ -171,7 +171,7 @@ def overrun_note(rank: Any, measured_us: float | None, recorded_end_us: float | 
 
 
 def replay_report(paths: list[str], *, job: bool = False, mode: str = "lanes", gaps: bool = True,
-                  align: bool = True, collective: str = "net", missing: str = "error",
+                  align: bool = True, collective: str = "auto", missing: str = "error",
                   timeline_path: str | None = None,
                   log_path: str | None = None, as_json: bool = False, stream: Any = None,
                   comm_groups: str | None = None, unknown_group: str = "error", whatif: Any = None) -> int:
@@ -234,6 +234,7 @@ def replay_report(paths: list[str], *, job: bool = False, mode: str = "lanes", g
         console.print(f"matched communication groups: {result.groups}; job (first rank's start to last "
                       f"rank's end): measured {fmt_us(t['measured_us'])} µs, replayed "
                       f"{fmt_us(t['replayed_us'])} µs ({fmt_pct(t['error_pct'])})")
+        console.print(result.collective_note)
     return 0
 
 
@@ -261,6 +262,8 @@ def whatif_summary(base: Any, pred: Any, paths: dict[Any, tuple[Any, Any]] | Non
             "moved_most": [{"name": k, "delta_us": d} for k, d in cmp["moved"]],  # type: ignore[union-attr]
         })
     return {"job": pred.coupled, "mode": pred.mode, "gaps": pred.gaps,
+            **({"collective": pred.collective, "collective_rule": pred.collective_note}
+               if pred.collective is not None else {}),
             "whatif_applied": pred.whatif.lines() if pred.whatif is not None else [], "ranks": ranks}
 
 
@@ -292,6 +295,8 @@ def _whatif_output(base: Any, pred: Any, whatif: Any, out: Any, as_json: bool, l
     console.print(table)
     for line in summary["whatif_applied"]:
         console.print(f"  {line}")
+    if pred.collective_note:
+        console.print(f"  {pred.collective_note}")
     for res in pred:
         for line in describe_change(*paths[res.rank]):
             console.print(f"  rank {res.rank}: {line}")
