@@ -38,7 +38,7 @@ from pathlib import Path
 JOBS = ("mlp", "collectives")
 _PERTURB = ("hidden", "batch", "threads", "straggler_rank", "straggler_ms", "straggler_mode",
             "extra_broadcast", "alternate", "base_batch", "base_extra_broadcast", "step_barrier",
-            "window_skew", "et_iteration")
+            "window_skew", "et_iteration", "bucket_cap_mb")
 
 
 # --------------------------------------------------------------------------------------------- the jobs
@@ -89,7 +89,9 @@ def _mlp_job(rank: int, world_size: int, device, steps: int, prof, opts: dict | 
     model = nn.Sequential(nn.Linear(32, hidden), nn.ReLU(), Straggle(), nn.Linear(hidden, hidden), nn.ReLU(),
                           nn.Linear(hidden, 8))
     model = model.to(device)
-    ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+    cap = opts.get("bucket_cap_mb")    # smaller buckets: several gradient all_reduces in flight per step
+    ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None,
+              **({"bucket_cap_mb": float(cap)} if cap else {}))
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
     loss_fn = nn.CrossEntropyLoss()
     gen = torch.Generator().manual_seed(1234 + rank)
@@ -365,6 +367,9 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--gzip", action="store_true", help="write .json.gz files")
     g = c.add_argument_group("perturbations (--job mlp; to check what-if replays against real runs)")
     g.add_argument("--hidden", type=int, help="hidden width of the MLP (default 64)")
+    g.add_argument("--bucket-cap-mb", type=float,
+                   help="DDP's gradient bucket size (MB; default DDP's 25): smaller, several all_reduces per "
+                        "step, in flight together on gloo's worker threads")
     g.add_argument("--batch", type=int, help="batch size (default 16): more compute, same gradients")
     g.add_argument("--threads", type=int, help="torch intra-op threads per rank (default 1)")
     g.add_argument("--straggler-rank", type=int, help="the rank that sleeps inside its forward every step")
