@@ -18,15 +18,17 @@ inputs/outputs/attributes already serialised, see ``convert.serial``):
              bare host ET) every duration is 0, with a warning.
 3. comm:     which nodes are COMM nodes and their attributes (see ``comm.py``).
 4. deps:     ctrl = the ET parent (dropped when the "parent" started after the
-             child: records of other threads); data = call order per thread
-             (by ``ts``, or by record function id when untimed), GPU op after
-             its launcher, GPU ops of one stream in order, collectives of one
-             process group in order, gloo record after its c10d call, ET+
-             ``inter_thread_dep`` and ``sync_dep``.  Only ids that exist; no
-             duplicates; nothing is removed.
+             child, or is a collective's record launched after the child in
+             its process group: records of other threads); data = call order
+             per thread (by ``ts``, or by record function id when untimed), GPU
+             op after its launcher, GPU ops of one stream in order, collectives
+             of one process group in launch order, gloo record after its c10d
+             call, ET+ ``inter_thread_dep`` and ``sync_dep``.  Only ids that
+             exist; no duplicates.
 5. order:    a topological order (Kahn, earliest start first) which doubles as
-             the cycle check; a cycle is reported with the ids and names of its
-             nodes (see ``deps.output_order`` for which cycles are repaired).
+             the cycle check; a cycle that a derived edge or the launch order
+             closes is broken (with a warning naming the nodes), any other is
+             reported with the ids and names of its nodes (``deps.output_order``).
 
 ``comm_size`` (one convention for every source): the per-rank byte count of the
 collective's *larger* buffer, max(input bytes, output bytes) — all_gather: the

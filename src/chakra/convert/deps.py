@@ -52,9 +52,12 @@ def chain_by_start(cv: Plan, members: list[int]) -> None:
         prev = i
 
 
-def chain_by_launch(cv: Plan, members: list[int]) -> None:
+def chain_by_launch(cv: Plan, members: list[int], chain: int = 0) -> None:
     """Chain comm nodes by launch: a GPU node by its launcher's start, a host record by its own; then
-    the recorded sequence number; each depends on the previous."""
+    the recorded sequence number; each depends on the previous.  The edges and each member's place
+    (``chain``, position) are kept in ``cv.launch`` / ``cv.launch_at``: the order ASTRA-sim and the
+    whole-job replay need on every rank alike, which a recorded edge that contradicts it must give way
+    to (:func:`parent_links`, :func:`output_order`)."""
     par, is_gpu, ts, rfk, data = cv.par, cv.is_gpu, cv.ts, cv.rfk, cv.data
     comm, called = cv.comm, cv.gloo_pairs
     # a GPU node: its launching op; a gloo record (run by a worker thread when it gets to it): the c10d
@@ -70,12 +73,16 @@ def chain_by_launch(cv: Plan, members: list[int]) -> None:
             j = launcher[i]
             return (rfk[j], cv.pos[j], cv.pos[i])
     members.sort(key=key)
+    launch, at = cv.launch, cv.launch_at
+    for k, i in enumerate(members):
+        at[i] = (chain, k)
     for prev, i in zip(members, members[1:]):
         data[i].append(prev)
+        launch.add((i, prev))
 
 
 def add_deps(cv: Plan) -> None:
-    ids, index, par, is_gpu, kinds = cv.ids, cv.index, cv.par, cv.is_gpu, cv.kinds
+    par, is_gpu, kinds = cv.par, cv.is_gpu, cv.kinds
     data, stats = cv.data, cv.stats
     skeys, thread_of = cv.cols.skeys, cv.cols.threads
     threads: dict[Any, list[int]] = {}
@@ -115,8 +122,8 @@ def add_deps(cv: Plan) -> None:
     pgs: dict[str, list[int]] = {}
     for i, f in cv.comm.items():
         pgs.setdefault(f.pg_name, []).append(i)
-    for members in pgs.values():
-        chain_by_launch(cv, members)
+    for chain, members in enumerate(pgs.values()):
+        chain_by_launch(cv, members, chain)
     soft = cv.soft
     for i, j in cv.gloo_pairs.items():
         if i in cv.cpu_comm and j not in data[i]:
@@ -126,53 +133,8 @@ def add_deps(cv: Plan) -> None:
         if j not in data[i]:
             data[i].append(j)
             soft.add((i, j))
-    bad = 0
-    first_bad = ""
-    for i, pair in cv.cols.xdeps.items():
-        for key, dv in zip(("inter_thread_dep", "sync_dep"), pair):
-            if dv is None:
-                continue
-            for d in dv if isinstance(dv, list) else [dv]:
-                j = index.get(d) if type(d) is int else None
-                if j is None:
-                    bad += 1
-                    if not first_bad:
-                        first_bad = f"node {ids[i]} {key} {d!r}"
-                elif j != i:
-                    if j not in data[i]:   # already a call-order/stream/launcher edge: stays hard
-                        data[i].append(j)
-                        soft.add((i, j))
-                    if key == "sync_dep":
-                        stats.sync_edges += 1
-                    else:
-                        stats.inter_thread_edges += 1
-    if bad:
-        _warn(stats, f"{cv.trace.path}: {bad} inter_thread_dep/sync_dep reference(s) to ids not in "
-                     f"the trace were skipped (e.g. {first_bad}, missing)")
-    # ctrl: the ET parent (not for GPU ops, METADATA, or towards a METADATA node)
-    # The ET tree is wrong for records made on other threads (gloo worker records hang under whatever
-    # record was open, sometimes one that started later); a parent that starts after its child is not
-    # a caller, and such a link would point backwards in time (a cycle waiting to happen).
-    ctrl = [-1] * cv.n
-    backwards = 0
-    ts = cv.ts
-    before = partial(starts_before, cv)
-    for i, p in enumerate(par):
-        if p >= 0 and not is_gpu[i] and kinds[i] != METADATA and kinds[p] != METADATA:
-            tp = ts[p]
-            ti = ts[i]
-            # _before(p, i); its first key decides unless both are timed and start together
-            if tp is not None and ti is not None and tp != ti:
-                ok = tp < ti
-            else:
-                ok = before(p, i)
-            if not ok:
-                backwards += 1
-                continue
-            ctrl[i] = p
-    if backwards:
-        _warn(stats, f"{backwards} ET parent link(s) point to a record that started later than its child "
-                     "(records of other threads); those control dependencies are dropped")
+    add_recorded_deps(cv)
+    ctrl = parent_links(cv)
     meta = {i for i, k in enumerate(kinds) if k == METADATA}
     for i in sorted(meta):
         cv.ntype[i] = pb.METADATA_NODE
@@ -201,6 +163,81 @@ def add_deps(cv: Plan) -> None:
                     out.append(j)
             data[i] = out
     cv.ctrl = ctrl
+
+
+def add_recorded_deps(cv: Plan) -> None:
+    """ET+'s ``inter_thread_dep`` and ``sync_dep`` as (soft) data dependencies; references to ids not in the
+    trace are skipped, with one warning."""
+    data, index, ids, soft, stats = cv.data, cv.index, cv.ids, cv.soft, cv.stats
+    bad = 0
+    first_bad = ""
+    for i, pair in cv.cols.xdeps.items():
+        for key, dv in zip(("inter_thread_dep", "sync_dep"), pair):
+            if dv is None:
+                continue
+            for d in dv if isinstance(dv, list) else [dv]:
+                j = index.get(d) if type(d) is int else None
+                if j is None:
+                    bad += 1
+                    if not first_bad:
+                        first_bad = f"node {ids[i]} {key} {d!r}"
+                elif j != i:
+                    if j not in data[i]:   # already a call-order/stream/launcher edge: stays hard
+                        data[i].append(j)
+                        soft.add((i, j))
+                    if key == "sync_dep":
+                        stats.sync_edges += 1
+                    else:
+                        stats.inter_thread_edges += 1
+    if bad:
+        _warn(stats, f"{cv.trace.path}: {bad} inter_thread_dep/sync_dep reference(s) to ids not in "
+                     f"the trace were skipped (e.g. {first_bad}, missing)")
+
+
+def parent_links(cv: Plan) -> list[int]:
+    """The ET parent of each op that is kept as its control dependency (-1: none).
+
+    Not for GPU ops, METADATA, or towards a METADATA node.  The ET tree is wrong for records made on other
+    threads (gloo worker records hang under whatever record was open, sometimes one that started later,
+    sometimes another collective's record on another worker thread): a parent that starts after its child
+    is not a caller, and such a link would point backwards in time (a cycle waiting to happen); nor is a
+    collective's record the parent of one launched before it in its process group (the launch-order chain
+    runs the child first: the two edges would close a cycle).
+    """
+    par, is_gpu, kinds, ts, stats = cv.par, cv.is_gpu, cv.kinds, cv.ts, cv.stats
+    ctrl = [-1] * cv.n
+    backwards = 0
+    contradicts: list[tuple[int, int]] = []
+    at = cv.launch_at
+    before = partial(starts_before, cv)
+    for i, p in enumerate(par):
+        if p >= 0 and not is_gpu[i] and kinds[i] != METADATA and kinds[p] != METADATA:
+            tp = ts[p]
+            ti = ts[i]
+            # _before(p, i); its first key decides unless both are timed and start together
+            if tp is not None and ti is not None and tp != ti:
+                ok = tp < ti
+            else:
+                ok = before(p, i)
+            if not ok:
+                backwards += 1
+                continue
+            if i in at and p in at:
+                (ci, ki), (cp, kp) = at[i], at[p]
+                if ci == cp and ki < kp:   # the child was launched first
+                    contradicts.append((i, p))
+                    continue
+            ctrl[i] = p
+    if backwards:
+        _warn(stats, f"{backwards} ET parent link(s) point to a record that started later than its child "
+                     "(records of other threads); those control dependencies are dropped")
+    if contradicts:
+        i, p = contradicts[0]
+        _warn(stats, f"{cv.trace.path}: {len(contradicts)} ET parent link(s) contradict the launch order of "
+                     f"their process group's collectives and are dropped: e.g. node {cv.ids[i]} "
+                     f"({cv.names[i][:40]}) was launched before node {cv.ids[p]} ({cv.names[p][:40]}), "
+                     "yet recorded as its child")
+    return ctrl
 
 
 # -- 4b. thread timing: work, waiting and idle per host thread (convert.threads) ------------------
@@ -284,8 +321,12 @@ def output_order(cv: Plan) -> list[int]:
 
     A cycle through a dependency that ET+ derived from timing (``sync_dep``,
     ``inter_thread_dep``) or that pairs a gloo record with its c10d call is
-    broken by dropping that one edge, with a warning naming the cycle; a cycle
-    of call-order, parent, stream or process-group edges is an error naming
+    broken by dropping that one edge, with a warning naming the cycle.  A
+    cycle that the launch order of a process group's collectives closes (the
+    converter's own edges, see :func:`chain_by_launch`) is broken where a
+    recorded edge contradicts that order (:func:`launch_conflict`), with a
+    warning naming both nodes: the converter never aborts on a cycle it made.
+    A cycle of call-order, parent and stream edges alone is an error naming
     its nodes.
     """
     n = cv.n
@@ -304,7 +345,11 @@ def output_order(cv: Plan) -> list[int]:
             more = "" if len(cyc) <= 12 else f" ... ({len(cyc)} nodes)"
             edge = next(((a, b) for a, b in zip(cyc, cyc[1:] + cyc[:1]) if (a, b) in cv.soft), None)
             if edge is None:
-                raise TraceFormatError(f"dependency cycle: {desc}{more}", cv.trace.path) from None
+                why = launch_conflict(cv, cyc)
+                if why is None:
+                    raise TraceFormatError(f"dependency cycle: {desc}{more}", cv.trace.path) from None
+                _warn(cv.stats, f"{cv.trace.path}: dependency cycle {desc}{more}: {why}")
+                continue
             a, b = edge
             data[a].remove(b)
             cv.soft.discard(edge)
@@ -312,3 +357,35 @@ def output_order(cv: Plan) -> list[int]:
                               f"dependency of node {ids[a]} on node {ids[b]}")
     raise TraceFormatError("too many dependency cycles (1000 derived dependencies dropped)",
                            cv.trace.path)
+
+
+def launch_conflict(cv: Plan, cyc: list[int]) -> str | None:
+    """Break a cycle that a launch-order edge closes; say what was dropped (None: no such edge in it).
+
+    ``cyc`` lists nodes each of which depends on the next.  The launch order is what every rank's
+    collectives share (ASTRA-sim and the whole-job replay match them by it), so the edge that gives way
+    is a recorded one that contradicts it: an ET parent link to a record of another thread or to a
+    collective's record (such records are made by worker threads, under whatever record was open).
+    Where none is on the cycle, the recorded order of one thread or stream contradicts the launch order
+    (two records paired with the wrong calls), and the launch-order edge goes.
+    """
+    ids, names, ctrl, threads = cv.ids, cv.names, cv.ctrl, cv.cols.threads
+    edges = list(zip(cyc, cyc[1:] + cyc[:1]))
+    launch = next(((a, b) for a, b in edges if (a, b) in cv.launch and b in cv.data[a]), None)
+    if launch is None:
+        return None
+
+    def node(i: int) -> str:
+        return f"node {ids[i]} ({names[i][:40]})"
+
+    for a, b in edges:
+        if ctrl[a] == b and (threads[a] != threads[b] or b in cv.cpu_comm):
+            ctrl[a] = -1
+            first, then = launch[1], launch[0]
+            return (f"dropped the ET parent link of {node(a)} to {node(b)} (a record of another thread), "
+                    f"which contradicts the launch order ({node(first)} was launched before {node(then)})")
+    a, b = launch
+    cv.data[a].remove(b)
+    cv.launch.discard(launch)
+    return (f"dropped the launch-order dependency of {node(a)} on {node(b)}, which the recorded order "
+            "contradicts")

@@ -106,6 +106,10 @@ class Plan:
         self.rank: int | None = None
         self.ser = serializer if serializer is not None else Serializer()
         self.soft: set[tuple[int, int]] = set()   # derived edges a cycle may break (see deps.output_order)
+        # (comm node, the one launched before it in its process group): the launch-order edges; and per comm
+        # node (its process group's chain, its place in it) -- see deps.chain_by_launch
+        self.launch: set[tuple[int, int]] = set()
+        self.launch_at: dict[int, tuple[int, int]] = {}
         self.tt: ThreadTiming | None = None       # per-thread pieces and waits (convert.threads)
         # set by the passes (declared here so that every attribute of a plan is in one place)
         self.preorder: list[int] = []             # tree: the ops in ET pre-order
