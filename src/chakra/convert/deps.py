@@ -222,12 +222,14 @@ def parent_links(cv: Plan) -> list[int]:
             if not ok:
                 backwards += 1
                 continue
-            if i in at and p in at:
-                (ci, ki), (cp, kp) = at[i], at[p]
-                if ci == cp and ki < kp:   # the child was launched first
-                    contradicts.append((i, p))
-                    continue
             ctrl[i] = p
+    for i, (ci, ki) in at.items():   # (few: the comm nodes)
+        p = ctrl[i]
+        if p >= 0 and p in at:
+            cp, kp = at[p]
+            if ci == cp and ki < kp:   # the child was launched first
+                contradicts.append((i, p))
+                ctrl[i] = -1
     if backwards:
         _warn(stats, f"{backwards} ET parent link(s) point to a record that started later than its child "
                      "(records of other threads); those control dependencies are dropped")
