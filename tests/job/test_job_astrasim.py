@@ -385,3 +385,32 @@ def test_kineto_only_traces_convert_to_what_the_simulator_reads(corpus, tmp_path
 
         out = subprocess.run([str(sim), str(tmp_path / "k"), "2"], capture_output=True, text=True)
         assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_validate_compares_collectives_in_the_order_the_simulator_issues_them(tmp_path):
+    """A file may list a collective before the one it waits for (the experiment writes nodes by id; the
+    converter's ids are the host ET's, which numbers a record when it ends): the simulator issues them by
+    their dependencies, and so does validate compare them."""
+    from chakra.io.pbstream import write_messages
+
+    def coll(nid: int, size: int, deps: list[int]) -> pb.Node:
+        return pb.Node(id=nid, name=f"all_reduce_{size}", type=pb.COMM_COLL_NODE, duration_micros=5,
+                       data_deps=deps, attr=[pb.AttributeProto(name="is_cpu_op", bool_val=False),
+                                             pb.AttributeProto(name="comm_type", int64_val=pb.ALL_REDUCE),
+                                             pb.AttributeProto(name="comm_size", int64_val=size)])
+
+    paths = []
+    for r, nodes in enumerate(([coll(1, 4096, []), coll(2, 1024, [1])],
+                               [coll(1, 1024, [2]), coll(2, 4096, [])])):   # rank 1: 4,096 B first too
+        meta = pb.GlobalMetadata(version="0.0.4", attr=[pb.AttributeProto(name="rank", int64_val=r),
+                                                        pb.AttributeProto(name="world_size", int64_val=2)])
+        paths.append(tmp_path / f"job.{r}.et")
+        write_messages(paths[-1], [meta, *nodes])
+    res = validate(paths)
+    assert res.ok, res.problems
+    # listed in the other order for real: a mismatch, named
+    write_messages(paths[1], [pb.GlobalMetadata(version="0.0.4", attr=[
+        pb.AttributeProto(name="rank", int64_val=1), pb.AttributeProto(name="world_size", int64_val=2)]),
+        coll(1, 1024, []), coll(2, 4096, [1])])
+    res = validate(paths)
+    assert not res.ok and "collective #0: rank 0 issues all_reduce of 4,096 B" in res.problems[0].text

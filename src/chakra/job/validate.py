@@ -130,7 +130,7 @@ def _file_checks(f: EtFile, groups: dict[str, tuple[int, ...]], world: tuple[int
                     bad(f"node {n.id} depends on itself")
     if missing > 3:
         bad(f"... {missing - 3} more dependencies on missing nodes")
-    cyc = _cycle(nodes, index)
+    cyc, order = _cycle(nodes, index)
     if cyc:
         bad("dependency cycle (the simulator waits forever): " + " -> ".join(str(x) for x in cyc[:12])
             + (" ..." if len(cyc) > 12 else ""))
@@ -185,17 +185,22 @@ def _file_checks(f: EtFile, groups: dict[str, tuple[int, ...]], world: tuple[int
             comms.append(comm_of(n, pos, f.measured_start_us, a))
     if wrong_type > 3:
         bad(f"... {wrong_type - 3} more attributes of the wrong type")
+    if order is not None and comms:
+        # the order the simulator issues them: dependencies first (the file's order where it is one; a
+        # writer may list a collective before the one it waits for)
+        place = {p: k for k, p in enumerate(order)}
+        comms.sort(key=lambda c: place[c.pos])
     return comms
 
 
-def _cycle(nodes: list, index: dict[int, int]) -> list[int]:
-    """The ids of one dependency cycle, or [] (dependencies on missing nodes are reported apart)."""
+def _cycle(nodes: list, index: dict[int, int]) -> tuple[list[int], list[int] | None]:
+    """The ids of one dependency cycle, or [] and the positions of the nodes in a topological order that
+    keeps the file's order where it is one (dependencies on missing nodes are reported apart)."""
     deps = [[d for d in {*x.ctrl_deps, *x.data_deps} if d in index] for x in nodes]
     try:
-        topological_order([x.id for x in nodes], deps)
+        return [], topological_order([x.id for x in nodes], deps)
     except CycleError as exc:
-        return [*exc.cycle, exc.cycle[0]]
-    return []
+        return [*exc.cycle, exc.cycle[0]], None
 
 
 def _job_checks(ranks: list[RankComms], groups: dict[str, tuple[int, ...]], out: list[Problem]) -> int:
