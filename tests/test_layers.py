@@ -1,9 +1,10 @@
-"""The package is layered: a stage imports only the stages below it (DESIGN.md, "One implementation per
-stage"), read off the source with ``ast`` (module-level and function-level imports alike)."""
+"""The package is layered: a stage imports only the stages below it (docs/design.md, "Layers"), read off
+the source with ``ast`` (module-level and function-level imports alike)."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "chakra"
@@ -148,3 +149,33 @@ def test_no_test_module_imports_another() -> None:
                 if last.startswith("test_") and (path.name, last) not in SCRIPT_IMPORTS:
                     bad.append(f"{path.relative_to(TESTS)} imports {name}")
     assert not bad, bad
+
+
+REPO = SRC.parent.parent
+#: where code cites documents: a ``.md`` path inside the repository, or a bare upper-case name (at its root);
+#: ``../`` paths are outside it (the simulator's and the corpus's READMEs)
+CITATION = re.compile(r'(?<![\w./-])((?:[\w-]+/)+[\w.-]+\.md|[A-Z][A-Z_]*\.md)\b'
+                      r'(?:(?:,\s*|\s+)"([^"\n]+)")?')
+
+
+def test_the_design_doc_lists_these_layers() -> None:
+    """docs/design.md, "Layers", is the order this module enforces, so the document cannot drift from it."""
+    rows = re.findall(r"^\| (\d+) \| ([^|]+) \|", (REPO / "docs" / "design.md").read_text(), re.M)
+    assert [tuple(re.findall(r"`([^`]+)`", names)) for _, names in rows] == LAYERS
+
+
+def test_every_document_the_code_cites_exists() -> None:
+    """Each document the code names is in the repository, and each section it names (``FILE, "Title"``) is
+    a heading of that document."""
+    bad = []
+    for top in ("src", "tests", "benchmarks", "ci_tools", "trace_collection"):
+        for path in sorted((REPO / top).rglob("*.py")):
+            for m in CITATION.finditer(path.read_text()):
+                doc, section = REPO / m.group(1), m.group(2)
+                where = f"{path.relative_to(REPO)} cites {m.group(1)}"
+                if not doc.is_file():
+                    bad.append(where)
+                elif section is not None and not re.search(
+                        r"^#+ " + re.escape(section), doc.read_text(), re.M):
+                    bad.append(f'{where}, "{section}": no such heading')
+    assert not bad, "\n".join(bad)

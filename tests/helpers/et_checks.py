@@ -16,7 +16,7 @@ METADATA_NODE, COMP_NODE, COMM_SEND_NODE, COMM_RECV_NODE, COMM_COLL_NODE = 1, 4,
 COMM_TYPES = (COMM_SEND_NODE, COMM_RECV_NODE, COMM_COLL_NODE)
 
 
-# FORMATS.md section 3 plus the pipeline contract: the one field consumers read each attribute from.
+# docs/formats.md, "What consumers read": the one field consumers read each attribute from.
 EXPECTED_KIND = {
     "is_cpu_op": "bool_val", "num_ops": "int64_val", "tensor_size": "uint64_val", "comm_type": "int64_val",
     "comm_priority": "int32_val", "comm_size": "int64_val", "comm_src": "int32_val",

@@ -1,8 +1,8 @@
 """A minimal protobuf wire-format reader for Chakra ET files, written from the wire-format spec.
 
 Used only by tests, to check our output the way another tool would read it:
-without the generated bindings.  It knows the field numbers of FORMATS.md
-section 3 and nothing else.
+without the generated bindings.  It knows the field numbers of docs/formats.md,
+"Chakra protobuf ET", and nothing else.
 
 Wire types: 0 varint, 1 fixed64, 2 length-delimited, 5 fixed32.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# AttributeProto oneof members by field number (FORMATS.md section 3).
+# AttributeProto oneof members by field number (docs/formats.md, "Chakra protobuf ET").
 ATTR_FIELDS = {
     3: "double_val", 4: "double_list", 5: "float_val", 6: "float_list", 7: "int32_val", 8: "int32_list",
     9: "int64_val", 10: "int64_list", 11: "uint32_val", 12: "uint32_list", 13: "uint64_val",

@@ -40,7 +40,7 @@ def test_bindings_equal_protoc_descriptor(tmp_path: Path) -> None:
 
 
 def test_enum_numbers_from_formats_md() -> None:
-    # FORMATS.md section 3
+    # docs/formats.md, "Chakra protobuf ET"
     assert et_def_pb2.METADATA_NODE == 1 and et_def_pb2.COMP_NODE == 4 and et_def_pb2.COMM_COLL_NODE == 7
     assert et_def_pb2.ALL_TO_ALL == 6 and et_def_pb2.REDUCE_SCATTER == 7 and et_def_pb2.BARRIER == 9
     nt = et_def_pb2.DESCRIPTOR.enum_types_by_name["NodeType"]

@@ -2,7 +2,7 @@
 
 ASTRA-sim and Chakra's C++ feeder read each well-known attribute from one
 oneof field; any other field reads as 0.  ``FIXED_FIELDS`` is that table
-(FORMATS.md section 3 plus the pipeline contract in the notes).  Every other
+(docs/formats.md, "What consumers read": ASTRA-sim's and this toolkit's).  Every other
 attribute follows the ET's declared type when there is one, else the Python
 type of its value.
 """
@@ -29,7 +29,7 @@ FIXED_FIELDS: dict[str, str] = {
     "comm_dst": "int32_val",
     "comm_tag": "int32_val",
     "pg_name": "string_val",
-    # pipeline contract (notes/PREAMBLE): host and GPU op attributes
+    # this toolkit's own (docs/formats.md, "What consumers read"): host and GPU op attributes
     "tid": "int64_val",
     "rf_id": "int64_val",
     "stream": "int64_val",

@@ -10,7 +10,7 @@ Decisions (see also ``loader.py``):
   ``*Memcpy*`` call whose name does not contain ``Async``) both launches GPU work and blocks the host.  Its
   kind is LAUNCH (so that the copy it starts is attached to it through ``launch_by_correlation``), and
   ``KinetoEvent.is_sync`` is True so that the linker can also treat it as a synchronisation point.
-- ``cudaStreamWaitEvent`` is listed as synchronizing (FORMATS.md section 2): kind SYNC.
+- ``cudaStreamWaitEvent`` is listed as synchronizing (docs/formats.md, "Kineto trace"): kind SYNC.
 - A runtime or driver call whose name is not a known launch is still a launch when its correlation id
   matches a GPU event (decided after the whole file is read, see the loader).  The ``INVALID`` runtime
   events of the DLRM traces (cbid 409, zero duration) match no GPU event and stay RUNTIME.

@@ -1,7 +1,7 @@
 """Load a PyTorch host execution trace (ET) or an ET+ into the model of ``chakra.host.model``.
 
 The file is decoded by :mod:`chakra.host.decode` (msgspec, one node at a time) and every node becomes a
-compact ``HostOp`` here, by one builder per node layout (FORMATS.md section 1):
+compact ``HostOp`` here, by one builder per node layout (docs/formats.md, "Host execution trace"):
 
 * ``flat`` (schema 1.0.1): ``parent``, ``rf_id``, ... as node keys; ``inputs`` /
   ``input_shapes`` / ``input_types`` as parallel lists.

@@ -24,9 +24,9 @@ hold every cost of a collective).  BROADCAST is timed by its ``duration_micros``
 The fit: each collective of the job contributes its transfer time (from the last participant's arrival to
 its end, the least any participant spent in it); ``latency`` and ``bandwidth`` are the least-squares fit of
 ``messages x latency + factor x bytes / bandwidth`` over them, then scaled down (both by one factor) until
-the model is below the transfer time of nine collectives in ten: the network is the part every collective
-pays, and what a collective took beyond it (gloo reducing on the CPU, a kernel's launch) is that
-collective's own time, which the experiment writes beside it (:mod:`chakra.replay.materialize`).
+the model is below the transfer time of every collective (``ENVELOPE_SHARE``): the network is the part
+every collective pays, and what a collective took beyond it (gloo reducing on the CPU, a kernel's launch)
+is that collective's own time, which the experiment writes beside it (:mod:`chakra.replay.materialize`).
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ def fit_network(samples: Sequence[Sample], npus: int) -> Network:
     if not pts:
         return Network(npus, 1000.0, 100.0, source="default: no collective to fit")
     lat, inv_bw = _least_squares(pts)
-    # scale both down until the model stays below nine transfers in ten
+    # scale both down until the model stays below ENVELOPE_SHARE of the transfers (1.0: every one)
     ratios = sorted(t / (m * lat + b * inv_bw) for m, b, t in pts if m * lat + b * inv_bw > 0)
     k = ratios[int((1.0 - ENVELOPE_SHARE) * (len(ratios) - 1))] if ratios else 1.0
     k = min(1.0, k)

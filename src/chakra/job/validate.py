@@ -1,7 +1,7 @@
 """``chakra validate``: the simulator's contract, checked before a user spends hours on a run.
 
 What ASTRA-sim (with Chakra's feeder) needs of a job's ``.et`` files, whoever wrote
-them (see FORMATS.md §3 and ``../shared/astra-sim/README.md``):
+them (see docs/formats.md, "What consumers read", and ``../shared/astra-sim/README.md``):
 
 per file
   * it decodes (GlobalMetadata, then Node messages) and holds at least one node;

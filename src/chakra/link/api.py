@@ -1,8 +1,8 @@
 """The linker's public functions: one rank in memory, one rank on disk, a folder of ranks.
 
 ``link_traces`` runs the passes in order (window -> matching -> GPU attachment
--> collectives -> dependencies) and assembles the ET+ document described in the
-data contract; ``link_files`` adds loading and an atomic write; ``chakra.pipeline.link.link_folder``
+-> collectives -> dependencies) and assembles the ET+ document described in
+docs/formats.md, "ET+"; ``link_files`` adds loading and an atomic write; ``chakra.pipeline.link.link_folder``
 links every rank of a folder in parallel processes.
 """
 
@@ -315,7 +315,7 @@ class NodeRanges(NamedTuple):
 # The ET+ nodes are made and encoded (4-10 us each) over the cores in pieces of a cost of at least
 # _WRITE_PIECE (host node 1, GPU node 2), for at most _WRITE_FORKED nodes: a child copies every page of the
 # loaded traces it reads (reference counts), and so does this process for its own piece.  Measured
-# (benchmarks/README.md, session 9; median of interleaved runs, one part -> parts): 19.6k nodes 0.669 ->
+# (benchmarks/README.md at 1b5b06d, session 9; interleaved medians, one part -> parts): 19.6k nodes 0.669 ->
 # 0.607 s, 36k 0.99 -> 0.94 s, 67k 1.81 -> 1.70 s, 134k 3.30 -> 3.41 s (even), 1.33M 25.3 s / 2.5 GB ->
 # 33.5 s / 3.4 GB.
 _WRITE_PIECE = 2_000
