@@ -6,8 +6,8 @@ deterministic in ``seed``.  Two node weights (``--weight``; the command line def
 function to ``light``, which its existing callers were written for):
 
 **real** (``_HeavyRank``): nodes and events as heavy as PyTorch 2.x writes them, calibrated on the
-corpus (benchmarks/README.md, "Heavy nodes": ~840 B per host node in compact JSON against 843-896 B for the
-1.1.1 ``cpu_gloo`` traces).  Host ET 1.1.1-chakra.0.0.4 (``layout="flat"``: the same values as 1.0.1):
+corpus (benchmarks/README.md, "Real-weight nodes": ~840 B per host node in compact JSON against 843-896 B
+for the 1.1.1 ``cpu_gloo`` traces).  Host ET 1.1.1-chakra.0.0.4 (``layout="flat"``: the same values as 1.0.1):
 every node has the ten attrs of a real 1.1.1 node (rf_id, fw_parent, seq_id, scope, tid, fw_tid,
 op_schema, kernel_backend, kernel_file, tensor_range) with the real ``op_schema`` strings, backward
 functions with scope 1 / fw_parent / fw_tid, inputs and outputs with values (tensors as [tensor_id,
@@ -628,8 +628,8 @@ def _to_chakra(n: dict[str, Any]) -> dict[str, Any]:
 
 # ---- real-weight nodes --------------------------------------------------------------------------------
 #
-# What a node of a real 1.1.1-chakra.0.0.4 host ET carries (measured on the corpus, benchmarks/README.md
-# "Heavy nodes"): ten attrs (rf_id, fw_parent, seq_id, scope, tid, fw_tid, op_schema, kernel_backend,
+# What a node of a real 1.1.1-chakra.0.0.4 host ET carries (measured on the corpus: benchmarks/README.md,
+# "Real-weight nodes"): ten attrs (rf_id, fw_parent, seq_id, scope, tid, fw_tid, op_schema, kernel_backend,
 # kernel_file, tensor_range; ~540 B of the node's ~870 B in compact JSON), the op's schema string, and
 # inputs/outputs as {values, shapes, types, strides} where a tensor value is [tensor_id, storage_id, offset,
 # numel, elem_bytes, device] and scalars, lists, None and objects appear with their own types.  The Kineto

@@ -190,9 +190,10 @@ class SerialNodes:
 
 
 # Nodes worth a process of their own when the file is written (3-5 us each): the child copies the pages of
-# the nodes' pieces it reads (reference counts), and so does this process for its own.  Measured (session 9,
-# `chakra_converter` in one piece against two, interleaved medians): 19.6k nodes 0.490 -> 0.506 s, 36k
-# 0.854 -> 0.907 s, 67k 1.562 -> 1.530 s, 134k write 0.54 -> 0.45-0.47 s, 1.33M write 6.3-7.7 -> 5.4-5.9 s.
+# the nodes' pieces it reads (reference counts), and so does this process for its own.  Measured (session 9
+# of benchmarks/README.md at 1b5b06d, `chakra_converter` in one piece against two, interleaved medians):
+# 19.6k nodes 0.490 -> 0.506 s, 36k 0.854 -> 0.907 s, 67k 1.562 -> 1.530 s, 134k write 0.54 -> 0.45-0.47 s,
+# 1.33M write 6.3-7.7 -> 5.4-5.9 s.
 _WRITE_PIECE = 30_000
 # ... and when the frames are also read as they are written (``--simulate``: decoding a node costs about twice
 # its serialisation, and the reading would otherwise be over the cores on its own)

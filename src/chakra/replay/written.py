@@ -7,9 +7,9 @@ writes them), or, after ``--astrasim``'s rewriting, read back from the file: eit
 replay`` of the file gives.  The converter does not call this (a stage never imports one above it,
 ``tests/test_layers.py``); the command does, after the conversion.
 
-Measured and dropped (benchmarks/README.md, session 8): replaying in a separate child fed the file's bytes
-while they are written; the decoding in one process takes longer than the writing it would hide.  Kept
-(session 10): the decoding done by the writer's own pieces, over the cores.
+Measured and dropped (benchmarks/README.md at 1b5b06d, session 8): replaying in a separate child fed the
+file's bytes while they are written; the decoding in one process takes longer than the writing it would
+hide.  Kept (session 10 there): the decoding done by the writer's own pieces, over the cores.
 """
 
 from __future__ import annotations
