@@ -232,7 +232,9 @@ def _materialize_rank(rep: ReplayResult, md: Any, nodes: list[Any], net: Network
         for u, delay in plan.after.get(i, ()):
             d += [R.piece("wake", delay, ends[u], res, ids[i])] if delay >= 0.5 else ends[u]
         for u, tail, _off in plan.waits.get(i, ()):
-            if tail is not None:
+            # (a coupled node's end is its transfer's, written as its own time: a finish wait of it would
+            # hold its resource a second time)
+            if tail is not None and i not in coupled:
                 ends[i] = ends[i] + [R.piece("finish_wait", tail, ends[u], res, ids[i])]
         if i in stand_in:
             comm_deps[stand_in[i]] = d
