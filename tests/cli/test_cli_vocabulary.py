@@ -212,9 +212,10 @@ def test_link_prints_its_match_summary_once(tmp_path: Path, capsys: pytest.Captu
                             str(d / "kineto_0.json.gz"), "-o", str(out)]) == 0
     got = capsys.readouterr()
     assert got.err == ""                          # no INFO lines by default
-    # gloo_mlp_2r rank 0: 457 host nodes, 454 of them operators, all matched by rf_id
+    # gloo_mlp_2r rank 0: 457 host nodes, 454 of them operators, all matched by rf_id; a CPU-only trace: no
+    # GPU op at all, said so (not "0/0 GPU ops attached (100.0%)")
     assert got.out == ("rank 0: 454/454 host ops matched (100.0%, rf_id, window "
-                       "ProfilerStep#2+ProfilerStep#3); 0/0 GPU ops attached (100.0%); 0 sync deps, "
+                       "ProfilerStep#2+ProfilerStep#3); no GPU ops; 0 sync deps, "
                        f"2 inter-thread deps; 2 collective records on CPU threads (gloo 2) -> {out}\n")
     assert trace_link.main(["--chakra-host-trace", str(d / "host_et_0.json.gz"), "--chakra-device-trace",
                             str(d / "kineto_0.json.gz"), "-o", str(out), "--quiet"]) == 0

@@ -622,3 +622,18 @@ def test_rank_without_distributed_info(
     report = link_files(hp, kp, tmp_path / "et_plus.json", rank=rank, fallback_rank=fallback, strict=True)
     assert load_json(tmp_path / "et_plus.json")["rank"] == expected and report.rank == expected
     assert rank_warnings(report) == []
+
+
+def test_summary_says_there_are_no_gpu_ops() -> None:
+    """A CPU-only trace has no GPU op to attach: the summary says so, not "0/0 GPU ops attached (100.0%)";
+    GPU ops that all lie outside the linked window are counted as such."""
+    from chakra.link.api import LinkReport
+
+    base = dict(host_path="h.json", kineto_path="k.json", output_path=None, rank=0, strategy="rf_id",
+                window="ProfilerStep#2", host_ops=10, matched=10, match_rate=1.0, gpu_attached=0,
+                gpu_attach_rate=1.0, sync_deps=0, inter_thread_deps=0)
+    none = LinkReport(**base, gpu_ops=0, gpu_ops_in_window=0)
+    assert none.summary() == ("rank 0: 10/10 host ops matched (100.0%, rf_id, window ProfilerStep#2); no GPU "
+                              "ops; 0 sync deps, 0 inter-thread deps")
+    outside = LinkReport(**base, gpu_ops=7, gpu_ops_in_window=0)
+    assert "; no GPU ops in the window (7 outside it);" in outside.summary()

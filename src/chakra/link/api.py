@@ -87,8 +87,19 @@ class LinkReport:
     # implementation -> communication kernels, or records of a collective run on CPU threads (gloo, MPI)
     collectives: dict[str, int] = field(default_factory=dict)
 
-    def summary(self) -> str:
+    def _gpu_summary(self) -> str:
+        """``a/b GPU ops attached (x%)``, or that there are none (a CPU-only trace: not "0/0 (100.0%)")."""
+        total = self.gpu_ops_in_window
+        if not total:
+            return ("no GPU ops" if not self.gpu_ops else
+                    f"no GPU ops in the window ({self.gpu_ops:,} outside it)")
         before = self.gpu_launched_before_trace
+        return (f"{self.gpu_attached + before}/{total} GPU ops attached "
+                f"({100 * self.gpu_attach_rate_in_window:.1f}%"
+                + (f", {before} launched before the trace: on their streams, no host op" if before else "")
+                + ")")
+
+    def summary(self) -> str:
         who = f"rank {self.rank}" if self.rank is not None else "no rank recorded"
         if self.strategy == KINETO_ONLY:
             head = (f"{who}: {self.host_ops} host nodes from the Kineto trace alone "
@@ -98,10 +109,8 @@ class LinkReport:
                     f"({100 * self.match_rate:.1f}%, {self.strategy}, window {self.window}); ")
         return (
             head
-            + f"{self.gpu_attached + before}/{self.gpu_ops_in_window} GPU ops attached "
-            f"({100 * self.gpu_attach_rate_in_window:.1f}%"
-            + (f", {before} launched before the trace: on their streams, no host op" if before else "")
-            + f"); {self.sync_deps} sync deps, {self.inter_thread_deps} inter-thread deps; "
+            + self._gpu_summary()
+            + f"; {self.sync_deps} sync deps, {self.inter_thread_deps} inter-thread deps; "
             + _collectives_text(self.collectives)
             + (f"; {self.step['step']} only: {self.step['host_nodes_kept']} host nodes kept, "
                f"{self.step['host_nodes_dropped']} dropped" if self.step else "")
