@@ -574,13 +574,21 @@ def test_a_window_whose_gpu_work_runs_on_after_it_is_said_so():
     # the CPU step runs 0..10 (the measured window); a kernel that depends on it ran 5..35
     nodes = [NodeSpec(1, 10, start=0), NodeSpec(2, 30, deps=[1], start=5, is_cpu=False, stream=7)]
     res = replay_nodes(nodes, measured_us=10)
-    assert res.recorded_end_us == 35
-    assert overrun_note(res.rank, res.measured_us, res.recorded_end_us, res.replayed_us) == (
-        f"rank -: the window's GPU work ran until 35.0 µs, 25.0 µs after the measured window (the CPU ran "
-        f"ahead of the GPU); the replay, which runs that work to its end, is "
-        f"{100 * (res.replayed_us - 35) / 35:+.2f}% of it")
-    # within 1 % of the window: nothing to say
+    assert res.recorded_end_us == 35 and res.replayed_us == 35
+    # the error is against when that work ended (35), not the window's end (10: +250%), and says so
+    assert (res.ran_on, res.reference_us, res.error_pct, res.window_error_pct) == (True, 35, 0.0, 250.0)
+    assert res.run_on() == {"work": "GPU", "last_op": "node2", "lane": "GPU 0 stream 7"}
+    assert overrun_note(res.rank, res.measured_us, res.recorded_end_us, res.replayed_us, res.run_on()) == (
+        "* rank -: the window's GPU work ran until 35.0 µs, 25.0 µs after the measured window (the CPU ran "
+        "ahead of the GPU); the replay runs that work to its end, so its error is against that end; against "
+        "the window's end it is +250.00%")
+    assert res.summary()["error_reference"] == "recorded_end"
+    # within 1 % of the window: nothing to say, and the error is against the window
     assert overrun_note(0, 100.0, 101.0, 100.0) is None and overrun_note(0, None, 35.0, 30.0) is None
+    inside = replay_nodes([NodeSpec(1, 10, start=0), NodeSpec(2, 0.05, deps=[1], start=10, is_cpu=False,
+                                                               stream=7)], measured_us=10)
+    assert (inside.ran_on, inside.reference_us, inside.run_on()) == (False, 10, None)
+    assert "error_reference" not in inside.summary()
 
 
 def test_device_ops_that_say_nothing_of_where_run_compute_and_communication_apart(tmp_path):
@@ -609,3 +617,31 @@ def test_device_ops_that_say_nothing_of_where_run_compute_and_communication_apar
     assert res.graph.lanes[:3] == [("gpu", 0, 0), ("gpu", 0, COMM_STREAM), ("gpu", 0, 0)]
     assert res.node_times() == {0: (0, 10), 1: (10, 60), 2: (10, 20), 3: (20, 25)}
     assert res.replayed_us == 60
+
+
+def test_a_ranks_comm_wait_is_wall_time_not_the_sum_of_concurrent_waits():
+    # each rank launches two collectives at once on two gloo worker threads (2 and 3), after a launcher op of
+    # ``launch`` µs on its thread 1; each collective lasts 10 µs
+    def rank(launch):
+        return [N(1, launch, start=0, tid=1),
+                N(2, 10, start=launch, deps=[1], is_cpu=False, type=COMM_COLL_NODE, lane=("cpu", 2)),
+                N(3, 10, start=launch, deps=[1], is_cpu=False, type=COMM_COLL_NODE, lane=("cpu", 3))]
+
+    job = replay_job({0: rank(10), 1: rank(50)}, collective="min")
+    r0 = job.ranks[0]
+    # rank 0 arrives at 10 with both, rank 1 at 50: each waited 40 µs, over the same 40 µs of wall time
+    assert times(r0) == {1: (0, 10), 2: (10, 60), 3: (10, 60)}
+    assert r0.comm_wait == {2: 40, 3: 40}
+    assert r0.total_wait_us == 40 and r0.replayed_us == 60      # 67% of its time, not 80 µs (133%)
+    assert job.times()["comm_wait_us"] == 40 + 0                 # the job's: summed over its ranks
+    # waits one after the other still add up: rank 1 works 40 µs (rank 0: 5) between its two collectives
+    def serial(launch, between):
+        return [N(1, launch, start=0, tid=1),
+                N(2, 10, start=launch, deps=[1], is_cpu=False, type=COMM_COLL_NODE, lane=("cpu", 2)),
+                N(3, between, start=launch + 10, deps=[2], tid=1),
+                N(4, 10, start=launch + 10 + between, deps=[3], is_cpu=False, type=COMM_COLL_NODE,
+                  lane=("cpu", 2))]
+
+    job = replay_job({0: serial(10, 5), 1: serial(50, 40)}, collective="min")
+    # rank 0: C1 waits 10..50, op 3 runs 60..65, C2 waits 65..100 (rank 1 arrives at 50 + 10 + 40)
+    assert job.ranks[0].comm_wait == {2: 40, 4: 35} and job.ranks[0].total_wait_us == 75

@@ -40,6 +40,8 @@ class RankResult:
     replayed_us: float | None = None
     error_pct: float | None = None
     recorded_end_us: float | None = None   # when the last op ended (ReplayResult.recorded_end_us)
+    window_error_pct: float | None = None  # against the window's end (error_pct: ReplayResult.reference_us)
+    run_on: dict[str, str] | None = None   # what ran on past the window (ReplayResult.run_on), if anything
     comm_wait_us: float | None = None
     timeline_events: list[dict[str, Any]] = field(default_factory=list)
 

@@ -9,7 +9,7 @@ from typing import Any, TextIO
 
 from chakra.io.ranks import RankFiles
 from chakra.pipeline.model import SUMMARY_JSON, SUMMARY_MD, TIMELINE, PipelineResult, RankResult
-from chakra.replay.output import fmt_pct, fmt_us, overrun_note
+from chakra.replay.output import fmt_error, fmt_pct, fmt_us, job_error, overrun_note
 
 log = logging.getLogger(__name__)
 
@@ -24,12 +24,16 @@ def _relative(path: Path | None, root: Path) -> str | None:
 
 
 def _summary(name: str, folder: Path, files: list[RankFiles], results: list[RankResult], mode: str,
-             gaps: bool, job_replay: bool, out_files: dict[str, str]) -> dict[str, Any]:
-    """Everything here is a pure function of the inputs: no time, no absolute path, no executor."""
+             gaps: bool, job_replay: bool, out_files: dict[str, str], whatif: bool = False) -> dict[str, Any]:
+    """Everything here is a pure function of the inputs: no time, no absolute path, no executor.
+
+    ``whatif``: the replay was a what-if's prediction: each rank's ``change_pct`` (the predicted step against
+    the measured one) stands where ``error_pct`` would."""
+    diff = "change_pct" if whatif else "error_pct"
     ranks = []
     for f, r in zip(files, results):
         link = r.link
-        ranks.append({
+        row: dict[str, Any] = {
             "rank": r.rank,
             "host_et": _relative(f.host, folder),
             "kineto": _relative(f.kineto, folder),
@@ -39,8 +43,13 @@ def _summary(name: str, folder: Path, files: list[RankFiles], results: list[Rank
             "nodes": r.nodes,
             "measured_us": r.measured_us,
             "replayed_us": r.replayed_us,
-            "error_pct": r.error_pct,
+            diff: r.error_pct,
             "recorded_end_us": r.recorded_end_us,
+        }
+        if r.run_on is not None:   # the error (change) is against the recorded end of the window's work
+            row.update({"error_reference": "recorded_end", f"window_{diff}": r.window_error_pct,
+                        "ran_on": r.run_on})
+        row.update({
             "comm_wait_us": r.comm_wait_us,
             "measured_window": link.window,
             "link_strategy": link.strategy,
@@ -56,6 +65,7 @@ def _summary(name: str, folder: Path, files: list[RankFiles], results: list[Rank
             "sync_deps": link.sync_deps,
             "inter_thread_deps": link.inter_thread_deps,
         })
+        ranks.append(row)
     errs = [abs(r.error_pct) for r in results if r.error_pct is not None]
     measured = [r.measured_us for r in results if r.measured_us is not None]
     replayed = [r.replayed_us for r in results if r.replayed_us is not None]
@@ -68,8 +78,8 @@ def _summary(name: str, folder: Path, files: list[RankFiles], results: list[Rank
         "files": out_files,
         "measured_us_max": max(measured) if measured else None,
         "replayed_us_max": max(replayed) if replayed else None,
-        "abs_error_pct_max": max(errs) if errs else None,
-        "abs_error_pct_mean": sum(errs) / len(errs) if errs else None,
+        f"abs_{diff}_max": max(errs) if errs else None,
+        f"abs_{diff}_mean": sum(errs) / len(errs) if errs else None,
         "ranks": ranks,
     }
 
@@ -93,29 +103,91 @@ def _attached(r: dict[str, Any], short: bool = False) -> str:
     return text + (f", {before:,} pre-trace" if short else f", {before:,} launched before the trace")
 
 
+def _whatif(summary: dict[str, Any]) -> bool:
+    return "whatif" in summary
+
+
+def _diff_key(summary: dict[str, Any]) -> str:
+    """``change_pct`` in a what-if's summary (the prediction against the measured step), else
+    ``error_pct``."""
+    return "change_pct" if _whatif(summary) else "error_pct"
+
+
+def _diff_cell(summary: dict[str, Any], r: dict[str, Any]) -> str:
+    """The error (or what-if change) of a rank, marked when it is against the recorded end of its work."""
+    return fmt_error(r.get(_diff_key(summary)), r.get("error_reference") == "recorded_end")
+
+
+def _heads(summary: dict[str, Any]) -> tuple[str, str]:
+    """The replay's and the difference's column names: a what-if's replay is a prediction and its
+    difference from the measured step is the predicted change, not an error."""
+    return ("predicted (µs)", "change") if _whatif(summary) else ("replayed (µs)", "error")
+
+
+def _flagged(summary: dict[str, Any], r: dict[str, Any]) -> str | None:
+    """A row's style: yellow when its error exceeds 5 % (a what-if's change is what was asked for)."""
+    err = None if _whatif(summary) else r.get("error_pct")
+    return None if err is None or abs(err) <= 5.0 else "yellow"
+
+
 def summary_markdown(summary: dict[str, Any]) -> str:
     how = "whole job (collectives coupled across ranks)" if summary["replay"] == "whole_job" else "per rank"
+    rep_head, diff_head = _heads(summary)
     lines = [
-        f"# {summary['job']}: measured vs replayed",
+        f"# {summary['job']}: measured vs {'predicted' if _whatif(summary) else 'replayed'}",
         "",
         f"{summary['num_ranks']} rank{'' if summary['num_ranks'] == 1 else 's'}; replay {how}, mode "
         f"{summary['mode']}, "
         f"{'with' if summary['gaps'] else 'without'} recorded gaps.",
         "",
     ]
+    if _whatif(summary):
+        lines += [f"What-if: {'; '.join(summary['whatif'])}; {diff_head}: the predicted step against the "
+                  "measured one.", ""]
+    # the simulator's time per rank when it ran (--simulator), as in the terminal's table
     simulated = any("simulated_us" in r for r in summary["ranks"])
-    sim_head = " ASTRA-sim (µs) | ASTRA-sim error |" if simulated else ""
-    lines += [
-        f"| rank | nodes | measured (µs) | replayed (µs) | error |{sim_head} host ops matched "
-        "| GPU ops attached |",
-        "|---:|---:|---:|---:|---:|" + ("---:|---:|" if simulated else "") + "---:|---:|",
-    ]
+    head = ["rank", "nodes", "measured (µs)", rep_head, diff_head,
+            *(["ASTRA-sim (µs)", "ASTRA-sim error"] if simulated else []), "host ops matched",
+            "GPU ops attached"]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
     for r in summary["ranks"]:
-        sim = f" {fmt_us(r.get('simulated_us'))} | {fmt_pct(simulated_error(r))} |" if simulated else ""
-        lines.append(
-            f"| {r['rank']} | {r['nodes']:,} | {fmt_us(r['measured_us'])} | {fmt_us(r['replayed_us'])} | "
-            f"{fmt_pct(r['error_pct'])} |{sim} {r['host_ops_matched']:,}/{r['host_ops']:,} "
-            f"({100 * r['host_match_rate']:.1f}%) | {_attached(r)} |")
+        sim = [fmt_us(r.get("simulated_us")), fmt_pct(simulated_error(r))] if simulated else []
+        cells = [str(r["rank"]), f"{r['nodes']:,}", fmt_us(r["measured_us"]), fmt_us(r["replayed_us"]),
+                 _diff_cell(summary, r), *sim,
+                 f"{r['host_ops_matched']:,}/{r['host_ops']:,} ({100 * r['host_match_rate']:.1f}%)",
+                 _attached(r)]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += _simulator_lines(summary, simulated)
+    notes = overrun_notes(summary)
+    if notes:
+        lines += ["", *(f"- {n}" for n in notes)]
+    whole = summary.get("whole_job")
+    if whole is not None:
+        verb = "predicted" if _whatif(summary) else "replayed"
+        lines += [
+            "",
+            f"Whole job (first rank's start to last rank's end): measured {fmt_us(whole['measured_us'])} µs, "
+            f"{verb} {fmt_us(whole['replayed_us'])} µs ({_job_diff(summary, whole)}); collectives waited "
+            f"{fmt_us(whole['comm_wait_us'])} µs for their peers in all; {whole['matched_comm_groups']} "
+            "collectives and send/recv pairs matched.",
+        ]
+    lines += _experiment_lines(summary)
+    key = _diff_key(summary)
+    word = "change" if _whatif(summary) else "error"
+    lines += [
+        "",
+        f"Largest |{word}|: {_fmt2(summary[f'abs_{key}_max'])}%; mean |{word}|: "
+        f"{_fmt2(summary[f'abs_{key}_mean'])}%.",
+        "",
+        "Files (per rank N): " + ", ".join(f"`{v}`" for v in summary["files"].values()) + ".",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _simulator_lines(summary: dict[str, Any], simulated: bool) -> list[str]:
+    """What the ASTRA-sim error compares with, and where each rank's time goes under the simulator's rules."""
+    lines = []
     if simulated:
         lines += ["", "ASTRA-sim error: against the later of the measured window's end and the end of the "
                   "work started in it (the rank's time in the simulator counts from its own window start)."]
@@ -129,41 +201,32 @@ def summary_markdown(summary: dict[str, Any]) -> str:
             b = r.get("simulated_breakdown_us") or {}
             lines.append(f"| {r['rank']} | {fmt_us(b.get('compute'))} | {fmt_us(b.get('exposed_comm'))} | "
                          f"{fmt_us(b.get('idle'))} | {fmt_us(r.get('simulated_exposed_comm_us'))} |")
-    notes = overrun_notes(summary)
-    if notes:
-        lines += ["", *(f"- {n}" for n in notes)]
-    whole = summary.get("whole_job")
-    if whole is not None:
-        lines += [
-            "",
-            f"Whole job (first rank's start to last rank's end): measured {fmt_us(whole['measured_us'])} µs, "
-            f"replayed {fmt_us(whole['replayed_us'])} µs ({fmt_pct(whole['error_pct'])}); collectives waited "
-            f"{fmt_us(whole['comm_wait_us'])} µs for their peers in all; {whole['matched_comm_groups']} "
-            "collectives and send/recv pairs matched.",
-        ]
-    exp = (summary.get("astrasim") or {}).get("experiment")
-    if exp is not None:
-        net = exp["network"]
-        lines += ["", "## ASTRA-sim experiment", "",
-                  f"Network: {net['topology']} of {net['npus']}, latency {net['latency_ns']:,.0f} ns per "
-                  f"message, bandwidth {net['bandwidth_gbps']:.4g} GB/s ({net['source']}). Run it in this "
-                  "folder:", "",
-                  f"    {exp['command']}", "",
-                  "| collective | transfers | network model's share | left over per transfer (µs, mean) |",
-                  "|---|---:|---:|---:|"]
-        for kind, res in exp["fit"]["residuals"].items():
-            lines.append(f"| {kind} | {res['count']} | {res['model_share_pct']:.0f}% | "
-                         f"{res['mean_us']:,.1f} |")
-    lines += [
-        "",
-        f"Largest |error|: {_fmt2(summary['abs_error_pct_max'])}%; mean |error|: "
-        f"{_fmt2(summary['abs_error_pct_mean'])}%.",
-        "",
-        "Files (per rank N): " + ", ".join(f"`{v}`" for v in summary["files"].values()) + ".",
-        "",
-    ]
-    return "\n".join(lines)
+    return lines
 
+
+def _experiment_lines(summary: dict[str, Any]) -> list[str]:
+    """The ASTRA-sim experiment the pipeline wrote (--astrasim): its network, command line and fit."""
+    exp = (summary.get("astrasim") or {}).get("experiment")
+    if exp is None:
+        return []
+    net = exp["network"]
+    lines = ["", "## ASTRA-sim experiment", "",
+             f"Network: {net['topology']} of {net['npus']}, latency {net['latency_ns']:,.0f} ns per "
+             f"message, bandwidth {net['bandwidth_gbps']:.4g} GB/s ({net['source']}). Run it in this "
+             "folder:", "",
+             f"    {exp['command']}", "",
+             "| collective | transfers | network model's share | left over per transfer (µs, mean) |",
+             "|---|---:|---:|---:|"]
+    for kind, res in exp["fit"]["residuals"].items():
+        lines.append(f"| {kind} | {res['count']} | {res['model_share_pct']:.0f}% | {res['mean_us']:,.1f} |")
+    return lines
+
+
+def _job_diff(summary: dict[str, Any], whole: dict[str, Any]) -> str:
+    """The whole job's error (what-if: change), naming its reference when it is the work's recorded end."""
+    if _whatif(summary):
+        return fmt_error(whole.get("change_pct"), whole.get("error_reference") == "recorded_end")
+    return job_error(whole)
 
 
 def job_table(result: PipelineResult, title: str | None = None) -> Any:
@@ -171,33 +234,40 @@ def job_table(result: PipelineResult, title: str | None = None) -> Any:
     long its collectives waited for their peers; a last row for the job (first start to last end)."""
     from rich.table import Table
 
-    whole = result.summary["whole_job"]
-    table = Table(title=title or f"{result.name}: whole job replayed (collectives coupled, mode "
+    summary = result.summary
+    whole = summary["whole_job"]
+    rep_head, diff_head = _heads(summary)
+    what = "what-if predicted" if _whatif(summary) else "replayed"
+    table = Table(title=title or f"{result.name}: whole job {what} (collectives coupled, mode "
                   f"{result.mode})")
-    simulated = any("simulated_us" in r for r in result.summary["ranks"])
-    for col in ("rank", "nodes", "starts at (µs)", "measured (µs)", "replayed (µs)", "error",
+    simulated = any("simulated_us" in r for r in summary["ranks"])
+    for col in ("rank", "nodes", "starts at (µs)", "measured (µs)", rep_head, diff_head,
                 *(("ASTRA-sim (µs)", "ASTRA-sim error") if simulated else ()), "comm wait (µs)",
                 "wait share"):
         table.add_column(col, justify="right")
     offsets = whole["start_offsets_us"]
-    for r in result.summary["ranks"]:
-        err, wait, rep = r["error_pct"], r["comm_wait_us"], r["replayed_us"]
-        style = None if err is None or abs(err) <= 5.0 else "yellow"
+    for r in summary["ranks"]:
+        wait, rep = r["comm_wait_us"], r["replayed_us"]
         share = fmt_pct(100.0 * wait / rep).lstrip("+") if wait is not None and rep else "-"
         sim = (fmt_us(r.get("simulated_us")), fmt_pct(simulated_error(r))) if simulated else ()
         table.add_row(str(r["rank"]), f"{r['nodes']:,}", fmt_us(offsets.get(str(r["rank"]))),
-                      fmt_us(r["measured_us"]), fmt_us(rep), fmt_pct(err), *sim, fmt_us(wait), share,
-                      style=style)
+                      fmt_us(r["measured_us"]), fmt_us(rep), _diff_cell(summary, r), *sim, fmt_us(wait),
+                      share, style=_flagged(summary, r))
     table.add_section()
-    sim_job = (fmt_us(max((r.get("simulated_us") or 0.0) for r in result.summary["ranks"])), "") \
-        if simulated else ()
-    table.add_row("job", f"{sum(r['nodes'] for r in result.summary['ranks']):,}", fmt_us(0.0),
-                  fmt_us(whole["measured_us"]), fmt_us(whole["replayed_us"]), fmt_pct(whole["error_pct"]),
+    sim_job = (fmt_us(max((r.get("simulated_us") or 0.0) for r in summary["ranks"])), "") if simulated \
+        else ()
+    table.add_row("job", f"{sum(r['nodes'] for r in summary['ranks']):,}", fmt_us(0.0),
+                  fmt_us(whole["measured_us"]), fmt_us(whole["replayed_us"]), _diff_cell(summary, whole),
                   *sim_job, fmt_us(whole["comm_wait_us"]), "", style="bold")
     table.caption = (f"job: first rank's start to last rank's end; {whole['matched_comm_groups']} "
-                     "collectives and send/recv pairs matched across ranks; comm wait: time a collective "
-                     "waited for its peers (the job's: summed over its ranks)")
+                     "collectives and send/recv pairs matched across ranks; comm wait: the wall time a "
+                     "rank's collectives waited for their peers (waits at once on two threads count once; "
+                     "the job's: summed over its ranks)" + _diff_caption(summary))
     return table
+
+
+def _diff_caption(summary: dict[str, Any]) -> str:
+    return f"; change: {'; '.join(summary['whatif'])}, against the measured step" if _whatif(summary) else ""
 
 
 def pipeline_table(result: PipelineResult, title: str | None = None) -> Any:
@@ -206,34 +276,32 @@ def pipeline_table(result: PipelineResult, title: str | None = None) -> Any:
 
     if result.job_replay and "whole_job" in result.summary:
         return job_table(result, title)
+    summary = result.summary
+    rep_head, diff_head = _heads(summary)
     how = "whole job" if result.job_replay else "per rank"
-    table = Table(title=title or f"{result.name}: measured vs replayed ({how}, mode {result.mode})")
-    table.add_column("rank", justify="right")
-    table.add_column("nodes", justify="right")
-    table.add_column("measured (µs)", justify="right")
-    table.add_column("replayed (µs)", justify="right")
-    table.add_column("error", justify="right")
-    simulated = any("simulated_us" in r for r in result.summary["ranks"])
-    if simulated:
-        table.add_column("ASTRA-sim (µs)", justify="right")
-        table.add_column("ASTRA-sim error", justify="right")
-    table.add_column("host ops matched", justify="right")
-    table.add_column("GPU ops attached", justify="right")
-    for r in result.summary["ranks"]:
-        err = r["error_pct"]
-        style = None if err is None or abs(err) <= 5.0 else "yellow"
+    what = "what-if predicted" if _whatif(summary) else "replayed"
+    table = Table(title=title or f"{result.name}: measured vs {what} ({how}, mode {result.mode})")
+    simulated = any("simulated_us" in r for r in summary["ranks"])
+    for col in ("rank", "nodes", "measured (µs)", rep_head, diff_head,
+                *(("ASTRA-sim (µs)", "ASTRA-sim error") if simulated else ()), "host ops matched",
+                "GPU ops attached"):
+        table.add_column(col, justify="right")
+    for r in summary["ranks"]:
         cells = [str(r["rank"]), f"{r['nodes']:,}", fmt_us(r["measured_us"]), fmt_us(r["replayed_us"]),
-                 fmt_pct(err)]
+                 _diff_cell(summary, r)]
         if simulated:
             cells += [fmt_us(r.get("simulated_us")), fmt_pct(simulated_error(r))]
         cells += [f"{r['host_ops_matched']:,}/{r['host_ops']:,}", _attached(r, short=True)]
-        table.add_row(*cells, style=style)
-    if any(r.get("gpu_launched_before_trace") for r in result.summary["ranks"]):
-        table.caption = ("pre-trace: GPU ops launched before the trace began (no launch call, no host op), "
-                         "run on their streams where they were recorded")
+        table.add_row(*cells, style=_flagged(summary, r))
+    captions = []
+    if any(r.get("gpu_launched_before_trace") for r in summary["ranks"]):
+        captions.append("pre-trace: GPU ops launched before the trace began (no launch call, no host op), "
+                        "run on their streams where they were recorded")
+    if _whatif(summary):
+        captions.append(f"change: {'; '.join(summary['whatif'])}, against the measured step")
+    if captions:
+        table.caption = "; ".join(captions)
     return table
-
-
 
 
 def simulated_error(r: dict[str, Any]) -> float | None:
@@ -248,8 +316,9 @@ def simulated_error(r: dict[str, Any]) -> float | None:
 
 def overrun_notes(summary: dict[str, Any]) -> list[str]:
     """:func:`chakra.replay.output.overrun_note` of each rank of the summary that has one."""
-    notes = (overrun_note(r["rank"], r["measured_us"], r.get("recorded_end_us"), r["replayed_us"])
-             for r in summary["ranks"])
+    diff = "change" if _whatif(summary) else "error"
+    notes = (overrun_note(r["rank"], r["measured_us"], r.get("recorded_end_us"), r["replayed_us"],
+                          r.get("ran_on"), diff) for r in summary["ranks"])
     return [n for n in notes if n]
 
 

@@ -62,6 +62,8 @@ def _set_replay(res: RankResult, rep: Any) -> None:
     res.replayed_us = rep.replayed_us
     res.error_pct = rep.error_pct
     res.recorded_end_us = rep.recorded_end_us
+    res.window_error_pct = rep.window_error_pct
+    res.run_on = rep.run_on()
     res.comm_wait_us = rep.total_wait_us if rep.job else None
 
 
@@ -192,7 +194,7 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
             sim = run_simulator(simulator, out / job_name, experiment.npus, comm_group=target.comm_group,
                                 configs=experiment.configs)
     summary = _summary(job_name, src, files, results, "lanes" if astrasim else mode, gaps,
-                       job_replay or astrasim, out_files)
+                       job_replay or astrasim, out_files, whatif is not None)
     if target is not None and experiment is not None:
         summary["astrasim"] = {
             "ranks": target.ranks, "collectives": target.collectives, "send_recv_pairs": target.p2p,
@@ -214,6 +216,8 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
             r["simulated_exposed_comm_us"] = (sim.exposed_comm_ns[r["rank"]] / 1000.0
                                               if r["rank"] in sim.exposed_comm_ns else None)
     if whole_job is not None:
+        if whatif is not None:   # the prediction against the measured job: a change, not an error
+            whole_job = {k.replace("error_pct", "change_pct"): v for k, v in whole_job.items()}
         summary["whole_job"] = whole_job
     if whatif is not None:
         summary["whatif"] = whatif.describe()   # "replayed" is the prediction under these changes

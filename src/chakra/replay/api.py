@@ -21,7 +21,7 @@ from chakra.io import gc_paused
 from chakra.job.etfile import read_comm_groups as load_comm_groups
 from chakra.replay.coupling import rank_of
 from chakra.replay.engine import ReplayError, SimOutput, simulate
-from chakra.replay.graph import WORLD_PG_NAMES, NodeSpec, RankGraph, graph_from_specs
+from chakra.replay.graph import COMM_TYPES, WORLD_PG_NAMES, NodeSpec, RankGraph, graph_from_specs
 from chakra.replay.reader import graph_from_protobuf, load_graph
 from chakra.replay.whatif import WhatIf, WhatIfReport, apply_whatif, check_ranks
 from chakra.schema import COMM_COLL_NODE, METADATA_NODE
@@ -49,6 +49,7 @@ class ReplayResult:
     clock_offset: float = 0.0   # whole job: where this rank's time 0 lies on the job's common clock
     closes: dict[int, float] = field(default_factory=dict)   # parent index -> when its tail ends
     plan: Any = None   # the chakra.replay.plan.Plan the engine read, when asked (keep_plan; lanes mode)
+    _end: list[float | None] = field(default_factory=list, repr=False, compare=False)  # recorded_end_us
 
     @property
     def rank(self) -> int | None:
@@ -77,23 +78,84 @@ class ReplayResult:
         """When the rank's last op ended in the recording, in µs from the measured window's start (None for
         an untimed file).  Later than the window when the CPU ran ahead of the GPU: the kernels launched in
         the window ran on after it, and the replay, which runs them all, ends near here."""
-        g = self.graph
-        if not g.timed:
-            return None
-        meta = METADATA_NODE
-        return max((s + d for s, d, t in zip(g.starts, g.durations, g.types) if t != meta), default=None)
+        if not self._end:
+            g = self.graph
+            meta = METADATA_NODE
+            self._end.append(max((s + d for s, d, t in zip(g.starts, g.durations, g.types) if t != meta),
+                                 default=None) if g.timed else None)
+        return self._end[0]
+
+    @property
+    def reference_us(self) -> float | None:
+        """What the replay is compared with: the measured window, or, when the work started in it ran on more
+        than 1 % past its end (:func:`error_reference`), the recorded end of that work."""
+        return error_reference(self.measured_us, self.recorded_end_us)[0]
+
+    @property
+    def ran_on(self) -> bool:
+        """Whether the recorded work of the window ran on past its end (the reference is then that end)."""
+        return error_reference(self.measured_us, self.recorded_end_us)[1]
 
     @property
     def error_pct(self) -> float | None:
-        """(replayed - measured) / measured in %, or None without a measurement."""
+        """(replayed - reference) / reference in % (:attr:`reference_us`: the measured window, or the recorded
+        end of its work when that ran on past it), or None without a measurement."""
+        ref = self.reference_us
+        if not ref:
+            return None
+        return 100.0 * (self.replayed_us - ref) / ref
+
+    @property
+    def window_error_pct(self) -> float | None:
+        """(replayed - measured) / measured in %: against the window's end, whatever ran on after it."""
         m = self.measured_us
         if not m:
             return None
         return 100.0 * (self.replayed_us - m) / m
 
+    def run_on(self) -> dict[str, str] | None:
+        """What ran on past the measured window when :attr:`ran_on`: ``work`` ("GPU", "CPU" or "CPU and
+        GPU": which side's ops ended after the window), ``last_op`` (the op that ended last) and ``lane``
+        (where it ran: "thread T", "GPU D stream S"); else None.  A rank without any GPU compute op ran its
+        collectives on the host (gloo's worker threads): those are CPU work, on the thread the lane names."""
+        if not self.ran_on:
+            return None
+        g = self.graph
+        m = self.measured_us or 0.0
+        host_only = not any(not c and t not in COMM_TYPES and t != METADATA_NODE
+                            for c, t in zip(g.is_cpu, g.types))
+        sides: set[str] = set()
+        last, last_end = -1, -math.inf
+        for i, (s, d, t) in enumerate(zip(g.starts, g.durations, g.types)):
+            end = s + d
+            if t == METADATA_NODE or end <= m:
+                continue
+            lane = g.lanes[i]
+            cpu = g.is_cpu[i] or host_only or lane is not None and lane[0] == "cpu"
+            sides.add("CPU" if cpu else "GPU")
+            if end > last_end:
+                last, last_end = i, end
+        lane = g.lanes[last]
+        if lane is None:
+            where = "-"
+        elif lane[0] == "cpu" or host_only:
+            where = f"thread {lane[-1]}"
+        else:
+            where = f"GPU {lane[1]} stream {lane[2]}"
+        return {"work": " and ".join(sorted(sides)), "last_op": g.names[last], "lane": where}
+
     @property
     def total_wait_us(self) -> float:
-        return sum(self.comm_wait.values())
+        """The wall time this rank's coupled collectives waited for their peers: the union of the waits
+        (two collectives waiting at once on two threads count that time once), never more than the replay."""
+        waits = self.comm_wait
+        if len(waits) > 1:
+            index = {nid: i for i, nid in enumerate(self.graph.ids)}
+            starts = self.starts
+            spans = sorted((starts[index[nid]], starts[index[nid]] + w) for nid, w in waits.items() if w > 0)
+            if any(b[0] < a[1] for a, b in zip(spans, spans[1:])):   # waits at once: each instant once
+                return union_us(spans)
+        return sum(waits.values())
 
     def node_times(self) -> dict[int, tuple[float, float]]:
         """node id -> (replayed start, replayed end)."""
@@ -124,7 +186,15 @@ class ReplayResult:
             "replayed_us": self.replayed_us,
             "error_pct": self.error_pct,
             "comm_wait_us": self.total_wait_us,
+            **self._run_on_fields(),
         }
+
+    def _run_on_fields(self) -> dict[str, Any]:
+        """For a rank whose window's work ran on past it: what its error is against, and what ran on."""
+        if not self.ran_on:
+            return {}
+        return {"recorded_end_us": self.recorded_end_us, "error_reference": "recorded_end",
+                "window_error_pct": self.window_error_pct, "ran_on": self.run_on()}
 
 
 @dataclass(slots=True)
@@ -155,19 +225,16 @@ class JobResult:
         On the replay's common clock each rank starts at its ``clock_offset`` (its recorded window start
         relative to the earliest rank's); measured, each rank's window runs from ``measured_start_us`` for
         ``measured_us``.  Without recorded starts, the slowest rank's time.  ``comm_wait_us``: the time the
-        collectives of all ranks waited for their peers.
+        collectives of all ranks waited for their peers (each rank's wall time,
+        :attr:`ReplayResult.total_wait_us`, summed).  When a rank's work ran on past its window
+        (:attr:`ReplayResult.ran_on`), ``error_pct`` is against ``reference_us`` (the same span to each
+        rank's :attr:`ReplayResult.reference_us`), ``error_reference`` says so and ``window_error_pct`` is the
+        error against the windows.
         """
         reps = list(self)
         replayed = max((r.clock_offset + r.replayed_us for r in reps), default=0.0)
-        starts = [r.graph.measured_start_us for r in reps]
-        spans = [r.measured_us for r in reps]
-        measured: float | None = None
-        if reps and all(s is not None for s in starts) and all(m is not None for m in spans):
-            first = min(starts)  # type: ignore[type-var]
-            measured = max(s + m for s, m in zip(starts, spans)) - first  # type: ignore[operator]
-        elif reps and all(m is not None for m in spans):
-            measured = max(spans)  # type: ignore[type-var]
-        return {
+        measured = _job_span(reps, [r.measured_us for r in reps])
+        out = {
             "measured_us": measured,
             "replayed_us": replayed,
             "error_pct": 100.0 * (replayed - measured) / measured if measured else None,
@@ -175,6 +242,14 @@ class JobResult:
             "matched_comm_groups": self.groups,
             "start_offsets_us": {str(r.rank): r.clock_offset for r in reps},
         }
+        ref, ran_on = error_reference(measured, _job_span(reps, [r.reference_us for r in reps])) \
+            if any(r.ran_on for r in reps) else (measured, False)
+        if ran_on:
+            # a rank's work ran on past the job's end: compared with when the last rank's work ended
+            out.update({"reference_us": ref, "error_reference": "recorded_end",
+                        "window_error_pct": out["error_pct"],
+                        "error_pct": 100.0 * (replayed - ref) / ref if ref else None})
+        return out
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -188,6 +263,48 @@ class JobResult:
             "ranks": [r.summary() for r in self],
             **({"whatif": self.whatif.lines()} if self.whatif is not None and self.whatif.lines() else {}),
         }
+
+
+RUN_ON_SHARE = 0.01   # recorded work ending more than 1 % of the window after it: compared with its end
+
+
+def error_reference(measured_us: float | None, recorded_end_us: float | None) -> tuple[float | None, bool]:
+    """``(reference, ran_on)``: what a replay is compared with.  The measured window's length, unless the work
+    started in the window was recorded ending more than :data:`RUN_ON_SHARE` of it after its end (kernels the
+    CPU launched ahead of the GPU; a worker thread's collective still running when the step ended): the
+    replay runs that work to its end, so its reference is when that work ended (``ran_on`` True)."""
+    m, end = measured_us, recorded_end_us
+    if m and end is not None and end > (1.0 + RUN_ON_SHARE) * m:
+        return end, True
+    return m, False
+
+
+def union_us(spans: Sequence[tuple[float, float]]) -> float:
+    """The length of the union of ``(start, end)`` intervals sorted by start."""
+    total = 0.0
+    lo = hi = -math.inf
+    for a, b in spans:
+        if a >= hi:                 # a new stretch: the last one is done
+            if hi > lo:
+                total += hi - lo
+            lo, hi = a, b
+        elif b > hi:
+            hi = b
+    if hi > lo:
+        total += hi - lo
+    return total
+
+
+def _job_span(reps: Sequence[ReplayResult], spans: Sequence[float | None]) -> float | None:
+    """From the first rank's recorded start to the last end of ``spans`` (each rank's, from its own start);
+    without recorded starts, the longest span."""
+    starts = [r.graph.measured_start_us for r in reps]
+    if reps and all(s is not None for s in starts) and all(m is not None for m in spans):
+        first = min(starts)  # type: ignore[type-var]
+        return max(s + m for s, m in zip(starts, spans)) - first  # type: ignore[operator]
+    if reps and all(m is not None for m in spans):
+        return max(spans)  # type: ignore[type-var]
+    return None
 
 
 def round_us(t: float) -> int:

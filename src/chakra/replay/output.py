@@ -140,6 +140,14 @@ def fmt_pct(v: float | None) -> str:
     return "-" if v is None else f"{v:+.2f}%"
 
 
+RUN_ON_MARK = "*"   # an error cell whose reference is the recorded end of the window's work, not its end
+
+
+def fmt_error(pct: float | None, ran_on: bool = False) -> str:
+    """An error cell: the percentage, marked when it is against the recorded end of the window's work."""
+    return fmt_pct(pct) + (RUN_ON_MARK if ran_on and pct is not None else "")
+
+
 def results_table(results: Iterable[ReplayResult], title: str = "Replay") -> Any:
     """A rich Table of measured vs replayed time per rank."""
     from rich.table import Table
@@ -153,21 +161,45 @@ def results_table(results: Iterable[ReplayResult], title: str = "Replay") -> Any
     table.add_column("comm wait (µs)", justify="right")
     for res in results:
         table.add_row("-" if res.rank is None else str(res.rank), f"{res.num_nodes:,}",
-                      fmt_us(res.measured_us), fmt_us(res.replayed_us), fmt_pct(res.error_pct),
+                      fmt_us(res.measured_us), fmt_us(res.replayed_us), fmt_error(res.error_pct, res.ran_on),
                       fmt_us(res.total_wait_us) if res.job else "-")
     return table
 
 
+def job_error(times: dict[str, Any]) -> str:
+    """The whole job's error (:meth:`chakra.replay.api.JobResult.times`), naming its reference when that is
+    the recorded end of the ranks' work rather than their windows'."""
+    if times.get("error_reference") != "recorded_end":
+        return fmt_pct(times["error_pct"])
+    return (f"{fmt_error(times['error_pct'], True)} against the recorded end of the work started in the "
+            f"windows, {fmt_us(times['reference_us'])} µs; {fmt_pct(times['window_error_pct'])} against the "
+            "windows")
+
+
 def overrun_note(rank: Any, measured_us: float | None, recorded_end_us: float | None,
-                 replayed_us: float | None) -> str | None:
-    """A line when a rank's recorded ops ran on after its measured window (by more than 1 %): its measured
-    time is the CPU's steps, while the replay runs the window's GPU work to its end."""
+                 replayed_us: float | None, run_on: dict[str, str] | None = None, diff: str = "error"
+                 ) -> str | None:
+    """A line when a rank's recorded ops ran on after its measured window (by more than 1 %,
+    :func:`chakra.replay.api.error_reference`): its error is then against when that work ended, and the line
+    says so, what ran on (``run_on``: :meth:`chakra.replay.api.ReplayResult.run_on`) and the error against
+    the window's end (``diff``: what the table calls the difference, "error" or a what-if's "change")."""
+    from chakra.replay.api import error_reference
+
     m, end = measured_us, recorded_end_us
-    if not m or end is None or replayed_us is None or end <= 1.01 * m:
+    if replayed_us is None or not error_reference(m, end)[1]:
         return None
-    return (f"rank {'-' if rank is None else rank}: the window's GPU work ran until {fmt_us(end)} µs, "
-            f"{fmt_us(end - m)} µs after the measured window (the CPU ran ahead of the GPU); the replay, "
-            f"which runs that work to its end, is {fmt_pct(100.0 * (replayed_us - end) / end)} of it")
+    assert m and end is not None
+    who = f"rank {'-' if rank is None else rank}"
+    work = (run_on or {}).get("work", "GPU")
+    if work == "GPU":
+        what = f"the window's GPU work ran until {fmt_us(end)} µs, {fmt_us(end - m)} µs after the measured " \
+               "window (the CPU ran ahead of the GPU)"
+    else:
+        assert run_on is not None
+        what = (f"{work} work started in the window ran until {fmt_us(end)} µs, {fmt_us(end - m)} µs after "
+                f"the measured window ({run_on['last_op']} on {run_on['lane']} ended last)")
+    return (f"{RUN_ON_MARK} {who}: {what}; the replay runs that work to its end, so its {diff} is against "
+            f"that end; against the window's end it is {fmt_pct(100.0 * (replayed_us - m) / m)}")
 
 
 def replay_report(paths: list[str], *, job: bool = False, mode: str = "lanes", gaps: bool = True,
@@ -224,7 +256,7 @@ def replay_report(paths: list[str], *, job: bool = False, mode: str = "lanes", g
     console = Console(file=out, width=110)
     console.print(results_table(result, title=title))
     for res in result:
-        note = overrun_note(res.rank, res.measured_us, res.recorded_end_us, res.replayed_us)
+        note = overrun_note(res.rank, res.measured_us, res.recorded_end_us, res.replayed_us, res.run_on())
         if note:
             console.print(note)
     for line in result.whatif.lines() if result.whatif is not None else ():
@@ -233,7 +265,7 @@ def replay_report(paths: list[str], *, job: bool = False, mode: str = "lanes", g
         t = result.times()
         console.print(f"matched communication groups: {result.groups}; job (first rank's start to last "
                       f"rank's end): measured {fmt_us(t['measured_us'])} µs, replayed "
-                      f"{fmt_us(t['replayed_us'])} µs ({fmt_pct(t['error_pct'])})")
+                      f"{fmt_us(t['replayed_us'])} µs ({job_error(t)})")
         console.print(result.collective_note)
     return 0
 
