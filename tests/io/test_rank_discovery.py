@@ -200,3 +200,36 @@ def test_harness_on_an_archive_of_kineto_traces(tmp_path: Path) -> None:
     assert len(lines) == 2 and all(ln.startswith("Validation successful for ") for ln in lines)
     etp = load_json(tmp_path / "x" / "gloo_kineto_2r" / "chakra_et_plus_1.json")
     assert etp["link_stats"]["strategy"] == "kineto_only"
+
+
+def test_no_traces_found_says_what_was_found_and_what_is_missing(tmp_path: Path) -> None:
+    # host ETs without their Kineto partners
+    only_host = tmp_path / "only_host"
+    only_host.mkdir()
+    for r in (0, 1):
+        shutil.copy(DATA / "gloo_mlp_2r" / f"host_et_{r}.json.gz", only_host)
+    with pytest.raises(UsageError) as exc:
+        find_ranks(only_host)
+    assert ("Found host ETs of ranks 0, 1 (host_et_0.json.gz, host_et_1.json.gz) without Kineto partners: "
+            "each rank needs its Kineto trace too") in str(exc.value)
+    # a folder of jobs: the traces are one folder down
+    jobs = tmp_path / "jobs"
+    for name in ("gloo_mlp_2r", "gloo_skew_2r"):
+        shutil.copytree(DATA / name, jobs / name)
+    (jobs / "notes").mkdir()
+    put(jobs / "notes" / "summary.json")
+    with pytest.raises(UsageError) as exc:
+        find_ranks(jobs)
+    assert ("Found traces one folder down: gloo_mlp_2r/ (2 ranks), gloo_skew_2r/ (2 ranks): give one of "
+            "those folders; JSON files of other names one folder down, in notes/.") in str(exc.value)
+    # files whose names say no rank: what their content is
+    unnamed = tmp_path / "unnamed"
+    unnamed.mkdir()
+    shutil.copy(DATA / "gloo_mlp_2r" / "host_et_0.json.gz", unnamed / "trace.json.gz")
+    shutil.copy(DATA / "gloo_mlp_2r" / "kineto_0.json.gz", unnamed / "profile.pt.trace.json.gz")
+    shutil.copy(DATA / "gloo_mlp_2r" / "kineto_1.json.gz", unnamed / "profile_b.json.gz")
+    with pytest.raises(UsageError) as exc:
+        find_ranks(unnamed)
+    assert ("Found 3 JSON files whose names say no rank: profile.pt.trace.json.gz, profile_b.json.gz, "
+            "trace.json.gz (by content: 1 host ET, 2 Kineto traces). Other names: --host-pattern / "
+            "--device-pattern") in str(exc.value)

@@ -184,6 +184,73 @@ def _looked_for(naming: RankNaming, rank: int | None = None, what: str = "both")
     return "; ".join(parts) + where
 
 
+_OTHER_NAMES = ("Other names: --host-pattern / --device-pattern, e.g. --device-pattern "
+                "'traces/worker{rank}.pt.trace.json'")
+_SHOWN = 4   # files / folders named in a message, at most
+
+
+def _rank_span(ranks: Iterable[int]) -> str:
+    rs = sorted(ranks)
+    what = "rank" if len(rs) == 1 else "ranks"
+    if len(rs) > 2 and rs == list(range(rs[0], rs[-1] + 1)):
+        return f"{what} {rs[0]}-{rs[-1]}"
+    return f"{what} " + ", ".join(map(str, rs))
+
+
+def _some(names: list[str]) -> str:
+    return ", ".join(names[:_SHOWN]) + (f", ... ({len(names)} in all)" if len(names) > _SHOWN else "")
+
+
+def _plural(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def _json_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.is_file() and p.name.endswith((".json", ".json.gz")))
+
+
+def _what_is_there(root: Path, naming: RankNaming, hosts: dict[int, Path], kinetos: dict[int, Path],
+                   kineto_only: bool) -> str:
+    """Why no rank was found, in words: the traces found without their partner, the JSON files whose names
+    say no rank (and what their content is), the traces one folder down."""
+    said = []
+    if hosts and not kinetos:
+        said.append(f"host ETs of {_rank_span(hosts)} ({_some(sorted(p.name for p in hosts.values()))}) "
+                    "without Kineto partners: each rank needs its Kineto trace too (a host ET alone converts "
+                    "without timing: chakra_converter PyTorch --input HOST_ET)")
+    elif hosts and kinetos and not kineto_only:
+        said.append(f"host ETs of {_rank_span(hosts)} and Kineto traces of {_rank_span(kinetos)}: no rank "
+                    "has both")
+    known = {p.resolve() for p in (*hosts.values(), *kinetos.values())}
+    others = [p for sub in _SUBDIRS for d in [root / sub if sub else root] if d.is_dir()
+              for p in _json_files(d) if p.resolve() not in known]
+    if others:
+        kinds = [trace_kind(p) for p in others[:20]]
+        content = ", ".join(_plural(kinds.count(k), name) for k, name in (("host", "host ET"),
+                                                                           ("kineto", "Kineto trace"))
+                            if kinds.count(k))
+        if content and len(kinds) < len(others):
+            content += f" of the first {len(kinds)}"
+        said.append(f"{_plural(len(others), 'JSON file')} whose names say no rank: "
+                    f"{_some([p.relative_to(root).as_posix() for p in others])}"
+                    + (f" (by content: {content})" if content else ""))
+    with_ranks, other = [], []
+    for d in sorted(p for p in root.iterdir() if p.is_dir() and p.name not in _SUBDIRS):
+        sub_hosts, sub_kinetos = _scan(d, naming)
+        ranks = set(sub_kinetos) if kineto_only or not sub_hosts else set(sub_hosts) & set(sub_kinetos)
+        if ranks:
+            with_ranks.append(f"{d.name}/ ({_plural(len(ranks), 'rank')})")
+        elif _json_files(d):
+            other.append(f"{d.name}/")
+    if with_ranks:
+        said.append(f"traces one folder down: {_some(with_ranks)}: give one of those folders")
+    if other:
+        said.append(f"JSON files of other names one folder down, in {_some(other)}")
+    if not said:
+        said.append("no JSON file in the folder (nor in host/ or device/)")
+    return "Found " + "; ".join(said) + ". " + _OTHER_NAMES
+
+
 def find_ranks(folder: str | os.PathLike[str], ranks: Iterable[int] | None = None,
                naming: RankNaming | None = None, complete: bool = False) -> list[RankFiles]:
     """The host ET + Kineto trace of every rank of ``folder``, by rank.
@@ -228,9 +295,8 @@ def find_ranks(folder: str | os.PathLike[str], ranks: Iterable[int] | None = Non
     else:
         found = sorted(set(hosts) & set(kinetos))
     if not found:
-        raise UsageError(f"{root}: no traces found; looked for {_looked_for(naming)}. Other names: "
-                         "--host-pattern / --device-pattern, e.g. --device-pattern "
-                         "'traces/worker{rank}.pt.trace.json'")
+        raise UsageError(f"{root}: no traces found; looked for {_looked_for(naming)}. "
+                         f"{_what_is_there(root, naming, hosts, kinetos, kineto_only)}")
     if not kineto_only:
         partial = sorted(set(hosts) ^ set(kinetos))
         if partial and complete:
