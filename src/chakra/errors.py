@@ -7,6 +7,10 @@ data) or 2 (bad usage) without a traceback unless ``--debug`` is given.
 
 from __future__ import annotations
 
+#: the option (validate, replay --job, pipeline) that goes on with a job of which ranks are missing; the
+#: error that refuses such a job names it
+MISSING_RANKS_OPTION = "--allow-missing-ranks"
+
 
 class ChakraError(Exception):
     """Base class of all errors the toolkit reports to a user."""

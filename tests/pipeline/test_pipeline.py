@@ -86,12 +86,22 @@ def test_a_job_with_a_rank_missing_its_kineto_trace_is_refused(tmp_path: Path, d
     src = tmp_path / "job"
     shutil.copytree(data_dir / "gloo_mlp_2r", src)
     (src / "kineto_1.json.gz").unlink()
-    for extra in (["--job"], ["--astrasim"]):
+    # its traces say the job has 2 ranks (distributedInfo world_size 2): rank 1 is missing, per rank too
+    for extra in (["--job"], ["--astrasim"], []):
         assert pipeline_cli.main([str(src), "-o", str(tmp_path / "out"), "-q", *extra]) == 1
-        assert "rank 1 has only a host ET file: the whole job needs" in capsys.readouterr().err
+        assert ("the job has 2 ranks (distributedInfo of kineto_0.json.gz: world_size 2); missing: rank 1 "
+                "(only a host ET): give every rank's files, or --allow-missing-ranks to go on with rank 0 "
+                "alone" in capsys.readouterr().err)
         assert not (tmp_path / "out").exists()
-    assert pipeline_cli.main([str(src), "-o", str(tmp_path / "out"), "-q"]) == 0   # alone: rank 0 only
+    # asked for: rank 0 alone
+    assert pipeline_cli.main([str(src), "-o", str(tmp_path / "out"), "-q", "--allow-missing-ranks"]) == 0
     assert sorted(p.name for p in (tmp_path / "out").glob("*.et")) == ["job.0.et"]
+    # a job whose traces do not say how many ranks it has: the whole job still needs both files of a rank
+    kin = json.loads(gzip.decompress((src / "kineto_0.json.gz").read_bytes()))
+    del kin["distributedInfo"]
+    (src / "kineto_0.json.gz").write_bytes(gzip.compress(json.dumps(kin).encode()))
+    assert pipeline_cli.main([str(src), "-o", str(tmp_path / "out2"), "-q", "--job"]) == 1
+    assert "rank 1 has only a host ET file: the whole job needs" in capsys.readouterr().err
 
 
 def test_find_ranks_errors(tmp_path: Path) -> None:
@@ -371,8 +381,9 @@ def test_pipeline_rank_of_the_trace_wins_over_the_file_name(tmp_path: Path,
     kin = load_json(DATA / "gloo_mlp_2r" / "kineto_0.json.gz")
     del kin["distributedInfo"]
     (src / "kineto_4.json").write_text(json.dumps(kin))
+    # (rank 3's distributedInfo says the job has 2 ranks: 0 is missing; asked to go on)
     with caplog.at_level(logging.WARNING):
-        res = run_pipeline(src, tmp_path / "out", jobs=1)
+        res = run_pipeline(src, tmp_path / "out", jobs=1, allow_missing_ranks=True)
     assert [r["rank"] for r in res.summary["ranks"]] == [3, 4]      # outputs are named by the files
     assert load_json(tmp_path / "out" / "et_plus_3.json")["rank"] == 1
     assert load_json(tmp_path / "out" / "et_plus_4.json")["rank"] == 4

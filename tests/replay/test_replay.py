@@ -553,8 +553,10 @@ def test_host_comm_record_without_stream_stays_on_its_thread():
 def test_rank_from_filename():
     assert rank_from_filename("/x/all_reduce_4npus_1MB.3.et") == 3
     assert rank_from_filename("a/chakra.12.et.gz") == 12
-    assert rank_from_filename("trace_5.et") == 5
     assert rank_from_filename("trace.et") is None
+    # digits that follow no rank convention are no rank (a process id: a Kineto-only rank's file)
+    assert rank_from_filename("trace_1016005.et") is None and rank_from_filename("trace_5.et") is None
+    assert rank_from_filename("dir/rank-3.json") == 3 and rank_from_filename("chakra_et_plus_2.json") == 2
 
 
 def test_timeline_draws_a_parent_around_its_children():

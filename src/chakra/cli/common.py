@@ -27,7 +27,7 @@ from types import FrameType
 from typing import Any
 
 from chakra import __version__
-from chakra.errors import ChakraError, TraceFormatError, UsageError
+from chakra.errors import MISSING_RANKS_OPTION, ChakraError, TraceFormatError, UsageError
 
 LOG_FORMAT = "[%(asctime)s] %(levelname)s %(name)s: %(message)s"
 DEFAULT_LOG_LEVEL = "WARNING"
@@ -188,6 +188,16 @@ def add_common_args(parser: argparse.ArgumentParser) -> None:
                         help="log what is done (INFO); -vv: DEBUG")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress bars, warnings only")
+
+
+def add_missing_ranks(parser: argparse.ArgumentParser, doing: str) -> None:
+    """``--allow-missing-ranks``, one name in every command that takes a whole job (validate, replay --job,
+    pipeline): by default a job of which the traces say it has more ranks than were given is refused,
+    naming the missing ranks; with it, ``doing`` goes on with the ranks given (a warning names the others)."""
+    parser.add_argument(MISSING_RANKS_OPTION, dest="allow_missing_ranks", action="store_true",
+                        help="when the traces' process-group table (world size, the groups' ranks) says the "
+                             f"job has ranks that were not given, {doing} the ranks given alone (default: "
+                             "refuse, naming the missing ranks)")
 
 
 def add_inputs(parser: argparse.ArgumentParser, metavar: str, help: str) -> None:

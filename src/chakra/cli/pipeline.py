@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from chakra.cli.common import ArgumentParser, add_common_args, command, show_progress, start_logging
+from chakra.cli.common import (
+    ArgumentParser,
+    add_common_args,
+    add_missing_ranks,
+    command,
+    show_progress,
+    start_logging,
+)
 
 PROG = "chakra pipeline"
 DESCRIPTION = """
@@ -64,6 +71,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true",
                    help="link a rank whose host ET and Kineto trace look like different runs (start times "
                         "days apart) or, without a ProfilerStep, do not align (refused otherwise)")
+    add_missing_ranks(p, "link, convert and replay")
     from chakra.cli.replay import add_whatif_args
 
     add_whatif_args(p)
@@ -80,7 +88,8 @@ def _run(args: argparse.Namespace) -> int:
     return pipeline_command(args.folder, args.output_dir, jobs=args.jobs, scheduler=args.scheduler,
                             job_replay=args.job, mode=args.mode, name=args.name, step=args.step,
                             progress=show_progress(args.quiet), astrasim=args.astrasim,
-                            simulator=args.simulator, naming=naming, whatif=args.whatif, force=args.force)
+                            simulator=args.simulator, naming=naming, whatif=args.whatif, force=args.force,
+                            allow_missing_ranks=args.allow_missing_ranks)
 
 
 def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from chakra.cli.common import ArgumentParser, add_common_args, add_inputs, command, inputs_of, start_logging
+from chakra.cli.common import (
+    ArgumentParser,
+    add_common_args,
+    add_inputs,
+    add_missing_ranks,
+    command,
+    inputs_of,
+    start_logging,
+)
 
 PROG = "chakra replay"
 DESCRIPTION = """
@@ -42,6 +50,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--unknown-group", choices=("error", "world"), default="error",
                    help="--job: a collective whose process group no table lists is an error (default) or "
                         "couples all ranks (world)")
+    add_missing_ranks(p, "--job: replay")
     p.add_argument("--ignore-missing-deps", action="store_true",
                    help="drop dependencies on node ids that are not in the file instead of failing")
     p.add_argument("--timeline", metavar="OUT.json",
@@ -113,7 +122,7 @@ def _run(args: argparse.Namespace) -> int:
                          missing="ignore" if args.ignore_missing_deps else "error",
                          timeline_path=args.timeline, log_path=args.log, as_json=args.json,
                          comm_groups=args.comm_group, unknown_group=args.unknown_group,
-                         whatif=args.whatif)
+                         whatif=args.whatif, allow_missing_ranks=args.allow_missing_ranks)
 
 
 def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:

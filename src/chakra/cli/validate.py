@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from chakra.cli.common import ArgumentParser, add_common_args, add_inputs, command, inputs_of, start_logging
+from chakra.cli.common import (
+    ArgumentParser,
+    add_common_args,
+    add_inputs,
+    add_missing_ranks,
+    command,
+    inputs_of,
+    start_logging,
+)
 
 PROG = "chakra validate"
 DESCRIPTION = """
@@ -32,6 +40,7 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
                         "writes one): its npus_count must multiply to the job's ranks and hold every "
                         "group's ranks")
     p.add_argument("--limit", type=int, default=20, help="problems listed at most (default 20)")
+    add_missing_ranks(p, "check")
     add_common_args(p)
     p.set_defaults(log_level="WARNING")
     return p
@@ -42,7 +51,7 @@ def _run(args: argparse.Namespace) -> int:
 
     start_logging(args)
     return validate_command(inputs_of(args), comm_group=args.comm_group, limit=max(1, args.limit),
-                            network=args.network)
+                            network=args.network, allow_missing_ranks=args.allow_missing_ranks)
 
 
 main, console = command(_run, build_parser, PROG)

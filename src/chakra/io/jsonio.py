@@ -287,6 +287,41 @@ KIND_PEEK_BYTES = 1 << 20
 _KIND_KEYS = ((b'"nodes"', "host"), (b'"traceEvents"', "kineto"))
 
 
+def read_head(path: str | os.PathLike[str], peek: int = KIND_PEEK_BYTES) -> bytes | None:
+    """The first ``peek`` bytes of a file, gunzipped when it is gzip; None when it cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(2)
+            fh.seek(0)
+            if raw == GZIP_MAGIC:
+                with gzip.GzipFile(fileobj=fh, mode="rb") as gz:
+                    return gz.read(peek)
+            return fh.read(peek)
+    except (OSError, EOFError, zlib.error):
+        return None
+
+
+def distributed_info(path: str | os.PathLike[str], peek: int = KIND_PEEK_BYTES) -> dict[str, Any] | None:
+    """A Kineto trace's top-level ``distributedInfo`` object (rank, world size, process groups), read from
+    the first ``peek`` bytes (Kineto writes it before ``traceEvents``), or None when it is not there."""
+    head = read_head(path, peek)
+    if head is None:
+        return None
+    k = head.find(b'"distributedInfo"')
+    if k < 0:
+        return None
+    start = head.find(b"{", k)
+    if start < 0 or head[k + len(b'"distributedInfo"'):start].strip(b" \t\r\n:"):
+        return None
+    import json  # (the stdlib's: orjson parses whole documents only)
+
+    try:
+        value, _ = json.JSONDecoder().raw_decode(head[start:].decode("utf-8", errors="replace"))
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def trace_kind(path: str | os.PathLike[str], peek: int = KIND_PEEK_BYTES) -> str | None:
     """``"host"`` (a host ET or ET+: a top-level ``"nodes"`` list), ``"kineto"`` (``"traceEvents"``) or
     None, from the first ``peek`` bytes of the file (gunzipped): for file names that do not say which
@@ -294,16 +329,8 @@ def trace_kind(path: str | os.PathLike[str], peek: int = KIND_PEEK_BYTES) -> str
 
     Only a first MiB is read: the list key of a host ET comes after a few short keys, and a Kineto
     trace's after its device properties and distributed info."""
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(2)
-            fh.seek(0)
-            if raw == GZIP_MAGIC:
-                with gzip.GzipFile(fileobj=fh, mode="rb") as gz:
-                    head = gz.read(peek)
-            else:
-                head = fh.read(peek)
-    except (OSError, EOFError, zlib.error):
+    head = read_head(path, peek)
+    if head is None:
         return None
     best: tuple[int, str] | None = None
     for key, kind in _KIND_KEYS:

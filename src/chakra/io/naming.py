@@ -1,15 +1,24 @@
-"""What file names say: the rank of a per-rank file."""
+"""What file names say: the rank of a per-rank file.
+
+Only names that say "rank" by a convention do: ``<prefix>.<rank>.et`` (Chakra's and ASTRA-sim's workload
+files), ``...rank<N>`` / ``rank-<N>`` / ``rank_<N>`` before the extension, and this toolkit's ET+ names
+``et_plus_<N>.json``.  Other digits of a name (``trace_1016005.et``: a process id, a date) are no rank: a
+file without one is the rank of its position among the inputs.
+"""
 
 from __future__ import annotations
 
 import os
 import re
 
-# <prefix>.<rank>.et (the Chakra convention), <prefix>_<rank>.et, <prefix>-<rank>.json, ..._rank<N>.et.gz
-_RANK_IN_NAME = re.compile(r"(?:^|[._-]|rank)(\d+)\.(?:et|json)(?:\.gz)?$")
+_RANK_IN_NAME = re.compile(r"(?:\.(\d+)\.et|(?:^|[._-])rank[-_]?(\d+)\.(?:et|json)|(?:^|_)et_plus_(\d+)\.json)"
+                           r"(?:\.gz)?$")
 
 
 def rank_from_filename(path: str | os.PathLike[str]) -> int | None:
-    """``trace.3.et`` / ``trace_3.et.gz`` / ``et_plus_3.json`` / ``real_2023_rank0.et.gz`` -> the rank."""
+    """``trace.3.et`` / ``chakra.12.et.gz`` / ``et_plus_3.json`` / ``real_2023_rank0.et.gz`` -> the rank;
+    ``trace_1016005.et`` -> None (see the module doc)."""
     m = _RANK_IN_NAME.search(os.path.basename(os.fspath(path)))
-    return int(m.group(1)) if m else None
+    if not m:
+        return None
+    return int(next(g for g in m.groups() if g is not None))

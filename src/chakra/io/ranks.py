@@ -10,13 +10,13 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from chakra.errors import TraceFormatError, UsageError
-from chakra.io.jsonio import trace_kind
+from chakra.errors import MISSING_RANKS_OPTION, TraceFormatError, UsageError
+from chakra.io.jsonio import distributed_info, trace_kind
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +34,90 @@ HOST_PATTERNS = ", ".join(n + "N" for n in _HOST_NAMES)
 KINETO_PATTERNS = ", ".join(n + "N" for n in _KINETO_NAMES)
 EITHER_PATTERNS = ", ".join(n + "N" for n in _EITHER_NAMES)
 RANK_FIELD = "{rank}"
+
+
+@dataclass(frozen=True, slots=True)
+class RankClaim:
+    """What a trace says of the job's size: it has at least ranks ``0 .. ranks-1`` (``says``: who says so,
+    for a message)."""
+
+    ranks: int
+    says: str
+
+
+def group_claims(groups: Iterable[tuple[str, Sequence[int], int | None]], where: str) -> list[RankClaim]:
+    """Claims of a process-group table: ``(name, ranks, size)`` per group; the world's size is the job's
+    (a group named ``"0"`` or ``""``, or one with ``default_pg`` semantics), any group's ranks are global
+    ranks of the job."""
+    out = []
+    for name, ranks, size in groups:
+        if ranks:
+            out.append(RankClaim(max(ranks) + 1, f"process group {name!r} of {where} lists ranks "
+                                                  f"{_rank_list(ranks)}"))
+        elif size and str(name) in ("", "0"):
+            out.append(RankClaim(size, f"the world group of {where} has {size} ranks"))
+    return out
+
+
+def distributed_claims(info: dict[str, Any] | None, where: str) -> list[RankClaim]:
+    """Claims of a Kineto trace's ``distributedInfo``: ``world_size``, and its ``pg_config`` groups."""
+    if not isinstance(info, dict):
+        return []
+    out = []
+    ws = info.get("world_size")
+    if type(ws) is int and ws > 0:
+        out.append(RankClaim(ws, f"distributedInfo of {where}: world_size {ws}"))
+    groups = []
+    for pg in info.get("pg_config") or ():
+        if isinstance(pg, dict):
+            ranks = [r for r in pg.get("ranks") or () if type(r) is int and r >= 0]
+            size = pg.get("pg_size")
+            groups.append((str(pg.get("pg_name", "")), ranks, size if type(size) is int else None))
+    return out + group_claims(groups, f"distributedInfo of {where}")
+
+
+def _rank_list(ranks: Iterable[int]) -> str:
+    rs = sorted(set(ranks))
+    if len(rs) > 3 and rs == list(range(rs[0], rs[-1] + 1)):
+        return f"[{rs[0]}..{rs[-1]}]"
+    return "[" + ", ".join(map(str, rs)) + "]"
+
+
+def missing_ranks(held: Iterable[int], claims: Iterable[RankClaim]) -> tuple[list[int], RankClaim] | None:
+    """The ranks the job has that are not ``held``, and the largest claim (what says the job has them), or
+    None when nothing is missing or no trace says how many ranks the job has (nothing to check)."""
+    best = max(claims, key=lambda c: c.ranks, default=None)
+    if best is None:
+        return None
+    have = set(held)
+    missing = [r for r in range(best.ranks) if r not in have]
+    return (missing, best) if missing else None
+
+
+def missing_text(missing: list[int], claim: RankClaim, why: dict[int, str] | None = None) -> str:
+    """``the job has N ranks (what says so); missing: ranks a, b (what was found of them)``."""
+    names = ", ".join(f"{r} ({why[r]})" if why and r in why else str(r) for r in missing)
+    return (f"the job has {claim.ranks} ranks ({claim.says}); missing: rank{'s' if len(missing) > 1 else ''} "
+            f"{names}")
+
+
+def check_complete(held: Iterable[int], claims: Iterable[RankClaim], *, allow: bool, doing: str,
+                   where: str | os.PathLike[str] | None = None, why: dict[int, str] | None = None) -> None:
+    """Refuse (exit 1) a job of which ranks are missing, naming them and what says the job has them; with
+    ``allow`` (:data:`MISSING_RANKS_OPTION`), say so in a warning and go on.  ``doing``: what goes on with the
+    ranks held ("replaying", ...); ``why``: per missing rank, what was found of it instead."""
+    held = sorted(set(held))
+    found = missing_ranks(held, claims)
+    if found is None:
+        return
+    text = missing_text(*found, why)
+    these = f"rank{'s' if len(held) > 1 else ''} {', '.join(map(str, held))}"
+    if allow:
+        log.warning("%s%s: %s %s alone (%s)", f"{where}: " if where is not None else "", text, doing, these,
+                    MISSING_RANKS_OPTION)
+        return
+    raise TraceFormatError(f"{text}: give every rank's files, or {MISSING_RANKS_OPTION} to go on with "
+                           f"{these} alone", os.fspath(where) if where is not None else None)
 
 
 class RankFiles(NamedTuple):
@@ -251,8 +335,31 @@ def _what_is_there(root: Path, naming: RankNaming, hosts: dict[int, Path], kinet
     return "Found " + "; ".join(said) + ". " + _OTHER_NAMES
 
 
+def _recorded_rank(info: dict[str, Any] | None, named: int) -> int:
+    """The rank a Kineto trace's ``distributedInfo`` records, else ``named`` (its file name's)."""
+    own = (info or {}).get("rank")
+    return own if type(own) is int and own >= 0 else named
+
+
+def _own_ranks(kinetos: dict[int, Path], infos: dict[Path, dict[str, Any] | None], root: Path
+               ) -> dict[int, Path]:
+    """Kineto traces linked alone, by the rank each records (``distributedInfo.rank``), else by the rank of
+    its name ({rank} of the pattern): never a number of a name over the trace's own rank."""
+    out: dict[int, Path] = {}
+    for named, p in sorted(kinetos.items()):
+        rank = _recorded_rank(infos.get(p), named)
+        if rank != named:
+            log.info("%s: distributedInfo says rank %d (the name says %d): rank %d", p, rank, named, rank)
+        if rank in out:
+            raise TraceFormatError(f"{out[rank].name} and {p.name} are both rank {rank} (their "
+                                   "distributedInfo or their names say so)", os.fspath(root))
+        out[rank] = p
+    return out
+
+
 def find_ranks(folder: str | os.PathLike[str], ranks: Iterable[int] | None = None,
-               naming: RankNaming | None = None, complete: bool = False) -> list[RankFiles]:
+               naming: RankNaming | None = None, complete: bool = False, allow_missing: bool | None = None
+               ) -> list[RankFiles]:
     """The host ET + Kineto trace of every rank of ``folder``, by rank.
 
     Looks in ``folder`` itself and in its ``host/`` and ``device/`` subfolders for the built-in names
@@ -268,6 +375,11 @@ def find_ranks(folder: str | os.PathLike[str], ranks: Iterable[int] | None = Non
     a missing file is an error.  Nothing found is a UsageError that lists what was looked for.
     ``complete`` (a whole-job replay, an ASTRA-sim job: every rank is needed): a rank with only one of
     its two files is an error instead of a warning.
+
+    A Kineto trace linked alone is the rank its ``distributedInfo`` records, else the rank of its name.
+    ``allow_missing`` (None: not checked): when the Kineto traces' ``distributedInfo`` says how many ranks the
+    job has (``world_size``, the process groups' ranks), a rank without its files is an error naming it
+    (:func:`check_complete`), or with ``allow_missing`` a warning (the ranks found go on alone).
     """
     naming = naming or RankNaming()
     root = Path(folder)
@@ -279,6 +391,10 @@ def find_ranks(folder: str | os.PathLike[str], ranks: Iterable[int] | None = Non
         log.info("%s: no host ET found (looked for %s): linking each rank's Kineto trace alone", root,
                  _looked_for(naming, what="host"))
         kineto_only = True
+    infos = {p: distributed_info(p) for p in kinetos.values()} \
+        if kineto_only or allow_missing is not None else {}
+    if kineto_only:
+        kinetos = _own_ranks(kinetos, infos, root)
     if ranks is not None:
         out = []
         for r in ranks:
@@ -297,9 +413,15 @@ def find_ranks(folder: str | os.PathLike[str], ranks: Iterable[int] | None = Non
     if not found:
         raise UsageError(f"{root}: no traces found; looked for {_looked_for(naming)}. "
                          f"{_what_is_there(root, naming, hosts, kinetos, kineto_only)}")
+    partial = [] if kineto_only else sorted(set(hosts) ^ set(kinetos))
+    if allow_missing is not None:
+        claims = [c for p in kinetos.values() for c in distributed_claims(infos.get(p), p.name)]
+        why = {r: f"only a {'host ET' if r in hosts else 'Kineto trace'}" for r in partial}
+        # the ranks held are those the traces record where they say (a misnamed file is not a missing rank)
+        held = [_recorded_rank(infos.get(kinetos[r]), r) if r in kinetos else r for r in found]
+        check_complete(held, claims, allow=allow_missing, doing="going on with", where=root, why=why)
     if not kineto_only:
-        partial = sorted(set(hosts) ^ set(kinetos))
-        if partial and complete:
+        if partial and complete and not allow_missing:
             which = ", ".join(f"rank {r} has only a {'host ET' if r in hosts else 'Kineto'} file"
                               for r in partial)
             raise TraceFormatError(f"{which}: the whole job needs every rank's host ET and Kineto trace "

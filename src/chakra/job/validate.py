@@ -37,8 +37,9 @@ from dataclasses import dataclass, field
 from chakra import schema as pb
 from chakra.convert.attrs import FIXED_FIELDS
 from chakra.convert.graph import CycleError, topological_order
-from chakra.errors import ChakraError, UsageError
+from chakra.errors import MISSING_RANKS_OPTION, ChakraError, UsageError
 from chakra.io.naming import rank_from_filename
+from chakra.io.ranks import RankClaim, group_claims, missing_ranks, missing_text
 from chakra.job.etfile import COMM_NODE_TYPES, EtFile, comm_of, node_attrs, read_comm_groups, read_et
 from chakra.job.match import (
     COLLECTIVE_NAMES,
@@ -203,8 +204,10 @@ def _cycle(nodes: list, index: dict[int, int]) -> tuple[list[int], list[int] | N
         return [*exc.cycle, exc.cycle[0]], None
 
 
-def _job_checks(ranks: list[RankComms], groups: dict[str, tuple[int, ...]], out: list[Problem]) -> int:
-    """Cross-rank checks; returns the number of groups seen."""
+def _job_checks(ranks: list[RankComms], groups: dict[str, tuple[int, ...]], out: list[Problem],
+                subset: bool = False) -> int:
+    """Cross-rank checks; returns the number of groups seen.  ``subset``: the ranks are some of the job's
+    (``--allow-missing-ranks``): a group's members outside them are left out of its checks."""
     before = len(out)
     everyone = tuple(sorted(rc.rank for rc in ranks))
     job = set(everyone)
@@ -217,7 +220,7 @@ def _job_checks(ranks: list[RankComms], groups: dict[str, tuple[int, ...]], out:
                 members = (groups.get(pg) or everyone) if pg else everyone
                 if pg and pg not in groups:
                     continue   # reported per file
-                d = by_group.setdefault(pg, {x: [] for x in members})
+                d = by_group.setdefault(pg, {x: [] for x in members if not subset or x in job})
                 d.setdefault(rc.rank, []).append(c)
             elif c.peer is not None:
                 src, dst = (rc.rank, c.peer) if c.kind == COMM_SEND else (c.peer, rc.rank)
@@ -295,10 +298,35 @@ def _job_checks(ranks: list[RankComms], groups: dict[str, tuple[int, ...]], out:
     return len(by_group)
 
 
+def job_claims(files: Sequence[EtFile], groups: dict[str, tuple[int, ...]], comm_group: str | None
+               ) -> list[RankClaim]:
+    """What the files (and a comm-group file) say of how many ranks the job has: the world size in their
+    metadata, their process-group tables (GlobalMetadata or a METADATA node), the ``pg_size`` recorded on a
+    collective of the world group."""
+    out: list[RankClaim] = []
+    for f in files:
+        where = os.path.basename(f.path)
+        if f.world_size:
+            out.append(RankClaim(f.world_size, f"world_size {f.world_size} in the metadata of {where}"))
+        out += group_claims(((pg, m, None) for pg, m in f.groups.items()), where)
+        sizes = [a["pg_size"] for n in f.nodes if n.type == pb.COMM_COLL_NODE
+                 for a in [node_attrs(n)] if type(a.get("pg_size")) is int and a["pg_size"] > 0
+                 and world_pg(str(a.get("pg_name") or ""))]
+        if sizes:
+            out.append(RankClaim(max(sizes), f"a world collective of {where} records pg_size {max(sizes)}"))
+    if comm_group is not None:
+        out += group_claims(((pg, m, None) for pg, m in groups.items()), os.path.basename(comm_group))
+    return out
+
+
 def validate(inputs: Sequence[str | os.PathLike[str]], *, comm_group: str | os.PathLike[str] | None = None,
-             network: str | os.PathLike[str] | None = None) -> Validation:
+             network: str | os.PathLike[str] | None = None, allow_missing_ranks: bool = False) -> Validation:
     """Check a job's (or one rank's) files; decoding errors raise, contract problems are returned.
-    ``network``: the ASTRA-sim network file the job is to run with (its NPUs must be the job's ranks)."""
+    ``network``: the ASTRA-sim network file the job is to run with (its NPUs must be the job's ranks).
+
+    A job of which the files say it has more ranks than were given (:func:`job_claims`) is a problem naming
+    the missing ranks (the simulator waits forever for them), or with ``allow_missing_ranks`` a note, and the
+    ranks given are checked among themselves."""
     if not inputs:
         raise UsageError("no files to validate")
     files: list[EtFile] = []
@@ -320,6 +348,15 @@ def validate(inputs: Sequence[str | os.PathLike[str]], *, comm_group: str | os.P
     ranks = sorted(seen)
     world = tuple(range(max(max(ranks) + 1, max((f.world_size or 0) for f in files))))
     res = Validation(ranks=ranks)
+    lacking = missing_ranks(ranks, job_claims(files, groups, None if comm_group is None else str(comm_group)))
+    if lacking is not None:
+        text = missing_text(*lacking)
+        if allow_missing_ranks:
+            these = f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}"
+            res.notes.append(f"{text}: checked {these} alone ({MISSING_RANKS_OPTION})")
+        else:
+            res.problems.append(Problem(None, f"{text} (ASTRA-sim waits for them forever): give every rank's "
+                                              f"file, or {MISSING_RANKS_OPTION} to check these alone"))
     comms: list[RankComms] = []
     for f in sorted(files, key=lambda f: f.rank):
         res.nodes += len(f.nodes)
@@ -334,7 +371,8 @@ def validate(inputs: Sequence[str | os.PathLike[str]], *, comm_group: str | os.P
     if network is not None:
         _network_checks(network, ranks, groups, res.problems)
     if len(files) > 1:
-        res.groups = _job_checks(comms, {k: v for k, v in groups.items() if not world_pg(k)}, res.problems)
+        res.groups = _job_checks(comms, {k: v for k, v in groups.items() if not world_pg(k)}, res.problems,
+                                 allow_missing_ranks)
     else:
         res.groups = len({c.pg for rc in comms for c in rc.comms if c.kind == COMM_COLL})
     return res
@@ -364,11 +402,13 @@ def _network_checks(path: str | os.PathLike[str], ranks: list[int], groups: dict
 
 
 def validate_command(inputs: Sequence[str], *, comm_group: str | None = None, limit: int = 20,
-                     stream: object = None, network: str | None = None) -> int:
+                     stream: object = None, network: str | None = None, allow_missing_ranks: bool = False
+                     ) -> int:
     import sys
 
     out = stream if stream is not None else sys.stdout
-    res = validate(expand_inputs(inputs), comm_group=comm_group, network=network)
+    res = validate(expand_inputs(inputs), comm_group=comm_group, network=network,
+                   allow_missing_ranks=allow_missing_ranks)
     for note in res.notes:
         out.write(f"note: {note}\n")   # type: ignore[attr-defined]
     if res.ok:

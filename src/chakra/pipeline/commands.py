@@ -20,11 +20,13 @@ def pipeline_command(folder: str, output_dir: str, *, jobs: int | None = None, s
                      job_replay: bool = False, mode: str = "lanes", progress: bool = False,
                      name: str | None = None, stream: TextIO | None = None, astrasim: bool = False,
                      simulator: str | None = None, naming: RankNaming | None = None,
-                     step: int | None = None, whatif: Any = None, force: bool = False) -> int:
+                     step: int | None = None, whatif: Any = None, force: bool = False,
+                     allow_missing_ranks: bool = False) -> int:
     """What ``chakra pipeline`` does: run the pipeline, print the table and where the files are."""
     result = run_pipeline(folder, output_dir, jobs=jobs, scheduler=scheduler, job_replay=job_replay,
                           mode=mode, progress=progress, name=name, astrasim=astrasim, simulator=simulator,
-                          naming=naming, step=step, whatif=whatif, force=force)
+                          naming=naming, step=step, whatif=whatif, force=force,
+                          allow_missing_ranks=allow_missing_ranks)
     _print_result(result, stream if stream is not None else sys.stdout)
     return 0
 

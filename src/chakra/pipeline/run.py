@@ -80,7 +80,7 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
                  progress: bool = False, name: str | None = None, annotation: str | None = None,
                  astrasim: bool = False, simulator: str | os.PathLike[str] | None = None,
                  naming: RankNaming | None = None, step: int | None = None, whatif: Any = None,
-                 force: bool = False) -> PipelineResult:
+                 force: bool = False, allow_missing_ranks: bool = False) -> PipelineResult:
     """Link, convert and replay every rank of ``folder`` into ``out_dir``.
 
     Per rank N: ``et_plus_N.json`` (ET+), ``<name>.N.et`` (Chakra protobuf; ``name`` defaults to
@@ -102,6 +102,8 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
     ``whatif`` (:class:`chakra.replay.whatif.WhatIf`) replays with that change: "replayed" is then the
     prediction.  ``force``: link a rank whose host ET and Kineto trace look like different runs, or do not
     align (:func:`chakra.link.api.link_files`).
+    A folder without the files of ranks the job has (its Kineto traces' ``distributedInfo``
+    says how many) is refused, naming them, unless ``allow_missing_ranks`` (the ranks found go on alone).
     """
     from chakra.io import atomic_output, dump_json
     from chakra.replay.engine import MODES as REPLAY_MODES
@@ -113,7 +115,7 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
     t0 = time.perf_counter()
     astrasim = astrasim or simulator is not None
     src = Path(folder)
-    files = find_ranks(src, naming=naming, complete=job_replay or astrasim)
+    files = find_ranks(src, naming=naming, complete=job_replay or astrasim, allow_missing=allow_missing_ranks)
     if whatif is not None:
         from chakra.replay.whatif import check_ranks
 
@@ -169,7 +171,7 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
             if job_replay:
                 whole_job = times
         elif job_replay:
-            events, whole_job = _replay_job(results, out, mode, gaps, bars, whatif)
+            events, whole_job = _replay_job(results, out, mode, gaps, bars, whatif, allow_missing_ranks)
         else:
             for r in results:
                 events.extend(r.timeline_events)
@@ -268,8 +270,8 @@ def _adopt_job(results: list[RankResult], out: Path, job: Any) -> tuple[list[dic
     return timeline(job)["traceEvents"], job.times()
 
 
-def _replay_job(results: list[RankResult], out: Path, mode: str, gaps: bool, bars: Any, whatif: Any = None
-                ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _replay_job(results: list[RankResult], out: Path, mode: str, gaps: bool, bars: Any, whatif: Any = None,
+                allow_missing_ranks: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Whole-job replay in this process (collectives couple the ranks): logs, timeline events, and the
     job's numbers (:meth:`chakra.replay.api.JobResult.times`)."""
     from chakra.replay.api import replay_job
@@ -277,7 +279,9 @@ def _replay_job(results: list[RankResult], out: Path, mode: str, gaps: bool, bar
     bar = bars.add_task("replay (whole job)", total=2) if bars is not None else None
     if bars is not None:
         bars.refresh()
-    job = replay_job([r.et for r in results], mode=mode, gaps=gaps, couple=True, whatif=whatif)
+    # (the folder was checked for missing ranks already; refused, the files' own tables are checked too)
+    job = replay_job([r.et for r in results], mode=mode, gaps=gaps, couple=True, whatif=whatif,
+                     allow_missing_ranks=None if allow_missing_ranks else False)
     if bars is not None:
         bars.update(bar, advance=1, refresh=True)
     out_ = _adopt_job(results, out, job)

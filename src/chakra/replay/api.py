@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import count
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chakra.errors import ChakraError, UsageError
 from chakra.io import gc_paused
@@ -25,6 +25,9 @@ from chakra.replay.graph import COMM_TYPES, WORLD_PG_NAMES, NodeSpec, RankGraph,
 from chakra.replay.reader import graph_from_protobuf, load_graph
 from chakra.replay.whatif import WhatIf, WhatIfReport, apply_whatif, check_ranks
 from chakra.schema import COMM_COLL_NODE, METADATA_NODE
+
+if TYPE_CHECKING:
+    from chakra.io.ranks import RankClaim
 
 log = logging.getLogger(__name__)
 
@@ -483,11 +486,30 @@ def collective_rule(graphs: Sequence[RankGraph], collective: str = "auto") -> tu
     return collective, f"collectives: {what[collective]} (--collective {collective})"
 
 
+def job_claims(graphs: Sequence[RankGraph]) -> list[RankClaim]:
+    """What the ranks' files say of how many ranks the job has: the world size in their metadata, their
+    process-group tables (the groups' global ranks; a comm-group file's too, once applied), and the
+    ``pg_size`` recorded on a collective of the world group."""
+    from chakra.io.ranks import RankClaim, group_claims  # (pathlib: not for a replay of one file)
+
+    out: list[RankClaim] = []
+    for g in graphs:
+        where = os.path.basename(g.path) if g.path else f"rank {g.rank}"
+        if g.world_size:
+            out.append(RankClaim(g.world_size, f"world_size {g.world_size} in the metadata of {where}"))
+        out += group_claims(((pg, ranks, None) for pg, ranks in g.process_groups.items()), where)
+        sizes = [v for i, v in g.extra.get("pg_size", {}).items()
+                 if type(v) is int and v > 0 and i in g.comm and g.comm[i].pg_name in WORLD_PG_NAMES]
+        if sizes:
+            out.append(RankClaim(max(sizes), f"a world collective of {where} records pg_size {max(sizes)}"))
+    return out
+
+
 def replay_job(inputs: Any, *, mode: str = "lanes", gaps: bool = True, missing: str = "error",
                couple: bool = True, align: bool = True, collective: str = "auto",
                comm_groups: Mapping[str, Sequence[int]] | str | os.PathLike[str] | None = None,
-               unknown_group: str = "error", whatif: WhatIf | None = None, keep_plan: bool = False
-               ) -> JobResult:
+               unknown_group: str = "error", whatif: WhatIf | None = None, keep_plan: bool = False,
+               allow_missing_ranks: bool | None = None) -> JobResult:
     """Replay every rank of a job; ``couple=False`` replays them side by side, independently.
 
     ``align`` (lanes mode, when every rank has ``measured_start_us``) starts each rank's
@@ -499,7 +521,11 @@ def replay_job(inputs: Any, *, mode: str = "lanes", gaps: bool = True, missing: 
     ``whatif`` changes the replay (:mod:`chakra.replay.whatif`); collectives recorded without a
     duration take the communication model's in any case.  ``JobResult.whatif`` says what it did.
     ``comm_groups`` (a mapping or the path of a comm-group file) and ``unknown_group``: see
-    :func:`apply_comm_groups`.  ``keep_plan``: as :func:`replay_rank`'s.
+    :func:`apply_comm_groups`.  ``keep_plan``: as :func:`replay_rank`'s.  ``allow_missing_ranks`` False
+    (``chakra replay --job``): coupled, a job of which the files' process-group tables (world size, groups'
+    ranks, a world collective's recorded ``pg_size``, :func:`job_claims`) name ranks that were not given is
+    refused naming them (:func:`chakra.io.ranks.check_complete`); True: replayed over the ranks given, with a
+    warning; None (default): not checked.
     """
     graphs = load_job(inputs)
     if not graphs:
@@ -509,6 +535,11 @@ def replay_job(inputs: Any, *, mode: str = "lanes", gaps: bool = True, missing: 
         if isinstance(comm_groups, (str, os.PathLike)):
             comm_groups = load_comm_groups(comm_groups)
         apply_comm_groups(graphs, comm_groups, unknown_group)
+        if allow_missing_ranks is not None:
+            from chakra.io.ranks import check_complete
+
+            check_complete([g.rank for g in graphs], job_claims(graphs),  # type: ignore[misc]
+                           allow=allow_missing_ranks, doing="replaying")
     rule, note = collective_rule(graphs, collective)
     graphs, report = apply_whatif(graphs, whatif)
     ranks = [g.rank for g in graphs]

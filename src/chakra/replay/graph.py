@@ -34,9 +34,10 @@ COMM_STREAM = -1     # the lane of communication nodes that say nothing of where
 WORLD_PG_NAMES = frozenset(("", "0"))
 
 # per-node numbers the replay reads when present (RankGraph.extra): the thread timing written by the
-# converter (chakra.convert.threads) and the size and kind of a collective (the communication model)
+# converter (chakra.convert.threads), the size and kind of a collective (the communication model) and the
+# size of its process group where the producer recorded it (how many ranks a whole job has)
 EXTRA_ATTRS = frozenset(("thread_depth", "work_before_us", "tail_us", "idle_before_us", "wait_on",
-                         "wait_post_us", "frees_thread", "comm_type", "comm_size"))
+                         "wait_post_us", "frees_thread", "comm_type", "comm_size", "pg_size"))
 THREAD_TIMING = "pieces-1"   # GlobalMetadata ``thread_timing`` of files whose nodes carry it
 
 

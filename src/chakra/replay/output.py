@@ -206,7 +206,8 @@ def replay_report(paths: list[str], *, job: bool = False, mode: str = "lanes", g
                   align: bool = True, collective: str = "auto", missing: str = "error",
                   timeline_path: str | None = None,
                   log_path: str | None = None, as_json: bool = False, stream: Any = None,
-                  comm_groups: str | None = None, unknown_group: str = "error", whatif: Any = None) -> int:
+                  comm_groups: str | None = None, unknown_group: str = "error", whatif: Any = None,
+                  allow_missing_ranks: bool = False) -> int:
     """What ``chakra replay`` does: replay, write the requested files, print a table (or JSON).
 
     With a what-if (:class:`chakra.replay.whatif.WhatIf`), the files are replayed as recorded and
@@ -228,7 +229,8 @@ def replay_report(paths: list[str], *, job: bool = False, mode: str = "lanes", g
         kw = {"mode": mode, "gaps": gaps, "missing": missing, "couple": job, "align": align,
               "collective": collective}
         if job:
-            kw.update(comm_groups=comm_groups, unknown_group=unknown_group)
+            kw.update(comm_groups=comm_groups, unknown_group=unknown_group,
+                      allow_missing_ranks=allow_missing_ranks)
         from dataclasses import replace
 
         from chakra.replay.whatif import WhatIf
@@ -241,7 +243,8 @@ def replay_report(paths: list[str], *, job: bool = False, mode: str = "lanes", g
         return _whatif_output(base, result, whatif, out, as_json, log_path, timeline_path)
     result = replay_job(paths, mode=mode, gaps=gaps, missing=missing, couple=job, align=align,
                         collective=collective, comm_groups=comm_groups, unknown_group=unknown_group,
-                        whatif=whatif)   # (no change asked: at most the communication model)
+                        whatif=whatif, allow_missing_ranks=allow_missing_ranks)   # (no change asked: at most
+    # the communication model)
     if log_path:
         write_completion_log(log_path, result)
     if timeline_path:
