@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from chakra.io import load_json
-from chakra.pipeline import pipeline_command
+from chakra.pipeline import pipeline_command, run_pipeline
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data"
@@ -94,6 +94,35 @@ def test_a_gloo_all_reduce_running_past_the_window_is_said_and_measured_against_
     assert note in " ".join(text.split())
     md = (tmp_path / "out" / "summary.md").read_text()
     assert f"- {note}" in md and "Largest |error|: 0.00%" in md
+
+
+def test_the_whole_job_is_measured_against_the_end_of_the_work_that_ran_on(corpus, tmp_path):
+    # ranks 0 and 3 of ddp_mlp_4r, both profiled up to ProfilerStep#1 (run with --allow-missing-ranks): rank 3
+    # starts first and its window ends last, 35,983.7 µs after; its all_reduce then runs on to 38,076 µs
+    src = corpus / "cpu_gloo" / "ddp_mlp_4r"
+    kins = {r: stop_profiling_at(src, r, "ProfilerStep#2", tmp_path / "in") for r in (0, 3)}
+    steps = {r: next(e for e in k["traceEvents"] if e.get("name") == "ProfilerStep#1")
+             for r, k in kins.items()}
+    first = min(s["ts"] for s in steps.values())
+    window_end = max(s["ts"] + s["dur"] for s in steps.values()) - first
+    assert round(window_end, 1) == 35983.7 and steps[3]["ts"] == first
+    out = io.StringIO()
+    assert pipeline_command(str(tmp_path / "in"), str(tmp_path / "out"), jobs=1, job_replay=True, stream=out,
+                            allow_missing_ranks=True) == 0
+    whole = load_json(tmp_path / "out" / "summary.json")["whole_job"]
+    assert whole["measured_us"] == pytest.approx(window_end, abs=0.01)
+    # the job's reference: rank 3's start (the first) to the recorded end of its all_reduce
+    rank3 = load_json(tmp_path / "out" / "summary.json")["ranks"][1]
+    assert whole["reference_us"] == rank3["recorded_end_us"] == 38076.0
+    assert whole["error_reference"] == "recorded_end"
+    assert whole["error_pct"] == pytest.approx(100 * (whole["replayed_us"] / 38076.0 - 1))
+    assert whole["window_error_pct"] == pytest.approx(100 * (whole["replayed_us"] / whole["measured_us"] - 1))
+    assert abs(whole["error_pct"]) < 0.1 and whole["window_error_pct"] > 5.7
+    job_row = next(line for line in out.getvalue().splitlines() if line.startswith("│  job"))
+    assert re.search(r"│ +35,983\.7 │ +38,0\d\d\.\d │ +[+-]0\.\d\d%\* │", job_row)
+    md = (tmp_path / "out" / "summary.md").read_text()
+    assert (f"against the recorded end of the work started in the windows, 38,076.0 µs; "
+            f"{whole['window_error_pct']:+.2f}% against the windows)") in md
 
 
 # --- (b) comm wait is wall time; (c) a what-if's column is the change ------------------------------------

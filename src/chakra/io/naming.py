@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 import re
 
-_RANK_IN_NAME = re.compile(r"(?:\.(\d+)\.et|(?:^|[._-])rank[-_]?(\d+)\.(?:et|json)|(?:^|_)et_plus_(\d+)\.json)"
-                           r"(?:\.gz)?$")
+_RANK_IN_NAME = re.compile(r"(?:\.(\d+)\.et"                              # P.N.et
+                           r"|(?:^|[._-])rank[-_]?(\d+)\.(?:et|json)"       # ..._rankN.et, rank-N.json
+                           r"|(?:^|_)et_plus_(\d+)\.json)(?:\.gz)?$")      # et_plus_N.json
 
 
 def rank_from_filename(path: str | os.PathLike[str]) -> int | None:

@@ -105,7 +105,7 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
     A folder without the files of ranks the job has (its Kineto traces' ``distributedInfo``
     says how many) is refused, naming them, unless ``allow_missing_ranks`` (the ranks found go on alone).
     """
-    from chakra.io import atomic_output, dump_json
+    from chakra.io import dump_json
     from chakra.replay.engine import MODES as REPLAY_MODES
 
     if mode not in REPLAY_MODES:
@@ -134,13 +134,7 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
                  whatif=whatif, force=force)
         for f in files
     ]
-    if jobs is None and scheduler is None:
-        jobs = auto_jobs(files)
-    if scheduler is None:
-        n = max(1, min(jobs or os.cpu_count() or 1, len(tasks)))
-        executor = "this process" if n == 1 else f"{n} worker processes"
-    else:
-        executor = f"dask ({scheduler if isinstance(scheduler, str) else 'client'})"
+    jobs, executor = _executor(jobs, scheduler, files)
     bars = _progress() if progress else None
     moved: list[tuple[logging.StreamHandler[Any], Any]] = []
     try:
@@ -157,25 +151,8 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
                 exc.message += f" (the other ranks' files are in {out}; no summary was written)"
                 exc.args = (exc.message,)
             raise
-        events: list[dict[str, Any]] = []
-        target = experiment = None
-        whole_job: dict[str, Any] | None = None
-        if astrasim:
-            from chakra.job.astrasim import astrasim_job
-            from chakra.pipeline.experiment import build_experiment
-
-            target = astrasim_job([r.et for r in results], out / job_name)  # type: ignore[misc]
-            experiment = build_experiment([r.et for r in results], out / job_name,  # type: ignore[misc]
-                                          npus=len(target.ranks), comm_group=target.comm_group, whatif=whatif)
-            events, times = _adopt_job(results, out, experiment.job)
-            if job_replay:
-                whole_job = times
-        elif job_replay:
-            events, whole_job = _replay_job(results, out, mode, gaps, bars, whatif, allow_missing_ranks)
-        else:
-            for r in results:
-                events.extend(r.timeline_events)
-                r.timeline_events = []
+        events, target, experiment, whole_job = _job_level(results, out / job_name, astrasim, job_replay,
+                                                           mode, gaps, bars, whatif, allow_missing_ranks)
         dump_json(out / TIMELINE, {"traceEvents": events, "displayTimeUnit": "ms",
                                    "otherData": {"producer": "chakra replay"}})
     finally:
@@ -183,6 +160,60 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
             for handler, stream in moved:
                 handler.setStream(stream)
             bars.stop()
+    out_files, summary = _write_summary(job_name, src, out, files, results, target, experiment, simulator,
+                                        whole_job, whatif, mode=mode, gaps=gaps, job_replay=job_replay,
+                                        astrasim=astrasim)
+    return PipelineResult(name=job_name, out_dir=out, ranks=results, mode=mode, job_replay=job_replay,
+                          files=out_files, summary=summary, seconds=time.perf_counter() - t0,
+                          executor=executor, astrasim=target, experiment=experiment)
+
+
+def _executor(jobs: int | None, scheduler: Any, files: list[Any]) -> tuple[int | None, str]:
+    """The number of worker processes (:func:`auto_jobs` when not given) and how the ranks run, in words."""
+    if jobs is None and scheduler is None:
+        jobs = auto_jobs(files)
+    if scheduler is None:
+        n = max(1, min(jobs or os.cpu_count() or 1, len(files)))
+        return jobs, "this process" if n == 1 else f"{n} worker processes"
+    return jobs, f"dask ({scheduler if isinstance(scheduler, str) else 'client'})"
+
+
+def _job_level(results: list[RankResult], prefix: Path, astrasim: bool, job_replay: bool, mode: str,
+               gaps: bool, bars: Any, whatif: Any, allow_missing_ranks: bool
+               ) -> tuple[list[dict[str, Any]], Any, Any, dict[str, Any] | None]:
+    """What is done with all ranks at once: the ASTRA-sim target and experiment (``--astrasim``), the
+    whole-job replay (``--job``), or the per-rank replays' timelines.  ``(events, target, experiment, the
+    job's numbers)``."""
+    out = prefix.parent
+    events: list[dict[str, Any]] = []
+    target = experiment = None
+    whole_job: dict[str, Any] | None = None
+    if astrasim:
+        from chakra.job.astrasim import astrasim_job
+        from chakra.pipeline.experiment import build_experiment
+
+        target = astrasim_job([r.et for r in results], prefix)  # type: ignore[misc]
+        experiment = build_experiment([r.et for r in results], prefix,  # type: ignore[misc]
+                                      npus=len(target.ranks), comm_group=target.comm_group, whatif=whatif)
+        events, times = _adopt_job(results, out, experiment.job)
+        if job_replay:
+            whole_job = times
+    elif job_replay:
+        events, whole_job = _replay_job(results, out, mode, gaps, bars, whatif, allow_missing_ranks)
+    else:
+        for r in results:
+            events.extend(r.timeline_events)
+            r.timeline_events = []
+    return events, target, experiment, whole_job
+
+
+def _write_summary(job_name: str, src: Path, out: Path, files: list[Any], results: list[RankResult],
+                   target: Any, experiment: Any, simulator: str | os.PathLike[str] | None,
+                   whole_job: dict[str, Any] | None, whatif: Any, *, mode: str, gaps: bool, job_replay: bool,
+                   astrasim: bool) -> tuple[dict[str, str], dict[str, Any]]:
+    """Run the simulator when asked, and write ``summary.json`` and ``summary.md``: ``(files, summary)``."""
+    from chakra.io import atomic_output, dump_json
+
     out_files = {"et_plus": "et_plus_N.json", "et": f"{job_name}.N.et", "completion_log": "replay_N.log",
                  "timeline": TIMELINE, "summary_json": SUMMARY_JSON, "summary_md": SUMMARY_MD}
     sim = None
@@ -227,9 +258,7 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
     dump_json(out / SUMMARY_JSON, summary)
     with atomic_output(out / SUMMARY_MD) as fh:
         fh.write(summary_markdown(summary).encode())
-    return PipelineResult(name=job_name, out_dir=out, ranks=results, mode=mode, job_replay=job_replay,
-                          files=out_files, summary=summary, seconds=time.perf_counter() - t0,
-                          executor=executor, astrasim=target, experiment=experiment)
+    return out_files, summary
 
 
 def _progress() -> Any:
