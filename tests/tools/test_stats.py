@@ -229,7 +229,7 @@ def test_collective_type_name(text, expected):
 
 @pytest.mark.parametrize("name,rank", [("trace.3.et", 3), ("x.12.et.gz", 12), ("real_2023_rank0.et.gz", 0),
                                        ("et_plus_5.json.gz", 5), ("trace.et", None), ("x_12.et.gz", None),
-                                       ("trace_1016005.et", None)])
+                                       ("trace_1016005.et", None), ("host_et_2.json", 2)])
 def test_rank_from_name(name, rank):
     assert rank_from_name(name) == rank
 

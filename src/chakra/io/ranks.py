@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 from chakra.errors import MISSING_RANKS_OPTION, TraceFormatError, UsageError
 from chakra.io.jsonio import distributed_info, trace_kind
+from chakra.io.naming import EITHER_NAMES, HOST_NAMES, KINETO_NAMES
 
 log = logging.getLogger(__name__)
 
@@ -24,9 +25,7 @@ log = logging.getLogger(__name__)
 # Built-in file names (N = the rank, .json or .json.gz), by preference when a rank has several: the folder
 # itself before host/ and device/, then the names in this order, then .json before .json.gz.  PARAM's
 # rank-N.json names either trace: the subfolder (host/, device/) or the file's content says which.
-_HOST_NAMES = ("chakra_host_et_", "host_et_", "et_", "pytorch_et_")
-_KINETO_NAMES = ("kineto_", "chakra_device_trace_", "kineto_trace_")
-_EITHER_NAMES = ("rank-", "rank_", "rank")
+_HOST_NAMES, _KINETO_NAMES, _EITHER_NAMES = HOST_NAMES, KINETO_NAMES, EITHER_NAMES
 _NAMES = _HOST_NAMES + _KINETO_NAMES + _EITHER_NAMES
 _NAME_RE = re.compile(r"^(" + "|".join(map(re.escape, _NAMES)) + r")(\d+)\.json(\.gz)?$")
 _SUBDIRS = ("", "host", "device")
