@@ -98,12 +98,11 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
     unsupported ones as COMP nodes); what the pass changed is in ``PipelineResult.astrasim`` and
     ``summary.json``.  The replay then replays those files.  ``simulator``: a launcher script with the
     interface of ASTRA-sim's ``run.sh`` (:mod:`chakra.job.simulator`), run on the result (implies
-    ``astrasim``); its time per rank goes beside measured and replayed.
-    ``whatif`` (:class:`chakra.replay.whatif.WhatIf`) replays with that change: "replayed" is then the
-    prediction.  ``force``: link a rank whose host ET and Kineto trace look like different runs, or do not
-    align (:func:`chakra.link.api.link_files`).
-    A folder without the files of ranks the job has (its Kineto traces' ``distributedInfo``
-    says how many) is refused, naming them, unless ``allow_missing_ranks`` (the ranks found go on alone).
+    ``astrasim``); its time per rank goes beside measured and replayed.  ``whatif``
+    (:class:`chakra.replay.whatif.WhatIf`) replays with that change.  ``force``: link a rank whose host ET
+    and Kineto trace look like different runs, or do not align (:func:`chakra.link.api.link_files`).
+    ``allow_missing_ranks``: see :func:`find_ranks` (a folder missing ranks the job has is refused unless
+    it is given).
     """
     from chakra.io import dump_json
     from chakra.replay.engine import MODES as REPLAY_MODES
