@@ -634,6 +634,6 @@ def test_summary_says_there_are_no_gpu_ops() -> None:
                 gpu_attach_rate=1.0, sync_deps=0, inter_thread_deps=0)
     none = LinkReport(**base, gpu_ops=0, gpu_ops_in_window=0)
     assert none.summary() == ("rank 0: 10/10 host ops matched (100.0%, rf_id, window ProfilerStep#2); no GPU "
-                              "ops; 0 sync deps, 0 inter-thread deps")
+                              "ops; 0 sync deps, 0 inter-thread deps; no communication")
     outside = LinkReport(**base, gpu_ops=7, gpu_ops_in_window=0)
     assert "; no GPU ops in the window (7 outside it);" in outside.summary()
