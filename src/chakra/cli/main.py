@@ -29,6 +29,7 @@ stats      stats        statistics of a Chakra ET or ET+
 pipeline   pipeline     link, convert and replay every rank of a folder
 validate   validate     check Chakra ETs against what ASTRA-sim reads (one rank or a job)
 harness    harness      check every rank of a trace archive against expected times
+extrapolate extrapolate write the ETs of a larger data-parallel job from a measured one
 """
 _ROWS = (line.split(None, 2) for line in _TABLE.strip().splitlines())
 # subcommand -> (module, one-line help)
@@ -37,8 +38,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {name: (f"chakra.cli.{mod}", text) for
 
 def _usage() -> str:
     lines = [f"usage: chakra <command> [args]   (chakra {__version__})", "", "commands:"]
+    width = max(10, *(len(name) for name in SUBCOMMANDS))
     for name, (_, text) in SUBCOMMANDS.items():
-        lines.append(f"  {name:<10} {text}")
+        lines.append(f"  {name:<{width}} {text}")
     lines.append("")
     lines.append("'chakra <command> --help' for the options of one command.")
     lines += ["", "examples:", "  chakra demo", "  chakra pipeline TRACE_FOLDER -o OUT_DIR --job",
