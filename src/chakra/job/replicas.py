@@ -149,34 +149,54 @@ def find_layout(groups: Mapping[str, tuple[int, ...]], n: int, dp_groups: Sequen
         if unknown:
             raise UsageError(f"--dp-groups names {', '.join(map(repr, unknown))}: no such process group "
                              f"(the job's: {', '.join(map(repr, sorted(full))) or 'none'})")
+    if named:
+        t, d = _named_shape(full, sorted(named), n)
+        got = _classify(full, world, n, t, d, named)
+        if isinstance(got, str):
+            raise UsageError(f"the process groups fit no layout with data-parallel groups "
+                             f"{', '.join(map(repr, sorted(named)))}: {got}")
+        lay = Layout(n, t, d, full, world, *got)
+        lay.how = _how(lay, True)
+        return lay
     fits: list[tuple[tuple[int, int, int], Layout]] = []
-    why: list[str] = []
     for d in (x for x in range(1, n + 1) if n % x == 0):
         for t in (x for x in range(1, n // d + 1) if (n // d) % x == 0):
             if d == 1 and t != n:
                 continue       # one replica: the whole job (t = n), whatever t would say
             got = _classify(full, world, n, t, d, named)
             if isinstance(got, str):
-                why.append(got)
                 continue
             dp, inside = got
-            if named is not None and set(dp) != named:
-                continue
             outer_one = t * d == n
             # preference (module doc): o always 0 with dp groups, then o always 0 (smallest replica), then
             # the largest t
             kind = 0 if outer_one and dp else 1 if outer_one else 2
-            key = (kind, n // d if kind == 1 else 0, -t)
-            fits.append((key, Layout(n, t, d, full, world, dp, inside)))
-    if not fits:
-        hint = "name the data-parallel groups with --dp-groups PG,..." if named is None else \
-            "the groups named by --dp-groups must be the same number of ranks the same stride apart"
-        raise UsageError(f"the job's process groups fit no data-parallel layout ({why[-1] if why else ''}); "
-                         f"{hint}")
+            fits.append(((kind, n // d if kind == 1 else 0, -t), Layout(n, t, d, full, world, dp, inside)))
+    # (one replica of the whole job always fits: every group lies inside it)
     fits.sort(key=lambda kv: kv[0])
     lay = fits[0][1]
     lay.how = _how(lay, named is not None)
     return lay
+
+
+def _named_shape(full: Mapping[str, tuple[int, ...]], named: list[str], n: int) -> tuple[int, int]:
+    """``(t, D)`` of the data-parallel groups the user named: each ``D >= 2`` ranks ``t`` apart."""
+    shapes = {}
+    for name in named:
+        s = sorted(full[name])
+        t = s[1] - s[0] if len(s) >= 2 else 0
+        if len(s) < 2 or s != [s[0] + j * t for j in range(len(s))]:
+            raise UsageError(f"--dp-groups: group {name!r} {_short(full[name])} is not a data-parallel group "
+                             "(two ranks or more, evenly spaced: one per replica)")
+        shapes[name] = (t, len(s))
+    if len(set(shapes.values())) > 1:
+        a, b = sorted(shapes, key=lambda x: shapes[x])[::len(shapes) - 1]
+        raise UsageError(f"--dp-groups: group {a!r} {_short(full[a])} and group {b!r} {_short(full[b])} "
+                         "differ in size or spacing (every data-parallel group has one rank per replica)")
+    t, d = next(iter(shapes.values()))
+    if n % (t * d):
+        raise UsageError(f"--dp-groups: {d} replicas {t} ranks apart do not divide the job's {n} ranks")
+    return t, d
 
 
 def _how(lay: Layout, named: bool) -> str:
