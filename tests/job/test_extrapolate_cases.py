@@ -140,3 +140,13 @@ def test_a_job_missing_a_rank_file_is_refused(tmp_path, capsys):
     (tmp_path / "job.3.et").unlink()
     assert cli.main([str(job), "--ranks", "8", "-o", str(tmp_path / "big")]) == 1
     assert "world_size 4 in the metadata, but only 3 rank files" in capsys.readouterr().err
+
+
+def test_a_progress_bar_of_the_ranks_written_on_a_terminal(tmp_path, capsys, monkeypatch):
+    job = build(tmp_path)
+    monkeypatch.setattr(cli, "show_progress", lambda quiet=False: not quiet)    # as on a terminal
+    assert cli.main([str(job), "--ranks", "8", "-o", str(tmp_path / "big")]) == 0
+    got = capsys.readouterr()
+    assert "ranks written" in got.err and "8/8" in got.err and "ranks written" not in got.out
+    assert cli.main([str(job), "--ranks", "8", "-o", str(tmp_path / "big"), "-q"]) == 0
+    assert "ranks written" not in capsys.readouterr().err

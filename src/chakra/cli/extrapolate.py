@@ -104,10 +104,11 @@ def _bar(on: bool, total: int) -> Iterator[Any]:
     if not on:
         yield None
         return
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  transient=False) as bars:
+                  transient=False, console=Console(stderr=True)) as bars:
         task = bars.add_task("ranks written", total=total)
 
         def tick(done: int, _total: int) -> None:
