@@ -115,16 +115,27 @@ def test_refusals_leave_nothing_written(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "--ranks 7 is not a multiple of the replica size 2" in err
     assert "e.g. 6 or 8 ranks" in err
-    # rank 0 sends to rank 2, of the other replica (and rank 2 receives from 0)
+    # rank 0 sends to rank 2, of the other replica if groups 3 and 4 are the data-parallel ones
     other = tmp_path / "cross"
     other.mkdir()
     cross = build(other, peer_of={0: 2, 1: 3, 2: 0, 3: 1})
-    assert cli.main([str(cross), "--ranks", "8", "-o", str(out)]) == 2
+    assert cli.main([str(cross), "--ranks", "8", "-o", str(out), "--dp-groups", "3,4"]) == 2
     err = capsys.readouterr().err
-    assert "exchanges with rank 2, in another replica" in err and "job.0.et" in err
+    assert "ranks 0 and 2 exchange send/recv, which would cross replicas" in err
     assert cli.main([str(job), "--ranks", "8", "-o", str(out), "--dp-groups", "9"]) == 2
     assert "no such process group" in capsys.readouterr().err
     assert not list(tmp_path.glob("big*"))
+    # without --dp-groups the send/recv make the 4 ranks one replica (the descriptions' "dp" groups 3 and 4
+    # do not fit them), which the world joins
+    assert cli.main([str(cross), "--ranks", "6", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "not a multiple of the replica size 4" in err and "e.g. 4 or 8 ranks" in err
+    assert cli.main([str(cross), "--ranks", "8", "-o", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "4 ranks per replica, 1 replica; no data-parallel group" in said
+    assert "not the descriptions' data-parallel groups: " in said
+    _, n5 = _read(Path(f"{out}.5.et"))         # rank 1's copy: received from rank 3, now from 7
+    assert (n5[4]["comm_src"], n5[4]["comm_dst"]) == (7, 5)
 
 
 def test_a_failure_while_writing_removes_what_was_written(tmp_path, capsys):

@@ -84,3 +84,25 @@ def test_refusals_say_why():
         find_layout({"3": (0, 1), "4": (2, 3), "5": (1, 2)}, 4, dp_groups=["3", "4"])
     with pytest.raises(UsageError, match="lists rank 4, not one of the job's 4 ranks"):
         find_layout({"1": (0, 4)}, 4)
+
+
+def test_the_groups_descriptions_and_send_recv_pairs_say_what_the_shape_cannot():
+    from chakra.job.replicas import Hints
+
+    # Megatron-style descriptions: groups 1, 2 of ranks 0, 1 and 2, 3 are the data-parallel ones, 3 and 4 the
+    # pipeline (a layout with the stage outermost), which the shape alone would read the other way round
+    descs = {"1": "DATA_PARALLEL_GROUP", "2": "DATA_PARALLEL_GROUP", "3": "PIPELINE_MODEL_PARALLEL_GROUP",
+             "4": "PIPELINE_MODEL_PARALLEL_GROUP"}
+    lay = find_layout(TP_DP, 4, hints=Hints(descs=descs))
+    assert (lay.t, lay.d, lay.dp) == (1, 2, ["1", "2"]) and "by their descriptions" in lay.how
+    assert find_layout(TP_DP, 4).dp == ["3", "4"]
+    # cpu_gloo/tp_like_2r's table: the world, a "tp_subgroup" of both ranks, one group per rank; a
+    # send/recv between the two: one replica of 2 ranks, which the world joins
+    groups = {"0": (), "1": (0, 1), "2": (0,), "3": (1,)}
+    hints = Hints(descs={"0": "default_pg", "1": "tp_subgroup", "2": "solo_0", "3": "solo_1"}, pairs={(0, 1)})
+    lay = find_layout(groups, 2, hints=hints)
+    assert (lay.replica, lay.world, lay.inside) == (2, ["0"], {"1": 0, "2": 0, "3": 0})
+    assert grow(lay, 4).groups == {"0": (0, 1, 2, 3), "1": (0, 1), "2": (0,), "3": (1,), "4": (2, 3),
+                                   "5": (2,), "6": (3,)}
+    # without the description and the pair, "1" would be a second world and the ranks replicas of one
+    assert find_layout(groups, 2).replica == 1

@@ -37,7 +37,7 @@ from chakra.io.atomic import check_output_path
 from chakra.io.pbstream import encode_varint, iter_frames
 from chakra.job.etfile import groups_from_metadata_node, is_timing_piece, metadata_info, read_comm_groups
 from chakra.job.network import NETWORK_KINDS, SYSTEM_JSON, Network, read_network_yaml, system_config
-from chakra.job.replicas import Grown, Layout, find_layout, grow
+from chakra.job.replicas import Grown, Hints, Layout, find_layout, grow
 
 COMM_TYPES = (pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE)
 NETWORK_YML = "network.yml"
@@ -139,18 +139,22 @@ def _attrs(node: Any) -> dict[str, Any]:
     return {a.name: pb.attr_value(a) for a in node.attr}
 
 
-def job_groups(sources: Sequence[_Source], comm_group: str | None) -> tuple[dict[str, tuple[int, ...]],
-                                                                          dict[str, str], str]:
+def job_groups(sources: Sequence[_Source], comm_group: str | None
+               ) -> tuple[dict[str, tuple[int, ...]], dict[str, str], Hints, str]:
     """Every process group (name -> ranks, ``()`` the world), the positional aliases of non-numeric names
-    (the converter may write a group's position in the table as its pg id), and where they came from."""
+    (the converter may write a group's position in the table as its pg id), what the files say of the
+    layout besides (:class:`chakra.job.replicas.Hints`), and where the groups came from."""
     groups: dict[str, tuple[int, ...]] = {}
     alias: dict[str, str] = {}
+    hints = Hints()
     n = len(sources)
     for s in sources:
         for pos, pg in enumerate(s.table or ()):
             name = str(pg["pg_name"])
             ranks = tuple(int(r) for r in (pg.get("ranks") or ()))
             groups.setdefault(name, () if ranks == tuple(range(n)) else ranks)
+            if isinstance(pg.get("pg_desc"), str):
+                hints.descs.setdefault(name, pg["pg_desc"])
             if not name.isdigit():
                 alias.setdefault(str(pos), name)
     where = "the files' process-group tables" if groups else ""
@@ -159,8 +163,15 @@ def job_groups(sources: Sequence[_Source], comm_group: str | None) -> tuple[dict
             groups[name] = ranks
         where = f"{comm_group}" + (" and the files' tables" if where else "")
     alias = {a: name for a, name in alias.items() if a not in groups}
-    used = {str(_attrs(nd).get("pg_name") or "") for s in sources for nd in s.nodes.values()
-            if nd.type in COMM_TYPES}
+    used = set()
+    for r, s in enumerate(sources):
+        for nd in s.nodes.values():
+            a = _attrs(nd)
+            if nd.type in COMM_TYPES:
+                used.add(str(a.get("pg_name") or ""))
+            peer = a.get("comm_dst" if nd.type == pb.COMM_SEND_NODE else "comm_src")
+            if nd.type in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE) and isinstance(peer, int) and 0 <= peer < n:
+                hints.pairs.add((min(r, peer), max(r, peer)))
     for pg in sorted(used):
         if pg in groups or pg in alias:
             continue
@@ -168,7 +179,7 @@ def job_groups(sources: Sequence[_Source], comm_group: str | None) -> tuple[dict
             continue           # the world by ASTRA-sim's convention
         raise UsageError(f"collectives of process group {pg!r}, which no table lists: give the groups with "
                          "--comm-group FILE", sources[0].path)
-    return groups, alias, where or "none listed (the world alone)"
+    return groups, alias, hints, where or "none listed (the world alone)"
 
 
 def _set(node: Any, name: str, value: Any) -> bool:
@@ -400,8 +411,8 @@ def extrapolate(prefix: str, m: int, out_prefix: str, *, comm_group: str | None 
     if comm_group is None and all(s.table is None for s in sources) and os.path.isfile(
             f"{prefix}.comm_group.json"):
         comm_group = f"{prefix}.comm_group.json"
-    groups, alias, where = job_groups(sources, comm_group)
-    lay = find_layout(groups, n, dp_groups)
+    groups, alias, hints, where = job_groups(sources, comm_group)
+    lay = find_layout(groups, n, dp_groups, hints)
     grown = grow(lay, m)
     res = Extrapolation(n, m, lay, grown, groups_from=where)
     net, net_text = _network(_beside(prefix, NETWORK_YML, network), n, m, res)

@@ -17,15 +17,18 @@ A job of ``M`` ranks is ``D'`` replicas; its rank ``(o, k', i)`` is modelled on 
 ``(o, k' mod D, i)``.  With ``o`` always 0 (the replica index outermost, as ``chakra_generator`` and
 ASTRA-sim's text workloads lay a hybrid job out) that is measured rank ``r mod N``.
 
-Which groups are the data-parallel ones: the files seldom say (PyTorch records a group's ranks, and a
-description only when the job gave one), so by their shape: among the ``(t, D)`` for which every group
-is the world, data-parallel or inside a replica, the one with ``o`` always 0 and data-parallel groups
-first, then (``o`` always 0) the smallest replica holding every other group, then the largest ``t``;
-``dp_groups`` names them instead.  A job with no group besides the world is ``N`` replicas of one rank.
+Which groups are the data-parallel ones: ``dp_groups`` names them; else the groups' descriptions, where
+the job gave them (PyTorch's ``pg_desc``: ``DATA_PARALLEL_GROUP``, ``mesh_dp`` say data-parallel,
+``TENSOR_MODEL_PARALLEL_GROUP``, ``tp_subgroup`` say inside a replica, :class:`Hints`), when they fit the
+ranks; else their shape: among the ``(t, D)`` for which every group is the world, data-parallel or inside a
+replica, and every send/recv pair inside one replica, the one with ``o`` always 0 and data-parallel groups
+first, then (``o`` always 0) the smallest replica holding every other group, then the largest ``t``.  A job
+with no group besides the world and no send/recv is ``N`` replicas of one rank.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -75,7 +78,8 @@ class Layout:
         return self.rank(o, k, i, m // self.replica)
 
     def describe(self) -> str:
-        shape = f"{self.replica} rank{'s' if self.replica != 1 else ''} per replica, {self.d} replicas"
+        shape = f"{self.replica} rank{'s' if self.replica != 1 else ''} per replica, {self.d} " \
+            f"replica{'s' if self.d != 1 else ''}"
         if self.outer > 1:
             shape += f" (replica k holds ranks o*{self.t * self.d} + k*{self.t} + i, i < {self.t}, " \
                      f"o < {self.outer})"
@@ -101,8 +105,28 @@ def _is_world(name: str, ranks: Sequence[int], n: int) -> bool:
     return name == "" or not ranks or sorted(ranks) == list(range(n))
 
 
+@dataclass(slots=True)
+class Hints:
+    """What the files say of the layout besides the groups' ranks: each group's description (a table's
+    ``pg_desc``) and the ranks that exchange send/recv (one replica holds both)."""
+
+    descs: dict[str, str] = field(default_factory=dict)
+    pairs: set[tuple[int, int]] = field(default_factory=set)
+
+    def kind(self, name: str) -> str | None:
+        """``"dp"`` for a description of a data-parallel group (``DATA_PARALLEL_GROUP``, ``mesh_dp``,
+        ``dp_replicate``), ``"inside"`` for one of a group inside a replica (``tp_subgroup``,
+        ``TENSOR_MODEL_PARALLEL_GROUP``, ``pipeline``, ``cp``, ``expert``), else None."""
+        words = set(re.split(r"[^a-z]+", self.descs.get(name, "").lower()))
+        if words & {"dp", "data", "replicate", "ddp", "fsdp", "hsdp"}:
+            return "dp"
+        if words & {"tp", "tensor", "model", "pipeline", "pp", "cp", "context", "expert", "ep", "mp"}:
+            return "inside"
+        return None
+
+
 def _classify(groups: Mapping[str, tuple[int, ...]], world: list[str], n: int, t: int, d: int,
-              dp_names: set[str] | None) -> tuple[list[str], dict[str, int]] | str:
+              dp_names: set[str] | None, hints: Hints) -> tuple[list[str], dict[str, int]] | str:
     """Data-parallel groups and the replica of every other one under ``(t, d)``, or why they do not fit."""
     lay = Layout(n, t, d, {}, [], [], {})
     dp: list[str] = []
@@ -114,7 +138,7 @@ def _classify(groups: Mapping[str, tuple[int, ...]], world: list[str], n: int, t
         s = sorted(ranks)
         progression = d >= 2 and len(s) == d and s == [s[0] + j * t for j in range(d)] \
             and lay.coords(s[0])[1] == 0
-        want_dp = progression if dp_names is None else name in dp_names
+        want_dp = (progression and hints.kind(name) != "inside") if dp_names is None else name in dp_names
         if want_dp:
             if not progression:
                 return f"group {name!r} {_short(ranks)} is not {d} ranks {t} apart"
@@ -124,6 +148,9 @@ def _classify(groups: Mapping[str, tuple[int, ...]], world: list[str], n: int, t
         else:
             return (f"group {name!r} {_short(ranks)} spans replicas {sorted(ks)[:4]} without being "
                     "data-parallel")
+    for a, b in sorted(hints.pairs):
+        if lay.coords(a)[1] != lay.coords(b)[1]:
+            return f"ranks {a} and {b} exchange send/recv, which would cross replicas"
     return dp, inside
 
 
@@ -132,38 +159,59 @@ def _short(ranks: Sequence[int]) -> str:
     return str(s) if len(s) <= 8 else f"[{', '.join(map(str, s[:6]))}, ... {s[-1]}] ({len(s)} ranks)"
 
 
-def find_layout(groups: Mapping[str, tuple[int, ...]], n: int, dp_groups: Sequence[str] | None = None
-                ) -> Layout:
+def find_layout(groups: Mapping[str, tuple[int, ...]], n: int, dp_groups: Sequence[str] | None = None,
+                hints: Hints | None = None) -> Layout:
     """The layout of a job of ``n`` ranks with these groups (module doc).  ``groups``: name -> ranks (``()``:
     the world); ``dp_groups``: the names of its data-parallel groups (``[]``: none, the world alone joins
-    the replicas), else found by shape.  A UsageError says why no layout fits."""
+    the replicas), else those whose descriptions say so (``hints``), else found by shape.  A UsageError
+    says why no layout fits the named groups."""
+    hints = hints or Hints()
     full = {name: tuple(ranks) if ranks else tuple(range(n)) for name, ranks in groups.items()}
     for name, ranks in full.items():
         bad = [r for r in ranks if not 0 <= r < n]
         if bad:
             raise UsageError(f"process group {name!r} lists rank {bad[0]}, not one of the job's {n} ranks")
-    world = [name for name, ranks in full.items() if _is_world(name, groups[name], n)]
-    named = None if dp_groups is None else {x for x in dp_groups if x not in world}
-    if named is not None:
+    world = [name for name in full if _is_world(name, groups[name], n) and hints.kind(name) != "inside"]
+    if dp_groups is not None:
+        named = {x for x in dp_groups if x not in world}
         unknown = sorted(named - set(full))
         if unknown:
             raise UsageError(f"--dp-groups names {', '.join(map(repr, unknown))}: no such process group "
                              f"(the job's: {', '.join(map(repr, sorted(full))) or 'none'})")
-    if named:
-        t, d = _named_shape(full, sorted(named), n)
-        got = _classify(full, world, n, t, d, named)
-        if isinstance(got, str):
-            raise UsageError(f"the process groups fit no layout with data-parallel groups "
-                             f"{', '.join(map(repr, sorted(named)))}: {got}")
-        lay = Layout(n, t, d, full, world, *got)
-        lay.how = _how(lay, True)
-        return lay
+        if named:
+            return _named_layout(full, world, n, named, hints, "--dp-groups")
+        return _by_shape(full, world, n, named, hints, "--dp-groups none")
+    said = {name for name in full if name not in world and hints.kind(name) == "dp"}
+    if said:
+        try:
+            return _named_layout(full, world, n, said, hints, "by their descriptions")
+        except UsageError as exc:      # the descriptions do not fit the ranks: by shape, saying so
+            lay = _by_shape(full, world, n, None, hints, "by shape")
+            lay.how += f" (not the descriptions' data-parallel groups: {exc.message})"
+            return lay
+    return _by_shape(full, world, n, None, hints, "by shape")
+
+
+def _named_layout(full: Mapping[str, tuple[int, ...]], world: list[str], n: int, named: set[str],
+                  hints: Hints, how: str) -> Layout:
+    t, d = _named_shape(full, sorted(named), n)
+    got = _classify(full, world, n, t, d, named, hints)
+    if isinstance(got, str):
+        raise UsageError(f"the process groups fit no layout with data-parallel groups "
+                         f"{', '.join(map(repr, sorted(named)))}: {got}")
+    lay = Layout(n, t, d, dict(full), world, *got)
+    lay.how = _how(lay, how)
+    return lay
+
+
+def _by_shape(full: Mapping[str, tuple[int, ...]], world: list[str], n: int, named: set[str] | None,
+              hints: Hints, how: str) -> Layout:
     fits: list[tuple[tuple[int, int, int], Layout]] = []
     for d in (x for x in range(1, n + 1) if n % x == 0):
         for t in (x for x in range(1, n // d + 1) if (n // d) % x == 0):
             if d == 1 and t != n:
                 continue       # one replica: the whole job (t = n), whatever t would say
-            got = _classify(full, world, n, t, d, named)
+            got = _classify(full, world, n, t, d, named, hints)
             if isinstance(got, str):
                 continue
             dp, inside = got
@@ -171,11 +219,12 @@ def find_layout(groups: Mapping[str, tuple[int, ...]], n: int, dp_groups: Sequen
             # preference (module doc): o always 0 with dp groups, then o always 0 (smallest replica), then
             # the largest t
             kind = 0 if outer_one and dp else 1 if outer_one else 2
-            fits.append(((kind, n // d if kind == 1 else 0, -t), Layout(n, t, d, full, world, dp, inside)))
-    # (one replica of the whole job always fits: every group lies inside it)
+            lay = Layout(n, t, d, dict(full), world, dp, inside)
+            fits.append(((kind, n // d if kind == 1 else 0, -t), lay))
+    # (one replica of the whole job always fits: every group and send/recv pair lies inside it)
     fits.sort(key=lambda kv: kv[0])
     lay = fits[0][1]
-    lay.how = _how(lay, named is not None)
+    lay.how = _how(lay, how)
     return lay
 
 
@@ -199,11 +248,11 @@ def _named_shape(full: Mapping[str, tuple[int, ...]], named: list[str], n: int) 
     return t, d
 
 
-def _how(lay: Layout, named: bool) -> str:
+def _how(lay: Layout, how: str) -> str:
     parts = []
     if lay.dp:
-        parts.append(f"data-parallel group{'s' if len(lay.dp) > 1 else ''} {', '.join(map(repr, lay.dp))}"
-                     + (" (--dp-groups)" if named else " (by shape)"))
+        parts.append(f"data-parallel group{'s' if len(lay.dp) > 1 else ''} {', '.join(map(repr, lay.dp))} "
+                     f"({how})")
     elif lay.d == 1:
         parts.append("no data-parallel group: the measured job is one replica")
     if lay.world:
