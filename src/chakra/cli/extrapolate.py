@@ -72,30 +72,8 @@ def _run(args: argparse.Namespace) -> int:
     with _bar(show_progress(args.quiet), args.ranks) as tick:
         res = extrapolate(inputs[0], args.ranks, args.output_prefix, comm_group=args.comm_group, dp_groups=dp,
                           network=args.network, system=args.system, progress=tick)
-    lay, grown = res.layout, res.grown
-    out = sys.stdout.write
-    out(f"{res.measured} measured ranks -> {res.ranks}: {lay.describe()} (groups: {res.groups_from})\n")
-    out(f"  rank r is modelled on measured rank {_rule(res)}\n")
-    for name in lay.world + lay.dp:
-        out(f"  group {name!r}: {len(lay.groups[name])} -> {len(grown.groups[name])} ranks\n")
-    if grown.new:
-        out(f"  {len(grown.new)} new group(s) for the new replicas (pg {grown.new[0][0]} .. "
-            f"{grown.new[-1][0]}), copies of {len(lay.inside)} group(s) inside a replica\n")
-    if res.network_text:
-        out(f"  network: {res.network_text}; {res.retimed} collective(s) of the measured ranks re-timed for "
-            "their grown groups\n")
-    for note in res.notes:
-        out(f"  note: {note}\n")
-    out(f"wrote {args.output_prefix}.{{0..{res.ranks - 1}}}.et and {res.comm_group}\n")
-    out(f"  run it: {res.run_line(args.output_prefix)}   (ASTRA-sim's launcher)\n")
+    sys.stdout.write("".join(line + "\n" for line in res.lines(args.output_prefix)))
     return 0
-
-
-def _rule(res: Any) -> str:
-    lay = res.layout
-    if lay.outer == 1:
-        return f"r mod {res.measured}"
-    return f"(o, k mod {lay.d}, i) of r = (o, k, i) ({lay.describe()})"
 
 
 @contextmanager

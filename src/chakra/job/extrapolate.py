@@ -71,6 +71,27 @@ class Extrapolation:
     retimed: int = 0                                  # collectives whose duration the network re-timed
     notes: list[str] = field(default_factory=list)
 
+    def lines(self, prefix: str) -> list[str]:
+        """What was done, in words (``chakra extrapolate`` prints them)."""
+        lay, grown = self.layout, self.grown
+        rule = f"r mod {self.measured}" if lay.outer == 1 else \
+            f"(o, k mod {lay.d}, i) of rank r = (o, k, i)"
+        out = [f"{self.measured} measured ranks -> {self.ranks}: {lay.describe()} "
+               f"(groups: {self.groups_from})",
+               f"  rank r is modelled on measured rank {rule}"]
+        out += [f"  group {name!r}: {len(lay.groups[name])} -> {len(grown.groups[name])} ranks"
+                for name in lay.world + lay.dp]
+        if grown.new:
+            out.append(f"  {len(grown.new)} new group(s) for the new replicas (pg {grown.new[0][0]} .. "
+                       f"{grown.new[-1][0]}), copies of {len(lay.inside)} group(s) inside a replica")
+        if self.network_text:
+            out.append(f"  network: {self.network_text}; {self.retimed} collective(s) of the measured ranks "
+                       "re-timed for their grown groups")
+        out += [f"  note: {note}" for note in self.notes]
+        out.append(f"wrote {prefix}.{{0..{self.ranks - 1}}}.et and {self.comm_group}")
+        out.append(f"  run it: {self.run_line(prefix)}   (ASTRA-sim's launcher)")
+        return out
+
     def run_line(self, prefix: str) -> str:
         extra = "".join(f" --{k} {p}" for k, p in (("comm-group", self.comm_group), ("network", self.network),
                                                     ("system", self.system)) if p is not None)
