@@ -307,8 +307,9 @@ def _add_finish_waits(g: RankGraph, plan: Plan) -> None:
     after an asynchronous gloo record of its thread), the recording contradicts the
     dependency: only the start bound is kept.  This applies across lanes, and on the
     same thread after a non-CPU record (which the thread does not wait for).  When
-    ``u`` is a CPU op with children (the ``ctrl_deps`` target of a CPU op) its
-    recorded end is not known (``duration_micros`` of a CPU op is exclusive), so
+    ``u`` has children (the ``ctrl_deps`` target of a CPU op: a CPU op, or, for the nodes of its
+    own thread, a communication record whose thread works inside it, as gloo allocates and copies
+    inside its record) its recorded end is not known (its ``duration_micros`` is exclusive), so
     those stay start dependencies.  A METADATA node takes no time: it keeps the start bound only.
     The what-if scales and delays the tail (it is the node's own time): ``tail * factor + delay``.
     In a whole-job replay a coupled node's transfer ends at the common end, or later when such a
@@ -332,7 +333,7 @@ def _add_finish_waits(g: RankGraph, plan: Plan) -> None:
         pairs = None
         for j in d:
             lj = lanes[j]
-            if lj is None or (is_cpu[j] and (lj == lane or ids[j] in parents)):
+            if lj is None or (ids[j] in parents and (is_cpu[j] or lj == lane)) or (is_cpu[j] and lj == lane):
                 continue
             f = starts[j] + durs[j]
             if s < f:
