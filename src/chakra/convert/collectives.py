@@ -9,6 +9,7 @@ from collections import Counter
 from chakra import schema as pb
 from chakra.convert.comm import (
     CommFields,
+    TensorSize,
     canonical_collective,
     comm_info,
     comm_size_bytes,
@@ -17,6 +18,7 @@ from chakra.convert.comm import (
     is_comm_kernel_name,
     kernel_collective,
     op_tensor_bytes,
+    op_tensor_size,
     pair_gloo_with_c10d,
 )
 from chakra.convert.plan import (
@@ -31,6 +33,7 @@ from chakra.host.collective_names import CALL, OP_NAMES, RUN, is_cpu_record, is_
 from chakra.host.model import HostOp, is_comm_name
 
 log = logging.getLogger(__name__)
+_NO_OP = TensorSize(-1, -1)   # (an op the trace does not hold: matches only another such)
 
 
 # -- 3. communication -----------------------------------------------------------------------------
@@ -84,11 +87,11 @@ def find_comm(cv: Plan) -> None:
     warn_unknown_kernels(cv, gpu_children, covered)
     distinct = set(names)
     if any(is_cpu_record(nm) for nm in distinct) and any(nm.startswith("c10d::") for nm in distinct):
-        def nbytes(j: int) -> int:
+        def size_of(j: int) -> TensorSize:
             op = full[j]
-            return op_tensor_bytes(op) if op is not None else -1
+            return op_tensor_size(op) if op is not None else _NO_OP
 
-        pairs, extra = pair_gloo_with_c10d(names, cv.cols.rf_ids, ids, nbytes)
+        pairs, extra = pair_gloo_with_c10d(names, cv.cols.rf_ids, ids, size_of)
     else:
         pairs, extra = {}, {}   # nothing to pair
     del distinct

@@ -73,16 +73,44 @@ def op_tensor_bytes(op: HostOp) -> int:
     return max(tensor_bytes(op.inputs.values), tensor_bytes(op.outputs.values))
 
 
+@dataclass(frozen=True, slots=True)
+class TensorSize:
+    """An op's tensors, for telling which call a gloo record ran: bytes and elements of the larger side,
+    and whether every tensor's element size is known (a Kineto-only trace records a ``TensorList``,
+    the c10d calls' argument, without a dtype: element size 0)."""
+
+    nbytes: int
+    numel: int
+    known: bool = True
+
+    def same(self, other: TensorSize) -> bool:
+        """Whether the two are the same size: the bytes where both know them, else the elements."""
+        if self.known and other.known:
+            return self.nbytes == other.nbytes
+        return self.numel == other.numel
+
+
+def op_tensor_size(op: HostOp) -> TensorSize:
+    """:class:`TensorSize` of an op (bytes as :func:`op_tensor_bytes`)."""
+    ins = list(iter_tensors(op.inputs.values))
+    outs = list(iter_tensors(op.outputs.values))
+    return TensorSize(max(sum(t[3] * t[4] for t in ins), sum(t[3] * t[4] for t in outs)),
+                      max(sum(t[3] for t in ins), sum(t[3] for t in outs)),
+                      all(t[4] > 0 for t in ins) and all(t[4] > 0 for t in outs))
+
+
 def pair_gloo_with_c10d(names: Sequence[str], rf_ids: Sequence[Any], ids: Sequence[int],
-                        nbytes: Callable[[int], int] | None = None) -> tuple[dict[int, int], dict[int, int]]:
+                        size_of: Callable[[int], TensorSize] | None = None
+                        ) -> tuple[dict[int, int], dict[int, int]]:
     """``({gloo op index: c10d op index}, {extra gloo op index: c10d op index})`` by record function id
     order (see module doc).
 
     The ops are given as columns (``names[i]``, ``rf_ids[i]``, ``ids[i]`` of op index ``i``).  When
     several c10d calls are pending (async collectives issued back to back, run by gloo's worker
     threads in either order), a gloo record goes to the one whose collective it can be (gloo runs a
-    reduce_scatter as an all_reduce record), then, with ``nbytes`` (op index -> bytes of its larger
-    side), to one of its size, then to the latest.
+    reduce_scatter as an all_reduce record), then, with ``size_of`` (op index -> :class:`TensorSize`),
+    to one of its size (its bytes; its elements where a side's element size is unknown, as a
+    Kineto-only trace records the calls' tensor lists), then to the latest.
 
     Some calls run as several gloo records (a list-form ``reduce_scatter_`` is one all_reduce record per
     chunk, on different worker threads): a record that finds no pending call but can belong to the
@@ -115,10 +143,10 @@ def pair_gloo_with_c10d(names: Sequence[str], rf_ids: Sequence[Any], ids: Sequen
         elif pending:
             mine = canonical_collective(names[i].partition(":")[2])
             fits = _GLOO_RUNS.get(mine, (mine,))
-            size = nbytes(i) if nbytes is not None else None
+            size = size_of(i) if size_of is not None else None
             best = max(range(len(pending)), key=lambda k: (
                 canonical_collective(names[pending[k]]) in fits,   # noqa: B023 (used at once, in this loop)
-                size is not None and nbytes(pending[k]) == size,   # type: ignore[misc]  # noqa: B023
+                size is not None and size.same(size_of(pending[k])),   # type: ignore[misc]  # noqa: B023
                 k))
             out[i] = pending.pop(best)
     return out, extra
@@ -205,6 +233,7 @@ __all__ = [
     "is_comm_kernel_name",
     "kernel_collective",
     "op_tensor_bytes",
+    "op_tensor_size",
     "pair_gloo_with_c10d",
     "tensor_bytes",
 ]
