@@ -361,7 +361,11 @@ def test_gloo_kineto_only_matches_the_host_et_path(corpus: Path, tmp_path: Path,
     het, ket = _both(corpus, tmp_path, f"cpu_gloo/{job}", rank)
     rep, ref = replay_file(ket), replay_file(het)
     assert rep.measured_us == ref.measured_us
-    assert abs(rep.replayed_us - rep.measured_us) <= 0.05 * rep.measured_us
+    # within 1% of the window, and within 0.15% of the host-ET path's replay (every rank: -0.16..+0.12%
+    # of its window, and the two at most 68 us apart, fsdp_2r rank 1).  Before: fsdp_2r rank 0 -2.13%,
+    # tp_like_2r rank 0 -1.87%, ddp_mlp_4r rank 1 +1.24% (see test_kineto_only_gloo.py for the classes)
+    assert rep.error_pct is not None and abs(rep.error_pct) <= 1.0
+    assert abs(rep.replayed_us - ref.replayed_us) <= 0.0015 * rep.measured_us
     assert comm_nodes(ket) == comm_nodes(het)
     if job == "tp_like_2r":
         # the list form of all_gather: Kineto records only the 16x64 float input (4096 B); the gathered

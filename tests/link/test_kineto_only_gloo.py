@@ -84,3 +84,50 @@ def test_a_gloo_record_pairs_with_the_call_of_its_size(tmp_path: Path) -> None:
     rep = replay_file(tmp_path / "job.0.et")
     times = rep.node_times()
     assert times[big.id] == (300, 700) and times[small.id] == (350, 550)
+
+
+def broadcast_rank(call_child: bool = False) -> dict[str, Any]:
+    """tp_like_2r rank 0's first broadcast: aten::randn [98,224]; c10d::broadcast_ [290,719] enqueues the
+    broadcast and waits for it; the gloo worker, idle since the window opened, runs gloo:broadcast
+    [637,682]; aten::matmul [755,775] after the call.  ``call_child``: the call runs an op nested in it
+    (aten::copy_ [300,700]) that outlasts the record's start."""
+    events = [
+        ev("cpu_op", "aten::randn", 98, 126),
+        ev("cpu_op", "c10d::broadcast_", 290, 429, **tensor_list(1024)),
+        ev("user_annotation", "gloo:broadcast", 637, 45, tid=WORKER_1, **floats(1024)),
+        ev("cpu_op", "aten::matmul", 755, 20),
+    ]
+    if call_child:
+        events.append(ev("cpu_op", "aten::copy_", 300, 400))
+    return trace(events, 800)
+
+
+def test_a_worker_idle_until_a_call_that_lost_its_wait_starts_after_its_written_end(tmp_path: Path) -> None:
+    # The worker's idle [0,637] is cut back to the call's start (290): the call was still running at 637
+    # (until 719), and the replay keeps the record 347 us after the call's start only while the call's
+    # written end lies past 637.  But the call's own time lost its wait on that same broadcast (matmul
+    # waited for it: [290,682] is waiting), its written duration is 429 - 392 = 37, its end 327: the
+    # record waits for the call's written end and keeps the idle time from there, 637 - 327 = 310.
+    # Before, the 347 us counted from the window start: the broadcast started at 347, 290 us early, and
+    # everything after it (tp_like_2r rank 0: -1.87%).
+    path = convert(tmp_path, broadcast_rank())
+    n = nodes(path)
+    call, rec, mm = n[("c10d::broadcast_", 290)], n[("gloo:broadcast", 637)], n[("aten::matmul", 755)]
+    assert call.duration_micros == 37
+    a = attrs(rec)
+    assert a["wait_on"] == call.id and a["idle_before_us"] == 310 and "wait_post_us" not in a
+    assert attrs(mm)["wait_on"] == rec.id and attrs(mm)["wait_post_us"] == 73
+    times = replay_file(path).node_times()
+    assert times[call.id] == (290, 327) and times[rec.id] == (637, 682) and times[mm.id] == (755, 775)
+
+
+def test_a_worker_idle_until_a_call_with_children_keeps_its_idle_time(tmp_path: Path) -> None:
+    # The same, the call running an op nested in it past 637: a call with children has no end of its own
+    # in the replay (its exclusive duration is not its end), so the record keeps its whole idle time,
+    # from the window start (before: 347 us of it, and the broadcast started at 347)
+    path = convert(tmp_path, broadcast_rank(call_child=True))
+    n = nodes(path)
+    rec = n[("gloo:broadcast", 637)]
+    a = attrs(rec)
+    assert a["idle_before_us"] == 637 and "wait_on" not in a
+    assert replay_file(path).node_times()[rec.id] == (637, 682)

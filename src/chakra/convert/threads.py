@@ -62,6 +62,11 @@ owner's duration (or the idle time) and becomes the dependency ``n -> u`` with
 it was.  Where
 the thread started waiting inside ``[a, r]`` is not recorded; all of it counts as
 waiting, so the replay without idle time never exceeds the recording.
+
+An idle piece of ``n`` in which a dependency ``u`` of ``n`` started, still running when ``n`` started,
+is cut back to ``u``'s start (``n`` follows ``u``'s start); where the replay cannot see that ``u`` was still
+running (its written end, shortened by waits cut out of it, lies before ``n``'s start), ``u`` becomes what
+``n`` waited for, at that written end, or, for a ``u`` with children, the idle piece stays whole.
 """
 
 from __future__ import annotations
@@ -115,6 +120,9 @@ class ThreadTiming:
     frees_thread: set[int] = field(default_factory=set)        # records that do not hold their thread
     synced: set[int] = field(default_factory=set)   # ops whose wait on a GPU op was cut out (a synchronize)
     waited_us: int = 0                                          # total waiting taken out of pieces
+    # node -> (dependency, start of its idle piece): idle time cut back to the start of a dependency still
+    # running when the node started (:func:`_hold_from_start` checks that the replay keeps that offset)
+    from_start: dict[int, tuple[int, int]] = field(default_factory=dict)
 
 
 def thread_timing(inp: ThreadInput) -> ThreadTiming:
@@ -126,6 +134,8 @@ def thread_timing(inp: ThreadInput) -> ThreadTiming:
     ends = _EndIndex(inp)
     for members in threads.values():
         _sweep(inp, members, ends, out)
+    if out.from_start:
+        _hold_from_start(inp, threads, out)
     if inp.launcher:
         _stream_waits(inp, ends, out)
     return out
@@ -345,8 +355,50 @@ def _wait(inp: ThreadInput, j: int, lane: Any, pieces: list[tuple[int, int, int,
         if ended:
             out.wait_on[j] = u
             return r
+        out.from_start[j] = (u, a)
         return None
     return None
+
+
+def _hold_from_start(inp: ThreadInput, threads: dict[Any, list[int]], out: ThreadTiming) -> None:
+    """Idle time cut back to the start of a dependency ``u`` still running when ``j`` started counts from
+    ``u``'s start only where the replay knows that ``u`` was still running: where ``u``'s written end (its
+    start plus its written duration, which waits cut out of it shorten) lies after ``j``'s start, so that
+    the replay holds ``j`` at its recorded offset from ``u``'s start (``chakra.replay.plan``, finish
+    waits).  Else the replay would count that idle time from ``j``'s lane predecessor (the window start
+    for a worker thread's first record) and start ``j`` early: a gloo worker's first ``gloo:broadcast``
+    after its ``c10d::broadcast_``, whose duration lost its wait on that same broadcast, started 290 µs
+    early.  A ``u`` without children on its thread then becomes what ``j`` waited for, at its written
+    end (the idle time from there on stays ``j``'s); one with children (the replay knows no end of its
+    own for it) gives the idle time back whole."""
+    start, excl, idle_before = inp.start, inp.excl, out.idle_before
+    for j, (u, a) in out.from_start.items():
+        s = start[j]
+        e = start[u] + excl[u]
+        kids = _has_children(inp, threads[inp.thread[u]], u, out.depth)
+        if not kids and e > s:
+            continue
+        if kids:
+            out.waited_us -= start[u] - a
+            e = a
+        else:
+            out.waited_us += e - start[u]
+            out.wait_on[j] = u
+        if s > e:
+            idle_before[j] = s - e
+        else:
+            idle_before.pop(j, None)
+
+
+def _has_children(inp: ThreadInput, members: list[int], u: int, depth: dict[int, int]) -> bool:
+    """Whether the node after ``u`` on its thread (``members``, in the sweep's order) is nested in it."""
+    start, end, pos = inp.start, inp.end, inp.pos
+
+    def key(i: int) -> tuple[int, int, int]:
+        return (start[i], -(end[i] or 0), pos[i])
+
+    k = bisect_right(members, key(u), key=key)
+    return k < len(members) and depth.get(members[k], 0) > depth.get(u, 0)
 
 
 def _wait_target(inp: ThreadInput, j: int, lane: Any, a: int, b: int, kind: str, o: int,
@@ -356,7 +408,8 @@ def _wait_target(inp: ThreadInput, j: int, lane: Any, a: int, b: int, kind: str,
 
     In an idle piece, a dependency of ``j`` that *started* inside it and was still running when ``j``
     started also explains the idle time up to its start (the replay keeps ``j`` after that start by
-    the recorded offset); nothing is added then, the idle time is only cut."""
+    the recorded offset); nothing is added then, the idle time is only cut (where the replay cannot
+    tell that the dependency was still running, :func:`_hold_from_start` decides otherwise)."""
     end, start = inp.end, inp.start
     if kind == "idle":
         best: tuple[int, int, bool] | None = None
