@@ -634,7 +634,13 @@ def link_kineto(
 def _prepare_kineto(kineto: KinetoTrace, rank: int | None, annotation: str | None, gap_us: float,
                     fallback_rank: int | None, step: int | None = None
                     ) -> tuple[dict[str, Any], NodeRanges]:
-    kh = build_host(kineto, annotation)
+    window = annotation
+    if step is not None:   # the synthetic host ET holds that step's ops, its window is the measured one
+        if annotation is not None:
+            raise UsageError("--step and --annotation both choose the window: give one")
+        check_step(kineto, step)
+        window = step_annotation(step)
+    kh = build_host(kineto, window)
     host = kh.host
     host.extra = {"kineto_only": kh.summary()}
     log.info("%s: %s", kineto.path, missing_note(kh))
