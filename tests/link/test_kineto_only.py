@@ -344,7 +344,7 @@ def test_dlrm_kineto_only_replays_its_step_and_keeps_the_collectives(corpus: Pat
     het, ket = _both(corpus, tmp_path, "dlrm_8r_v100", rank, "host", "device")
     rep = replay_file(ket)
     assert rep.measured_us == DLRM_STEPS[rank]
-    assert abs(rep.replayed_us - rep.measured_us) <= 0.05 * rep.measured_us
+    assert rep.error_pct is not None and abs(rep.error_pct) <= 1.0     # (0.00% on every rank)
     # the host nodes differ (the Kineto trace's own op tree, not the host ET's), so their thread timing
     # pieces do: on every DLRM rank the Kineto-only replay is 74..88 us (<0.7%) longer than the host-ET one
     assert abs(rep.replayed_us - replay_file(het).replayed_us) <= 0.01 * rep.measured_us
