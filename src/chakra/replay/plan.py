@@ -333,7 +333,12 @@ def _add_finish_waits(g: RankGraph, plan: Plan) -> None:
         pairs = None
         for j in d:
             lj = lanes[j]
-            if lj is None or (ids[j] in parents and (is_cpu[j] or lj == lane)) or (is_cpu[j] and lj == lane):
+            if lj is None:
+                continue
+            if is_cpu[j]:
+                if lj == lane or ids[j] in parents:
+                    continue
+            elif ids[j] in parents and lj == lane:    # a communication record its thread works inside
                 continue
             f = starts[j] + durs[j]
             if s < f:
