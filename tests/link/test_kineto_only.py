@@ -374,6 +374,20 @@ def test_gloo_kineto_only_matches_the_host_et_path(corpus: Path, tmp_path: Path,
         assert 8192 in sizes and 4096 not in sizes
 
 
+@pytest.mark.corpus
+@pytest.mark.parametrize("job", ["ddp_mlp_4r", "fsdp_2r", "tp_like_2r"])
+def test_gloo_kineto_only_whole_job_within_one_percent(corpus: Path, tmp_path: Path, job: str) -> None:
+    """``chakra pipeline DIR --kineto-only --job``: every rank and the whole job within 1% (ddp_mlp_4r
+    +0.09%, fsdp_2r -0.18%, tp_like_2r -0.20% whole; before +0.87%, +6.52% and -1.24%)."""
+    from chakra.io.ranks import RankNaming
+    from chakra.pipeline import run_pipeline
+
+    res = run_pipeline(corpus / "cpu_gloo" / job, tmp_path, jobs=1, job_replay=True,
+                       naming=RankNaming(kineto_only=True))
+    assert all(abs(r["error_pct"]) <= 1.0 for r in res.summary["ranks"])
+    assert abs(res.summary["whole_job"]["error_pct"]) <= 1.0
+
+
 def _kineto_json(path: Path) -> dict[str, Any]:
     with gzip.open(path) as fh:
         return json.load(fh)
