@@ -68,8 +68,6 @@ class Materialized:
     metadata: Any
     nodes: list[Any]
     offset_us: float                           # where the rank starts on the job's clock
-    replayed_us: float                         # the replay's time of the rank (from its own start)
-    ends_us: dict[int, float] = field(default_factory=dict)   # node id -> intended end (job clock)
     short_transfers: int = 0                   # transfers shorter than the network model
     pieces: dict[str, int] = field(default_factory=dict)      # piece kind -> nodes added
 
@@ -85,6 +83,7 @@ class _Rank:
     next_id: int
     new: list[Any] = field(default_factory=list)
     resource: dict[int, int] = field(default_factory=dict)   # written node id -> its resource
+    index: dict[int, int] = field(default_factory=dict)      # the file's node id -> its position
     pieces: dict[str, int] = field(default_factory=dict)
 
     def node_resource(self, i: int) -> int:
@@ -171,13 +170,14 @@ def _materialize_rank(rep: ReplayResult, md: Any, nodes: list[Any], net: Network
     g, plan = rep.graph, rep.plan
     n = len(g.ids)
     ids = g.ids
-    R = _Rank(g, rep, net, job_ranks, next_id=(max(ids) + 1 if ids else 1))
+    R = _Rank(g, rep, net, job_ranks, next_id=(max(ids) + 1 if ids else 1),
+              index={nid: i for i, nid in enumerate(ids)})
     base = rep.clock_offset
     ends: list[list[int]] = [[nid] for nid in ids]      # the written nodes whose end is node i's end
     head: dict[int, int] = {}                            # node -> the written node that takes its start
     comm_time: dict[int, float] = {}                     # comm node -> duration written (µs)
-    pin: dict[int, float] = {}                           # written comm node -> its transfer start (job clock)
-    coupled = {i: w for i, w in ((_index(ids, nid), w) for nid, w in rep.comm_wait.items()) if i is not None}
+    pin: dict[int, float] = {}                           # written comm node -> when the simulator ends it
+    coupled = {R.index[nid]: w for nid, w in rep.comm_wait.items()}
     stand_in = {k: x for x, (k, _w) in plan.transfer.items() if k in coupled}
     after_k: dict[int, list[int]] = {}
     short = 0
@@ -202,7 +202,7 @@ def _materialize_rank(rep: ReplayResult, md: Any, nodes: list[Any], net: Network
             short += 1
         own = R.piece("own_time", left, [ids[comm]], COMM, ids[comm]) if left >= 0.5 else ids[comm]
         if x is not None:
-            lead = R.piece("record_lead", plan.rd[x], [], R.node_resource(x) if g.is_cpu[x] else CPU, ids[x])
+            lead = R.piece("record_lead", plan.rd[x], [], CPU, ids[x])   # (the record's own CPU time)
             head[x] = lead
             ends[x] = [lead]
             after_k[i] = [own]
@@ -257,20 +257,10 @@ def _materialize_rank(rep: ReplayResult, md: Any, nodes: list[Any], net: Network
         start[nid] = end[last]
         end[nid] = end[last] + tail
         pos[nid] = len(pos)
-    for nd in allnodes:
-        if nd.id not in R.resource:
-            R.resource[nd.id] = _resource_of(nd)
     _chain_resources(allnodes, R.resource, start, end, pos)
     return Materialized(rank=rep.rank if rep.rank is not None else 0, metadata=_metadata(md), nodes=allnodes,
-                        offset_us=base, replayed_us=rep.replayed_us, ends_us=end, short_transfers=short,
+                        offset_us=base, short_transfers=short,
                         pieces=R.pieces)
-
-
-def _index(ids: Sequence[int], nid: int) -> int | None:
-    from bisect import bisect_left
-
-    k = bisect_left(ids, nid)
-    return k if k < len(ids) and ids[k] == nid else None
 
 
 def _model_us(R: _Rank, i: int) -> float:
@@ -284,7 +274,7 @@ def _rewrite(R: _Rank, nodes: list[Any], head_deps: list[list[int]], head: dict[
              comm_deps: dict[int, list[int]], comm_time: dict[int, float], plan: Any) -> list[Any]:
     """The file's own nodes with their new dependencies and durations."""
     g = R.g
-    index = {nid: i for i, nid in enumerate(g.ids)}
+    index = R.index
     by_id = {nd.id: nd for nd in R.new}
     out = []
     for o in nodes:
@@ -308,15 +298,6 @@ def _rewrite(R: _Rank, nodes: list[Any], head_deps: list[list[int]], head: dict[
         out.append(nd)
         R.resource[nd.id] = R.node_resource(i)
     return out
-
-
-def _resource_of(nd: Any) -> int:
-    cpu = any(a.name == "is_cpu_op" and a.bool_val for a in nd.attr)
-    if cpu:
-        return CPU
-    if nd.type in COMM_TYPES or nd.type in (pb.MEM_LOAD_NODE, pb.MEM_STORE_NODE):
-        return COMM
-    return GPU
 
 
 def _dependency_times(nodes: list[Any], pin: dict[int, float]
