@@ -212,7 +212,7 @@ def replay(case: Case, *, job: bool, work: Path, timeout: float, mem_bytes: int,
     if rc is None:
         run.status = f"exceeded time ({timeout:.0f} s)"
     elif "MemoryError" in tail or "memory" in tail.lower() or peak * 2**20 > 0.9 * mem_bytes:
-        run.status = f"exceeded memory ({mem_bytes / 2**30:.0f} GB)"
+        run.status = f"exceeded memory ({mem_bytes / 2**30:g} GB)"
     else:
         run.status = f"failed (rc {rc})"
     run.note = tail.strip().splitlines()[-1] if tail.strip() else ""
@@ -232,7 +232,7 @@ def _fmt(v: float | None, spec: str, unit: str = "") -> str:
 
 
 def table(runs: list[Run], cases: dict[int, Case]) -> str:
-    lines = ["| replay | ranks | nodes | collectives | status | seconds | process s | nodes/s | vs one rank "
+    lines = ["| replay | ranks | nodes | comm nodes | status | seconds | process s | nodes/s | vs one rank "
              "| peak RSS MB | replayed job µs |",
              "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
     for r in runs:
