@@ -13,9 +13,11 @@ the host ET again with a plain ``open`` and cannot read ``.json.gz``; both tools
 
 The two codes run interleaved, one pair of each in turn (the order alternating round by round), after one
 unmeasured round that writes the byte-code caches.  Printed per case: best and median seconds of each command
-and of the pair, the largest peak RSS, the ``.et`` node count of each (a sanity check), and the ratio
-reference / ours of the pairs' best and medians; the machine calibration (``run_all.calibrate``) before and
-after.  A reference command that fails is reported with its exit code and last line of stderr.
+and of the pair, the pair's CPU seconds (user + system of its processes and of theirs: a loaded machine
+stretches them less than wall time), the largest peak RSS, the ``.et`` node count of each (a sanity check),
+and the ratio reference / ours of the pairs' best and medians, in wall and in CPU time; the machine
+calibration (``run_all.calibrate``) before and after.  A reference command that fails is reported with its
+exit code and the first sentence of its last line of stderr.
 
 The reference is run only as an external program: ``--ref-python`` (default ``REF_SRC/.venv/bin/python``)
 must import ``chakra.src.trace_link.trace_link`` and ``chakra.src.converter.converter`` from the checkout
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -143,14 +146,17 @@ def cases(ops: int, work: Path, which: set[str]) -> list[tuple[str, Path, Path]]
 def measure(name: str, host: Path, kineto: Path, py: str, runs: int, tmp: Path) -> dict[str, Any]:
     """Interleaved rounds of both codes on one case (round 0 unmeasured: byte-code caches)."""
     res: dict[str, list[tuple[Run, Run]]] = {"ours": [], "reference": []}
+    cpu: dict[str, list[float]] = {"ours": [], "reference": []}
     codes = {"ours": lambda: our_pair(host, kineto, tmp),
              "reference": lambda: ref_pair(py, host, kineto, tmp)}
     for k in range(runs + 1):
         order = list(codes) if k % 2 == 0 else list(reversed(codes))
         for code in order:
+            before = _children_cpu()
             pair = codes[code]()
             if k:
                 res[code].append(pair)
+                cpu[code].append(_children_cpu() - before)
             print(f"  {name} [{code} {k or 'warm-up'}]: link {pair[0].seconds:.2f} s (exit {pair[0].rc}), "
                   f"convert --simulate {pair[1].seconds:.2f} s (exit {pair[1].rc})", file=sys.stderr,
                   flush=True)
@@ -158,8 +164,15 @@ def measure(name: str, host: Path, kineto: Path, py: str, runs: int, tmp: Path) 
                 res[code] = [pair]   # a failure does not get better by repeating it
                 codes.pop(code)
                 break
-    return {"case": name, "runs": res, "et_nodes": {"ours": et_nodes(tmp / "trace.0.et"),
+    return {"case": name, "runs": res, "cpu": cpu, "et_nodes": {"ours": et_nodes(tmp / "trace.0.et"),
                                                     "reference": et_nodes(tmp / "ref.0.et")}}
+
+
+def _children_cpu() -> float:
+    """User + system CPU seconds of the waited-for child processes so far (theirs and their own children's):
+    a pair's CPU time, which a loaded machine stretches less than its wall time."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def _cell(xs: list[float]) -> str:
@@ -169,25 +182,27 @@ def _cell(xs: list[float]) -> str:
 def report(m: dict[str, Any]) -> str:
     lines = [f"### {m['case']}", "",
              "| code | link best / median s | convert --simulate best / median s | pair best / median s "
-             "| peak MB | .et nodes |", "|---|---|---|---|---|---|"]
+             "| pair CPU best / median s | peak MB | .et nodes |", "|---|---|---|---|---|---|---|"]
     pairs: dict[str, list[float]] = {}
     for code, rounds in m["runs"].items():
         link, conv = rounds[0]
         if link.rc or conv.rc:
             bad = link if link.rc else conv
             which = "chakra_trace_link" if link.rc else "chakra_converter"
-            lines.append(f"| {code} | {which} exit {bad.rc}: {bad.err} | | | | |")
+            lines.append(f"| {code} | {which} exit {bad.rc}: {bad.err} | | | | | |")
             continue
         ls, cs = [r[0].seconds for r in rounds], [r[1].seconds for r in rounds]
         pairs[code] = [a + b for a, b in zip(ls, cs)]
         peak = max(max(r[0].peak_mb, r[1].peak_mb) for r in rounds)
-        lines.append(f"| {code} | {_cell(ls)} | {_cell(cs)} | {_cell(pairs[code])} | {peak:.0f} "
-                     f"| {m['et_nodes'][code]} |")
+        lines.append(f"| {code} | {_cell(ls)} | {_cell(cs)} | {_cell(pairs[code])} | {_cell(m['cpu'][code])} "
+                     f"| {peak:.0f} | {m['et_nodes'][code]} |")
     if len(pairs) == 2:
         ours, ref = pairs["ours"], pairs["reference"]
+        ocpu, rcpu = m["cpu"]["ours"], m["cpu"]["reference"]
         lines += ["", f"reference / ours: {min(ref) / min(ours):.1f}x (best), "
                       f"{statistics.median(ref) / statistics.median(ours):.1f}x (median), "
-                      f"{len(ours)} runs each"]
+                      f"{len(ours)} runs each; CPU time {min(rcpu) / min(ocpu):.1f}x (best), "
+                      f"{statistics.median(rcpu) / statistics.median(ocpu):.1f}x (median)"]
     return "\n".join(lines)
 
 
