@@ -91,6 +91,19 @@ def test_a_log_file_named_like_an_input_or_unwritable_is_a_usage_error(files, ca
     assert "cannot write it (No such file or directory)" in _error(capsys)
 
 
+def test_the_same_log_file_twice_is_written_anew(files):
+    # the log opens with "[2026-12-03 23:25:57,040] INFO ...": a "[" that opens no JSON, so it is a log, and
+    # the same command run again rewrites it (it was refused as "a trace, not a log", exit 2)
+    log, out = files["dir"] / "convert.log", files["dir"] / "o.et"
+    for _ in range(2):
+        assert convert.main(["-i", str(files["host"]), "-o", str(out), "--log-filename", str(log)]) == 0
+        assert log.read_text().startswith("[") and file_kind(log) is None
+    (files["dir"] / "r.log").write_text("[rank 0] Node ID 1 completed at 0us\n")
+    assert file_kind(files["dir"] / "r.log") is None
+    (files["dir"] / "a.json").write_text('[{"ph": "X"}]')
+    assert file_kind(files["dir"] / "a.json") == "json"
+
+
 def test_kineto_traces_that_open_with_metadata_are_recognised(corpus):
     # h100_owlv2_large holds 26 KB of "metadata" before its "traceEvents"
     for name in ("h100_owlv2_large", "mi300x_bert_small"):

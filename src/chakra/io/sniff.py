@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import zlib
 
 from chakra.errors import UsageError
 
 _HEAD = 1 << 16   # (a Kineto trace may open with 26 KB of "metadata" before its "traceEvents")
+#: how a JSON array's first value opens: a log line ("[2026-12-03 23:25:57,040] INFO ...", "[rank 0] ...")
+#: opens with "[" too, and is no JSON
+_ARRAY_OPENING = re.compile(rb"\[\s*(?:[{\[\"\]tfn]|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?\s*[,\]])")
 
 
 def _head(path: str | os.PathLike[str]) -> bytes:
@@ -33,7 +37,7 @@ def file_kind(path: str | os.PathLike[str]) -> str | None:
     like a GlobalMetadata), or None."""
     head = _head(path)
     text = head.lstrip()
-    if text[:1] in (b"{", b"["):
+    if text[:1] == b"{" or _ARRAY_OPENING.match(text):
         if b'"traceEvents"' in head or b'"schemaVersion"' in head or b'"deviceProperties"' in head:
             return "kineto"
         if b'"global_metadata"' in head:
