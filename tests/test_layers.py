@@ -11,7 +11,7 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "chakra"
 
 #: bottom to top; a package may import its own modules and any package of a lower layer
 LAYERS: list[tuple[str, ...]] = [
-    ("__init__", "errors", "lazy", "schema"),
+    ("__init__", "errors", "formats", "lazy", "schema", "tunables"),
     ("io",),
     ("host", "device"),
     ("link",),

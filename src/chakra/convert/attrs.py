@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from chakra.formats import NODE_ATTR, U64_MAX
 from chakra.io.pbstream import encode_varint
 from chakra.schema import AttributeProto, attr_value  # noqa: F401  (re-exported for callers)
 
@@ -51,7 +52,6 @@ _ET_TYPE_FIELDS: dict[str, str] = {
 }
 
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
-_U64_MAX = (1 << 64) - 1
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
 
 
@@ -75,7 +75,7 @@ def _coerce(field: str, value: Any) -> Any:
         if not _I32_MIN <= v <= _I32_MAX:
             raise ValueError("out of int32 range")
     elif field in ("uint64_val", "fixed64_val"):
-        if not 0 <= v <= _U64_MAX:
+        if not 0 <= v <= U64_MAX:
             raise ValueError("out of uint64 range")
     elif field in ("uint32_val", "fixed32_val"):
         if not 0 <= v < (1 << 32):
@@ -91,7 +91,7 @@ def _field_of_value(value: Any) -> tuple[str, Any]:
     if t is int:
         if _I64_MIN <= value <= _I64_MAX:
             return "int64_val", value
-        if 0 <= value <= _U64_MAX:
+        if 0 <= value <= U64_MAX:
             return "uint64_val", value
         return "string_val", str(value)
     if t is float:
@@ -170,14 +170,10 @@ class AttrCache:
         return b
 
 
-#: ``Node.attr`` is field 10, length-delimited: tag byte (10 << 3) | 2
-_ATTR_TAG = b"\x52"
-
-
 def frame_attr(a: AttributeProto) -> bytes:
     """The bytes ``a`` contributes to a serialised Node as one ``attr`` element."""
     body = a.SerializeToString()
-    return _ATTR_TAG + varint(len(body)) + body
+    return NODE_ATTR + varint(len(body)) + body
 
 
 #: base-128 varint of a non-negative int (one implementation: the stream writer's)

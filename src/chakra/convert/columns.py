@@ -45,6 +45,7 @@ from chakra.convert.serial import (
     io_tail,
 )
 from chakra.errors import ChakraError, TraceFormatError
+from chakra.formats import IO_VALUES
 from chakra.host.comm import is_comm_kernel_name
 from chakra.host.decode import FALSY, NO_RAW, Attr, IOPieces, Node, canonical, node_cuts, read_document
 from chakra.host.loader import FLAT, Records, make_trace, part_links, part_records, parts_top
@@ -554,7 +555,7 @@ class _Plain:
             piece = self.piece
             tail = tails[key] = io_tail(piece(key[0]), piece(key[1]))
         vn = varint(len(vb))
-        return b"".join((tag, varint(1 + len(vn) + len(vb) + len(tail)), b"\x0a", vn, vb, tail))
+        return b"".join((tag, varint(1 + len(vn) + len(vb) + len(tail)), IO_VALUES, vn, vb, tail))
 
     def falsy(self, raw: Any) -> bytes:
         """A flat key read as ``value or []``."""

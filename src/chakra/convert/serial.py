@@ -17,6 +17,16 @@ from typing import Any
 import orjson
 
 from chakra.convert.attrs import AttrCache, frame_attr, make_attr, varint
+from chakra.formats import (
+    ATTR_INT64,
+    IO_SHAPES,
+    IO_TYPES,
+    IO_VALUES,
+    NODE_ATTR,
+    NODE_INPUTS,
+    NODE_OUTPUTS,
+    attr_name_field,
+)
 from chakra.host.model import HostOp, IOInfo
 
 GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
@@ -33,9 +43,10 @@ _CPU_ENTRY_SKIP = CPU_SKIP | {"is_cpu_op"}
 _GPU_ENTRY_SKIP = GPU_SKIP | COMM_KEYS
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 BLOCK_LIMIT = 100_000
-#: an IOInfo of three empty lists as the inputs (8) / outputs (9) field of a Node
-EMPTY_IO = {tag: tag + b"\x0c\x0a\x02[]\x12\x02[]\x1a\x02[]" for tag in (b"\x42", b"\x4a")}
-IN_TAG, OUT_TAG = b"\x42", b"\x4a"
+IN_TAG, OUT_TAG = NODE_INPUTS, NODE_OUTPUTS
+#: an IOInfo of three empty lists as the inputs / outputs field of a Node
+EMPTY_IO = {tag: tag + b"\x0c" + IO_VALUES + b"\x02[]" + IO_SHAPES + b"\x02[]" + IO_TYPES + b"\x02[]"
+            for tag in (IN_TAG, OUT_TAG)}
 
 
 def dumps_any(v: Any) -> str:
@@ -59,8 +70,8 @@ def int_attr(name_field: bytes, name: str, v: int) -> bytes:
         return frame_attr(make_attr(name, v))
     heads = _INT_HEADS.get(name_field)
     if heads is None:   # tag, length, name, int64_val tag: one per name and value length (1-10 bytes)
-        heads = _INT_HEADS[name_field] = [b"".join((b"\x52", varint(len(name_field) + 1 + k), name_field,
-                                                    b"\x48")) for k in range(11)]
+        heads = _INT_HEADS[name_field] = [b"".join((NODE_ATTR, varint(len(name_field) + 1 + k), name_field,
+                                                    ATTR_INT64)) for k in range(11)]
     return heads[len(vb)] + vb
 
 
@@ -69,16 +80,16 @@ _INT_HEADS: dict[bytes, list[bytes]] = {}
 
 def io_tail(shapes: bytes, types: bytes) -> bytes:
     """Fields 2 (shapes) and 3 (types) of a serialised IOInfo."""
-    return b"".join((b"\x12", varint(len(shapes)), shapes, b"\x1a", varint(len(types)), types))
+    return b"".join((IO_SHAPES, varint(len(shapes)), shapes, IO_TYPES, varint(len(types)), types))
 
 
-RF_NAME = b"\x0a\x05rf_id"
-_FP_NAME = b"\x0a\x09fw_parent"
-_SQ_NAME = b"\x0a\x06seq_id"
-_SC_NAME = b"\x0a\x05scope"
-_FT_NAME = b"\x0a\x06fw_tid"
-_CORR_NAME = b"\x0a\x0bcorrelation"
-_EXT_NAME = b"\x0a\x0bexternal_id"
+RF_NAME = attr_name_field("rf_id")
+_FP_NAME = attr_name_field("fw_parent")
+_SQ_NAME = attr_name_field("seq_id")
+_SC_NAME = attr_name_field("scope")
+_FT_NAME = attr_name_field("fw_tid")
+_CORR_NAME = attr_name_field("correlation")
+_EXT_NAME = attr_name_field("external_id")
 
 
 class Serializer:
@@ -107,7 +118,7 @@ class Serializer:
                 tails.clear()
             tail = tails[(sb, tb)] = io_tail(sb, tb)
         vn = varint(len(vb))
-        return b"".join((tag, varint(1 + len(vn) + len(vb) + len(tail)), b"\x0a", vn, vb, tail))
+        return b"".join((tag, varint(1 + len(vn) + len(vb) + len(tail)), IO_VALUES, vn, vb, tail))
 
     def io_field(self, tag: bytes, v: Any, sh: Any, ty: Any) -> bytes:
         """:meth:`io_text` of lists (encoded by orjson, as the loader's text is)."""

@@ -83,9 +83,6 @@ STREAM_SLACK_US = 20     # a GPU stream waiting on another (an event) starts wit
 LONG_WAIT_US = 200       # a piece this long that ends right after another thread's op ended waited for it
 WAKE_US = 50             # ... "right after": within this
 
-THREAD_TIMING = "pieces-1"   # GlobalMetadata ``thread_timing``: the nodes carry the attributes above
-
-
 @dataclass(slots=True)
 class ThreadInput:
     """What the pass reads of the converter's per-op lists (index = op position)."""

@@ -26,7 +26,17 @@ from chakra.convert.plan import (
     _num,
 )
 from chakra.convert.serial import int_attr
-from chakra.convert.threads import THREAD_TIMING
+from chakra.formats import (
+    NODE_CTRL_DEPS,
+    NODE_DATA_DEPS,
+    NODE_DURATION,
+    NODE_ID,
+    NODE_NAME,
+    NODE_START,
+    NODE_TYPE,
+    THREAD_TIMING,
+    attr_name_field,
+)
 from chakra.host.model import HostOp
 from chakra.io.forkmap import fork_map, split
 from chakra.io.pbstream import write_frames
@@ -125,7 +135,7 @@ class SerialNodes:
         meta_t = pb.METADATA_NODE
         vid, vstart, vdur = self.vid, self.vstart, self.vdur
         name_fields: dict[str, bytes] = {"": b""}
-        type_fields = {t: (b"\x18" + bytes((t,)) if t else b"") for t in _TYPE_NAMES}
+        type_fields = {t: (NODE_TYPE + bytes((t,)) if t else b"") for t in _TYPE_NAMES}
         small = _SMALL
         empty = b""
         if tails is None:
@@ -137,11 +147,11 @@ class SerialNodes:
             nf = name_fields.get(name)
             if nf is None:
                 nb = name.encode()
-                nf = name_fields[name] = b"\x12" + varint(len(nb)) + nb
+                nf = name_fields[name] = NODE_NAME + varint(len(nb)) + nb
             c = ctrl[i]
             if c >= 0:
                 v = vid[c]
-                cf = b"\x22" + small[len(v)] + v
+                cf = NODE_CTRL_DEPS + small[len(v)] + v
                 ctrl_edges += 1
             else:
                 cf = empty
@@ -150,16 +160,16 @@ class SerialNodes:
                 k = len(ds)
                 if k == 1:
                     v = vid[ds[0]]
-                    df = b"\x2a" + small[len(v)] + v
+                    df = NODE_DATA_DEPS + small[len(v)] + v
                 else:
                     v = join([vid[j] for j in ds])
-                    df = b"\x2a" + varint(len(v)) + v
+                    df = NODE_DATA_DEPS + varint(len(v)) + v
                 data_edges += k
             else:
                 df = empty
-            sf = b"\x30" + vstart[i] if start[i] else empty
-            uf = b"\x38" + vdur[i] if dur[i] else empty
-            idf = b"\x08" + vid[i] if ids[i] else empty
+            sf = NODE_START + vstart[i] if start[i] else empty
+            uf = NODE_DURATION + vdur[i] if dur[i] else empty
+            idf = NODE_ID + vid[i] if ids[i] else empty
             tail = tails[i]
             if tail is not None:   # neither METADATA nor a host comm node (those are kept whole)
                 f = comm.get(i) if comm else None
@@ -316,8 +326,7 @@ def metadata(cv: Plan) -> pb.GlobalMetadata:
 
 
 def _name_field(name: str) -> tuple[bytes, str]:
-    b = name.encode()
-    return b"\x0a" + bytes((len(b),)) + b, name
+    return attr_name_field(name), name
 
 
 _DEPTH = _name_field("thread_depth")

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from chakra.errors import TraceFormatError
+from chakra.formats import VARINT_MAX
 from chakra.io.atomic import atomic_output
 from chakra.io.jsonio import read_bytes
 
@@ -203,7 +204,6 @@ def _varint_table() -> list[bytes]:
 
 _CHUNK = 1 << 23          # bytes read at a time
 _BATCH_BYTES = 1 << 22    # frames handed over at a time
-_VARINT_MAX = 10          # bytes of the longest varint
 
 
 class FrameFile:
@@ -252,7 +252,7 @@ class FrameFile:
         frame before ``offset`` (a bad length varint, a frame running past the end) there is none: the
         reading of the span that holds the damage reports it, where reading the whole stream would."""
         fh = None
-        chunk = max(_CHUNK, 4 * _VARINT_MAX)     # (a chunk holds more than the next frame's length)
+        chunk = max(_CHUNK, 4 * VARINT_MAX)     # (a chunk holds more than the next frame's length)
         if self.data is not None:
             buf, base, at_end = self.data, 0, True
         else:
@@ -268,7 +268,7 @@ class FrameFile:
         try:
             while True:
                 n = len(buf)
-                limit = n if at_end else n - _VARINT_MAX
+                limit = n if at_end else n - VARINT_MAX
                 while pos < limit:
                     if base + pos >= offset:
                         return base + pos, index

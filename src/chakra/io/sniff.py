@@ -7,6 +7,7 @@ import os
 import zlib
 
 from chakra.errors import UsageError
+from chakra.formats import META_ATTR, META_VERSION
 
 _HEAD = 1 << 16   # (a Kineto trace may open with 26 KB of "metadata" before its "traceEvents")
 
@@ -45,7 +46,7 @@ def file_kind(path: str | os.PathLike[str]) -> str | None:
     for shift, byte in enumerate(head[:5]):    # the first frame's length (a varint), then a field of tag
         size |= (byte & 0x7F) << (7 * shift)   # 1 (version) or 2 (attr) of GlobalMetadata
         if not byte & 0x80:
-            if size > 0 and head[shift + 1:shift + 2] in (b"\x0a", b"\x12"):
+            if size > 0 and head[shift + 1:shift + 2] in (META_VERSION, META_ATTR):
                 return "chakra"
             return None
     return None

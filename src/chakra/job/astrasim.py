@@ -47,7 +47,8 @@ from chakra.errors import ChakraError, UsageError
 from chakra.io import atomic_output
 from chakra.io.pbstream import write_messages
 from chakra.job.etfile import COMM_NODE_TYPES, EtFile, node_attrs, rank_comms, read_et
-from chakra.job.match import COLLECTIVE_NAMES, Instance, JobMatch, match_job, world_pg
+from chakra.job.match import Instance, JobMatch, match_job, world_pg
+from chakra.schema import COLLECTIVE_NAMES
 
 log = logging.getLogger(__name__)
 

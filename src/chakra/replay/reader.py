@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from itertools import chain, compress, count, islice, repeat
 from typing import Any
 
+from chakra import formats as wire
 from chakra.errors import TraceFormatError
 from chakra.job.etfile import groups_from_metadata_node, parse_process_groups
 from chakra.replay.graph import (
@@ -77,10 +78,11 @@ _LEAN_PKG = "chakra_replay_lean"
 # attribute).  The encoder of a proto3 file never writes a default value of a singular field, so a 0
 # among a batch's ids (or an empty name, ...) is a sentinel; a file that does write one (or has a
 # dependency on node 0, or an empty attribute) is seen by counting them, and read node by node.
-_SENT_BODY = (b"\x08\x00" b"\x12\x00" b"\x18\x00" b"\x22\x01\x00" b"\x2a\x01\x00" b"\x30\x00" b"\x38\x00"
-              b"\x52\x00")
+_SENT_BODY = b"".join((wire.NODE_ID, b"\x00", wire.NODE_NAME, b"\x00", wire.NODE_TYPE, b"\x00",
+                       wire.NODE_CTRL_DEPS, b"\x01\x00", wire.NODE_DATA_DEPS, b"\x01\x00",
+                       wire.NODE_START, b"\x00", wire.NODE_DURATION, b"\x00", wire.NODE_ATTR, b"\x00"))
 _SENT = bytes((len(_SENT_BODY),)) + _SENT_BODY
-_SEP = b"\x0a" + _SENT + b"\x0a"
+_SEP = wire.REPEATED_1 + _SENT + wire.REPEATED_1
 
 
 def _lean_classes() -> tuple[Any, Any, Any]:
@@ -160,7 +162,7 @@ _NAMES = {"is_cpu_op": _IS_CPU, "tid": _TID, "stream": _STREAM, "device": _DEVIC
 # The name field of an attribute the replay reads, as encoded (tag 0x0A, a one-byte length, the name):
 # every encoding of such an attribute holds it, so bytes without it are none of them.  (``fw_tid`` holds
 # the bytes "tid", not "\x0a\x03tid".)  Matches never span two attributes joined with b"\xff".
-_NEEDED = re.compile(b"\x0a(?:" + b"|".join(re.escape(bytes((len(n),)) + n.encode()) for n in _NAMES) + b")")
+_NEEDED = re.compile(b"|".join(re.escape(wire.attr_name_field(n)) for n in _NAMES))
 _NAMES_B = {name.encode(): name for name in _NAMES}
 # AttributeProto fields that hold one number (a name and one of them: decoded in bulk)
 _NUMBER_FIELDS = frozenset(("double_val", "float_val", "int32_val", "int64_val", "uint32_val", "uint64_val",
@@ -168,6 +170,7 @@ _NUMBER_FIELDS = frozenset(("double_val", "float_val", "int32_val", "int64_val",
 # key characters: the sentinel's empty attribute, an attribute the replay does not read, one decoded where
 # it occurs; the cached attributes the replay reads have the characters from _FIRST_KEY on
 _SENT_KEY, _SKIP_KEY, _DIRECT_KEY = "\x00", "\x01", "\x02"
+_ATTR_NAME = wire.ATTR_NAME[0]
 _FIRST_KEY = 3
 _ATTR_MAX = 0xD800         # distinct attributes cached (one character each, below the surrogates)
 _NODE_MAX = 1 << 16        # distinct attribute strings cached
@@ -388,7 +391,7 @@ class _Builder:
         except ImportError:  # pragma: no cover - protobuf < 4.22: node by node
             return False
         MergedBatch, FullMerged, _ = _lean()
-        merged = b"\x0a" + _SEP.join(frames) + b"\x0a" + _SENT
+        merged = wire.REPEATED_1 + _SEP.join(frames) + wire.REPEATED_1 + _SENT
         try:
             check = FullMerged.FromString(merged).node
         except (DecodeError, RuntimeError, ValueError):
@@ -456,7 +459,7 @@ class _Builder:
         last one counts).  One of a name the replay reads is decoded and cached, or, for a name whose
         values keep changing (``wait_on`` holds a node id), decoded where it occurs, in bulk."""
         name_b = None
-        if len(raw) > 1 and raw[0] == 0x0A and raw[1] < 0x80:
+        if len(raw) > 1 and raw[0] == _ATTR_NAME and raw[1] < 0x80:
             name_b = raw[2:2 + raw[1]]
             if name_b not in _NAMES_B:
                 kcache = self.kcache

@@ -55,6 +55,7 @@ from chakra.schema import (
     METADATA_NODE,
     REDUCE,
     REDUCE_SCATTER,
+    REDUCE_SCATTER_BLOCK,
     SCATTER,
 )
 
@@ -63,7 +64,6 @@ log = logging.getLogger(__name__)
 KINDS = ("cpu", "gpu", "comm", "all")
 DEFAULT_LATENCY_US = 10.0
 DEFAULT_GBPS = 10.0            # GB/s (1e9 bytes/s = 1,000 bytes/µs)
-_REDUCE_SCATTER_BLOCK = 8
 
 
 class WhatIfError(ChakraError):
@@ -153,7 +153,7 @@ def algo_factor(comm_type: int | None, ntype: int, n: int) -> float:
     n = max(1, n)
     if comm_type == ALL_REDUCE:
         return 2.0 * (n - 1) / n
-    if comm_type in (ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL, REDUCE, GATHER, SCATTER, _REDUCE_SCATTER_BLOCK):
+    if comm_type in (ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL, REDUCE, GATHER, SCATTER, REDUCE_SCATTER_BLOCK):
         return (n - 1) / n
     if comm_type == BROADCAST:
         return 1.0 if n > 1 else 0.0
