@@ -41,6 +41,8 @@ REPEATED_1 = _tag(1, LEN)             # 0x0a
 
 VARINT_MAX = 10          # bytes of the longest varint (a uint64)
 U64_MAX = (1 << 64) - 1  # the largest uint64 field value
+I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1   # the int64 fields' range
+I32_MIN, I32_MAX = -(1 << 31), (1 << 31) - 1   # the int32 fields' range
 
 #: GlobalMetadata ``thread_timing``: the nodes carry the thread-timing attributes (chakra.convert.threads)
 THREAD_TIMING = "pieces-1"

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from chakra.formats import NODE_ATTR, U64_MAX
+from chakra.formats import I32_MAX, I32_MIN, I64_MAX, I64_MIN, NODE_ATTR, U64_MAX
 from chakra.io.pbstream import encode_varint
 from chakra.schema import AttributeProto, attr_value  # noqa: F401  (re-exported for callers)
 
@@ -51,9 +51,6 @@ _ET_TYPE_FIELDS: dict[str, str] = {
     "float": "double_val",
 }
 
-_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
-_I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
-
 
 def _coerce(field: str, value: Any) -> Any:
     """Value converted for ``field``; raises ValueError/TypeError if it cannot be."""
@@ -69,10 +66,10 @@ def _coerce(field: str, value: Any) -> Any:
         return float(value)
     v = int(value)
     if field in ("int64_val", "sint64_val", "sfixed64_val"):
-        if not _I64_MIN <= v <= _I64_MAX:
+        if not I64_MIN <= v <= I64_MAX:
             raise ValueError("out of int64 range")
     elif field in ("int32_val", "sint32_val", "sfixed32_val"):
-        if not _I32_MIN <= v <= _I32_MAX:
+        if not I32_MIN <= v <= I32_MAX:
             raise ValueError("out of int32 range")
     elif field in ("uint64_val", "fixed64_val"):
         if not 0 <= v <= U64_MAX:
@@ -89,7 +86,7 @@ def _field_of_value(value: Any) -> tuple[str, Any]:
     if t is bool:
         return "bool_val", value
     if t is int:
-        if _I64_MIN <= value <= _I64_MAX:
+        if I64_MIN <= value <= I64_MAX:
             return "int64_val", value
         if 0 <= value <= U64_MAX:
             return "uint64_val", value
@@ -99,7 +96,7 @@ def _field_of_value(value: Any) -> tuple[str, Any]:
     if t is str:
         return "string_val", value
     if t is list and value:
-        if all(type(x) is int and _I64_MIN <= x <= _I64_MAX for x in value):
+        if all(type(x) is int and I64_MIN <= x <= I64_MAX for x in value):
             return "int64_list", value
         if all(type(x) is str for x in value):
             return "string_list", value

@@ -19,6 +19,8 @@ import orjson
 from chakra.convert.attrs import AttrCache, frame_attr, make_attr, varint
 from chakra.formats import (
     ATTR_INT64,
+    I64_MAX,
+    I64_MIN,
     IO_SHAPES,
     IO_TYPES,
     IO_VALUES,
@@ -28,6 +30,7 @@ from chakra.formats import (
     attr_name_field,
 )
 from chakra.host.model import HostOp, IOInfo
+from chakra.tunables import ATTR_BLOCKS_CACHE_MAX, IO_TAILS_CACHE_MAX
 
 GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 
@@ -41,8 +44,6 @@ COMM_KEYS = frozenset({"comm_type", "comm_size", "pg_name", "comm_priority", "co
 
 _CPU_ENTRY_SKIP = CPU_SKIP | {"is_cpu_op"}
 _GPU_ENTRY_SKIP = GPU_SKIP | COMM_KEYS
-_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
-BLOCK_LIMIT = 100_000
 IN_TAG, OUT_TAG = NODE_INPUTS, NODE_OUTPUTS
 #: an IOInfo of three empty lists as the inputs / outputs field of a Node
 EMPTY_IO = {tag: tag + b"\x0c" + IO_VALUES + b"\x02[]" + IO_SHAPES + b"\x02[]" + IO_TYPES + b"\x02[]"
@@ -62,9 +63,9 @@ def int_attr(name_field: bytes, name: str, v: int) -> bytes:
     In the int64 range this is ``int64_val`` (field 9), which both the fixed field of ``rf_id`` and the
     value-typed fields of the others choose; anything else takes the general path.
     """
-    if 0 <= v <= _I64_MAX:
+    if 0 <= v <= I64_MAX:
         vb = varint(v)
-    elif _I64_MIN <= v < 0:
+    elif I64_MIN <= v < 0:
         vb = varint(v + (1 << 64))
     else:
         return frame_attr(make_attr(name, v))
@@ -114,7 +115,7 @@ class Serializer:
         tails = self.tails
         tail = tails.get((sb, tb))
         if tail is None:
-            if len(tails) > 100_000:
+            if len(tails) > IO_TAILS_CACHE_MAX:
                 tails.clear()
             tail = tails[(sb, tb)] = io_tail(sb, tb)
         vn = varint(len(vb))
@@ -253,7 +254,7 @@ class Serializer:
 def _keep(blocks: dict[tuple[Any, ...], bytes], key: tuple[Any, ...], b: bytes) -> None:
     """Cache a block; a full cache starts again (values unique to one op fill it: seq_id, fw_parent), so
     that the blocks that repeat stay cached at any size."""
-    if len(blocks) >= BLOCK_LIMIT:
+    if len(blocks) >= ATTR_BLOCKS_CACHE_MAX:
         blocks.clear()
     blocks[key] = b
 

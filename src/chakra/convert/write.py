@@ -40,6 +40,7 @@ from chakra.formats import (
 from chakra.host.model import HostOp
 from chakra.io.forkmap import fork_map, split
 from chakra.io.pbstream import write_frames
+from chakra.tunables import ET_WRITE_PIECE_NODES, ET_WRITE_READ_PIECE_NODES
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +96,7 @@ class SerialNodes:
         ``reader``: something that reads the frames as they are written (``reader.piece(path)`` in the
         process that writes a range, with its ``add(index, frames)`` and ``result()``: the replay's reader,
         for ``chakra_converter --simulate``); the ranges' results in order (None without a reader)."""
-        pieces = split(len(self.order), _WRITE_PIECE if reader is None else _WRITE_READ_PIECE)
+        pieces = split(len(self.order), ET_WRITE_PIECE_NODES if reader is None else ET_WRITE_READ_PIECE_NODES)
         done = fork_map(partial(self.write_range, path, reader), pieces, f"writing {path}", sink=fh)
         self.count([sum(e[0] for e in done), sum(e[1] for e in done)])
         return None if reader is None else [e[2] for e in done]
@@ -197,17 +198,6 @@ class SerialNodes:
                 yield join((*head, *op_ios(op), *attrs))
         edges[0] += ctrl_edges
         edges[1] += data_edges
-
-
-# Nodes worth a process of their own when the file is written (3-5 us each): the child copies the pages of
-# the nodes' pieces it reads (reference counts), and so does this process for its own.  Measured (session 9
-# of benchmarks/README.md at 1b5b06d, `chakra_converter` in one piece against two, interleaved medians):
-# 19.6k nodes 0.490 -> 0.506 s, 36k 0.854 -> 0.907 s, 67k 1.562 -> 1.530 s, 134k write 0.54 -> 0.45-0.47 s,
-# 1.33M write 6.3-7.7 -> 5.4-5.9 s.
-_WRITE_PIECE = 30_000
-# ... and when the frames are also read as they are written (``--simulate``: decoding a node costs about twice
-# its serialisation, and the reading would otherwise be over the cores on its own)
-_WRITE_READ_PIECE = 5_000
 
 
 _SMALL = [bytes((i,)) for i in range(128)]

@@ -78,6 +78,7 @@ from chakra.device.model import (
 )
 from chakra.errors import TraceFormatError
 from chakra.io import gc_paused, read_bytes
+from chakra.tunables import CORRUPT_DUR_US, IDS_LISTED_MAX, NEST_REL_EPS
 
 log = logging.getLogger(__name__)
 
@@ -96,13 +97,8 @@ KIND_NAMES = {
 
 PROFILER_STEP_RE = re.compile(r"ProfilerStep#\d+\Z")
 
-_MAX_LISTED = 5  # event indices quoted in one aggregated warning
 _INF = math.inf
 _NAN = math.nan
-# Longer than this (11.6 days, in µs) is a corrupt record, not a measurement: clamped like a NaN; a
-# 1e300 µs kernel would otherwise overflow every integer field downstream.
-_MAX_DUR = 1e12
-_REL_EPS = 5e-16  # ~2 ulp of a float64 timestamp, relative
 
 
 def _as_int(value: Any) -> int | None:
@@ -277,7 +273,7 @@ def _read_events(trace: KinetoTrace, raws: list[msgspec.Raw], op_args: bool = Fa
         if not (-_INF < ts < _INF):  # only NaN gets here: no ts at all
             raise _no_ts(i, e.name, None, path)
         dur = e.dur
-        if not (0.0 <= dur <= _MAX_DUR):
+        if not (0.0 <= dur <= CORRUPT_DUR_US):
             bad_dur.append(i)
             dur = 0.0
         a = e.args
@@ -402,7 +398,7 @@ def _lenient(raw: msgspec.Raw, index: int, path: str) -> Any:
 
 def _listed(items: list[int]) -> str:
     """The first few of ``items`` for a warning, `` ...`` when there are more."""
-    return ", ".join(str(k) for k in items[:_MAX_LISTED]) + (" ..." if len(items) > _MAX_LISTED else "")
+    return ", ".join(str(k) for k in items[:IDS_LISTED_MAX]) + (" ..." if len(items) > IDS_LISTED_MAX else "")
 
 
 def _classify(cat: str, name: str, rt_cache: dict[tuple[int, str], tuple[int, bool]]
@@ -521,7 +517,7 @@ def _sweep_threads(trace: KinetoTrace) -> None:
         thread.append((ts, -ev.dur, pos, ev, kind <= ANNOTATION or ev.is_sync))
 
     overrun = 0
-    rel_eps = _REL_EPS
+    rel_eps = NEST_REL_EPS
     for items in threads.values():
         # (ts, -dur, position): start order, longer first, then file order (positions are unique: the
         # event itself is never compared)
@@ -614,7 +610,7 @@ def union_length(windows: list[StepWindow]) -> float:
     cur_len = windows[0].dur
     for w in windows[1:]:
         w_end = w.ts + w.dur
-        if w.ts >= cur_end - abs(cur_end) * _REL_EPS:
+        if w.ts >= cur_end - abs(cur_end) * NEST_REL_EPS:
             total += cur_len
             cur_start, cur_end, cur_len = w.ts, w_end, w.dur
         elif w_end > cur_end:

@@ -8,20 +8,19 @@ import zlib
 
 from chakra.errors import UsageError
 from chakra.formats import META_ATTR, META_VERSION
-
-_HEAD = 1 << 16   # (a Kineto trace may open with 26 KB of "metadata" before its "traceEvents")
+from chakra.tunables import SNIFF_BYTES
 
 
 def _head(path: str | os.PathLike[str]) -> bytes:
     """The first bytes of ``path`` (gunzipped when it is gzip); empty when it cannot be read."""
     try:
         with open(path, "rb") as fh:
-            raw = fh.read(_HEAD)
+            raw = fh.read(SNIFF_BYTES)
     except OSError:
         return b""
     if raw[:2] == b"\x1f\x8b":
         try:
-            return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw, _HEAD)
+            return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw, SNIFF_BYTES)
         except zlib.error:
             return b""
     return raw

@@ -40,12 +40,9 @@ from dataclasses import dataclass, field
 
 from chakra.errors import ChakraError
 from chakra.schema import COLLECTIVE_NAMES, COMM_COLL_NODE, COMM_SEND_NODE
+from chakra.tunables import MATCH_EXHAUSTIVE_PAIRS
 
 WORLD = ""
-
-# Offsets tried exhaustively up to this many (reference x rank) pairs; beyond it only the offsets the end
-# times point at (or none but 0 when the files carry no times).
-_EXHAUSTIVE = 4_000_000
 
 
 class JobMatchError(ChakraError):
@@ -168,7 +165,7 @@ def _align(ref: list[Comm], seq: list[Comm], same: Callable[[Comm, Comm], bool])
     """
     n, m = len(ref), len(seq)
     timed = all(c.end is not None for c in ref) and all(c.end is not None for c in seq)
-    if n * m <= _EXHAUSTIVE:
+    if n * m <= MATCH_EXHAUSTIVE_PAIRS:
         candidates: Iterable[int] = range(-(m - 1), n)
     elif timed:
         ends = [c.end for c in ref]

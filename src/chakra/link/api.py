@@ -32,7 +32,6 @@ from chakra.io.forkmap import fork_map, parts, split
 from chakra.io.jsonio import dump_json_ranges
 from chakra.link.comm import CommResolver, count_collectives, gloo_fields, is_comm_kernel, process_groups
 from chakra.link.deps import (
-    DEFAULT_GAP_US,
     SyncStats,
     inter_thread_deps,
     order_keys,
@@ -46,10 +45,15 @@ from chakra.link.match import MatchResult, match_ops
 from chakra.link.provenance import clock_mismatch, run_mismatches
 from chakra.link.stretch import find_stretch
 from chakra.link.window import Window, check_step, measured, select_window, step_annotation, step_ops
+from chakra.tunables import (
+    ETPLUS_WRITE_FORKED_MAX_NODES,
+    ETPLUS_WRITE_PIECE_COST,
+    INTER_THREAD_GAP_US,
+    WARN_MATCH_RATE,
+)
 
 log = logging.getLogger(__name__)
 
-WARN_MATCH_RATE = 0.95
 _GPU_CAT = {KERNEL: "kernel", MEMCPY: "gpu_memcpy", MEMSET: "gpu_memset"}
 
 
@@ -138,7 +142,7 @@ def link_traces(
     *,
     rank: int | None = None,
     annotation: str | None = None,
-    inter_thread_gap_us: float = DEFAULT_GAP_US,
+    inter_thread_gap_us: float = INTER_THREAD_GAP_US,
     fallback_rank: int | None = None,
     step: int | None = None,
     force: bool = False,
@@ -307,10 +311,11 @@ class NodeRanges(NamedTuple):
 
     def pieces(self) -> list[range]:
         """Ranges of positions of about the same cost, one per part, when there are few enough nodes
-        (:data:`_WRITE_FORKED`); a GPU node costs about twice a host node (5.9 against 3.2 us at 100k)."""
+        (:data:`ETPLUS_WRITE_FORKED_MAX_NODES`); a GPU node costs about twice a host node (5.9 against 3.2 us
+        at 100k)."""
         n = self.hosts + self.gpus
         cost = self.hosts + 2 * self.gpus
-        k = min(parts(), cost // _WRITE_PIECE) if n <= _WRITE_FORKED else 1
+        k = min(parts(), cost // ETPLUS_WRITE_PIECE_COST) if n <= ETPLUS_WRITE_FORKED_MAX_NODES else 1
         if k <= 1:
             return [range(n)]
         cuts = [0]
@@ -319,16 +324,6 @@ class NodeRanges(NamedTuple):
             cuts.append(c if c <= self.hosts else self.hosts + (c - self.hosts + 1) // 2)
         cuts.append(n)
         return [range(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
-
-
-# The ET+ nodes are made and encoded (4-10 us each) over the cores in pieces of a cost of at least
-# _WRITE_PIECE (host node 1, GPU node 2), for at most _WRITE_FORKED nodes: a child copies every page of the
-# loaded traces it reads (reference counts), and so does this process for its own piece.  Measured
-# (benchmarks/README.md at 1b5b06d, session 9; interleaved medians, one part -> parts): 19.6k nodes 0.669 ->
-# 0.607 s, 36k 0.99 -> 0.94 s, 67k 1.81 -> 1.70 s, 134k 3.30 -> 3.41 s (even), 1.33M 25.3 s / 2.5 GB ->
-# 33.5 s / 3.4 GB.
-_WRITE_PIECE = 2_000
-_WRITE_FORKED = 100_000
 
 
 def _nodes_of(hpos: Sequence[int], host_nodes: Callable[[Sequence[int]], Iterator[Any]],
@@ -615,7 +610,7 @@ def link_kineto(
     *,
     rank: int | None = None,
     annotation: str | None = None,
-    inter_thread_gap_us: float = DEFAULT_GAP_US,
+    inter_thread_gap_us: float = INTER_THREAD_GAP_US,
     fallback_rank: int | None = None,
 ) -> dict[str, Any]:
     """Link a Kineto trace alone (no host ET); return the ET+ document.
@@ -719,7 +714,7 @@ def _load_kineto_only(kineto_path: str | os.PathLike[str], rank: int | None, ann
         if strict:
             raise TraceFormatError(what + " (refused: --strict)", os.fspath(kineto_path))
         warnings.append(f"{what} (wrote rank {own}; --strict refuses)")
-    doc, nodes = _prepare_kineto(kineto, rank, annotation, DEFAULT_GAP_US, fallback_rank, step)
+    doc, nodes = _prepare_kineto(kineto, rank, annotation, INTER_THREAD_GAP_US, fallback_rank, step)
     return doc, nodes, warnings
 
 
@@ -749,7 +744,7 @@ def _load_linked(host_path: str | os.PathLike[str], kineto_path: str | os.PathLi
         log.warning("%s: %s: writing rank %s, the rank its collectives were recorded with",
                     kineto.path or host.path, bad_rank, trace_rank(host, kineto))
     doc, nodes = _prepare(host, kineto, resolve_rank(rank, host, kineto, fallback_rank), annotation,
-                          DEFAULT_GAP_US, step=step, force=force)
+                          INTER_THREAD_GAP_US, step=step, force=force)
     return doc, nodes, list(host.warnings) + list(kineto.warnings) + mismatches
 
 

@@ -35,7 +35,7 @@ Why it is fast: per node, Python does next to nothing; upb (C) decodes and the C
   encoded name alone.  A batch's skipped attributes are checked, in one search, for the encoded name of
   one the replay reads (a second name field, which would win): found, the batch is read node by node.
   A name the replay reads whose values keep changing (``wait_on`` holds a node id; more than
-  ``_VALUES_MAX`` values) is not cached any more: its attributes are decoded where they occur, in bulk,
+  ``READER_VALUES_MAX`` values) is not cached any more: its attributes are decoded where they occur, in bulk,
   all those of a batch concatenated into one message (``AttrAll``), so the cache never fills up.
 """
 
@@ -67,6 +67,13 @@ from chakra.replay.graph import (
     scalar,
 )
 from chakra.schema import METADATA_NODE, AttributeProto, attr_value
+from chakra.tunables import (
+    READER_ATTR_STRINGS_MAX,
+    READER_ATTRS_MAX,
+    READER_SKIPS_MAX,
+    READER_SPAN_MIN_BYTES,
+    READER_VALUES_MAX,
+)
 
 log = logging.getLogger(__name__)
 
@@ -172,10 +179,6 @@ _NUMBER_FIELDS = frozenset(("double_val", "float_val", "int32_val", "int64_val",
 _SENT_KEY, _SKIP_KEY, _DIRECT_KEY = "\x00", "\x01", "\x02"
 _ATTR_NAME = wire.ATTR_NAME[0]
 _FIRST_KEY = 3
-_ATTR_MAX = 0xD800         # distinct attributes cached (one character each, below the surrogates)
-_NODE_MAX = 1 << 16        # distinct attribute strings cached
-_VALUES_MAX = 4096         # distinct values cached per attribute name; beyond: decoded where they occur
-_SKIPS_MAX = 256           # distinct values cached per name the replay does not read; beyond: not cached
 _DEFER = ("defer",)        # lane marker: a non-CPU node without stream/device (maybe on a host thread)
 
 
@@ -373,7 +376,7 @@ class _Builder:
     def learn(self, raw: bytes, info: tuple[int, Any, Any]) -> bool:
         """Give one attribute's bytes a key; False when no key is left."""
         k = len(self.kinfo)
-        if k >= _ATTR_MAX:
+        if k >= READER_ATTRS_MAX:
             return False
         self.kcache[raw] = chr(k)
         self.kinfo.append(info)
@@ -465,7 +468,7 @@ class _Builder:
                 kcache = self.kcache
                 kcache.new_skips.append(raw)
                 seen = self.skipped.get(name_b, 0)
-                if seen < _SKIPS_MAX:
+                if seen < READER_SKIPS_MAX:
                     self.skipped[name_b] = seen + 1
                     kcache[raw] = _SKIP_KEY
                 else:
@@ -479,13 +482,13 @@ class _Builder:
         if code == _SKIP:                # (a value the replay does not read, a foreign encoding)
             key_b = b"" if name_b is None else name_b
             seen = self.skipped.get(key_b, 0)
-            if seen < _VALUES_MAX:
+            if seen < READER_VALUES_MAX:
                 self.skipped[key_b] = seen + 1
                 self.kcache[raw] = _SKIP_KEY
             return _SKIP_KEY
         if code in (_EXTRA, _COMM):
             v = self.values.get(name, 0)
-            if v >= _VALUES_MAX or not self.learn(raw, info):
+            if v >= READER_VALUES_MAX or not self.learn(raw, info):
                 self.direct_names.add(name)
                 self.direct.append(info)
                 return _DIRECT_KEY
@@ -526,7 +529,7 @@ class _Builder:
                 info = ncache.get(key)
                 if info is None:
                     info = self.node_info([kinfo[ord(c)] for c in key])
-                    if len(ncache) < _NODE_MAX:
+                    if len(ncache) < READER_ATTR_STRINGS_MAX:
                         ncache[key] = info
                 out[k] = info
         found_direct: list[tuple] = []
@@ -690,11 +693,6 @@ _NO_DEP = {0: ()}
 # ---- reading -----------------------------------------------------------------------------------------------
 
 
-# bytes of frames worth a process of their own (about 2,000 nodes of a real trace, ~15 ms of decoding):
-# forkmap's min_size for the spans of a file
-_SPAN_MIN = 1 << 20
-
-
 def read_columns(path: str | os.PathLike[str]) -> EtColumns:
     """The nodes of one Chakra ET file (plain or gzipped), in file order.
 
@@ -710,7 +708,7 @@ def read_columns(path: str | os.PathLike[str]) -> EtColumns:
     from chakra.schema import GlobalMetadata
 
     src = FrameFile(path, GlobalMetadata)
-    cuts: list[int | None] = [src.start + r.start for r in split(src.size - src.start, _SPAN_MIN)]
+    cuts: list[int | None] = [src.start + r.start for r in split(src.size - src.start, READER_SPAN_MIN_BYTES)]
     cuts[0] = None
     spans = list(zip(repeat(src), cuts, [*cuts[1:], None]))
     with gc_paused():      # millions of acyclic tuples: the cyclic GC would only rescan them

@@ -58,12 +58,11 @@ from chakra.schema import (
     REDUCE_SCATTER_BLOCK,
     SCATTER,
 )
+from chakra.tunables import WHATIF_GBPS, WHATIF_LATENCY_US
 
 log = logging.getLogger(__name__)
 
 KINDS = ("cpu", "gpu", "comm", "all")
-DEFAULT_LATENCY_US = 10.0
-DEFAULT_GBPS = 10.0            # GB/s (1e9 bytes/s = 1,000 bytes/µs)
 
 
 class WhatIfError(ChakraError):
@@ -359,8 +358,8 @@ def _model_for(graphs: Sequence[RankGraph], w: WhatIf, job_ranks: int) -> CommMo
                           "duration to fit it on; give one with LATENCY_US,GBPS")
     log.warning("no recorded collective to fit the communication model on: using latency %.0f µs, "
                 "bandwidth %.0f GB/s (give --comm-model LATENCY_US,GBPS for your network)",
-                DEFAULT_LATENCY_US, DEFAULT_GBPS)
-    return CommModel(DEFAULT_LATENCY_US, DEFAULT_GBPS * 1000.0, "default")
+                WHATIF_LATENCY_US, WHATIF_GBPS)
+    return CommModel(WHATIF_LATENCY_US, WHATIF_GBPS * 1000.0, "default")
 
 
 def _needs_model(graphs: Sequence[RankGraph], w: WhatIf) -> bool:
