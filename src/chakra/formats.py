@@ -18,23 +18,17 @@ def _tag(number: int, wire: int) -> bytes:
     return bytes(((number << 3) | wire,))
 
 
-NODE_ID = _tag(1, VARINT)             # Node.id: 0x08
-NODE_NAME = _tag(2, LEN)              # Node.name: 0x12
-NODE_TYPE = _tag(3, VARINT)           # Node.type: 0x18
-NODE_CTRL_DEPS = _tag(4, LEN)         # Node.ctrl_deps (packed): 0x22
-NODE_DATA_DEPS = _tag(5, LEN)         # Node.data_deps (packed): 0x2a
-NODE_START = _tag(6, VARINT)          # Node.start_time_micros: 0x30
-NODE_DURATION = _tag(7, VARINT)       # Node.duration_micros: 0x38
-NODE_INPUTS = _tag(8, LEN)            # Node.inputs: 0x42
-NODE_OUTPUTS = _tag(9, LEN)           # Node.outputs: 0x4a
-NODE_ATTR = _tag(10, LEN)             # Node.attr: 0x52
-ATTR_NAME = _tag(1, LEN)              # AttributeProto.name: 0x0a
-ATTR_INT64 = _tag(9, VARINT)          # AttributeProto.int64_val: 0x48
-IO_VALUES = _tag(1, LEN)              # IOInfo.values: 0x0a
-IO_SHAPES = _tag(2, LEN)              # IOInfo.shapes: 0x12
-IO_TYPES = _tag(3, LEN)               # IOInfo.types: 0x1a
-META_VERSION = _tag(1, LEN)           # GlobalMetadata.version: 0x0a
-META_ATTR = _tag(2, LEN)              # GlobalMetadata.attr: 0x12
+#: Node: id 1, name 2, type 3, ctrl_deps 4, data_deps 5 (both packed), start_time_micros 6, duration_micros 7,
+#: inputs 8, outputs 9, attr 10 (0x08, 0x12, 0x18, 0x22, 0x2a, 0x30, 0x38, 0x42, 0x4a, 0x52)
+(NODE_ID, NODE_NAME, NODE_TYPE, NODE_CTRL_DEPS, NODE_DATA_DEPS, NODE_START, NODE_DURATION, NODE_INPUTS,
+ NODE_OUTPUTS, NODE_ATTR) = (_tag(number, wire) for number, wire in enumerate(
+    (VARINT, LEN, VARINT, LEN, LEN, VARINT, VARINT, LEN, LEN, LEN), start=1))
+#: AttributeProto: name 1 (0x0a), int64_val 9 (0x48)
+ATTR_NAME, ATTR_INT64 = _tag(1, LEN), _tag(9, VARINT)
+#: IOInfo: values 1, shapes 2, types 3 (0x0a, 0x12, 0x1a)
+IO_VALUES, IO_SHAPES, IO_TYPES = _tag(1, LEN), _tag(2, LEN), _tag(3, LEN)
+#: GlobalMetadata: version 1, attr 2 (0x0a, 0x12)
+META_VERSION, META_ATTR = _tag(1, LEN), _tag(2, LEN)
 #: field 1, length-delimited: in front of each frame of a length-delimited stream it makes the frames a
 #: ``repeated <message> = 1`` field of a container message (chakra.io.pbstream, chakra.replay.reader)
 REPEATED_1 = _tag(1, LEN)             # 0x0a
