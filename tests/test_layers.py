@@ -124,7 +124,7 @@ def test_no_import_cycles_between_modules():
 
 TESTS = Path(__file__).resolve().parent
 #: tests of the package as a whole (every stage at once), not of one subpackage
-WHOLE_PACKAGE_TESTS = {"test_layers.py", "test_properties.py"}
+WHOLE_PACKAGE_TESTS = {"test_layers.py", "test_properties.py", "test_tunables.py"}
 #: test_schema_alias imports the reference-API script to run it, the way a user runs it; it shares nothing
 SCRIPT_IMPORTS = {("test_schema_alias.py", "test_reference_api")}
 

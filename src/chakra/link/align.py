@@ -33,18 +33,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Hashable, Sequence
 
-from chakra.tunables import ALIGN_DP_CELLS, ALIGN_REPAIR_CELLS, ALIGN_REPAIR_RADIUS
-
-# (context length K, look-ahead L) tried in order at a mismatch; None = the whole window
-_RESYNC_STEPS: tuple[tuple[int, int | None], ...] = (
-    (8, 64),
-    (8, 512),
-    (8, 4096),
-    (3, 4096),
-    (8, None),
-    (3, None),
-    (1, None),
-)
+from chakra.tunables import ALIGN_DP_CELLS, ALIGN_REPAIR_CELLS, ALIGN_REPAIR_RADIUS, ALIGN_RESYNC_STEPS
 
 
 def align_sequences(a: Sequence[Hashable], b: Sequence[Hashable]) -> list[tuple[int, int]]:
@@ -226,7 +215,7 @@ def _resync(
     a: Sequence[Hashable], b: Sequence[Hashable], i: int, a_hi: int, j: int, b_hi: int
 ) -> tuple[int, int] | None:
     """Nearest (i', j') >= (i, j) (least (i'-i)+(j'-j)) where K tokens agree."""
-    for k, look in _RESYNC_STEPS:
+    for k, look in ALIGN_RESYNC_STEPS:
         k = min(k, a_hi - i, b_hi - j)
         span_a = (a_hi - i) if look is None else min(look, a_hi - i)
         span_b = (b_hi - j) if look is None else min(look, b_hi - j)
