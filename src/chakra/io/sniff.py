@@ -8,6 +8,7 @@ import zlib
 
 from chakra.errors import UsageError
 from chakra.formats import META_ATTR, META_VERSION
+from chakra.io.jsonio import GZIP_MAGIC
 from chakra.tunables import SNIFF_BYTES
 
 
@@ -18,7 +19,7 @@ def _head(path: str | os.PathLike[str]) -> bytes:
             raw = fh.read(SNIFF_BYTES)
     except OSError:
         return b""
-    if raw[:2] == b"\x1f\x8b":
+    if raw[:2] == GZIP_MAGIC:
         try:
             return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw, SNIFF_BYTES)
         except zlib.error:
@@ -79,7 +80,7 @@ def log_file_handler(path: str | os.PathLike[str]) -> logging.FileHandler:
     if os.path.isfile(name):
         try:
             with open(name, "rb") as fh:
-                gzipped = fh.read(2) == b"\x1f\x8b"
+                gzipped = fh.read(2) == GZIP_MAGIC
         except OSError:
             gzipped = False
         if gzipped or file_kind(name) is not None:
