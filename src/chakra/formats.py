@@ -40,6 +40,9 @@ I32_MIN, I32_MAX = -(1 << 31), (1 << 31) - 1   # the int32 fields' range
 
 #: GlobalMetadata ``thread_timing``: the nodes carry the thread-timing attributes (chakra.convert.threads)
 THREAD_TIMING = "pieces-1"
+#: the attributes of a communication node, as the converter writes them (comm_type: a CollectiveCommType)
+COMM_ATTRS = frozenset({"comm_type", "comm_size", "pg_name", "comm_priority", "comm_src", "comm_dst",
+                        "comm_tag", "comm_seq", "is_cpu_op"})
 #: the node attributes of the thread timing, as the converter writes them and the replay reads them
 THREAD_TIMING_ATTRS = ("thread_depth", "work_before_us", "tail_us", "idle_before_us", "wait_on",
                        "wait_post_us", "frees_thread")

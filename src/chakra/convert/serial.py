@@ -19,6 +19,7 @@ import orjson
 from chakra.convert.attrs import AttrCache, frame_attr, make_attr, varint
 from chakra.formats import (
     ATTR_INT64,
+    COMM_ATTRS,
     I64_MAX,
     I64_MIN,
     IO_SHAPES,
@@ -39,11 +40,9 @@ CPU_SKIP = frozenset({"ts", "dur", "inclusive_dur", "exclusive_dur", "kineto_tid
                       "sync_dep"})
 GPU_SKIP = CPU_SKIP | frozenset({"cat", "ph", "args", "pid", "tid", "stream", "device", "parent",
                                  "ctrl_deps", "pg_name", "collective_name", "comm_size"})
-COMM_KEYS = frozenset({"comm_type", "comm_size", "pg_name", "comm_priority", "comm_src", "comm_dst",
-                       "comm_tag", "comm_seq", "is_cpu_op"})
 
 _CPU_ENTRY_SKIP = CPU_SKIP | {"is_cpu_op"}
-_GPU_ENTRY_SKIP = GPU_SKIP | COMM_KEYS
+_GPU_ENTRY_SKIP = GPU_SKIP | COMM_ATTRS
 IN_TAG, OUT_TAG = NODE_INPUTS, NODE_OUTPUTS
 #: an IOInfo of three empty lists as the inputs / outputs field of a Node
 EMPTY_IO = {tag: tag + b"\x0c" + IO_VALUES + b"\x02[]" + IO_SHAPES + b"\x02[]" + IO_TYPES + b"\x02[]"
@@ -162,7 +161,7 @@ class Serializer:
             kept = self.cpu_keys.get((keys, skip))
             if kept is None:
                 kept = self.cpu_keys[(keys, skip)] = tuple(
-                    k for k in keys if not (k in CPU_SKIP or k == "is_cpu_op" or (skip and k in COMM_KEYS)))
+                    k for k in keys if not (k in CPU_SKIP or k == "is_cpu_op" or (skip and k in COMM_ATTRS)))
             if kept:
                 types = op.attr_types
                 for k in kept:
@@ -243,7 +242,7 @@ class Serializer:
         keys = tuple(a)
         kept = self.gpu_keys.get(keys)
         if kept is None:
-            kept = self.gpu_keys[keys] = tuple(k for k in keys if k not in GPU_SKIP and k not in COMM_KEYS)
+            kept = self.gpu_keys[keys] = tuple(k for k in keys if k not in GPU_SKIP and k not in COMM_ATTRS)
         if kept:
             types = op.attr_types
             for k in kept:
