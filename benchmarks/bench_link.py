@@ -46,7 +46,8 @@ from chakra.host.loader import load_host_et
 from chakra.device.loader import load_kineto
 from chakra.io import gc_paused
 from chakra.io.jsonio import dump_json_ranges
-from chakra.link.api import DEFAULT_GAP_US, _prepare, load_pair
+from chakra.link.api import _prepare, load_pair
+from chakra.tunables import INTER_THREAD_GAP_US
 host_path, kineto_path, out_path, repeat, trace_mem = {args!r}
 with gc_paused():   # as link_files runs the stages
     t = time.perf_counter()
@@ -63,7 +64,7 @@ with gc_paused():   # as link_files runs the stages
     writes = []
     for _ in range(repeat):
         t = time.perf_counter()
-        doc, nodes = _prepare(host, kineto, None, None, DEFAULT_GAP_US)
+        doc, nodes = _prepare(host, kineto, None, None, INTER_THREAD_GAP_US)
         times.append(time.perf_counter() - t)
         t = time.perf_counter()
         dump_json_ranges(out_path, doc, "nodes", nodes.pieces(), nodes.make)   # made while written
@@ -73,7 +74,7 @@ with gc_paused():   # as link_files runs the stages
         del nodes
         gc.collect()
         tracemalloc.start()
-        doc, nodes = _prepare(host, kineto, None, None, DEFAULT_GAP_US)
+        doc, nodes = _prepare(host, kineto, None, None, INTER_THREAD_GAP_US)
         dump_json_ranges(out_path, doc, "nodes", nodes.pieces(), nodes.make)
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()

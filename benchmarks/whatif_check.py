@@ -43,12 +43,12 @@ sys.path.insert(0, str(REPO / "src"))
 
 from chakra.replay import ReplayError, load_graph, load_job, replay_job  # noqa: E402
 from chakra.replay.whatif import WhatIf, parse_rule  # noqa: E402
+from chakra.schema import COMM_COLL_NODE as COMM_COLL  # noqa: E402
 
 STRAGGLER_MS = 20.0
 STRAGGLER_RANK = 1
 SIZE_FACTOR = 8.0
 MIN_SHARE = 0.01
-COMM_COLL = 7
 CHANGED = 0.0          # compute what-if: ops whose perturbed median differs by more than this
 
 

@@ -11,7 +11,7 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "chakra"
 
 #: bottom to top; a package may import its own modules and any package of a lower layer
 LAYERS: list[tuple[str, ...]] = [
-    ("__init__", "errors", "lazy", "schema"),
+    ("__init__", "errors", "formats", "lazy", "schema", "tunables"),
     ("io",),
     ("host", "device"),
     ("link",),
@@ -124,7 +124,7 @@ def test_no_import_cycles_between_modules():
 
 TESTS = Path(__file__).resolve().parent
 #: tests of the package as a whole (every stage at once), not of one subpackage
-WHOLE_PACKAGE_TESTS = {"test_layers.py", "test_properties.py"}
+WHOLE_PACKAGE_TESTS = {"test_layers.py", "test_properties.py", "test_tunables.py"}
 #: test_schema_alias imports the reference-API script to run it, the way a user runs it; it shares nothing
 SCRIPT_IMPORTS = {("test_schema_alias.py", "test_reference_api")}
 

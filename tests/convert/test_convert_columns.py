@@ -268,9 +268,9 @@ def _parts(k: int, min_piece: int = 1, cut: bool = False) -> Iterator[list[int]]
     call made meanwhile, and a 0 for each whole read of the file (``read_document``).  ``cut``: the loading
     cuts the file before reading it (convert.columns._load_parts) however small it is, else never."""
     counts: list[int] = []
-    old_env, old_min, old_map = os.environ.get("CHAKRA_PARTS"), cc.MIN_PIECE, cc.fork_map
-    old_write_min, old_write_map = cw._WRITE_PIECE, cw.fork_map
-    old_bytes, old_read = cc.MIN_PART_BYTES, cc.read_document
+    old_env, old_min, old_map = os.environ.get("CHAKRA_PARTS"), cc.DECODE_PIECE_MIN_NODES, cc.fork_map
+    old_write_min, old_write_map = cw.ET_WRITE_PIECE_NODES, cw.fork_map
+    old_bytes, old_read = cc.DECODE_PART_MIN_BYTES, cc.read_document
 
     def counted(fn: Any, pieces: Any, what: str, sink: Any = None) -> Any:
         counts.append(len(pieces))
@@ -281,15 +281,15 @@ def _parts(k: int, min_piece: int = 1, cut: bool = False) -> Iterator[list[int]]
         return old_read(path)
 
     os.environ["CHAKRA_PARTS"] = str(k)
-    cc.MIN_PIECE, cc.fork_map = min_piece, counted
-    cw._WRITE_PIECE, cw.fork_map = min_piece, counted
-    cc.MIN_PART_BYTES, cc.read_document = (1 if cut else 1 << 62), read
+    cc.DECODE_PIECE_MIN_NODES, cc.fork_map = min_piece, counted
+    cw.ET_WRITE_PIECE_NODES, cw.fork_map = min_piece, counted
+    cc.DECODE_PART_MIN_BYTES, cc.read_document = (1 if cut else 1 << 62), read
     try:
         yield counts
     finally:
-        cc.MIN_PIECE, cc.fork_map = old_min, old_map
-        cw._WRITE_PIECE, cw.fork_map = old_write_min, old_write_map
-        cc.MIN_PART_BYTES, cc.read_document = old_bytes, old_read
+        cc.DECODE_PIECE_MIN_NODES, cc.fork_map = old_min, old_map
+        cw.ET_WRITE_PIECE_NODES, cw.fork_map = old_write_min, old_write_map
+        cc.DECODE_PART_MIN_BYTES, cc.read_document = old_bytes, old_read
         if old_env is None:
             del os.environ["CHAKRA_PARTS"]
         else:

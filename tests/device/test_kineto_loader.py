@@ -665,7 +665,7 @@ def test_a_pickled_trace_comes_back_equal_across_event_chunks(tmp_path: Path,
     # chunks of 2 -> 3 pickles, every field and every event back, in order
     from chakra.device import model
 
-    monkeypatch.setattr(model, "_PICKLE_CHUNK", 2)
+    monkeypatch.setattr(model, "PICKLE_CHUNK_EVENTS", 2)
     path = write(tmp_path, [X("C", 20, 10), X("A", 0, 100), X("D", 70, 20), X("B", 10, 50), X("E", 95, 1)])
     tr = load_kineto(path)
     assert len(tr.__reduce__()[1][0][model._TRACE_FIELDS.index("events")]) == 3
@@ -679,7 +679,7 @@ def test_a_pickled_trace_comes_back_equal_across_event_chunks(tmp_path: Path,
 def test_a_pickled_corpus_trace_comes_back_equal(corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from chakra.device import model
 
-    monkeypatch.setattr(model, "_PICKLE_CHUNK", 1000)
+    monkeypatch.setattr(model, "PICKLE_CHUNK_EVENTS", 1000)
     tr = load_kineto(corpus / "dlrm_8r_v100/device/kineto_0.json.gz")
     assert len(tr.events) == 2460   # 3 chunks
     back = pickle.loads(pickle.dumps(tr, protocol=pickle.HIGHEST_PROTOCOL))

@@ -122,7 +122,7 @@ def test_atomic_output_honours_umask(tmp_path: Path) -> None:
 def test_dump_json_ranges_one_piece_is_the_documents_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                 name: str) -> None:
     # several batches (3 items each), items as dicts and as pre-encoded text
-    monkeypatch.setattr(jsonio, "_STREAM_BATCH", 3)
+    monkeypatch.setattr(jsonio, "JSON_STREAM_BATCH", 3)
     items = [{"id": i, "x": [i, 0.5]} if i % 2 else orjson.Fragment(b'{"id":%d}' % i) for i in range(10)]
     data = {"schema": "s", "nodes": None, "tail": {"k": 1}}
     out = tmp_path / name
@@ -144,7 +144,7 @@ def _numbered(r: range) -> object:
 def test_dump_json_ranges_is_the_documents_bytes_for_any_pieces(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     # 23 items in batches of 3, in one piece, two and three (each after the first in a child of its own)
-    monkeypatch.setattr(jsonio, "_STREAM_BATCH", 3)
+    monkeypatch.setattr(jsonio, "JSON_STREAM_BATCH", 3)
     data = {"schema": "s", "nodes": None, "tail": {"k": 1}}
     want = orjson.dumps({**data, "nodes": list(_numbered(range(23)))})
     assert want.startswith(b'{"schema":"s","nodes":[{"id":0},{"id":1,"pid":0},{"id":2},')
@@ -187,7 +187,7 @@ def test_kept_json_text_holds_its_own_size_not_orjsons_buffer() -> None:
 def test_write_frames_shows_each_batch_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
     import chakra.io.pbstream as pbstream
 
-    monkeypatch.setattr(pbstream, "_BATCH", 1000)   # batches of ~1000 bytes
+    monkeypatch.setattr(pbstream, "WRITE_BATCH_BYTES", 1000)   # batches of ~1000 bytes
     bodies = [bytes([k % 251 + 1]) * (k * 37 % 300 + 1) for k in range(200)] + [b"x" * 20_000]
     written: list[bytes] = []
     seen: list[tuple[int, list[bytes]]] = []

@@ -23,8 +23,8 @@ def _stream(rng: random.Random, n: int) -> tuple[bytes, list[bytes]]:
 
 @pytest.mark.parametrize("gz", [False, True])
 def test_spans_hold_every_frame_once(gz, tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(pbstream, "_CHUNK", 4096)
-    monkeypatch.setattr(pbstream, "_BATCH_BYTES", 700)
+    monkeypatch.setattr(pbstream, "READ_CHUNK_BYTES", 4096)
+    monkeypatch.setattr(pbstream, "DECODE_BATCH_BYTES", 700)
     for seed in range(30):
         rng = random.Random(seed)
         data, bodies = _stream(rng, rng.choice([1, 3, 40]))

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from chakra.job.match import COMM_COLL, COMM_RECV, COMM_SEND, Comm, JobMatchError, RankComms, match_job
+from chakra.job.match import Comm, JobMatchError, RankComms, match_job
+from chakra.schema import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE
 
 AR, A2A = 0, 6
 
 
 def coll(pos, size=100, ctype=AR, pg="", seq=None, end=None):
-    return Comm(pos=pos, node_id=100 + pos, kind=COMM_COLL, comm_type=ctype, size=size, pg=pg, seq=seq,
+    return Comm(pos=pos, node_id=100 + pos, kind=COMM_COLL_NODE, comm_type=ctype, size=size, pg=pg, seq=seq,
                 end=end)
 
 
@@ -105,8 +106,8 @@ def test_contradicting_orders_across_groups_are_named():
 
 def test_everyone_sends_then_receives_is_no_deadlock():
     # isend/irecv around a ring of two: each rank sends first; a send waits for nobody
-    r0 = [p2p(0, COMM_SEND, 1), p2p(1, COMM_RECV, 1), coll(2)]
-    r1 = [p2p(0, COMM_SEND, 0), p2p(1, COMM_RECV, 0), coll(2)]
+    r0 = [p2p(0, COMM_SEND_NODE, 1), p2p(1, COMM_RECV_NODE, 1), coll(2)]
+    r1 = [p2p(0, COMM_SEND_NODE, 0), p2p(1, COMM_RECV_NODE, 0), coll(2)]
     m = match_job([RankComms(0, r0), RankComms(1, r1)])
     labels = [i.label for i in m.instances]
     assert sorted(labels) == ["collective #0 of process group 'world'", "send/recv 0->1 tag 0 #0",
@@ -117,5 +118,5 @@ def test_everyone_sends_then_receives_is_no_deadlock():
 
 
 def test_a_send_to_a_rank_outside_the_job_is_left_out():
-    m = match_job([RankComms(0, [p2p(0, COMM_SEND, 5)]), RankComms(1, [])])
+    m = match_job([RankComms(0, [p2p(0, COMM_SEND_NODE, 5)]), RankComms(1, [])])
     assert m.instances == [] and "its peer rank 5 is not in the job" in m.left_out[0].reason

@@ -55,7 +55,7 @@ def test_real_trace_replays_the_same_in_one_and_three_parts(corpus, tmp_path, mo
     link_files(d / "host" / "host_et_0.json.gz", d / "device" / "kineto_0.json.gz", plus, rank=0)
     convert_file(plus, et)
     assert et.stat().st_size > 3 * 65536
-    monkeypatch.setattr(reader, "_SPAN_MIN", 65536)
+    monkeypatch.setattr(reader, "READER_SPAN_MIN_BYTES", 65536)
     summary, log = _same_for_one_and_three_parts(et, tmp_path, monkeypatch, capsys)
     _, nodes = read_messages(et, GlobalMetadata, Node)        # the file read plainly, message by message
     (rank,) = summary["ranks"]
@@ -68,7 +68,7 @@ def test_real_trace_replays_the_same_in_one_and_three_parts(corpus, tmp_path, mo
 def test_real_2023_file_reads_the_same_in_one_and_three_parts(corpus, monkeypatch):
     """A gzipped .et (decompressed whole, its spans cut in memory), with dependencies out of the file."""
     path = corpus / "chakra_et" / "real_2023_rank0.et.gz"
-    monkeypatch.setattr(reader, "_SPAN_MIN", 4096)
+    monkeypatch.setattr(reader, "READER_SPAN_MIN_BYTES", 4096)
     graphs = []
     for parts in (1, 3):
         monkeypatch.setenv("CHAKRA_PARTS", str(parts))
@@ -102,7 +102,7 @@ def test_synthetic_trace_replays_the_same_in_one_and_three_parts(seed, tmp_path,
     n = 3000
     et = tmp_path / "syn.0.et"
     write_rank(et, 0, _synthetic(n, seed), measured=10 * (n - 1) + 8, world=1)
-    monkeypatch.setattr(reader, "_SPAN_MIN", 4096)
+    monkeypatch.setattr(reader, "READER_SPAN_MIN_BYTES", 4096)
     summary, log = _same_for_one_and_three_parts(et, tmp_path, monkeypatch, capsys)
     (rank,) = summary["ranks"]
     # each launcher starts at its recorded 10 k (its 7 us gap kept), its kernel right after it (3 us) and

@@ -164,20 +164,20 @@ def test_reader_equals_the_plain_reading(chunk, batch, values_max, attr_max, spa
     import chakra.replay.reader as reader
 
     if span_min is not None:
-        monkeypatch.setattr(reader, "_SPAN_MIN", span_min)
+        monkeypatch.setattr(reader, "READER_SPAN_MIN_BYTES", span_min)
         monkeypatch.setenv("CHAKRA_PARTS", "3")
     spans: list[int] = []
     real_map = forkmap.fork_map
     monkeypatch.setattr(forkmap, "fork_map", lambda fn, pieces, what: spans.append(len(pieces))
                         or real_map(fn, pieces, what))
     if chunk is not None:
-        monkeypatch.setattr(pbstream, "_CHUNK", chunk)
+        monkeypatch.setattr(pbstream, "READ_CHUNK_BYTES", chunk)
     if batch is not None:
-        monkeypatch.setattr(pbstream, "_BATCH_BYTES", batch)
+        monkeypatch.setattr(pbstream, "DECODE_BATCH_BYTES", batch)
     if values_max is not None:
-        monkeypatch.setattr(reader, "_VALUES_MAX", values_max)
+        monkeypatch.setattr(reader, "READER_VALUES_MAX", values_max)
     if attr_max is not None:
-        monkeypatch.setattr(reader, "_ATTR_MAX", attr_max)
+        monkeypatch.setattr(reader, "READER_ATTRS_MAX", attr_max)
     outcomes = {"graph": 0, "error": 0}
     for seed in range(120):
         rng = random.Random(seed)
@@ -226,7 +226,7 @@ def test_attributes_with_ever_new_values_are_not_cached(tmp_path: Path, monkeypa
     stays small; fw_tid (which holds the bytes "tid") is never taken for a tid."""
     import chakra.replay.reader as reader
 
-    n = reader._VALUES_MAX + 3000
+    n = reader.READER_VALUES_MAX + 3000
     frames = [GlobalMetadata(version="0.0.4")]
     for k in range(1, n + 1):
         node = Node(id=k, name="op", type=4, start_time_micros=k, duration_micros=1,
@@ -239,7 +239,7 @@ def test_attributes_with_ever_new_values_are_not_cached(tmp_path: Path, monkeypa
         frames.append(node)
     path = tmp_path / "w.0.et"
     path.write_bytes(b"".join(V(len(m.SerializeToString())) + m.SerializeToString() for m in frames))
-    monkeypatch.setattr(pbstream, "_BATCH_BYTES", 20_000)     # ~500 nodes a batch
+    monkeypatch.setattr(pbstream, "DECODE_BATCH_BYTES", 20_000)     # ~500 nodes a batch
     decoded = []
     real = reader._classify_bytes
     monkeypatch.setattr(reader, "_classify_bytes", lambda raw: decoded.append(raw) or real(raw))
@@ -251,7 +251,7 @@ def test_attributes_with_ever_new_values_are_not_cached(tmp_path: Path, monkeypa
     assert set(cols.lanes) == {("cpu", 2)} and cols.cpu == [True] * n
     # each wait_on value decoded alone up to the batch where the name turned out to change all the time,
     # in bulk after that
-    assert len(decoded) < reader._VALUES_MAX + 600 and sum(bulk) > 2000
+    assert len(decoded) < reader.READER_VALUES_MAX + 600 and sum(bulk) > 2000
     assert n - 1 == sum(bulk) + sum(b"wait_on" in raw for raw in decoded)
 
 

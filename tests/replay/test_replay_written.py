@@ -69,7 +69,7 @@ def _read_while_writing(src, out, parts, piece, monkeypatch):
     from chakra.replay.reader import ReadAsWritten
 
     monkeypatch.setenv("CHAKRA_PARTS", str(parts))
-    monkeypatch.setattr(write, "_WRITE_READ_PIECE", piece)
+    monkeypatch.setattr(write, "ET_WRITE_READ_PIECE_NODES", piece)
     made: list[int] = []
     real = forkmap.fork_map
     monkeypatch.setattr(write, "fork_map", lambda fn, p, what, sink=None: made.append(len(p))
@@ -121,7 +121,7 @@ def test_cli_simulate_lines_are_those_of_a_replay_of_the_file_in_three_parts(tmp
     import chakra.convert.write as write
 
     monkeypatch.setenv("CHAKRA_PARTS", "3")
-    monkeypatch.setattr(write, "_WRITE_READ_PIECE", 2)
+    monkeypatch.setattr(write, "ET_WRITE_READ_PIECE_NODES", 2)
     src = tmp_path / "et_plus_0.json"
     src.write_bytes(orjson.dumps(small_etplus()))
     out, log = tmp_path / "o.0.et", tmp_path / "conv.log"

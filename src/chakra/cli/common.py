@@ -28,6 +28,7 @@ from typing import Any
 
 from chakra import __version__
 from chakra.errors import MISSING_RANKS_OPTION, ChakraError, TraceFormatError, UsageError
+from chakra.tunables import SIGNAL_REARM_S
 
 LOG_FORMAT = "[%(asctime)s] %(levelname)s %(name)s: %(message)s"
 DEFAULT_LOG_LEVEL = "WARNING"
@@ -264,7 +265,6 @@ class _Signals:
     """
 
     pending: int | None = None
-    REARM_S = 0.2
 
     @classmethod
     def interrupt(cls, signum: int) -> KeyboardInterrupt:
@@ -292,7 +292,7 @@ class _Signals:
     @classmethod
     def _arm(cls) -> None:
         with contextlib.suppress(ValueError, OSError, AttributeError):
-            signal.setitimer(signal.ITIMER_REAL, cls.REARM_S)
+            signal.setitimer(signal.ITIMER_REAL, SIGNAL_REARM_S)
 
     @classmethod
     def clear(cls) -> None:

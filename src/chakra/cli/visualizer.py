@@ -6,7 +6,7 @@ import argparse
 import logging
 
 from chakra.cli.common import ArgumentParser, add_common_args, command, show_progress, start_logging
-from chakra.tools.visualizer import DEFAULT_COARSE_BOXES, DEFAULT_MAX_SECONDS
+from chakra.tunables import COARSE_BOXES, DRAW_MAX_NODES, DRAW_MAX_SECONDS
 
 PROG = "chakra_visualizer"
 DESCRIPTION = """
@@ -34,16 +34,16 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
                    help="keep node ids A..B (inclusive; A: or :B for open ends)")
     p.add_argument("--name", metavar="REGEX", help="keep nodes whose name matches REGEX (re.search)")
     p.add_argument("--head", type=int, metavar="N", help="keep the first N remaining nodes in file order")
-    p.add_argument("--max-nodes", "--max_nodes", dest="max_nodes", type=int, default=2000,
-                   help="refuse to draw more nodes than this (default 2000; .dot and .graphml are written at "
-                        "any size)")
-    p.add_argument("--coarse", nargs="?", type=int, const=DEFAULT_COARSE_BOXES, default=None, metavar="BOXES",
+    p.add_argument("--max-nodes", "--max_nodes", dest="max_nodes", type=int, default=DRAW_MAX_NODES,
+                   help=f"refuse to draw more nodes than this (default {DRAW_MAX_NODES}; .dot and .graphml "
+                        "are written at any size)")
+    p.add_argument("--coarse", nargs="?", type=int, const=COARSE_BOXES, default=None, metavar="BOXES",
                    help="a column per CPU thread and GPU stream, one box per phase of it (cut where it waits "
                         "for another or idles) and per collective, time running down; about BOXES boxes "
-                        f"(default {DEFAULT_COARSE_BOXES}) unless its waits and collectives are more")
-    p.add_argument("--max-seconds", type=float, default=DEFAULT_MAX_SECONDS, metavar="S",
+                        f"(default {COARSE_BOXES}) unless its waits and collectives are more")
+    p.add_argument("--max-seconds", type=float, default=DRAW_MAX_SECONDS, metavar="S",
                    help="refuse a drawing that graphviz's dot would need more than S seconds to lay out "
-                        f"(estimated from nodes + edges; default {DEFAULT_MAX_SECONDS:g})")
+                        f"(estimated from nodes + edges; default {DRAW_MAX_SECONDS:g})")
     p.add_argument("--timeout", type=float, default=None, metavar="S",
                    help="stop dot after S seconds (default: 3x the estimate, at least 60)")
     p.add_argument("--layout", choices=("auto", "TB", "LR"), default="auto",

@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from chakra.formats import I32_MAX, I32_MIN, I64_MAX, I64_MIN, NODE_ATTR, U64_MAX
 from chakra.io.pbstream import encode_varint
 from chakra.schema import AttributeProto, attr_value  # noqa: F401  (re-exported for callers)
 
@@ -50,10 +51,6 @@ _ET_TYPE_FIELDS: dict[str, str] = {
     "float": "double_val",
 }
 
-_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
-_U64_MAX = (1 << 64) - 1
-_I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
-
 
 def _coerce(field: str, value: Any) -> Any:
     """Value converted for ``field``; raises ValueError/TypeError if it cannot be."""
@@ -69,13 +66,13 @@ def _coerce(field: str, value: Any) -> Any:
         return float(value)
     v = int(value)
     if field in ("int64_val", "sint64_val", "sfixed64_val"):
-        if not _I64_MIN <= v <= _I64_MAX:
+        if not I64_MIN <= v <= I64_MAX:
             raise ValueError("out of int64 range")
     elif field in ("int32_val", "sint32_val", "sfixed32_val"):
-        if not _I32_MIN <= v <= _I32_MAX:
+        if not I32_MIN <= v <= I32_MAX:
             raise ValueError("out of int32 range")
     elif field in ("uint64_val", "fixed64_val"):
-        if not 0 <= v <= _U64_MAX:
+        if not 0 <= v <= U64_MAX:
             raise ValueError("out of uint64 range")
     elif field in ("uint32_val", "fixed32_val"):
         if not 0 <= v < (1 << 32):
@@ -89,9 +86,9 @@ def _field_of_value(value: Any) -> tuple[str, Any]:
     if t is bool:
         return "bool_val", value
     if t is int:
-        if _I64_MIN <= value <= _I64_MAX:
+        if I64_MIN <= value <= I64_MAX:
             return "int64_val", value
-        if 0 <= value <= _U64_MAX:
+        if 0 <= value <= U64_MAX:
             return "uint64_val", value
         return "string_val", str(value)
     if t is float:
@@ -99,7 +96,7 @@ def _field_of_value(value: Any) -> tuple[str, Any]:
     if t is str:
         return "string_val", value
     if t is list and value:
-        if all(type(x) is int and _I64_MIN <= x <= _I64_MAX for x in value):
+        if all(type(x) is int and I64_MIN <= x <= I64_MAX for x in value):
             return "int64_list", value
         if all(type(x) is str for x in value):
             return "string_list", value
@@ -170,14 +167,10 @@ class AttrCache:
         return b
 
 
-#: ``Node.attr`` is field 10, length-delimited: tag byte (10 << 3) | 2
-_ATTR_TAG = b"\x52"
-
-
 def frame_attr(a: AttributeProto) -> bytes:
     """The bytes ``a`` contributes to a serialised Node as one ``attr`` element."""
     body = a.SerializeToString()
-    return _ATTR_TAG + varint(len(body)) + body
+    return NODE_ATTR + varint(len(body)) + body
 
 
 #: base-128 varint of a non-negative int (one implementation: the stream writer's)

@@ -23,7 +23,6 @@ from chakra.convert.comm import (
 )
 from chakra.convert.plan import (
     _KNOWN_COLLECTIVES,
-    _MAX_COMM_CHAIN,
     UNSIMULATED_COMM_TYPES,
     Plan,
     _num,
@@ -31,6 +30,7 @@ from chakra.convert.plan import (
 )
 from chakra.host.collective_names import CALL, OP_NAMES, RUN, is_cpu_record, is_run_record, op_rule
 from chakra.host.model import HostOp, is_comm_name
+from chakra.tunables import COMM_CHAIN_MAX
 
 log = logging.getLogger(__name__)
 _NO_OP = TensorSize(-1, -1)   # (an op the trace does not hold: matches only another such)
@@ -41,7 +41,7 @@ def comm_chain(cv: Plan, j: int) -> list[int]:
     """``j`` and its ancestors while they are host comm ops (record_param_comms, nccl:*, c10d::*...)."""
     names, par, is_gpu = cv.names, cv.par, cv.is_gpu
     chain: list[int] = []
-    while j >= 0 and len(chain) < _MAX_COMM_CHAIN and not is_gpu[j] and is_comm_name(names[j]):
+    while j >= 0 and len(chain) < COMM_CHAIN_MAX and not is_gpu[j] and is_comm_name(names[j]):
         chain.append(j)
         j = par[j]
     return chain

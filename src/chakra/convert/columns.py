@@ -45,12 +45,14 @@ from chakra.convert.serial import (
     io_tail,
 )
 from chakra.errors import ChakraError, TraceFormatError
+from chakra.formats import IO_VALUES
 from chakra.host.comm import is_comm_kernel_name
 from chakra.host.decode import FALSY, NO_RAW, Attr, IOPieces, Node, canonical, node_cuts, read_document
 from chakra.host.loader import FLAT, Records, make_trace, part_links, part_records, parts_top
 from chakra.host.model import METADATA, OP, HostOp, HostTrace, is_comm_name
 from chakra.io import gc_paused
 from chakra.io.forkmap import fork_map, parts, split
+from chakra.tunables import DECODE_PART_MIN_BYTES, DECODE_PIECE_MIN_NODES, IO_TAILS_CACHE_MAX
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +205,7 @@ def load_columns(path: str | os.PathLike[str]) -> tuple[HostTrace, Columns, Seri
     """
     with gc_paused():
         ser = Serializer()
-        spans = node_cuts(path, parts(), MIN_PART_BYTES)
+        spans = node_cuts(path, parts(), DECODE_PART_MIN_BYTES)
         if spans:
             got = _load_parts(os.fspath(path), spans, ser)
             if got is not None:
@@ -211,18 +213,12 @@ def load_columns(path: str | os.PathLike[str]) -> tuple[HostTrace, Columns, Seri
         doc = read_document(path)
         records = Records(doc)
         what = f"decoding the nodes of {doc.path}"
-        pieces = fork_map(partial(_load_piece, doc, records, ser), split(len(doc), MIN_PIECE), what)
+        pieces = fork_map(partial(_load_piece, doc, records, ser), split(len(doc), DECODE_PIECE_MIN_NODES),
+                          what)
         c, kept = _join(pieces, doc.path)
         records.warnings.extend(w for p in pieces for w in p.warnings)
         trace = make_trace(doc.top, records.builder.layout, kept, {}, records.warnings, doc.path)
     return trace, c, ser
-
-
-#: nodes below which a piece is not worth a process: decoding a node costs ~15 us here, a fork with the
-#: pickling of its result a few ms
-MIN_PIECE = 5_000
-#: the same in bytes of the file, for a file cut before it is read (an ET+ node is ~1 kB)
-MIN_PART_BYTES = 4 << 20
 
 
 def _load_parts(path: str, spans: list[tuple[int, int]], ser: Serializer) -> tuple[HostTrace, Columns] | None:
@@ -432,7 +428,6 @@ _FLAT_GPU_KEYS = ("ph", "stream", "device", "pid", "args", "pg_name", "collectiv
 _FLAT_CPU_PLAIN = attrgetter(*_FLAT_GPU_KEYS)
 _FLAT_ALL_UNSET = (UNSET,) * len(_FLAT_GPU_KEYS)
 _CHAKRA_DECODE = msgspec.json.Decoder(_ChakraNode).decode
-_IO_TAILS_LIMIT = 100_000
 # a flat-layout node: the host loader's Struct (its flat keys); the keys the plain route refuses are checked
 _FLAT_DECODE = msgspec.json.Decoder(Node).decode
 _FLAT_REFUSED = attrgetter("attrs", "ctrl_deps", "comm_backend")
@@ -549,12 +544,12 @@ class _Plain:
         tails = self.io_tails
         tail = tails.get(key)
         if tail is None:
-            if len(tails) > _IO_TAILS_LIMIT:
+            if len(tails) > IO_TAILS_CACHE_MAX:
                 tails.clear()
             piece = self.piece
             tail = tails[key] = io_tail(piece(key[0]), piece(key[1]))
         vn = varint(len(vb))
-        return b"".join((tag, varint(1 + len(vn) + len(vb) + len(tail)), b"\x0a", vn, vb, tail))
+        return b"".join((tag, varint(1 + len(vn) + len(vb) + len(tail)), IO_VALUES, vn, vb, tail))
 
     def falsy(self, raw: Any) -> bytes:
         """A flat key read as ``value or []``."""

@@ -11,7 +11,6 @@ from typing import Any
 from chakra import schema as pb
 from chakra.convert.graph import CycleError, kahn_order, topological_order
 from chakra.convert.plan import (
-    _NUM_LIMIT,
     Plan,
     _warn,
 )
@@ -19,6 +18,7 @@ from chakra.convert.threads import ThreadInput, thread_timing
 from chakra.convert.tree import starts_before, time_key
 from chakra.errors import TraceFormatError
 from chakra.host.model import METADATA, OP
+from chakra.tunables import CORRUPT_TIME_US
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ def chain_by_start(cv: Plan, members: list[int]) -> None:
         members.sort(key=ts.__getitem__)
     elif None not in starts:
         durs, dur_x = cv.cols.dur, cv.cols.dur_x
-        L = _NUM_LIMIT
+        L = CORRUPT_TIME_US
 
         def key(i: int) -> tuple[float, float, int]:   # _time_key, with its lookups hoisted
             d = durs[i]
@@ -261,7 +261,7 @@ def add_thread_timing(cv: Plan) -> None:
     lane: list[Any] = [None] * n
     skeys = cols.skeys
     keys: dict[Any, Any] = {}
-    L = _NUM_LIMIT
+    L = CORRUPT_TIME_US
     setkey = keys.setdefault
     for i, t in enumerate(ts):
         k = kinds[i]

@@ -18,13 +18,13 @@ from chakra.convert.comm import CommFields, PgNames
 from chakra.convert.serial import Serializer, dumps_any
 from chakra.convert.threads import ThreadTiming
 from chakra.host.model import HostTrace
+from chakra.tunables import CORRUPT_TIME_US
 
 log = logging.getLogger(__name__)
 
 ET_VERSION = "0.0.4"
 _KNOWN_COLLECTIVES = frozenset({"allreduce", "allgather", "reduce_scatter", "broadcast", "all_to_all",
                                 "reduce", "gather", "scatter", "barrier", "send", "recv"})
-_MAX_COMM_CHAIN = 8
 #: Collective types the simulator does not run; ``astrasim_safe`` writes them as COMP nodes.
 UNSIMULATED_COMM_TYPES = frozenset({pb.REDUCE, pb.GATHER, pb.SCATTER, pb.BARRIER, pb.REDUCE_SCATTER_BLOCK})
 
@@ -57,11 +57,8 @@ _TYPE_NAMES = {
 }
 
 
-_NUM_LIMIT = 1e18  # beyond this (or NaN, inf) a time is corrupt: uint64 µs fields end near 1.8e19
-
-
 def _num(v: Any) -> bool:
-    return (type(v) is int or type(v) is float) and -_NUM_LIMIT < v < _NUM_LIMIT
+    return (type(v) is int or type(v) is float) and -CORRUPT_TIME_US < v < CORRUPT_TIME_US
 
 
 def _warn(stats: ConvertStats, msg: str) -> None:

@@ -17,7 +17,21 @@ from typing import Any
 import orjson
 
 from chakra.convert.attrs import AttrCache, frame_attr, make_attr, varint
+from chakra.formats import (
+    ATTR_INT64,
+    COMM_ATTRS,
+    I64_MAX,
+    I64_MIN,
+    IO_SHAPES,
+    IO_TYPES,
+    IO_VALUES,
+    NODE_ATTR,
+    NODE_INPUTS,
+    NODE_OUTPUTS,
+    attr_name_field,
+)
 from chakra.host.model import HostOp, IOInfo
+from chakra.tunables import ATTR_BLOCKS_CACHE_MAX, IO_TAILS_CACHE_MAX
 
 GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 
@@ -26,16 +40,13 @@ CPU_SKIP = frozenset({"ts", "dur", "inclusive_dur", "exclusive_dur", "kineto_tid
                       "sync_dep"})
 GPU_SKIP = CPU_SKIP | frozenset({"cat", "ph", "args", "pid", "tid", "stream", "device", "parent",
                                  "ctrl_deps", "pg_name", "collective_name", "comm_size"})
-COMM_KEYS = frozenset({"comm_type", "comm_size", "pg_name", "comm_priority", "comm_src", "comm_dst",
-                       "comm_tag", "comm_seq", "is_cpu_op"})
 
 _CPU_ENTRY_SKIP = CPU_SKIP | {"is_cpu_op"}
-_GPU_ENTRY_SKIP = GPU_SKIP | COMM_KEYS
-_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
-BLOCK_LIMIT = 100_000
-#: an IOInfo of three empty lists as the inputs (8) / outputs (9) field of a Node
-EMPTY_IO = {tag: tag + b"\x0c\x0a\x02[]\x12\x02[]\x1a\x02[]" for tag in (b"\x42", b"\x4a")}
-IN_TAG, OUT_TAG = b"\x42", b"\x4a"
+_GPU_ENTRY_SKIP = GPU_SKIP | COMM_ATTRS
+IN_TAG, OUT_TAG = NODE_INPUTS, NODE_OUTPUTS
+#: an IOInfo of three empty lists as the inputs / outputs field of a Node
+EMPTY_IO = {tag: tag + b"\x0c" + IO_VALUES + b"\x02[]" + IO_SHAPES + b"\x02[]" + IO_TYPES + b"\x02[]"
+            for tag in (IN_TAG, OUT_TAG)}
 
 
 def dumps_any(v: Any) -> str:
@@ -51,16 +62,16 @@ def int_attr(name_field: bytes, name: str, v: int) -> bytes:
     In the int64 range this is ``int64_val`` (field 9), which both the fixed field of ``rf_id`` and the
     value-typed fields of the others choose; anything else takes the general path.
     """
-    if 0 <= v <= _I64_MAX:
+    if 0 <= v <= I64_MAX:
         vb = varint(v)
-    elif _I64_MIN <= v < 0:
+    elif I64_MIN <= v < 0:
         vb = varint(v + (1 << 64))
     else:
         return frame_attr(make_attr(name, v))
     heads = _INT_HEADS.get(name_field)
     if heads is None:   # tag, length, name, int64_val tag: one per name and value length (1-10 bytes)
-        heads = _INT_HEADS[name_field] = [b"".join((b"\x52", varint(len(name_field) + 1 + k), name_field,
-                                                    b"\x48")) for k in range(11)]
+        heads = _INT_HEADS[name_field] = [b"".join((NODE_ATTR, varint(len(name_field) + 1 + k), name_field,
+                                                    ATTR_INT64)) for k in range(11)]
     return heads[len(vb)] + vb
 
 
@@ -69,16 +80,16 @@ _INT_HEADS: dict[bytes, list[bytes]] = {}
 
 def io_tail(shapes: bytes, types: bytes) -> bytes:
     """Fields 2 (shapes) and 3 (types) of a serialised IOInfo."""
-    return b"".join((b"\x12", varint(len(shapes)), shapes, b"\x1a", varint(len(types)), types))
+    return b"".join((IO_SHAPES, varint(len(shapes)), shapes, IO_TYPES, varint(len(types)), types))
 
 
-RF_NAME = b"\x0a\x05rf_id"
-_FP_NAME = b"\x0a\x09fw_parent"
-_SQ_NAME = b"\x0a\x06seq_id"
-_SC_NAME = b"\x0a\x05scope"
-_FT_NAME = b"\x0a\x06fw_tid"
-_CORR_NAME = b"\x0a\x0bcorrelation"
-_EXT_NAME = b"\x0a\x0bexternal_id"
+RF_NAME = attr_name_field("rf_id")
+_FP_NAME = attr_name_field("fw_parent")
+_SQ_NAME = attr_name_field("seq_id")
+_SC_NAME = attr_name_field("scope")
+_FT_NAME = attr_name_field("fw_tid")
+_CORR_NAME = attr_name_field("correlation")
+_EXT_NAME = attr_name_field("external_id")
 
 
 class Serializer:
@@ -103,11 +114,11 @@ class Serializer:
         tails = self.tails
         tail = tails.get((sb, tb))
         if tail is None:
-            if len(tails) > 100_000:
+            if len(tails) > IO_TAILS_CACHE_MAX:
                 tails.clear()
             tail = tails[(sb, tb)] = io_tail(sb, tb)
         vn = varint(len(vb))
-        return b"".join((tag, varint(1 + len(vn) + len(vb) + len(tail)), b"\x0a", vn, vb, tail))
+        return b"".join((tag, varint(1 + len(vn) + len(vb) + len(tail)), IO_VALUES, vn, vb, tail))
 
     def io_field(self, tag: bytes, v: Any, sh: Any, ty: Any) -> bytes:
         """:meth:`io_text` of lists (encoded by orjson, as the loader's text is)."""
@@ -150,7 +161,7 @@ class Serializer:
             kept = self.cpu_keys.get((keys, skip))
             if kept is None:
                 kept = self.cpu_keys[(keys, skip)] = tuple(
-                    k for k in keys if not (k in CPU_SKIP or k == "is_cpu_op" or (skip and k in COMM_KEYS)))
+                    k for k in keys if not (k in CPU_SKIP or k == "is_cpu_op" or (skip and k in COMM_ATTRS)))
             if kept:
                 types = op.attr_types
                 for k in kept:
@@ -231,7 +242,7 @@ class Serializer:
         keys = tuple(a)
         kept = self.gpu_keys.get(keys)
         if kept is None:
-            kept = self.gpu_keys[keys] = tuple(k for k in keys if k not in GPU_SKIP and k not in COMM_KEYS)
+            kept = self.gpu_keys[keys] = tuple(k for k in keys if k not in GPU_SKIP and k not in COMM_ATTRS)
         if kept:
             types = op.attr_types
             for k in kept:
@@ -242,7 +253,7 @@ class Serializer:
 def _keep(blocks: dict[tuple[Any, ...], bytes], key: tuple[Any, ...], b: bytes) -> None:
     """Cache a block; a full cache starts again (values unique to one op fill it: seq_id, fw_parent), so
     that the blocks that repeat stay cached at any size."""
-    if len(blocks) >= BLOCK_LIMIT:
+    if len(blocks) >= ATTR_BLOCKS_CACHE_MAX:
         blocks.clear()
     blocks[key] = b
 

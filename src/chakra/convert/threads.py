@@ -77,13 +77,7 @@ from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any
 
-WAIT_SLACK_US = 500      # a blocked thread resumes within this of what it waited for ending
-MIN_WAIT_US = 5          # shorter waits are left inside the pieces (not worth a dependency)
-STREAM_SLACK_US = 20     # a GPU stream waiting on another (an event) starts within this of its end
-LONG_WAIT_US = 200       # a piece this long that ends right after another thread's op ended waited for it
-WAKE_US = 50             # ... "right after": within this
-
-THREAD_TIMING = "pieces-1"   # GlobalMetadata ``thread_timing``: the nodes carry the attributes above
+from chakra.tunables import LONG_WAIT_US, MIN_WAIT_US, STREAM_SLACK_US, WAIT_SLACK_US, WAKE_US
 
 
 @dataclass(slots=True)

@@ -7,10 +7,11 @@ import logging
 from typing import Any
 
 from chakra.convert.columns import raw
-from chakra.convert.plan import _NUM_LIMIT, Plan, _num, _warn
+from chakra.convert.plan import Plan, _num, _warn
 from chakra.errors import TraceFormatError
 from chakra.host.loader import self_parent_message
 from chakra.host.model import OP, PROCESS_ROOT
+from chakra.tunables import CORRUPT_TIME_US
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +113,7 @@ def compute_timing(cv: Plan) -> None:
     ts_x, dur_x, excl_x = c.ts_x, c.dur_x, c.excl_x
     lo = hi = None
     bad: list[int] = []  # ids of nodes whose ts/dur is NaN, infinite, negative or out of range
-    L = _NUM_LIMIT
+    L = CORRUPT_TIME_US
     dur = cv.dur
     missing_threads: set[Any] = set()   # threads with a timed op that has no exclusive_dur
     # One pass: validity (for the warning), the span, and the durations (_num inlined throughout: a
@@ -211,7 +212,7 @@ def time_key(cv: Plan, i: int) -> tuple[float, float, int]:
     if d != d:
         d = cv.cols.dur_x.get(i)
     tt = type(d)
-    return (cv.ts[i], -d if (tt is float or tt is int) and -_NUM_LIMIT < d < _NUM_LIMIT else 0.0,
+    return (cv.ts[i], -d if (tt is float or tt is int) and -CORRUPT_TIME_US < d < CORRUPT_TIME_US else 0.0,
             cv.pos[i])  # type: ignore[return-value]
 
 

@@ -26,10 +26,21 @@ from chakra.convert.plan import (
     _num,
 )
 from chakra.convert.serial import int_attr
-from chakra.convert.threads import THREAD_TIMING
+from chakra.formats import (
+    NODE_CTRL_DEPS,
+    NODE_DATA_DEPS,
+    NODE_DURATION,
+    NODE_ID,
+    NODE_NAME,
+    NODE_START,
+    NODE_TYPE,
+    THREAD_TIMING,
+    attr_name_field,
+)
 from chakra.host.model import HostOp
 from chakra.io.forkmap import fork_map, split
 from chakra.io.pbstream import write_frames
+from chakra.tunables import ET_WRITE_PIECE_NODES, ET_WRITE_READ_PIECE_NODES
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +96,7 @@ class SerialNodes:
         ``reader``: something that reads the frames as they are written (``reader.piece(path)`` in the
         process that writes a range, with its ``add(index, frames)`` and ``result()``: the replay's reader,
         for ``chakra_converter --simulate``); the ranges' results in order (None without a reader)."""
-        pieces = split(len(self.order), _WRITE_PIECE if reader is None else _WRITE_READ_PIECE)
+        pieces = split(len(self.order), ET_WRITE_PIECE_NODES if reader is None else ET_WRITE_READ_PIECE_NODES)
         done = fork_map(partial(self.write_range, path, reader), pieces, f"writing {path}", sink=fh)
         self.count([sum(e[0] for e in done), sum(e[1] for e in done)])
         return None if reader is None else [e[2] for e in done]
@@ -125,7 +136,7 @@ class SerialNodes:
         meta_t = pb.METADATA_NODE
         vid, vstart, vdur = self.vid, self.vstart, self.vdur
         name_fields: dict[str, bytes] = {"": b""}
-        type_fields = {t: (b"\x18" + bytes((t,)) if t else b"") for t in _TYPE_NAMES}
+        type_fields = {t: (NODE_TYPE + bytes((t,)) if t else b"") for t in _TYPE_NAMES}
         small = _SMALL
         empty = b""
         if tails is None:
@@ -137,11 +148,11 @@ class SerialNodes:
             nf = name_fields.get(name)
             if nf is None:
                 nb = name.encode()
-                nf = name_fields[name] = b"\x12" + varint(len(nb)) + nb
+                nf = name_fields[name] = NODE_NAME + varint(len(nb)) + nb
             c = ctrl[i]
             if c >= 0:
                 v = vid[c]
-                cf = b"\x22" + small[len(v)] + v
+                cf = NODE_CTRL_DEPS + small[len(v)] + v
                 ctrl_edges += 1
             else:
                 cf = empty
@@ -150,16 +161,16 @@ class SerialNodes:
                 k = len(ds)
                 if k == 1:
                     v = vid[ds[0]]
-                    df = b"\x2a" + small[len(v)] + v
+                    df = NODE_DATA_DEPS + small[len(v)] + v
                 else:
                     v = join([vid[j] for j in ds])
-                    df = b"\x2a" + varint(len(v)) + v
+                    df = NODE_DATA_DEPS + varint(len(v)) + v
                 data_edges += k
             else:
                 df = empty
-            sf = b"\x30" + vstart[i] if start[i] else empty
-            uf = b"\x38" + vdur[i] if dur[i] else empty
-            idf = b"\x08" + vid[i] if ids[i] else empty
+            sf = NODE_START + vstart[i] if start[i] else empty
+            uf = NODE_DURATION + vdur[i] if dur[i] else empty
+            idf = NODE_ID + vid[i] if ids[i] else empty
             tail = tails[i]
             if tail is not None:   # neither METADATA nor a host comm node (those are kept whole)
                 f = comm.get(i) if comm else None
@@ -187,17 +198,6 @@ class SerialNodes:
                 yield join((*head, *op_ios(op), *attrs))
         edges[0] += ctrl_edges
         edges[1] += data_edges
-
-
-# Nodes worth a process of their own when the file is written (3-5 us each): the child copies the pages of
-# the nodes' pieces it reads (reference counts), and so does this process for its own.  Measured (session 9
-# of benchmarks/README.md at 1b5b06d, `chakra_converter` in one piece against two, interleaved medians):
-# 19.6k nodes 0.490 -> 0.506 s, 36k 0.854 -> 0.907 s, 67k 1.562 -> 1.530 s, 134k write 0.54 -> 0.45-0.47 s,
-# 1.33M write 6.3-7.7 -> 5.4-5.9 s.
-_WRITE_PIECE = 30_000
-# ... and when the frames are also read as they are written (``--simulate``: decoding a node costs about twice
-# its serialisation, and the reading would otherwise be over the cores on its own)
-_WRITE_READ_PIECE = 5_000
 
 
 _SMALL = [bytes((i,)) for i in range(128)]
@@ -316,8 +316,7 @@ def metadata(cv: Plan) -> pb.GlobalMetadata:
 
 
 def _name_field(name: str) -> tuple[bytes, str]:
-    b = name.encode()
-    return b"\x0a" + bytes((len(b),)) + b, name
+    return attr_name_field(name), name
 
 
 _DEPTH = _name_field("thread_depth")

@@ -40,6 +40,7 @@ import logging
 import math
 import os
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
@@ -78,6 +79,7 @@ from chakra.device.model import (
 )
 from chakra.errors import TraceFormatError
 from chakra.io import gc_paused, read_bytes
+from chakra.tunables import CORRUPT_DUR_US, IDS_LISTED_MAX, NEST_REL_EPS
 
 log = logging.getLogger(__name__)
 
@@ -96,13 +98,8 @@ KIND_NAMES = {
 
 PROFILER_STEP_RE = re.compile(r"ProfilerStep#\d+\Z")
 
-_MAX_LISTED = 5  # event indices quoted in one aggregated warning
 _INF = math.inf
 _NAN = math.nan
-# Longer than this (11.6 days, in µs) is a corrupt record, not a measurement: clamped like a NaN; a
-# 1e300 µs kernel would otherwise overflow every integer field downstream.
-_MAX_DUR = 1e12
-_REL_EPS = 5e-16  # ~2 ulp of a float64 timestamp, relative
 
 
 def _as_int(value: Any) -> int | None:
@@ -215,10 +212,10 @@ def _read_top_level(trace: KinetoTrace, top: dict[str, Any]) -> None:
 
 def _read_events(trace: KinetoTrace, raws: list[msgspec.Raw], op_args: bool = False
                  ) -> tuple[list[int], list[int]]:
-    """The single pass: decode each event, build the X records, the GPU correlation table and the
-    positions by role, count everything else.  Returns the positions of the runtime/driver calls that
-    carry a correlation id (the launches, and the calls that may turn out to be launches) and the count
-    of events per kind (as read: promotions move some later).
+    """The single pass over the complete events (:func:`_complete_events` decodes them and counts the
+    others): build their records, the GPU correlation table and the positions by role.  Returns the
+    positions of the runtime/driver calls that carry a correlation id (the launches, and the calls that
+    may turn out to be launches) and the count of events per kind (as read: promotions move some later).
 
     ``op_args``: host ops and annotations keep their ``args`` too (see :func:`load_kineto`)."""
     path = trace.path
@@ -230,42 +227,19 @@ def _read_events(trace: KinetoTrace, raws: list[msgspec.Raw], op_args: bool = Fa
     sync_positions = trace.sync_positions
     calls: list[int] = []
     kinds = [0] * (max(KIND_NAMES) + 1)
-    non_x: dict[str, int] = {}
-    ac2g_ids: set[Any] = set()
-    flows = 0
+    others = _Others()
     bad_dur: list[int] = []
     # what a (category, name) pair decides, once per distinct pair: one shared str object per name and
     # category (instead of one per event), the kind, whether the call synchronizes
     by_cat: dict[str, dict[str, tuple[str, str, int, bool, bool]]] = {}
     not_modelled = trace.not_modelled
     rt_cache: dict[tuple[int, str], tuple[int, bool]] = {}
-    decode = event_decoder.decode
-    decode_error = msgspec.DecodeError
     record = KinetoEvent
     no_args = NO_ARGS
     unset = UNSET
     whole_args = (HOST_OP, ANNOTATION) if op_args else ()
-    file_index = trace.file_index
-    add_index = file_index.append
-    # the events' bytes are dropped as they are read: the last one releases the document's buffer
-    total = len(raws)
-    raws.reverse()
-    pop = raws.pop
-    for i in range(total):
-        raw = pop()
-        try:
-            e = decode(raw)
-        except decode_error:  # a value of an unusual type (or no object at all): judged by _lenient
-            e = _lenient(raw, i, path)
-        if e.ph != "X":
-            ph = e.ph
-            key = ph if isinstance(ph, str) else "?"
-            non_x[key] = non_x.get(key, 0) + 1
-            if ph == "s" or ph == "f":
-                flows += 1
-                if ph == "s" and e.cat == "ac2g":
-                    ac2g_ids.add(_as_int(e.flow_id))
-            continue
+    add_index = trace.file_index.append
+    for i, raw, e in _complete_events(raws, path, others):
         by_name = by_cat.get(e.cat)
         if by_name is None:
             by_name = by_cat[e.cat] = {}
@@ -277,7 +251,7 @@ def _read_events(trace: KinetoTrace, raws: list[msgspec.Raw], op_args: bool = Fa
         if not (-_INF < ts < _INF):  # only NaN gets here: no ts at all
             raise _no_ts(i, e.name, None, path)
         dur = e.dur
-        if not (0.0 <= dur <= _MAX_DUR):
+        if not (0.0 <= dur <= CORRUPT_DUR_US):
             bad_dur.append(i)
             dur = 0.0
         a = e.args
@@ -333,31 +307,78 @@ def _read_events(trace: KinetoTrace, raws: list[msgspec.Raw], op_args: bool = Fa
             op_positions.append(pos)
         elif corr is not None:
             calls.append(pos)
+    _count_events(trace, others, bad_dur)
+    return calls, kinds
 
+
+class _Others:
+    """How many events ``traceEvents`` has; those that are not complete (``ph: X``) events, counted by
+    phase; the flows among them, and the ids of the ``ac2g`` flows (a launch's arrow to its GPU op)."""
+
+    __slots__ = ("total", "by_phase", "flows", "ac2g_ids")
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.by_phase: dict[str, int] = {}
+        self.flows = 0
+        self.ac2g_ids: set[Any] = set()
+
+
+def _complete_events(raws: list[msgspec.Raw], path: str, others: _Others) -> Iterator[tuple[int, Any, Any]]:
+    """``(index in traceEvents, bytes, decoded event)`` of each complete event of ``raws``; the others are
+    counted in ``others``.  The events' bytes are dropped as they are read: the last one releases the
+    document's buffer."""
+    decode = event_decoder.decode
+    decode_error = msgspec.DecodeError
+    by_phase = others.by_phase
+    ac2g_ids = others.ac2g_ids
+    total = others.total = len(raws)
+    raws.reverse()
+    pop = raws.pop
+    for i in range(total):
+        raw = pop()
+        try:
+            e = decode(raw)
+        except decode_error:  # a value of an unusual type (or no object at all): judged by _lenient
+            e = _lenient(raw, i, path)
+        if e.ph != "X":
+            ph = e.ph
+            key = ph if isinstance(ph, str) else "?"
+            by_phase[key] = by_phase.get(key, 0) + 1
+            if ph == "s" or ph == "f":
+                others.flows += 1
+                if ph == "s" and e.cat == "ac2g":
+                    ac2g_ids.add(_as_int(e.flow_id))
+            continue
+        yield i, raw, e
+
+
+def _count_events(trace: KinetoTrace, others: _Others, bad_dur: list[int]) -> None:
+    """The counts of what was read (``trace.stats``, ``trace.flow_count``) and the warnings about it."""
+    non_x, flows = others.by_phase, others.flows
     trace.flow_count = flows
     stats = trace.stats
-    stats["events_total"] = total
-    stats["x_events"] = len(events)
+    stats["events_total"] = others.total
+    stats["x_events"] = len(trace.events)
     stats["flows"] = flows
     for ph, n in sorted(non_x.items()):
         stats[f"ph_{ph}"] = n
-    ac2g_ids.discard(None)
-    stats["ac2g_confirmed"] = sum(1 for c in gpu_by_corr if c in ac2g_ids)
+    others.ac2g_ids.discard(None)
+    stats["ac2g_confirmed"] = sum(1 for c in trace.gpu_by_correlation if c in others.ac2g_ids)
     stats["clamped_durations"] = len(bad_dur)
     if bad_dur:
         trace.warnings.append(
             f"{len(bad_dur)} X event(s) with a missing, NaN, infinite, negative or huge (> 1e12 us) 'dur' "
             f"clamped to 0 (traceEvents[{_listed(bad_dur)}])"
         )
-    if not_modelled:
-        trace.warnings.append(not_modelled_note(not_modelled))
+    if trace.not_modelled:
+        trace.warnings.append(not_modelled_note(trace.not_modelled))
     ignored = {ph: n for ph, n in non_x.items() if ph not in ("s", "f", "i", "I", "M", "t")}
     if ignored:
         trace.warnings.append(
             "ignored events of unsupported phases: "
             + ", ".join(f"{n} ph={ph!r}" for ph, n in sorted(ignored.items()))
         )
-    return calls, kinds
 
 
 def _no_ts(index: int, name: Any, ts: Any, path: str) -> TraceFormatError:
@@ -402,7 +423,7 @@ def _lenient(raw: msgspec.Raw, index: int, path: str) -> Any:
 
 def _listed(items: list[int]) -> str:
     """The first few of ``items`` for a warning, `` ...`` when there are more."""
-    return ", ".join(str(k) for k in items[:_MAX_LISTED]) + (" ..." if len(items) > _MAX_LISTED else "")
+    return ", ".join(str(k) for k in items[:IDS_LISTED_MAX]) + (" ..." if len(items) > IDS_LISTED_MAX else "")
 
 
 def _classify(cat: str, name: str, rt_cache: dict[tuple[int, str], tuple[int, bool]]
@@ -521,7 +542,7 @@ def _sweep_threads(trace: KinetoTrace) -> None:
         thread.append((ts, -ev.dur, pos, ev, kind <= ANNOTATION or ev.is_sync))
 
     overrun = 0
-    rel_eps = _REL_EPS
+    rel_eps = NEST_REL_EPS
     for items in threads.values():
         # (ts, -dur, position): start order, longer first, then file order (positions are unique: the
         # event itself is never compared)
@@ -614,7 +635,7 @@ def union_length(windows: list[StepWindow]) -> float:
     cur_len = windows[0].dur
     for w in windows[1:]:
         w_end = w.ts + w.dur
-        if w.ts >= cur_end - abs(cur_end) * _REL_EPS:
+        if w.ts >= cur_end - abs(cur_end) * NEST_REL_EPS:
             total += cur_len
             cur_start, cur_end, cur_len = w.ts, w_end, w.dur
         elif w_end > cur_end:

@@ -11,6 +11,8 @@ from typing import Any, ClassVar, NamedTuple
 import msgspec
 import orjson
 
+from chakra.tunables import PICKLE_CHUNK_EVENTS
+
 # KinetoEvent.kind values (ints: cheap to compare and store)
 HOST_OP = 0        # cat cpu_op
 ANNOTATION = 1     # cat user_annotation (ProfilerStep#N, record_function, gloo:*, nccl:*)
@@ -211,20 +213,18 @@ class KinetoTrace:
         return (0.0, 0.0) if lo > hi else (lo, hi)
 
     def __reduce__(self) -> tuple[Any, tuple[list[Any]]]:
-        """Pickled with its events in pickles of :data:`_PICKLE_CHUNK` events each (a forked loader sends
-        the trace back pickled, ``chakra.link.api.load_pair``): one pickle of a million events keeps a memo
-        entry for every object in it, which made the dump take 3.2 s and 300 MB more at 1.65M events;
+        """Pickled with its events in pickles of :data:`PICKLE_CHUNK_EVENTS` events each (a forked loader
+        sends the trace back pickled, ``chakra.link.api.load_pair``): one pickle of a million events keeps a
+        memo entry for every object in it, which made the dump take 3.2 s and 300 MB more at 1.65M events;
         in chunks it takes 1.3 s and the memo stays small.  Each chunk has its own copy of the strings
         and of the empty ``NO_ARGS`` dict its events share (equal, not the same object)."""
         values = [getattr(self, name) for name in _TRACE_FIELDS]
         ev = self.events
-        values[_EVENTS_AT] = [pickle.dumps(ev[a:a + _PICKLE_CHUNK], protocol=pickle.HIGHEST_PROTOCOL)
-                              for a in range(0, len(ev), _PICKLE_CHUNK)]
+        values[_EVENTS_AT] = [pickle.dumps(ev[a:a + PICKLE_CHUNK_EVENTS], protocol=pickle.HIGHEST_PROTOCOL)
+                              for a in range(0, len(ev), PICKLE_CHUNK_EVENTS)]
         return _unpickle_trace, (values,)
 
 
-#: events per pickle in ``KinetoTrace.__reduce__``
-_PICKLE_CHUNK = 8192
 _TRACE_FIELDS = tuple(f.name for f in fields(KinetoTrace))
 _EVENTS_AT = _TRACE_FIELDS.index("events")
 

@@ -96,39 +96,34 @@ _VLLM = "vLLM"
 _SYMM = "torch symmetric memory"
 _NVSHMEM = "NVSHMEM"
 
-#: Host ops by exact name: name -> (implementation, role, canonical collective).
-OP_NAMES: dict[str, tuple[str, str, str]] = {
-    "record_param_comms": ("PyTorch c10d", RECORD, ""),
+#: Host ops by exact name, grouped: (implementation, role, canonical collective, names).
+_NAMED_OPS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
+    ("PyTorch c10d", RECORD, "", ("record_param_comms",)),
     # vLLM's custom ops (vllm/distributed/parallel_state.py): they call whichever communicator is set up
     # (custom all-reduce, symmetric memory, pynccl, torch.distributed)
-    "vllm::all_reduce": (_VLLM, CALL, "allreduce"),
-    "vllm::inplace_all_reduce": (_VLLM, CALL, "allreduce"),
-    "vllm::outplace_all_reduce": (_VLLM, CALL, "allreduce"),
-    "vllm::all_gather": (_VLLM, CALL, "allgather"),
-    "vllm::reduce_scatter": (_VLLM, CALL, "reduce_scatter"),
+    (_VLLM, CALL, "allreduce", ("vllm::all_reduce", "vllm::inplace_all_reduce", "vllm::outplace_all_reduce")),
+    (_VLLM, CALL, "allgather", ("vllm::all_gather",)),
+    (_VLLM, CALL, "reduce_scatter", ("vllm::reduce_scatter",)),
     # vLLM's one-/two-shot custom all-reduce over CUDA IPC, and its quick all-reduce (ROCm)
-    "_C_custom_ar::all_reduce": ("vLLM custom all-reduce", RUN, "allreduce"),
-    "_C_custom_ar::qr_all_reduce": ("vLLM quick all-reduce", RUN, "allreduce"),
+    ("vLLM custom all-reduce", RUN, "allreduce", ("_C_custom_ar::all_reduce",)),
+    ("vLLM quick all-reduce", RUN, "allreduce", ("_C_custom_ar::qr_all_reduce",)),
     # torch symmetric memory (torch/csrc/distributed/c10d/symm_mem, TORCH_LIBRARY_FRAGMENT(symm_mem))
-    "symm_mem::multimem_all_reduce_": (_SYMM, RUN, "allreduce"),
-    "symm_mem::multimem_one_shot_all_reduce": (_SYMM, RUN, "allreduce"),
-    "symm_mem::multimem_one_shot_all_reduce_out": (_SYMM, RUN, "allreduce"),
-    "symm_mem::one_shot_all_reduce": (_SYMM, RUN, "allreduce"),
-    "symm_mem::one_shot_all_reduce_out": (_SYMM, RUN, "allreduce"),
-    "symm_mem::one_shot_all_reduce_copy": (_SYMM, RUN, "allreduce"),
-    "symm_mem::one_shot_all_reduce_copy_out": (_SYMM, RUN, "allreduce"),
-    "symm_mem::two_shot_all_reduce_": (_SYMM, RUN, "allreduce"),
-    "symm_mem::two_shot_all_reduce_out": (_SYMM, RUN, "allreduce"),
-    "symm_mem::multimem_one_shot_reduce_out": (_SYMM, RUN, "reduce"),
-    "symm_mem::multimem_all_gather_out": (_SYMM, RUN, "allgather"),
-    "symm_mem::reduce_scatter_out": (_SYMM, RUN, "reduce_scatter"),
+    (_SYMM, RUN, "allreduce", tuple(f"symm_mem::{name}" for name in (
+        "multimem_all_reduce_", "multimem_one_shot_all_reduce", "multimem_one_shot_all_reduce_out",
+        "one_shot_all_reduce", "one_shot_all_reduce_out", "one_shot_all_reduce_copy",
+        "one_shot_all_reduce_copy_out", "two_shot_all_reduce_", "two_shot_all_reduce_out"))),
+    (_SYMM, RUN, "reduce", ("symm_mem::multimem_one_shot_reduce_out",)),
+    (_SYMM, RUN, "allgather", ("symm_mem::multimem_all_gather_out",)),
+    (_SYMM, RUN, "reduce_scatter", ("symm_mem::reduce_scatter_out",)),
     # ... over NVSHMEM
-    "symm_mem::nvshmem_broadcast": (_NVSHMEM, RUN, "broadcast"),
-    "symm_mem::nvshmem_all_to_all": (_NVSHMEM, RUN, "all_to_all"),
-    "symm_mem::all_to_all_vdev": (_NVSHMEM, RUN, "all_to_all"),
-    "symm_mem::all_to_all_vdev_2d": (_NVSHMEM, RUN, "all_to_all"),
-    "symm_mem::all_to_all_vdev_2d_offset": (_NVSHMEM, RUN, "all_to_all"),
-}
+    (_NVSHMEM, RUN, "broadcast", ("symm_mem::nvshmem_broadcast",)),
+    (_NVSHMEM, RUN, "all_to_all", tuple(f"symm_mem::{name}" for name in (
+        "nvshmem_all_to_all", "all_to_all_vdev", "all_to_all_vdev_2d", "all_to_all_vdev_2d_offset"))),
+)
+#: Host ops by exact name: name -> (implementation, role, canonical collective).
+OP_NAMES: dict[str, tuple[str, str, str]] = {
+    name: (implementation, role, collective) for implementation, role, collective, names in _NAMED_OPS
+    for name in names}
 
 #: Communication kernels: (implementation, regular expression searched in the kernel name, collective).
 #: An empty collective: the expression's first group names it (any spelling, :func:`canonical_collective`).

@@ -36,6 +36,7 @@ from msgspec import UNSET, Raw, UnsetType
 from chakra.errors import TraceFormatError
 from chakra.io import read_bytes
 from chakra.io.jsonio import GZIP_MAGIC, dumps_kept, parse_json, top_level_array
+from chakra.tunables import CUT_SEARCH_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -245,7 +246,6 @@ def _keys_of(top: _Top) -> dict[str, Any]:
 # by ``id":``.  The array may still be another one than ``nodes`` (a list of objects inside a node):
 # :func:`read_part` then refuses a part, and the caller reads the file whole.
 _NODE_GAP = re.compile(rb'\}\s*,\s*(\{)\s*"id"\s*:')
-_CUT_SEARCH = 1 << 16   # bytes read at a time looking for a cut
 
 
 def node_cuts(path: str | os.PathLike[str], k: int, min_bytes: int) -> list[tuple[int, int]]:
@@ -267,11 +267,11 @@ def node_cuts(path: str | os.PathLike[str], k: int, min_bytes: int) -> list[tupl
                 at = max(size * q // k, start)
                 while True:
                     fh.seek(at)
-                    chunk = fh.read(_CUT_SEARCH)
+                    chunk = fh.read(CUT_SEARCH_BYTES)
                     m = _NODE_GAP.search(chunk)
-                    if m is not None or len(chunk) < _CUT_SEARCH:
+                    if m is not None or len(chunk) < CUT_SEARCH_BYTES:
                         break
-                    at += _CUT_SEARCH - 64   # (a gap across two reads is found in the second)
+                    at += CUT_SEARCH_BYTES - 64   # (a gap across two reads is found in the second)
                 if m is None:
                     break
                 spans.append((start, at + m.start() + 1))

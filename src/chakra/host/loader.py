@@ -66,6 +66,7 @@ from chakra.host.model import (
 )
 from chakra.host.process_groups import PayloadError, infer_world_size, parse_pg_init
 from chakra.io import gc_paused
+from chakra.tunables import HOST_PIECES_CACHE_MAX
 
 log = logging.getLogger(__name__)
 
@@ -211,9 +212,6 @@ class _Rebuild(Exception):
     inputs object in a flat node, a flat key in a chakra node): built again from the generic route."""
 
 
-_PIECES_LIMIT = 200_000
-
-
 class _Builder:
     """Builds the HostOps of one file (see the module doc); holds the caches that let ops share text and
     attribute dicts."""
@@ -237,7 +235,7 @@ class _Builder:
         pieces = self.pieces
         got = pieces.get(b)
         if got is None:
-            if len(pieces) > _PIECES_LIMIT:
+            if len(pieces) > HOST_PIECES_CACHE_MAX:
                 pieces.clear()
             c = canonical(b)
             got = pieces[b] = pieces.setdefault(c, c)   # raw variants of one text share its object
@@ -401,7 +399,7 @@ class _Builder:
                 if moved is not None:
                     std = tuple(moved)
                 else:   # (a shared pair would skip std entries: only without them)
-                    if len(self.shared) > _PIECES_LIMIT:
+                    if len(self.shared) > HOST_PIECES_CACHE_MAX:
                         self.shared.clear()
                     self.shared[key] = (attrs, types)
         io = self.io8(n.inputs, n.outputs)

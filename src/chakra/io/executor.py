@@ -21,6 +21,7 @@ from typing import Any
 from chakra.errors import ChakraError, UsageError
 from chakra.io.forkmap import serial_workers
 from chakra.io.ranks import RankFiles
+from chakra.tunables import AUTO_POOL_MIN_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -204,13 +205,6 @@ def run_ranks(func: Callable[[Any], Any], tasks: Sequence[Any], *, jobs: int | N
         exc.failed_ranks = [r for r, _, _ in errors]   # type: ignore[attr-defined]
         raise exc
     return results
-
-
-
-# Below this much input (bytes on disk, all ranks) the default is to work in this process: starting a
-# worker process and importing the toolkit in it (~0.4 s) costs more than it saves (the 8 DLRM ranks,
-# 0.8 MB of gzip, take 0.9 s in one process and 1.4 s with two workers on 2 cores).
-AUTO_POOL_MIN_BYTES = 4 << 20
 
 
 def auto_jobs(files: Sequence[RankFiles]) -> int:

@@ -55,6 +55,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, BinaryIO, TypeVar
 
 from chakra.errors import ChakraError
+from chakra.tunables import FORK_RESULT_BUFFER_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,6 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 _ENV = "CHAKRA_PARTS"
-_BUFFER = 1 << 20
 _UNPICKLABLE = 3   # a child's exit code: its result did not pickle
 _UNWRITABLE = 4    # a child's exit code: its result could not be written (disk full)
 
@@ -247,7 +247,7 @@ def _child(fn: Callable[..., Any], piece: Any, fd: int, siblings: list[int], raw
     try:
         for other in siblings:   # (its pages would stay alive while this child runs)
             os.close(other)
-        with os.fdopen(fd, "wb", buffering=_BUFFER) as f:
+        with os.fdopen(fd, "wb", buffering=FORK_RESULT_BUFFER_BYTES) as f:
             written = 0
 
             def write(data: bytes) -> None:
@@ -365,7 +365,7 @@ def _append(fd: int, size: int, sink: BinaryIO) -> None:
                 raise
             log.debug("os.copy_file_range refused (%s): copying through this process", exc)
     while done < size:
-        chunk = os.pread(fd, min(_BUFFER, size - done), done)
+        chunk = os.pread(fd, min(FORK_RESULT_BUFFER_BYTES, size - done), done)
         if not chunk:
             raise ChakraError(f"a temporary file ended {size - done} bytes early")
         sink.write(chunk)

@@ -21,6 +21,7 @@ import orjson
 from chakra.errors import TraceFormatError
 from chakra.io.atomic import atomic_output
 from chakra.io.forkmap import fork_map
+from chakra.tunables import JSON_STREAM_BATCH, JSON_STREAM_MIN_ITEMS, KIND_PEEK_BYTES
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -132,8 +133,6 @@ def dump_json(path: str | os.PathLike[str], data: Any, *, indent: bool = False) 
 
 
 _STREAM_KEYS = ("nodes", "traceEvents")
-_STREAM_MIN_ITEMS = 100_000
-_STREAM_BATCH = 20_000
 _SENTINEL = "\x00chakra-stream-split\x00"
 
 
@@ -147,7 +146,7 @@ def _stream_dump(path: str | os.PathLike[str], data: dict[str, Any], opts: int) 
     if key is None or opts & orjson.OPT_INDENT_2:
         return False
     items = data[key]
-    if len(items) < _STREAM_MIN_ITEMS:
+    if len(items) < JSON_STREAM_MIN_ITEMS:
         return False
     return _write_items(path, data, key, [range(0)], lambda _: items, opts)
 
@@ -201,7 +200,7 @@ def _write_piece(make: Callable[[range], Iterable[Any]], opts: int, piece: range
     dumps = orjson.dumps
     sep = piece.start > 0
     while True:
-        batch = list(islice(it, _STREAM_BATCH))
+        batch = list(islice(it, JSON_STREAM_BATCH))
         if not batch:
             return
         part = dumps(batch, option=opts)
@@ -282,8 +281,6 @@ class _Sink:
 
 # ---- streamed reading of one huge top-level list ----------------------------------------------------
 
-#: files at least this large (bytes on disk; a quarter of it for gzip) are parsed in chunks
-KIND_PEEK_BYTES = 1 << 20
 _KIND_KEYS = ((b'"nodes"', "host"), (b'"traceEvents"', "kineto"))
 
 

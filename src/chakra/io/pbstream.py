@@ -12,8 +12,10 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from chakra.errors import TraceFormatError
+from chakra.formats import VARINT_MAX
 from chakra.io.atomic import atomic_output
 from chakra.io.jsonio import read_bytes
+from chakra.tunables import DECODE_BATCH_BYTES, READ_CHUNK_BYTES, WRITE_BATCH_BYTES
 
 
 def encode_varint(value: int) -> bytes:
@@ -168,7 +170,7 @@ def write_frames(write: Any, messages: Iterable[Any], path: Any = None, first: i
             chunks.append(head + body)
         count += 1
         size += n
-        if size >= _BATCH:
+        if size >= WRITE_BATCH_BYTES:
             flush()
             batch_first = first + count
             chunks = []
@@ -178,7 +180,6 @@ def write_frames(write: Any, messages: Iterable[Any], path: Any = None, first: i
     return count
 
 
-_BATCH = 1 << 20
 # the varints below 2**14 (one or two bytes: frame lengths and most values), looked up instead of encoded;
 # made on first use (2 ms: not in a command that writes no protobuf)
 _VARINT_2: list[bytes] = []
@@ -201,10 +202,6 @@ def _varint_table() -> list[bytes]:
 # belongs to the span where it starts, which the reader of each span finds by walking the frame lengths
 # (:meth:`FrameFile.frame_at`), so that no process scans the file for them first.
 
-_CHUNK = 1 << 23          # bytes read at a time
-_BATCH_BYTES = 1 << 22    # frames handed over at a time
-_VARINT_MAX = 10          # bytes of the longest varint
-
 
 class FrameFile:
     """A length-delimited stream whose first message is decoded (``head``) and whose other messages are
@@ -224,13 +221,13 @@ class FrameFile:
         self.path = path
         with open_input(path) as fh:
             try:
-                buf = fh.read(_CHUNK)
+                buf = fh.read(READ_CHUNK_BYTES)
             except IsADirectoryError:
                 raise TraceFormatError("is a directory, expected a file", path) from None
             if buf[:2] == GZIP_MAGIC:
                 buf = read_bytes(path)   # the whole stream: exactly read_bytes' errors on a damaged gzip
                 size = len(buf)
-            elif len(buf) < _CHUNK:
+            elif len(buf) < READ_CHUNK_BYTES:
                 size = len(buf)
             else:
                 size = os.fstat(fh.fileno()).st_size
@@ -252,7 +249,7 @@ class FrameFile:
         frame before ``offset`` (a bad length varint, a frame running past the end) there is none: the
         reading of the span that holds the damage reports it, where reading the whole stream would."""
         fh = None
-        chunk = max(_CHUNK, 4 * _VARINT_MAX)     # (a chunk holds more than the next frame's length)
+        chunk = max(READ_CHUNK_BYTES, 4 * VARINT_MAX)     # (a chunk holds more than the next frame's length)
         if self.data is not None:
             buf, base, at_end = self.data, 0, True
         else:
@@ -268,7 +265,7 @@ class FrameFile:
         try:
             while True:
                 n = len(buf)
-                limit = n if at_end else n - _VARINT_MAX
+                limit = n if at_end else n - VARINT_MAX
                 while pos < limit:
                     if base + pos >= offset:
                         return base + pos, index
@@ -298,7 +295,7 @@ class FrameFile:
     def batches(self, start: int | None = None, stop: int | None = None) -> Iterator[tuple[int, list[bytes]]]:
         """``(index of the batch's first message, frames)`` of the frames that start from byte ``start``
         (default: message 1) up to before byte ``stop`` (default: the end of the stream), about
-        ``_BATCH_BYTES`` at a time.  Spans cut at any offsets hold every frame once: a frame belongs to
+        ``DECODE_BATCH_BYTES`` at a time.  Spans cut at any offsets hold every frame once: a frame belongs to
         the span where it starts (found by :meth:`frame_at`, in whichever process reads the span)."""
         if start is None:
             first: tuple[int, int] | None = (self.start, 1)
@@ -314,7 +311,7 @@ class FrameFile:
         fh = open_input(self.path)   # closed by the generator (or below)
         try:
             fh.seek(pos)
-            buf = fh.read(_CHUNK)
+            buf = fh.read(READ_CHUNK_BYTES)
         except BaseException:
             fh.close()
             raise
@@ -330,8 +327,8 @@ def _first_frame(buf: bytes, fh: Any, path: Any) -> tuple[bytes, int, bytes]:
         except ValueError as exc:
             if eof or str(exc) != "truncated varint":
                 raise TraceFormatError(f"message 0: {exc}", path) from None
-            more = fh.read(_CHUNK)
-            eof = len(more) < _CHUNK
+            more = fh.read(READ_CHUNK_BYTES)
+            eof = len(more) < READ_CHUNK_BYTES
             buf += more
             continue
         end = start + length
@@ -339,8 +336,8 @@ def _first_frame(buf: bytes, fh: Any, path: Any) -> tuple[bytes, int, bytes]:
             if eof:
                 raise TraceFormatError(
                     f"message 0 is truncated: needs {length} bytes, {len(buf) - start} left", path)
-            more = fh.read(max(_CHUNK, end - len(buf)))
-            eof = len(more) < max(_CHUNK, end - len(buf))
+            more = fh.read(max(READ_CHUNK_BYTES, end - len(buf)))
+            eof = len(more) < max(READ_CHUNK_BYTES, end - len(buf))
             buf += more
             continue
         return buf[start:end], end, buf
@@ -350,14 +347,14 @@ def _batches(buf: bytes, pos: int, base: int, stop: int | None, fh: Any, path: A
              index: int) -> Iterator[tuple[int, list[bytes]]]:
     # buf[pos:]: frames from message ``index`` on; ``base``: the stream offset of buf[0]; the frames that
     # start before ``stop`` (None: all); fh: the file to read on from (None: buf holds all of the stream)
-    eof = fh is None or len(buf) < _CHUNK
+    eof = fh is None or len(buf) < READ_CHUNK_BYTES
     try:
         while True:
             n = len(buf)
             last = n if stop is None else min(n, stop - base)    # frames start before this
             frames: list[bytes] = []
             append = frames.append
-            limit = pos + _BATCH_BYTES
+            limit = pos + DECODE_BATCH_BYTES
             error = None
             while pos < last:
                 b = buf[pos]
@@ -394,8 +391,8 @@ def _batches(buf: bytes, pos: int, base: int, stop: int | None, fh: Any, path: A
             if pos < last and pos >= limit:
                 continue
             # the rest of the buffer is an incomplete frame: read on
-            more = fh.read(_CHUNK)
-            if len(more) < _CHUNK:
+            more = fh.read(READ_CHUNK_BYTES)
+            if len(more) < READ_CHUNK_BYTES:
                 eof = True
                 fh.close()
             buf = buf[pos:] + more

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 from chakra.errors import MISSING_RANKS_OPTION, TraceFormatError, UsageError
 from chakra.io.jsonio import distributed_info, trace_kind
 from chakra.io.naming import EITHER_NAMES, HOST_NAMES, KINETO_NAMES
+from chakra.tunables import PATHS_LISTED_MAX
 
 log = logging.getLogger(__name__)
 
@@ -269,7 +270,6 @@ def _looked_for(naming: RankNaming, rank: int | None = None, what: str = "both")
 
 _OTHER_NAMES = ("Other names: --host-pattern / --device-pattern, e.g. --device-pattern "
                 "'traces/worker{rank}.pt.trace.json'")
-_SHOWN = 4   # files / folders named in a message, at most
 
 
 def _rank_span(ranks: Iterable[int]) -> str:
@@ -281,7 +281,8 @@ def _rank_span(ranks: Iterable[int]) -> str:
 
 
 def _some(names: list[str]) -> str:
-    return ", ".join(names[:_SHOWN]) + (f", ... ({len(names)} in all)" if len(names) > _SHOWN else "")
+    more = f", ... ({len(names)} in all)" if len(names) > PATHS_LISTED_MAX else ""
+    return ", ".join(names[:PATHS_LISTED_MAX]) + more
 
 
 def _plural(n: int, what: str) -> str:

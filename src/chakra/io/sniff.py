@@ -8,8 +8,10 @@ import re
 import zlib
 
 from chakra.errors import UsageError
+from chakra.formats import META_ATTR, META_VERSION
+from chakra.io.jsonio import GZIP_MAGIC
+from chakra.tunables import SNIFF_BYTES
 
-_HEAD = 1 << 16   # (a Kineto trace may open with 26 KB of "metadata" before its "traceEvents")
 #: how a JSON array's first value opens: a log line ("[2026-12-03 23:25:57,040] INFO ...", "[rank 0] ...")
 #: opens with "[" too, and is no JSON
 _ARRAY_OPENING = re.compile(rb"\[\s*(?:[{\[\"\]tfn]|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?\s*[,\]])")
@@ -19,12 +21,12 @@ def _head(path: str | os.PathLike[str]) -> bytes:
     """The first bytes of ``path`` (gunzipped when it is gzip); empty when it cannot be read."""
     try:
         with open(path, "rb") as fh:
-            raw = fh.read(_HEAD)
+            raw = fh.read(SNIFF_BYTES)
     except OSError:
         return b""
-    if raw[:2] == b"\x1f\x8b":
+    if raw[:2] == GZIP_MAGIC:
         try:
-            return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw, _HEAD)
+            return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw, SNIFF_BYTES)
         except zlib.error:
             return b""
     return raw
@@ -49,7 +51,7 @@ def file_kind(path: str | os.PathLike[str]) -> str | None:
     for shift, byte in enumerate(head[:5]):    # the first frame's length (a varint), then a field of tag
         size |= (byte & 0x7F) << (7 * shift)   # 1 (version) or 2 (attr) of GlobalMetadata
         if not byte & 0x80:
-            if size > 0 and head[shift + 1:shift + 2] in (b"\x0a", b"\x12"):
+            if size > 0 and head[shift + 1:shift + 2] in (META_VERSION, META_ATTR):
                 return "chakra"
             return None
     return None
@@ -83,7 +85,7 @@ def log_file_handler(path: str | os.PathLike[str]) -> logging.FileHandler:
     if os.path.isfile(name):
         try:
             with open(name, "rb") as fh:
-                gzipped = fh.read(2) == b"\x1f\x8b"
+                gzipped = fh.read(2) == GZIP_MAGIC
         except OSError:
             gzipped = False
         if gzipped or file_kind(name) is not None:

@@ -42,12 +42,13 @@ from pathlib import Path
 from chakra import schema as pb
 from chakra.convert.graph import CycleError, topological_order
 from chakra.convert.plan import UNSIMULATED_COMM_TYPES
-from chakra.convert.serial import COMM_KEYS
 from chakra.errors import ChakraError, UsageError
+from chakra.formats import COMM_ATTRS
 from chakra.io import atomic_output
 from chakra.io.pbstream import write_messages
 from chakra.job.etfile import COMM_NODE_TYPES, EtFile, node_attrs, rank_comms, read_et
-from chakra.job.match import COLLECTIVE_NAMES, Instance, JobMatch, match_job, world_pg
+from chakra.job.match import Instance, JobMatch, match_job, world_pg
+from chakra.schema import COLLECTIVE_NAMES
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +125,7 @@ def _set_attr(node: pb.Node, name: str, **value: object) -> None:
 def _to_comp(node: pb.Node, why: str) -> None:
     """A communication node -> a COMP node (GPU side) of its recorded duration, keeping what it was."""
     a = node_attrs(node)
-    kept = [x for x in node.attr if x.name not in COMM_KEYS]
+    kept = [x for x in node.attr if x.name not in COMM_ATTRS]
     del node.attr[:]
     node.attr.extend(kept)
     A = pb.AttributeProto
@@ -172,14 +173,7 @@ def prepare_job(files: Sequence[EtFile], *, unknown_group: str = "error", cross_
     if len(set(ranks)) != len(ranks):
         raise UsageError(f"two inputs claim the same rank ({sorted(ranks)})")
     report = AstrasimReport(outputs=[], comm_group=None, ranks=sorted(ranks), cross_rank=cross_rank)
-    # 2. collectives the simulator does not run, and the METADATA nodes
-    comp: dict[int, dict[int, str]] = {f.rank: {} for f in files}
-    for f in files:
-        for pos, n in enumerate(f.nodes):
-            if n.type == pb.COMM_COLL_NODE:
-                ct = next((pb.attr_value(a) for a in n.attr if a.name == "comm_type"), None)
-                if ct in UNSIMULATED_COMM_TYPES:
-                    comp[f.rank][pos] = f"the simulator does not run {COLLECTIVE_NAMES[ct]}"
+    comp = _unsimulated(files)
     # 3.-5. the cross-rank contract
     if cross_rank:
         match = match_job([rank_comms(f, set(comp[f.rank])) for f in files], unknown_group=unknown_group)
@@ -190,7 +184,30 @@ def prepare_job(files: Sequence[EtFile], *, unknown_group: str = "error", cross_
     report.notes.extend(match.notes)
     report.notes.extend(_left_out_notes(match))
     names = _numeric_names(files)
-    by_rank = {f.rank: f for f in files}
+    size_at, chains, used_groups = _count_instances(match, ranks, report)
+    split_at = _all_reduces_to_split(match, report)
+    for f in files:
+        _rewrite_rank(f, comp[f.rank], size_at, sorted(chains[f.rank]), split_at, names, report)
+    _add_groups(files, used_groups, names, report)
+    return match, report
+
+
+def _unsimulated(files: Sequence[EtFile]) -> dict[int, dict[int, str]]:
+    """2. Per rank, the collectives the simulator does not run: position -> why (written as COMP nodes)."""
+    comp: dict[int, dict[int, str]] = {f.rank: {} for f in files}
+    for f in files:
+        for pos, n in enumerate(f.nodes):
+            if n.type == pb.COMM_COLL_NODE:
+                ct = next((pb.attr_value(a) for a in n.attr if a.name == "comm_type"), None)
+                if ct in UNSIMULATED_COMM_TYPES:
+                    comp[f.rank][pos] = f"the simulator does not run {COLLECTIVE_NAMES[ct]}"
+    return comp
+
+
+def _count_instances(match: JobMatch, ranks: Sequence[int], report: AstrasimReport
+                     ) -> tuple[dict[tuple[int, int], int], dict[int, list[int]], set[str]]:
+    """The matched instances counted into ``report``; ``(size of each member, (rank, position) -> bytes;
+    each rank's member positions; the process groups other than the world that run collectives)``."""
     size_at: dict[tuple[int, int], int] = {}
     chains: dict[int, list[int]] = {r: [] for r in ranks}
     used_groups: set[str] = set()
@@ -206,8 +223,14 @@ def prepare_job(files: Sequence[EtFile], *, unknown_group: str = "error", cross_
         for r, c in inst.members.items():
             size_at[(r, c.pos)] = inst.size
             chains[r].append(c.pos)
+    return size_at, chains, used_groups
+
+
+def _all_reduces_to_split(match: JobMatch, report: AstrasimReport) -> dict[tuple[int, int], int]:
+    """``(rank, position) -> group size`` of the all-reduces written as reduce-scatter + all-gather
+    (:func:`double_free_split`), with the notes on them and on the conflicts left."""
     split, conflicts = double_free_split(match.instances)
-    split_at: dict[tuple[int, int], int] = {}   # (rank, pos) -> group size, for the all-reduces to split
+    split_at: dict[tuple[int, int], int] = {}
     for inst in match.instances:
         if inst.pg in split and inst.comm_type == pb.ALL_REDUCE:
             for r, c in inst.members.items():
@@ -220,46 +243,64 @@ def prepare_job(files: Sequence[EtFile], *, unknown_group: str = "error", cross_
     for r, ctype, pgs in conflicts:
         report.notes.append(f"rank {r} still runs {COLLECTIVE_NAMES.get(ctype, ctype)} in process groups "
                             f"{sorted(pgs)}: this ASTRA-sim build may abort at exit (double free)")
-    for f in files:
-        nodes = f.nodes
-        report.as_comp[f.rank] = len(comp[f.rank])
-        for pos, why in comp[f.rank].items():
-            _to_comp(nodes[pos], why)
-        for pos, n in enumerate(nodes):
-            if n.type not in COMM_NODE_TYPES:
-                continue
-            _set_attr(n, "is_cpu_op", bool_val=False)
-            size = size_at.get((f.rank, pos))
-            if size is not None:
-                _set_attr(n, "comm_size", int64_val=size)
-            pg = next((a.string_val for a in n.attr if a.name == "pg_name"), None)
-            if pg is not None and names.get(pg, pg) != pg:
-                _set_attr(n, "pg_name", string_val=names[pg])
-        chain = sorted(chains[f.rank])   # the rank's own issue order (match_job checked the job agrees)
-        for a, b in zip(chain, chain[1:]):
-            prev = nodes[a].id
-            if prev not in nodes[b].data_deps and prev not in nodes[b].ctrl_deps:
-                nodes[b].data_deps.append(prev)
-        halves = {pos: n for (r, pos), n in split_at.items() if r == f.rank}
-        if halves:
-            nodes = f.nodes = _split_all_reduces(nodes, halves)
-        # 1. METADATA nodes out, and every dependency on them
-        meta_ids = {n.id for n in nodes if n.type == pb.METADATA_NODE}
-        if meta_ids:
-            report.metadata_dropped += len(meta_ids)
-            nodes = [n for n in nodes if n.id not in meta_ids]
-            for n in nodes:
-                for deps in (n.ctrl_deps, n.data_deps):
-                    if any(d in meta_ids for d in deps):
-                        kept = [d for d in deps if d not in meta_ids]
-                        del deps[:]
-                        deps.extend(kept)
-        f.nodes = _topological(nodes, f.path)
-        if not f.nodes:   # the simulator aborts on a rank with nothing to do ("no dependency free nodes")
-            f.nodes = [_idle_node(0)]
-            report.notes.append(f"rank {f.rank}: no nodes; wrote one 0-µs COMP node (an idle NPU)")
-    everyone = sorted(by_rank)
-    if not cross_rank:   # every group the rank's collectives name
+    return split_at
+
+
+def _rewrite_rank(f: EtFile, comp: dict[int, str], size_at: dict[tuple[int, int], int], chain: list[int],
+                  split_at: dict[tuple[int, int], int], names: dict[str, str], report: AstrasimReport
+                  ) -> None:
+    """One rank's nodes as the simulator reads them: the unsimulated collectives as COMP nodes, the
+    communication nodes' attributes set, the rank's own issue order (``chain``, which match_job checked
+    the job agrees with) as dependencies, all-reduces split, no METADATA node, in dependency order."""
+    nodes = f.nodes
+    report.as_comp[f.rank] = len(comp)
+    for pos, why in comp.items():
+        _to_comp(nodes[pos], why)
+    for pos, n in enumerate(nodes):
+        if n.type not in COMM_NODE_TYPES:
+            continue
+        _set_attr(n, "is_cpu_op", bool_val=False)
+        size = size_at.get((f.rank, pos))
+        if size is not None:
+            _set_attr(n, "comm_size", int64_val=size)
+        pg = next((a.string_val for a in n.attr if a.name == "pg_name"), None)
+        if pg is not None and names.get(pg, pg) != pg:
+            _set_attr(n, "pg_name", string_val=names[pg])
+    for a, b in zip(chain, chain[1:]):
+        prev = nodes[a].id
+        if prev not in nodes[b].data_deps and prev not in nodes[b].ctrl_deps:
+            nodes[b].data_deps.append(prev)
+    halves = {pos: n for (r, pos), n in split_at.items() if r == f.rank}
+    if halves:
+        nodes = f.nodes = _split_all_reduces(nodes, halves)
+    f.nodes = _topological(_without_metadata(nodes, report), f.path)
+    if not f.nodes:   # the simulator aborts on a rank with nothing to do ("no dependency free nodes")
+        f.nodes = [_idle_node(0)]
+        report.notes.append(f"rank {f.rank}: no nodes; wrote one 0-µs COMP node (an idle NPU)")
+
+
+def _without_metadata(nodes: list[pb.Node], report: AstrasimReport) -> list[pb.Node]:
+    """1. The METADATA nodes out, and every dependency on them."""
+    meta_ids = {n.id for n in nodes if n.type == pb.METADATA_NODE}
+    if not meta_ids:
+        return nodes
+    report.metadata_dropped += len(meta_ids)
+    nodes = [n for n in nodes if n.id not in meta_ids]
+    for n in nodes:
+        for deps in (n.ctrl_deps, n.data_deps):
+            if any(d in meta_ids for d in deps):
+                kept = [d for d in deps if d not in meta_ids]
+                del deps[:]
+                deps.extend(kept)
+    return nodes
+
+
+def _add_groups(files: Sequence[EtFile], used_groups: set[str], names: dict[str, str],
+                report: AstrasimReport) -> None:
+    """The process groups the collectives run in (``used_groups``; for one rank on its own, every group its
+    collectives name), with their members (the job's ranks for a group that lists none), into ``report``."""
+    everyone = sorted(f.rank for f in files)
+    if not report.cross_rank:   # every group the rank's collectives name
         for f in files:
             for n in f.nodes:
                 if n.type == pb.COMM_COLL_NODE:
@@ -271,7 +312,6 @@ def prepare_job(files: Sequence[EtFile], *, unknown_group: str = "error", cross_
         for pg, members in f.groups.items():
             if pg in used_groups:
                 report.groups.setdefault(names.get(pg, pg), sorted(members) if members else everyone)
-    return match, report
 
 
 def double_free_split(instances: Sequence[Instance]) -> tuple[set[str], list[tuple[int, int, set[str]]]]:

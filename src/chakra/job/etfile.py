@@ -26,8 +26,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-COMM_SEND, COMM_RECV, COMM_COLL = pb.COMM_SEND_NODE, pb.COMM_RECV_NODE, pb.COMM_COLL_NODE
-COMM_NODE_TYPES = frozenset((COMM_COLL, COMM_SEND, COMM_RECV))
+COMM_NODE_TYPES = frozenset((pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE))
 
 
 def metadata_info(metadata: Any) -> dict[str, Any]:
@@ -161,13 +160,14 @@ def comm_of(node: Any, pos: int, base: float | None, attrs: dict[str, Any] | Non
 
     a = node_attrs(node) if attrs is None else attrs
     kind = node.type
-    peer = _int_or_none(a.get("comm_dst" if kind == COMM_SEND else "comm_src")) if kind != COMM_COLL else None
+    peer = (_int_or_none(a.get("comm_dst" if kind == pb.COMM_SEND_NODE else "comm_src"))
+            if kind != pb.COMM_COLL_NODE else None)
     end = None
     if base is not None and node.start_time_micros:
         end = base + node.start_time_micros + node.duration_micros
     seq = a.get("comm_seq")
     return Comm(pos=pos, node_id=node.id, kind=kind,
-                comm_type=_int_or_none(a.get("comm_type")) if kind == COMM_COLL else None,
+                comm_type=_int_or_none(a.get("comm_type")) if kind == pb.COMM_COLL_NODE else None,
                 size=_int_or_none(a.get("comm_size")) or 0, pg=str(a.get("pg_name") or ""), peer=peer,
                 tag=_int_or_none(a.get("comm_tag")) or 0, seq=seq if isinstance(seq, int) else None, end=end,
                 name=node.name)

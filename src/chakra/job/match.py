@@ -39,19 +39,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from chakra.errors import ChakraError
+from chakra.schema import COLLECTIVE_NAMES, COMM_COLL_NODE, COMM_SEND_NODE
+from chakra.tunables import MATCH_EXHAUSTIVE_PAIRS
 
-COMM_SEND = 5
-COMM_RECV = 6
-COMM_COLL = 7
 WORLD = ""
-
-#: ``comm_type`` value -> name (Chakra's CollectiveCommType)
-COLLECTIVE_NAMES = {0: "all_reduce", 1: "reduce", 2: "all_gather", 3: "gather", 4: "scatter", 5: "broadcast",
-                    6: "all_to_all", 7: "reduce_scatter", 8: "reduce_scatter_block", 9: "barrier"}
-
-# Offsets tried exhaustively up to this many (reference x rank) pairs; beyond it only the offsets the end
-# times point at (or none but 0 when the files carry no times).
-_EXHAUSTIVE = 4_000_000
 
 
 class JobMatchError(ChakraError):
@@ -68,7 +59,7 @@ class Comm:
 
     pos: int                  # the caller's index of the node (position in its list of nodes)
     node_id: int
-    kind: int                 # COMM_COLL / COMM_SEND / COMM_RECV
+    kind: int                 # COMM_COLL_NODE / COMM_SEND_NODE / COMM_RECV_NODE
     comm_type: int | None     # collectives: CollectiveCommType
     size: int                 # comm_size, bytes
     pg: str                   # "" = the world
@@ -79,8 +70,8 @@ class Comm:
     name: str = ""
 
     def describe(self) -> str:
-        if self.kind != COMM_COLL:
-            what = "send" if self.kind == COMM_SEND else "recv"
+        if self.kind != COMM_COLL_NODE:
+            what = "send" if self.kind == COMM_SEND_NODE else "recv"
         elif self.comm_type is None:
             what = "collective"
         else:
@@ -174,7 +165,7 @@ def _align(ref: list[Comm], seq: list[Comm], same: Callable[[Comm, Comm], bool])
     """
     n, m = len(ref), len(seq)
     timed = all(c.end is not None for c in ref) and all(c.end is not None for c in seq)
-    if n * m <= _EXHAUSTIVE:
+    if n * m <= MATCH_EXHAUSTIVE_PAIRS:
         candidates: Iterable[int] = range(-(m - 1), n)
     elif timed:
         ends = [c.end for c in ref]
@@ -298,7 +289,7 @@ def match_job(ranks: Sequence[RankComms], *, unknown_group: str = "error") -> Jo
     channels: dict[tuple[int, int, int], dict[int, list[Comm]]] = {}
     for rc in ranks:
         for c in rc.comms:
-            if c.kind == COMM_COLL:
+            if c.kind == COMM_COLL_NODE:
                 pg = WORLD if world_pg(c.pg) else c.pg
                 if pg and pg not in groups:
                     if unknown_group != "world":
@@ -324,20 +315,20 @@ def match_job(ranks: Sequence[RankComms], *, unknown_group: str = "error") -> Jo
                 by_group.setdefault(pg, {x: [] for x in members})[rc.rank].append(c)
             else:
                 if c.peer is None:
-                    side = ("send", "dst") if c.kind == COMM_SEND else ("recv", "src")
+                    side = ("send", "dst") if c.kind == COMM_SEND_NODE else ("recv", "src")
                     raise JobMatchError(f"{side[0]} node {c.node_id} on rank {rc.rank} names no peer "
                                         f"(comm_{side[1]})", rc.path)
                 if c.peer not in job_set:
                     left.append(LeftOut(rc.rank, c, f"its peer rank {c.peer} is not in the job"))
                     continue
-                src, dst = (rc.rank, c.peer) if c.kind == COMM_SEND else (c.peer, rc.rank)
+                src, dst = (rc.rank, c.peer) if c.kind == COMM_SEND_NODE else (c.peer, rc.rank)
                 ch = channels.setdefault((src, dst, c.tag), {src: [], dst: []})
                 ch[rc.rank].append(c)
     tuples: list[tuple[str, str, int, dict[int, Comm]]] = []
     for pg, seqs in sorted(by_group.items()):
         what = f"process group {_pg_label(pg)}"
         for k, t in enumerate(_match_sequences(seqs, what, _same_collective, notes, left)):
-            tuples.append((pg, f"collective #{k} of {what}", COMM_COLL, t))
+            tuples.append((pg, f"collective #{k} of {what}", COMM_COLL_NODE, t))
     for (src, dst, tag), seqs in sorted(channels.items()):
         what = f"send/recv {src}->{dst} tag {tag}"
         if src == dst:
@@ -345,12 +336,12 @@ def match_job(ranks: Sequence[RankComms], *, unknown_group: str = "error") -> Jo
                 left.append(LeftOut(src, c, f"{what}: a rank sending to itself"))
             continue
         for k, t in enumerate(_match_sequences(seqs, what, _any, notes, left)):
-            tuples.append(("", f"{what} #{k}", COMM_SEND, t))
+            tuples.append(("", f"{what} #{k}", COMM_SEND_NODE, t))
     instances = []
     for pg, label, kind, t in tuples:
         first = next(iter(t.values()))
         inst = Instance(label=label, pg=pg, kind=kind, members=t,
-                        comm_type=first.comm_type if kind == COMM_COLL else None)
+                        comm_type=first.comm_type if kind == COMM_COLL_NODE else None)
         sizes = inst.sizes
         inst.size = max(sizes.values())
         if min(sizes.values()) != inst.size:
@@ -381,7 +372,7 @@ def _global_order(ranks: Sequence[RankComms], instances: list[Instance]) -> list
         chain = [(where[(rc.rank, c.pos)], c.kind) for c in rc.comms if (rc.rank, c.pos) in where]
         seqs[rc.rank] = [k for k, _ in chain]
         for (a, kind), (b, _) in zip(chain, chain[1:]):
-            if kind != COMM_SEND:   # a send does not wait for its receiver: what follows it need not either
+            if kind != COMM_SEND_NODE:   # a send does not wait for its receiver: what follows need not either
                 succ[a].append(b)
                 indeg[b] += 1
 

@@ -49,16 +49,10 @@ from chakra.schema import (
     COMM_SEND_NODE,
     REDUCE_SCATTER,
 )
+from chakra.tunables import ENDPOINT_DELAY_NS, ENVELOPE_SHARE, NO_LOCAL_MEMORY_GBPS
 
-#: the simulator's per-message cost besides the link latency (system.json ``endpoint-delay``, ns; the
-#: build refuses 0); measured: ~10.5 ns per message over 2-8 ranks
-ENDPOINT_DELAY_NS = 10
-#: ``local-mem-bw`` (GB/s) that takes the simulator's local-memory term out of a collective's time
-NO_LOCAL_MEMORY_GBPS = 1_000_000
 #: a GB in the simulator's bandwidths
 GIB = 2 ** 30
-#: the share of collectives whose transfer time the fitted model stays below
-ENVELOPE_SHARE = 1.0
 
 NETWORK_YML = "network.yml"
 SYSTEM_JSON = "system.json"

@@ -42,9 +42,6 @@ from chakra.io.naming import rank_from_filename
 from chakra.io.ranks import RankClaim, group_claims, missing_ranks, missing_text
 from chakra.job.etfile import COMM_NODE_TYPES, EtFile, comm_of, node_attrs, read_comm_groups, read_et
 from chakra.job.match import (
-    COLLECTIVE_NAMES,
-    COMM_COLL,
-    COMM_SEND,
     Comm,
     Instance,
     JobMatchError,
@@ -52,6 +49,7 @@ from chakra.job.match import (
     _global_order,
     world_pg,
 )
+from chakra.schema import COLLECTIVE_NAMES, COMM_COLL_NODE, COMM_SEND_NODE
 
 #: attribute -> the one oneof field the simulator's reader takes it from
 READ_FIELDS: dict[str, str] = {k: FIXED_FIELDS[k] for k in (
@@ -215,7 +213,7 @@ def _job_checks(ranks: list[RankComms], groups: dict[str, tuple[int, ...]], out:
     channels: dict[tuple[int, int, int], dict[str, list[Comm]]] = {}
     for rc in ranks:
         for c in rc.comms:
-            if c.kind == COMM_COLL:
+            if c.kind == COMM_COLL_NODE:
                 pg = "" if world_pg(c.pg) else c.pg
                 members = (groups.get(pg) or everyone) if pg else everyone
                 if pg and pg not in groups:
@@ -223,9 +221,9 @@ def _job_checks(ranks: list[RankComms], groups: dict[str, tuple[int, ...]], out:
                 d = by_group.setdefault(pg, {x: [] for x in members if not subset or x in job})
                 d.setdefault(rc.rank, []).append(c)
             elif c.peer is not None:
-                src, dst = (rc.rank, c.peer) if c.kind == COMM_SEND else (c.peer, rc.rank)
+                src, dst = (rc.rank, c.peer) if c.kind == COMM_SEND_NODE else (c.peer, rc.rank)
                 ch = channels.setdefault((src, dst, c.tag), {"send": [], "recv": []})
-                ch["send" if c.kind == COMM_SEND else "recv"].append(c)
+                ch["send" if c.kind == COMM_SEND_NODE else "recv"].append(c)
     instances: list[Instance] = []
     for pg, seqs in sorted(by_group.items()):
         label = "'world'" if not pg else repr(pg)
@@ -248,7 +246,7 @@ def _job_checks(ranks: list[RankComms], groups: dict[str, tuple[int, ...]], out:
                         or first.comm_type != row[x].comm_type or first.size != row[x].size), None)  # type: ignore[union-attr]
             if odd is None:
                 instances.append(Instance(label=f"collective #{k} of process group {label}", pg=pg,
-                                          kind=COMM_COLL, comm_type=first.comm_type,  # type: ignore[union-attr]
+                                          kind=COMM_COLL_NODE, comm_type=first.comm_type,  # type: ignore[union-attr]
                                           members=dict(row)))  # type: ignore[arg-type]
                 continue
             differ += 1
@@ -274,7 +272,7 @@ def _job_checks(ranks: list[RankComms], groups: dict[str, tuple[int, ...]], out:
                 b = "no recv" if v is None else v.describe()
                 out.append(Problem(None, f"{what} #{k}: rank {src} has {a}, rank {dst} has {b}"))
                 break
-            instances.append(Instance(label=f"{what} #{k}", pg="", kind=COMM_SEND, comm_type=None,
+            instances.append(Instance(label=f"{what} #{k}", pg="", kind=COMM_SEND_NODE, comm_type=None,
                                       members={src: s, dst: v}))
     types: dict[tuple[int, int], set[str]] = {}   # (rank, type) -> groups smaller than the world
     for pg, seqs in by_group.items():
@@ -374,7 +372,7 @@ def validate(inputs: Sequence[str | os.PathLike[str]], *, comm_group: str | os.P
         res.groups = _job_checks(comms, {k: v for k, v in groups.items() if not world_pg(k)}, res.problems,
                                  allow_missing_ranks)
     else:
-        res.groups = len({c.pg for rc in comms for c in rc.comms if c.kind == COMM_COLL})
+        res.groups = len({c.pg for rc in comms for c in rc.comms if c.kind == COMM_COLL_NODE})
     return res
 
 

@@ -33,18 +33,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Hashable, Sequence
 
-# windows with len(a) * len(b) up to this get an exact LCS
-_DP_CELLS = 4096
-# (context length K, look-ahead L) tried in order at a mismatch; None = the whole window
-_RESYNC_STEPS: tuple[tuple[int, int | None], ...] = (
-    (8, 64),
-    (8, 512),
-    (8, 4096),
-    (3, 4096),
-    (8, None),
-    (3, None),
-    (1, None),
-)
+from chakra.tunables import ALIGN_DP_CELLS, ALIGN_REPAIR_CELLS, ALIGN_REPAIR_RADIUS, ALIGN_RESYNC_STEPS
 
 
 def align_sequences(a: Sequence[Hashable], b: Sequence[Hashable]) -> list[tuple[int, int]]:
@@ -63,7 +52,7 @@ def align_sequences(a: Sequence[Hashable], b: Sequence[Hashable]) -> list[tuple[
             pairs.append((a_hi, b_hi))
         if a_lo == a_hi or b_lo == b_hi:
             continue
-        if (a_hi - a_lo) * (b_hi - b_lo) <= _DP_CELLS:
+        if (a_hi - a_lo) * (b_hi - b_lo) <= ALIGN_DP_CELLS:
             pairs.extend(_lcs(a, b, a_lo, a_hi, b_lo, b_hi))
             continue
         anchors = _unique_anchors(a, b, a_lo, a_hi, b_lo, b_hi)
@@ -84,9 +73,6 @@ def align_sequences(a: Sequence[Hashable], b: Sequence[Hashable]) -> list[tuple[
 
 # ---- repair pass -------------------------------------------------------------------------------------
 
-_REPAIR_RADIUS = 24  # matched pairs kept on each side of a gap when re-aligning around it
-_REPAIR_CELLS = 40_000  # largest window re-aligned exactly
-
 
 def _repair(
     a: Sequence[Hashable], b: Sequence[Hashable], pairs: list[tuple[int, int]]
@@ -96,7 +82,7 @@ def _repair(
     The lock-step walk decides locally; on periodic input two edits close together can make it
     resume one period off (``m m s`` skipped on one side, the next period shifted).  That leaves
     unmatched tokens on *both* sides within a few positions, which a lone missing or extra
-    event never does.  Those stretches (merged, with ``_REPAIR_RADIUS`` matched pairs around
+    event never does.  Those stretches (merged, with ``ALIGN_REPAIR_RADIUS`` matched pairs around
     each gap) get an exact LCS; the result replaces the walk's pairs when it is longer.
     """
     n = len(pairs)
@@ -108,7 +94,7 @@ def _repair(
     for k in range(n + 1):
         if not (gap_a[k] or gap_b[k]):
             continue
-        lo, hi = max(0, k - _REPAIR_RADIUS), min(n + 1, k + 1 + _REPAIR_RADIUS)
+        lo, hi = max(0, k - ALIGN_REPAIR_RADIUS), min(n + 1, k + 1 + ALIGN_REPAIR_RADIUS)
         if windows and lo <= windows[-1][1]:
             windows[-1][1] = max(windows[-1][1], hi)
         else:
@@ -123,7 +109,7 @@ def _repair(
             continue
         a_lo, b_lo = ext[lo][0] + 1, ext[lo][1] + 1
         a_hi, b_hi = ext[hi][0], ext[hi][1]
-        if (a_hi - a_lo) * (b_hi - b_lo) > _REPAIR_CELLS:
+        if (a_hi - a_lo) * (b_hi - b_lo) > ALIGN_REPAIR_CELLS:
             continue
         better = _lcs(a, b, a_lo, a_hi, b_lo, b_hi)
         if len(better) <= hi - lo - 1:
@@ -180,7 +166,7 @@ def _lis(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
 def _lcs(
     a: Sequence[Hashable], b: Sequence[Hashable], a_lo: int, a_hi: int, b_lo: int, b_hi: int
 ) -> list[tuple[int, int]]:
-    """Exact LCS of a small window (at most _DP_CELLS cells)."""
+    """Exact LCS of a small window (at most ALIGN_DP_CELLS cells)."""
     na, nb = a_hi - a_lo, b_hi - b_lo
     # table[i][j] = LCS length of a[a_lo+i:], b[b_lo+j:]
     table = [[0] * (nb + 1) for _ in range(na + 1)]
@@ -229,7 +215,7 @@ def _resync(
     a: Sequence[Hashable], b: Sequence[Hashable], i: int, a_hi: int, j: int, b_hi: int
 ) -> tuple[int, int] | None:
     """Nearest (i', j') >= (i, j) (least (i'-i)+(j'-j)) where K tokens agree."""
-    for k, look in _RESYNC_STEPS:
+    for k, look in ALIGN_RESYNC_STEPS:
         k = min(k, a_hi - i, b_hi - j)
         span_a = (a_hi - i) if look is None else min(look, a_hi - i)
         span_b = (b_hi - j) if look is None else min(look, b_hi - j)

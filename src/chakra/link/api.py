@@ -9,11 +9,10 @@ links every rank of a folder in parallel processes.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -23,7 +22,7 @@ from orjson import Fragment
 from chakra.device.loader import load_kineto
 from chakra.device.model import KERNEL, MEMCPY, MEMSET, KinetoEvent, KinetoTrace
 from chakra.errors import TraceFormatError, UsageError
-from chakra.host.collective_names import CPU_IMPLEMENTATIONS, CPU_RECORD_PREFIXES
+from chakra.host.collective_names import CPU_RECORD_PREFIXES
 from chakra.host.loader import load_host_et, self_parent_message
 from chakra.host.model import OP, PROCESS_ROOT, HostOp, HostTrace, IOInfo
 from chakra.io import gc_paused
@@ -32,8 +31,6 @@ from chakra.io.forkmap import fork_map, parts, split
 from chakra.io.jsonio import dump_json_ranges
 from chakra.link.comm import CommResolver, count_collectives, gloo_fields, is_comm_kernel, process_groups
 from chakra.link.deps import (
-    DEFAULT_GAP_US,
-    SyncStats,
     inter_thread_deps,
     order_keys,
     sync_deps,
@@ -41,95 +38,21 @@ from chakra.link.deps import (
 )
 from chakra.link.etplus import FLAT, add_io, host_text, io_text, json_string
 from chakra.link.gpu import PRE_TRACE, GpuAttachment, attach_gpu_ops, window_bounds
-from chakra.link.kineto_only import KINETO_ONLY, KinetoHost, build_host, missing_note
-from chakra.link.match import MatchResult, match_ops
+from chakra.link.kineto_only import KinetoHost, build_host, missing_note
+from chakra.link.match import match_ops
 from chakra.link.provenance import clock_mismatch, run_mismatches
+from chakra.link.report import LinkReport, link_stats, log_summary, report_of
 from chakra.link.stretch import find_stretch
-from chakra.link.window import Window, check_step, measured, select_window, step_annotation, step_ops
+from chakra.link.window import check_step, measured, select_window, step_annotation, step_ops
+from chakra.tunables import (
+    ETPLUS_WRITE_FORKED_MAX_NODES,
+    ETPLUS_WRITE_PIECE_COST,
+    INTER_THREAD_GAP_US,
+)
 
 log = logging.getLogger(__name__)
 
-WARN_MATCH_RATE = 0.95
 _GPU_CAT = {KERNEL: "kernel", MEMCPY: "gpu_memcpy", MEMSET: "gpu_memset"}
-
-
-@dataclass(slots=True)
-class LinkReport:
-    """What one link did (also what ``chakra.pipeline.link.link_folder`` returns per rank)."""
-
-    host_path: str | None  # None: linked from the Kineto trace alone
-    kineto_path: str
-    output_path: str | None
-    rank: int | None
-    strategy: str
-    window: str
-    host_ops: int
-    matched: int
-    match_rate: float
-    gpu_ops: int
-    gpu_attached: int
-    gpu_attach_rate: float
-    sync_deps: int
-    inter_thread_deps: int
-    seconds: float = 0.0
-    warnings: list[str] = field(default_factory=list)
-    # GPU ops in the window: all but those launched in iterations the host ET did not record (and those
-    # launched before the trace that ended before the window).  ``gpu_attached`` counts those attached
-    # to their launching host op; ``gpu_launched_before_trace`` those that ran in the window without a
-    # launching call in the trace (64 on DLRM rank 1), in the graph without a host op;
-    # ``gpu_attach_rate_in_window`` the share of the window's GPU ops in the graph, both kinds.
-    gpu_ops_in_window: int = 0
-    gpu_attach_rate_in_window: float = 1.0
-    gpu_launched_before_trace: int = 0
-    step: dict[str, Any] | None = None   # --step: the step and the host nodes kept / dropped
-    # events of categories nothing models (chakra.device.model.NOTHING_TO_MODEL): category -> count
-    not_modelled: dict[str, int] = field(default_factory=dict)
-    # implementation -> communication kernels, or records of a collective run on CPU threads (gloo, MPI)
-    collectives: dict[str, int] = field(default_factory=dict)
-
-    def _gpu_summary(self) -> str:
-        """``a/b GPU ops attached (x%)``, or that there are none (a CPU-only trace: not "0/0 (100.0%)")."""
-        total = self.gpu_ops_in_window
-        if not total:
-            return ("no GPU ops" if not self.gpu_ops else
-                    f"no GPU ops in the window ({self.gpu_ops:,} outside it)")
-        before = self.gpu_launched_before_trace
-        return (f"{self.gpu_attached + before}/{total} GPU ops attached "
-                f"({100 * self.gpu_attach_rate_in_window:.1f}%"
-                + (f", {before} launched before the trace: on their streams, no host op" if before else "")
-                + ")")
-
-    def summary(self) -> str:
-        who = f"rank {self.rank}" if self.rank is not None else "no rank recorded"
-        if self.strategy == KINETO_ONLY:
-            head = (f"{who}: {self.host_ops} host nodes from the Kineto trace alone "
-                    f"(window {self.window}); ")
-        else:
-            head = (f"{who}: {self.matched}/{self.host_ops} host ops matched "
-                    f"({100 * self.match_rate:.1f}%, {self.strategy}, window {self.window}); ")
-        return (
-            head
-            + self._gpu_summary()
-            + f"; {self.sync_deps} sync deps, {self.inter_thread_deps} inter-thread deps; "
-            + _collectives_text(self.collectives)
-            + (f"; {self.step['step']} only: {self.step['host_nodes_kept']} host nodes kept, "
-               f"{self.step['host_nodes_dropped']} dropped" if self.step else "")
-            + ("; not modelled: " + ", ".join(f"{n} {cat} events" for cat, n in self.not_modelled.items())
-               if self.not_modelled else "")
-        )
-
-
-def _collectives_text(found: dict[str, int]) -> str:
-    """``8 communication kernels (NCCL/RCCL 5, vLLM custom all-reduce 3)``, ``22 collective records on CPU
-    threads (gloo 22)`` (a record per chunk of a collective gloo runs in chunks), ``no communication``."""
-    parts = []
-    for what, cpu in (("communication kernel", False), ("collective record", True)):
-        mine = {k: v for k, v in found.items() if (k in CPU_IMPLEMENTATIONS) == cpu}
-        n = sum(mine.values())
-        if n:
-            parts.append(f"{n} {what}{'s' if n != 1 else ''}{' on CPU threads' if cpu else ''} ("
-                         + ", ".join(f"{k} {v}" for k, v in mine.items()) + ")")
-    return ", ".join(parts) or "no communication"
 
 
 def link_traces(
@@ -138,7 +61,7 @@ def link_traces(
     *,
     rank: int | None = None,
     annotation: str | None = None,
-    inter_thread_gap_us: float = DEFAULT_GAP_US,
+    inter_thread_gap_us: float = INTER_THREAD_GAP_US,
     fallback_rank: int | None = None,
     step: int | None = None,
     force: bool = False,
@@ -262,7 +185,7 @@ def _prepare(
     pgs = process_groups(host, kineto.distributed_info, world)
     if world is None:
         world = next((g["group_size"] for g in pgs if g["pg_name"] == "0" and g["group_size"]), None)
-    stats = _stats(
+    stats = link_stats(
         kineto, window, match, gpu, collectives, it_deps, it_skipped, inter_thread_gap_us, s_deps, s_stats
     )
 
@@ -285,7 +208,7 @@ def _prepare(
                  step_stats["step"], step_stats["host_nodes_kept"], step_stats["host_nodes_dropped"],
                  step_stats["gpu_ops_dropped"])
     doc["link_stats"] = stats
-    _log_summary(f"rank {rank_out}" if rank_out is not None else os.path.basename(host.path), stats)
+    log_summary(f"rank {rank_out}" if rank_out is not None else os.path.basename(host.path), stats)
     hpos = range(len(host.ops)) if keep is None else [k for k, op in enumerate(host.ops) if op.id in keep]
     return doc, NodeRanges(len(hpos), len(gpu.ops), partial(
         _nodes_of, hpos, partial(_host_nodes, host, kineto, match.host_to_event, resolver, it_deps, s_deps,
@@ -307,10 +230,11 @@ class NodeRanges(NamedTuple):
 
     def pieces(self) -> list[range]:
         """Ranges of positions of about the same cost, one per part, when there are few enough nodes
-        (:data:`_WRITE_FORKED`); a GPU node costs about twice a host node (5.9 against 3.2 us at 100k)."""
+        (:data:`ETPLUS_WRITE_FORKED_MAX_NODES`); a GPU node costs about twice a host node (5.9 against 3.2 us
+        at 100k)."""
         n = self.hosts + self.gpus
         cost = self.hosts + 2 * self.gpus
-        k = min(parts(), cost // _WRITE_PIECE) if n <= _WRITE_FORKED else 1
+        k = min(parts(), cost // ETPLUS_WRITE_PIECE_COST) if n <= ETPLUS_WRITE_FORKED_MAX_NODES else 1
         if k <= 1:
             return [range(n)]
         cuts = [0]
@@ -319,16 +243,6 @@ class NodeRanges(NamedTuple):
             cuts.append(c if c <= self.hosts else self.hosts + (c - self.hosts + 1) // 2)
         cuts.append(n)
         return [range(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
-
-
-# The ET+ nodes are made and encoded (4-10 us each) over the cores in pieces of a cost of at least
-# _WRITE_PIECE (host node 1, GPU node 2), for at most _WRITE_FORKED nodes: a child copies every page of the
-# loaded traces it reads (reference counts), and so does this process for its own piece.  Measured
-# (benchmarks/README.md at 1b5b06d, session 9; interleaved medians, one part -> parts): 19.6k nodes 0.669 ->
-# 0.607 s, 36k 0.99 -> 0.94 s, 67k 1.81 -> 1.70 s, 134k 3.30 -> 3.41 s (even), 1.33M 25.3 s / 2.5 GB ->
-# 33.5 s / 3.4 GB.
-_WRITE_PIECE = 2_000
-_WRITE_FORKED = 100_000
 
 
 def _nodes_of(hpos: Sequence[int], host_nodes: Callable[[Sequence[int]], Iterator[Any]],
@@ -492,130 +406,12 @@ _GPU_CAT_TEXT = {k: orjson.dumps(v) for k, v in _GPU_CAT.items()}
 _PLAIN = (int, type(None))
 
 
-def _stats(
-    kineto: KinetoTrace,
-    window: Window,
-    match: MatchResult,
-    gpu: GpuAttachment,
-    collectives: dict[str, Any],
-    it_deps: dict[int, int],
-    it_skipped: int,
-    gap_us: float,
-    s_deps: dict[int, list[int]],
-    s_stats: SyncStats,
-) -> dict[str, Any]:
-    """ET+ ``link_stats``.  ``gpu_attach_rate`` counts the GPU ops that could be attached to their host
-    op: not those launched before the trace began (no launching call) nor those of iterations the host ET
-    did not record; ``gpu_attach_rate_in_window`` is the share of the window's GPU ops in the graph: those
-    attached and those launched before the trace (``gpu_orphans_no_launch``, no launching call) that ran
-    in the window, without a host op; those that ended before the window began are not its work
-    (``gpu_no_launch_before_window``, written when there are some)."""
-    events = kineto.events
-    attachable = gpu.total - gpu.no_launch - gpu.outside_window
-    before_window = gpu.no_launch - gpu.pre_trace
-    in_window_gpu = gpu.total - gpu.outside_window - before_window
-    lo, hi = window.lo, window.hi
-    if lo == -math.inf and hi == math.inf:
-        in_window = len(match.event_to_host)
-    else:
-        in_window = sum(1 for p in match.event_to_host if lo <= events[p].ts < hi)  # window.contains
-    stats: dict[str, Any] = {
-        "strategy": match.strategy,
-        "window": window.name,
-        "window_reason": window.reason,
-        "host_ops": match.host_ops,
-        "matched": match.matched,
-        "match_rate": round(match.matched / match.host_ops, 6) if match.host_ops else 1.0,
-        "matched_second_round": match.second_round,
-        "second_round_order_dropped": match.order_dropped,
-        "rf_name_mismatch": match.rf_name_mismatch,
-        "kineto_host_events": match.kineto_candidates,
-        "kineto_unmatched": match.kineto_candidates - in_window,
-        "threads": [
-            {
-                "host_tid": t.host_tid,
-                "kineto_tid": t.kineto_tid,
-                "host_ops": t.host_ops,
-                "kineto_events": t.kineto_events,
-                "matched": t.matched,
-            }
-            for t in match.threads
-        ],
-        "gpu_ops": gpu.total,
-        "gpu_attached": gpu.attached,
-        "gpu_attach_rate": round(gpu.attached / attachable, 6) if attachable else 1.0,
-        "gpu_ops_in_window": in_window_gpu,
-        "gpu_attach_rate_in_window": (round((gpu.attached + gpu.pre_trace) / in_window_gpu, 6)
-                                      if in_window_gpu else 1.0),
-        "gpu_orphans_no_launch": gpu.no_launch,
-        "gpu_orphans_outside_window": gpu.outside_window,
-        "gpu_orphans_no_host_op": gpu.no_host_op,
-        **collectives,
-        "inter_thread_deps": len(it_deps),
-        "inter_thread_gap_us": gap_us,
-        "inter_thread_skipped_order": it_skipped,
-        "sync_calls": s_stats.calls,
-        "sync_deps": s_stats.deps,
-        "sync_ops": len(s_deps),
-        "sync_no_host_op": s_stats.no_host_op,
-        "sync_unknown_stream": s_stats.unknown_stream,
-        "sync_nothing_to_wait": s_stats.nothing_to_wait,
-        "sync_dropped_late": s_stats.dropped_late,
-        "sync_dropped_order": s_stats.dropped_order,
-    }
-    if before_window:
-        stats["gpu_no_launch_before_window"] = before_window
-    if kineto.not_modelled:
-        stats["not_modelled"] = dict(kineto.not_modelled)
-    return stats
-
-
-def _log_summary(name: str, s: dict[str, Any]) -> None:
-    pre = s["gpu_orphans_no_launch"] - s.get("gpu_no_launch_before_window", 0)
-    if s["strategy"] == KINETO_ONLY:
-        log.info("%s: %d host nodes from the Kineto trace's cpu_op / user_annotation events (no host ET; "
-                 "window %s)", name, s["host_ops"], s["window"])
-    else:
-        log.info(
-            "%s: %d/%d host ops matched (%.1f%%, strategy %s, window %s)",
-            name,
-            s["matched"],
-            s["host_ops"],
-            100 * s["match_rate"],
-            s["strategy"],
-            s["window"],
-        )
-    log.info(
-        "%s: %d/%d GPU ops of the window attached (%d of them launched before the trace, without a host op; "
-        "%d more launched outside the window, %d without an enclosing host op); %d sync deps on %d ops, "
-        "%d inter-thread deps",
-        name,
-        s["gpu_attached"] + pre,
-        s["gpu_ops_in_window"],
-        pre,
-        s["gpu_orphans_outside_window"],
-        s["gpu_orphans_no_host_op"],
-        s["sync_deps"],
-        s["sync_ops"],
-        s["inter_thread_deps"],
-    )
-    if s["match_rate"] < WARN_MATCH_RATE:
-        log.warning(
-            "%s: only %.1f%% of the host ops matched a Kineto event (below %.0f%%)",
-            name,
-            100 * s["match_rate"],
-            100 * WARN_MATCH_RATE,
-        )
-    if s["gpu_attach_rate"] < WARN_MATCH_RATE:
-        log.warning("%s: only %.1f%% of the GPU ops found their host op", name, 100 * s["gpu_attach_rate"])
-
-
 def link_kineto(
     kineto: KinetoTrace,
     *,
     rank: int | None = None,
     annotation: str | None = None,
-    inter_thread_gap_us: float = DEFAULT_GAP_US,
+    inter_thread_gap_us: float = INTER_THREAD_GAP_US,
     fallback_rank: int | None = None,
 ) -> dict[str, Any]:
     """Link a Kineto trace alone (no host ET); return the ET+ document.
@@ -698,7 +494,7 @@ def link_files(
         # the nodes are made while they are written (never a million node dicts at once), over the cores
         dump_json_ranges(out, doc, "nodes", nodes.pieces(), nodes.make)
         del nodes
-        report = _report(doc, None if host_path is None else os.fspath(host_path), os.fspath(kineto_path),
+        report = report_of(doc, None if host_path is None else os.fspath(host_path), os.fspath(kineto_path),
                          out)
         del doc
     report.warnings = warnings
@@ -719,7 +515,7 @@ def _load_kineto_only(kineto_path: str | os.PathLike[str], rank: int | None, ann
         if strict:
             raise TraceFormatError(what + " (refused: --strict)", os.fspath(kineto_path))
         warnings.append(f"{what} (wrote rank {own}; --strict refuses)")
-    doc, nodes = _prepare_kineto(kineto, rank, annotation, DEFAULT_GAP_US, fallback_rank, step)
+    doc, nodes = _prepare_kineto(kineto, rank, annotation, INTER_THREAD_GAP_US, fallback_rank, step)
     return doc, nodes, warnings
 
 
@@ -749,7 +545,7 @@ def _load_linked(host_path: str | os.PathLike[str], kineto_path: str | os.PathLi
         log.warning("%s: %s: writing rank %s, the rank its collectives were recorded with",
                     kineto.path or host.path, bad_rank, trace_rank(host, kineto))
     doc, nodes = _prepare(host, kineto, resolve_rank(rank, host, kineto, fallback_rank), annotation,
-                          DEFAULT_GAP_US, step=step, force=force)
+                          INTER_THREAD_GAP_US, step=step, force=force)
     return doc, nodes, list(host.warnings) + list(kineto.warnings) + mismatches
 
 
@@ -806,30 +602,3 @@ def _logged(fn: Callable[[], Any], parent: int) -> tuple[Any, list[tuple[str, in
     keep = _Records()
     root.handlers = [keep]   # the child's copy of the logging set-up: it exits after this piece
     return fn(), keep.records
-
-
-def _report(doc: dict[str, Any], host_path: str | None, kineto_path: str, out: str | None) -> LinkReport:
-    s = doc["link_stats"]
-    return LinkReport(
-        host_path=host_path,
-        kineto_path=kineto_path,
-        output_path=out,
-        rank=doc["rank"],
-        strategy=s["strategy"],
-        window=s["window"],
-        host_ops=s["host_ops"],
-        matched=s["matched"],
-        match_rate=s["match_rate"],
-        gpu_ops=s["gpu_ops"],
-        gpu_attached=s["gpu_attached"],
-        gpu_attach_rate=s["gpu_attach_rate"],
-        sync_deps=s["sync_deps"],
-        inter_thread_deps=s["inter_thread_deps"],
-        gpu_ops_in_window=s["gpu_ops_in_window"],
-        gpu_attach_rate_in_window=s["gpu_attach_rate_in_window"],
-        gpu_launched_before_trace=s["gpu_orphans_no_launch"] - s.get("gpu_no_launch_before_window", 0),
-        step=s.get("step"),
-        not_modelled=s.get("not_modelled", {}),
-        collectives={k: v for k, v in (("NCCL/RCCL", s["nccl_kernels"]), ("gloo", s["gloo_collectives"]),
-                                       *s.get("collectives_other", {}).items()) if v},
-    )

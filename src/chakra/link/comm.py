@@ -52,8 +52,7 @@ from chakra.host.process_groups import (
     merge_process_groups,
     resolve_ranks,
 )
-
-_MAX_UP = 4  # host ancestors searched for comm info
+from chakra.tunables import COMM_ANCESTORS_MAX
 
 # bytes per element of the dtype names Kineto and the host ET write
 _DTYPE_BYTES = {
@@ -166,7 +165,7 @@ class CommResolver:
         out: list[CommInfo] = []
         by_id = self.host.by_id
         op = by_id.get(host_id)
-        for _ in range(_MAX_UP):
+        for _ in range(COMM_ANCESTORS_MAX):
             if op is None:
                 break
             info = self.info(op)

@@ -60,8 +60,7 @@ from typing import Any
 from chakra.device.model import KinetoTrace
 from chakra.host.model import HostOp, HostTrace
 from chakra.link.gpu import PRE_TRACE, GpuAttachment, innermost_matched
-
-DEFAULT_GAP_US = 1000.0
+from chakra.tunables import INTER_THREAD_GAP_US, SYNC_STEP_BACK_MAX
 
 _DEVICE_SYNC = frozenset(("cudaDeviceSynchronize", "cuCtxSynchronize", "hipDeviceSynchronize"))
 _STREAM_SYNC = frozenset(("cudaStreamSynchronize", "cuStreamSynchronize", "hipStreamSynchronize"))
@@ -75,7 +74,6 @@ _EVENT_SYNC = frozenset(
         "hipStreamWaitEvent",
     )
 )
-_MAX_STEP_BACK = 32  # how far to walk back a stream past GPU ops that end too late
 
 
 @dataclass(slots=True)
@@ -136,7 +134,7 @@ def order_keys(
 def inter_thread_deps(
     kineto: KinetoTrace,
     host_to_event: dict[int, int],
-    gap_us: float = DEFAULT_GAP_US,
+    gap_us: float = INTER_THREAD_GAP_US,
     keys: dict[int, tuple[float, int]] | None = None,
 ) -> tuple[dict[int, int], int]:
     """``{host op id: id of the op it waits for on another thread}`` and the number of
@@ -253,7 +251,7 @@ def sync_deps(
             launch_ts, idxs = lst
             k = bisect_left(launch_ts, h_ts) - 1
             steps = 0
-            while k >= 0 and steps < _MAX_STEP_BACK:
+            while k >= 0 and steps < SYNC_STEP_BACK_MAX:
                 g = gpu.ops[idxs[k]]
                 g_ev = events[g.pos]
                 pre = g.launch_pos == PRE_TRACE    # launched before the trace: before anything in it

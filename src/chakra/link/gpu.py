@@ -52,10 +52,6 @@ class GpuAttachment:
         """GPU ops attached to the host op that launched them."""
         return len(self.ops) - self.pre_trace
 
-    @property
-    def in_window(self) -> int:
-        return self.total - self.outside_window
-
 
 def innermost_matched(
     kineto: KinetoTrace, pos: int | None, event_to_host: dict[int, int], cache: dict[int, int]

@@ -23,9 +23,8 @@ from typing import Any
 
 from chakra.device.model import KinetoTrace
 from chakra.host.model import HostTrace
+from chakra.tunables import EPOCH_US_MIN, MAX_CLOCK_GAP_S
 
-MAX_CLOCK_GAP_S = 15 * 3600.0
-_EPOCH_US_MIN = 1e15  # ts values above this (2001-09-09 in µs) are an epoch clock
 # what strptime's "%Y-%m-%d %H:%M:%S" reads (one or two digits for all but the year), without the 4 ms of
 # loading _strptime
 _WALL_TIME = re.compile(r"(\d{4})-(\d\d?)-(\d\d?)\s+(\d\d?):(\d\d?):(\d\d?)")
@@ -44,7 +43,7 @@ def kineto_wall_start(kineto: KinetoTrace) -> float | None:
     base: Any = kineto.extra.get("baseTimeNanoseconds")
     if type(base) is int and base > 0:
         return base / 1e9 + first / 1e6
-    if first >= _EPOCH_US_MIN:
+    if first >= EPOCH_US_MIN:
         return first / 1e6
     return None
 

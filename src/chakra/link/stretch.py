@@ -13,7 +13,7 @@ What ties the two files, in order:
    to the host node's ``rf_id`` (0 on the events of the other iterations): the stretch spans those events.
 2. Otherwise the operator names.  The host ET's busiest thread (its ops in execution order) is aligned with
    the repetitions of its sequence in the Kineto thread of the most similar names: runs of 8 names
-   (:data:`_GRAMS`) that occur once in the host sequence vote for an offset, the votes cluster by
+   (:data:`STRETCH_GRAMS`) that occur once in the host sequence vote for an offset, the votes cluster by
    repetition, and each repetition is aligned (:func:`chakra.link.align.align_sequences`).  The one that
    leaves the fewest ops unmatched on either side wins.  Repetitions that align alike (within 1% of the
    host ops: identical iterations) are told apart by time: the first after the ``## process_group:init ##``
@@ -27,8 +27,8 @@ milliseconds taken when the observer was registered and unregistered, its ``time
 moment to the second, in the machine's zone (what tells different runs apart: :mod:`chakra.link.provenance`).
 
 When nothing of the Kineto thread lies outside the stretch (the host ET recorded the whole trace), the window
-stays the whole trace.  When no stretch aligns (under :data:`MIN_ALIGNED` of the host thread's ops in order),
-the link is refused; ``force`` links against the whole trace anyway.
+stays the whole trace.  When no stretch aligns (under :data:`STRETCH_MIN_ALIGNED` of the host thread's ops in
+order), the link is refused; ``force`` links against the whole trace anyway.
 """
 
 from __future__ import annotations
@@ -55,13 +55,11 @@ from chakra.link.match import (
     rf_index,
 )
 from chakra.link.window import Window
+from chakra.tunables import STRETCH_GRAMS, STRETCH_MIN_ALIGNED, STRETCH_PACKED, STRETCH_SPANS_MAX
 
 log = logging.getLogger(__name__)
 
 STRETCH = "host_et_stretch"
-MIN_ALIGNED = 0.5   # a stretch aligns when at least this share of the host thread's ops match in order
-_GRAMS = (8, 3)     # names per run voting for an offset (fewer when no run of 8 is found)
-_MAX_SPANS = 256    # repetitions aligned at most (the best voted)
 
 
 @dataclass(slots=True)
@@ -137,7 +135,7 @@ def _aligned_stretch(host: HostTrace, kineto: KinetoTrace, ops: list[HostOp], wi
     found = _distinct([a for a in (_align(h, k, lo, hi) for lo, hi in _spans(h, k)) if a is not None])
     best = min(found, key=lambda a: (a.cost(n), a.first), default=None)
     got = len(best.pairs) if best is not None else 0
-    if got < MIN_ALIGNED * n:
+    if got < STRETCH_MIN_ALIGNED * n:
         what = (f"no stretch of the Kineto trace aligns with the host ET {host.path}: at best {got} of the "
                 f"{n} ops of its thread {htid} match in order ({100 * got / n:.1f}%, Kineto thread "
                 f"{key[1]}); traces of different runs or programs?")
@@ -180,7 +178,7 @@ def _spans(h: list[int], k: list[int]) -> list[tuple[int, int]]:
     if m <= n + n // 4:
         return [(0, m)]
     votes: list[tuple[int, int, int]] = []
-    for q in _GRAMS:
+    for q in STRETCH_GRAMS:
         votes = _votes(h, k, min(q, n))
         if votes:
             break
@@ -194,7 +192,8 @@ def _spans(h: list[int], k: list[int]) -> list[tuple[int, int]]:
         else:
             clusters.append([v])
     top = max(map(len, clusters))
-    keep = sorted((c for c in clusters if 4 * len(c) >= top), key=lambda c: (-len(c), c[0][0]))[:_MAX_SPANS]
+    keep = sorted((c for c in clusters if 4 * len(c) >= top),
+                  key=lambda c: (-len(c), c[0][0]))[:STRETCH_SPANS_MAX]
     spans = []
     for c in keep:
         _, i0, j0 = min(c, key=itemgetter(1))
@@ -218,17 +217,14 @@ def _votes(h: list[int], k: list[int], q: int) -> list[tuple[int, int, int]]:
                   if (i := unique.get(g)) is not None)
 
 
-_PACKED = 64   # matched pairs at each end of an alignment packed towards its middle
-
-
 def _align(h: list[int], k: list[int], lo: int, hi: int) -> _Aligned | None:
-    """``h`` aligned with ``k[lo:hi]``, the Kineto side of its first and last :data:`_PACKED` pairs packed as
-    tight as the matched names allow (a name that the neighbouring repetition also has is taken inside the
-    stretch, not beyond it)."""
+    """``h`` aligned with ``k[lo:hi]``, the Kineto side of its first and last :data:`STRETCH_PACKED` pairs
+    packed as tight as the matched names allow (a name that the neighbouring repetition also has is taken
+    inside the stretch, not beyond it)."""
     pairs = [(i, j + lo) for i, j in align_sequences(h, k[lo:hi])]
     if not pairs:
         return None
-    cut = max(1, len(pairs) - _PACKED)
+    cut = max(1, len(pairs) - STRETCH_PACKED)
     # leftmost after the middle: the end comes as early as it can ...
     for t in range(cut, len(pairs)):
         i, j = pairs[t][0], pairs[t - 1][1] + 1
@@ -236,7 +232,7 @@ def _align(h: list[int], k: list[int], lo: int, hi: int) -> _Aligned | None:
             j += 1
         pairs[t] = (i, j)
     # ... and rightmost before it: the start as late as it can
-    for t in range(min(_PACKED, len(pairs) - 1) - 1, -1, -1):
+    for t in range(min(STRETCH_PACKED, len(pairs) - 1) - 1, -1, -1):
         i, j = pairs[t][0], pairs[t + 1][1] - 1
         while k[j] != h[i]:
             j -= 1

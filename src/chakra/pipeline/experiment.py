@@ -28,6 +28,7 @@ from chakra.replay.graph import COMM_TYPES
 from chakra.replay.materialize import Materialized, materialize_job
 from chakra.replay.whatif import group_size
 from chakra.schema import COMM_COLL_NODE
+from chakra.tunables import TOGETHER_PP
 
 
 @dataclass(slots=True)
@@ -158,11 +159,6 @@ def build_experiment(et_paths: Sequence[str | os.PathLike[str]], prefix: str | o
                       comm_group=Path(comm_group) if comm_group is not None else None,
                       offsets_us={m.rank: m.offset_us for m in mats},
                       short_transfers=sum(m.short_transfers for m in mats), pieces=pieces)
-
-
-#: how far (percentage points of a rank's measured time) the ranks starting together may move a rank's
-#: replayed time for the experiment to start them together
-TOGETHER_PP = 0.5
 
 
 def _start_together_if_it_holds(aligned: JobResult, together: Any) -> JobResult:

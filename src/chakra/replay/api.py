@@ -25,6 +25,7 @@ from chakra.replay.graph import COMM_TYPES, WORLD_PG_NAMES, NodeSpec, RankGraph,
 from chakra.replay.reader import graph_from_protobuf, load_graph
 from chakra.replay.whatif import WhatIf, WhatIfReport, apply_whatif, check_ranks
 from chakra.schema import COMM_COLL_NODE, METADATA_NODE
+from chakra.tunables import RUN_ON_SHARE
 
 if TYPE_CHECKING:
     from chakra.io.ranks import RankClaim
@@ -266,9 +267,6 @@ class JobResult:
             "ranks": [r.summary() for r in self],
             **({"whatif": self.whatif.lines()} if self.whatif is not None and self.whatif.lines() else {}),
         }
-
-
-RUN_ON_SHARE = 0.01   # recorded work ending more than 1 % of the window after it: compared with its end
 
 
 def error_reference(measured_us: float | None, recorded_end_us: float | None) -> tuple[float | None, bool]:

@@ -39,6 +39,7 @@ from chakra.replay.graph import RankGraph
 from chakra.replay.plan import Plan, rank_plan
 from chakra.replay.whatif import node_kind
 from chakra.schema import METADATA_NODE
+from chakra.tunables import PATH_EPS
 
 CATEGORIES = ("cpu", "gpu", "comm", "peer_wait", "between_ops")
 # what the time between ops is (CriticalPath.between): before the first node; a thread's gaps (the pieces
@@ -47,7 +48,6 @@ CATEGORIES = ("cpu", "gpu", "comm", "peer_wait", "between_ops")
 # later than anything the walk found released it (a whole-job replay's coupled transfers)
 BETWEEN = ("start", "thread", "latency", "end", "slack")
 LINKS = ("dep", "lane", "start", "end")
-_EPS = 1e-6
 _INF = float("inf")
 
 
@@ -159,12 +159,12 @@ def critical_path(res: ReplayResult) -> CriticalPath:
             t = e
         # 1. an end bound: ended with a node it was recorded blocked on
         nxt = -1
-        if t >= e - _EPS:
+        if t >= e - PATH_EPS:
             for j, tail, _offset in waits.get(cur, ()):
                 if tail is None or j in seen:
                     continue
                 ej = ends[j]
-                if abs(ej + tail - e) <= _EPS and s - _EPS <= ej and (nxt < 0 or ej > ends[nxt]):
+                if abs(ej + tail - e) <= PATH_EPS and s - PATH_EPS <= ej and (nxt < 0 or ej > ends[nxt]):
                     nxt = j
         if nxt >= 0:
             lo = min(t, max(ends[nxt], s))
@@ -188,9 +188,9 @@ def critical_path(res: ReplayResult) -> CriticalPath:
             cands.append((x + gap[cur], p, x, "lane", "thread"))
         best, best_r, best_entry, best_link, best_gap = -1, -_INF, 0.0, "", "slack"
         for r, u, entry, link, what in cands:     # the latest release, the first listed among equals
-            if r > best_r and r <= s + _EPS and u not in seen:
+            if r > best_r and r <= s + PATH_EPS and u not in seen:
                 best, best_r, best_entry, best_link, best_gap = u, r, entry, link, what
-        if best < 0 or best_r < first.get(cur, 0.0) - _EPS:
+        if best < 0 or best_r < first.get(cur, 0.0) - PATH_EPS:
             between["start"] += t           # from the window (replay) start
             break
         nt = min(best_entry, t)

@@ -149,13 +149,13 @@ from chakra.replay.coupling import (
 from chakra.replay.graph import COMM_TYPES, RankGraph, ReplayError
 from chakra.replay.plan import Plan, rank_plan
 from chakra.schema import BROADCAST, COMM_COLL_NODE, MEM_LOAD_NODE, MEM_STORE_NODE, METADATA_NODE
+from chakra.tunables import IDS_LISTED_MAX
 
 log = logging.getLogger(__name__)
 
 MODES = ("lanes", "astrasim")
 COLLECTIVE_DURATIONS = ("min", "net")
 _CPU, _GPU_COMP, _GPU_COMM = 0, 1, 2
-_MAX_LISTED = 5
 
 __all__ = ["COLLECTIVE_DURATIONS", "MODES", "ReplayError", "SimOutput", "simulate"]
 
@@ -235,8 +235,8 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
 
 
 def _fmt_ids(ids: Sequence[int]) -> str:
-    shown = ", ".join(str(i) for i in ids[:_MAX_LISTED])
-    return shown + (f", ... ({len(ids)} in all)" if len(ids) > _MAX_LISTED else "")
+    shown = ", ".join(str(i) for i in ids[:IDS_LISTED_MAX])
+    return shown + (f", ... ({len(ids)} in all)" if len(ids) > IDS_LISTED_MAX else "")
 
 
 def _resolve_deps(g: RankGraph, missing: str) -> list[tuple[int, ...]]:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chakra.errors import ChakraError, TraceFormatError
+from chakra.formats import THREAD_TIMING, THREAD_TIMING_ATTRS
 from chakra.job.etfile import metadata_info, parse_process_groups
 from chakra.schema import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, METADATA_NODE
 
@@ -36,9 +37,7 @@ WORLD_PG_NAMES = frozenset(("", "0"))
 # per-node numbers the replay reads when present (RankGraph.extra): the thread timing written by the
 # converter (chakra.convert.threads), the size and kind of a collective (the communication model) and the
 # size of its process group where the producer recorded it (how many ranks a whole job has)
-EXTRA_ATTRS = frozenset(("thread_depth", "work_before_us", "tail_us", "idle_before_us", "wait_on",
-                         "wait_post_us", "frees_thread", "comm_type", "comm_size", "pg_size"))
-THREAD_TIMING = "pieces-1"   # GlobalMetadata ``thread_timing`` of files whose nodes carry it
+EXTRA_ATTRS = frozenset((*THREAD_TIMING_ATTRS, "comm_type", "comm_size", "pg_size"))
 
 
 class ReplayError(ChakraError):

@@ -35,7 +35,7 @@ Why it is fast: per node, Python does next to nothing; upb (C) decodes and the C
   encoded name alone.  A batch's skipped attributes are checked, in one search, for the encoded name of
   one the replay reads (a second name field, which would win): found, the batch is read node by node.
   A name the replay reads whose values keep changing (``wait_on`` holds a node id; more than
-  ``_VALUES_MAX`` values) is not cached any more: its attributes are decoded where they occur, in bulk,
+  ``READER_VALUES_MAX`` values) is not cached any more: its attributes are decoded where they occur, in bulk,
   all those of a batch concatenated into one message (``AttrAll``), so the cache never fills up.
 """
 
@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from itertools import chain, compress, count, islice, repeat
 from typing import Any
 
+from chakra import formats as wire
 from chakra.errors import TraceFormatError
 from chakra.job.etfile import groups_from_metadata_node, parse_process_groups
 from chakra.replay.graph import (
@@ -66,6 +67,13 @@ from chakra.replay.graph import (
     scalar,
 )
 from chakra.schema import METADATA_NODE, AttributeProto, attr_value
+from chakra.tunables import (
+    READER_ATTR_STRINGS_MAX,
+    READER_ATTRS_MAX,
+    READER_SKIPS_MAX,
+    READER_SPAN_MIN_BYTES,
+    READER_VALUES_MAX,
+)
 
 log = logging.getLogger(__name__)
 
@@ -77,10 +85,11 @@ _LEAN_PKG = "chakra_replay_lean"
 # attribute).  The encoder of a proto3 file never writes a default value of a singular field, so a 0
 # among a batch's ids (or an empty name, ...) is a sentinel; a file that does write one (or has a
 # dependency on node 0, or an empty attribute) is seen by counting them, and read node by node.
-_SENT_BODY = (b"\x08\x00" b"\x12\x00" b"\x18\x00" b"\x22\x01\x00" b"\x2a\x01\x00" b"\x30\x00" b"\x38\x00"
-              b"\x52\x00")
+_SENT_BODY = b"".join((wire.NODE_ID, b"\x00", wire.NODE_NAME, b"\x00", wire.NODE_TYPE, b"\x00",
+                       wire.NODE_CTRL_DEPS, b"\x01\x00", wire.NODE_DATA_DEPS, b"\x01\x00",
+                       wire.NODE_START, b"\x00", wire.NODE_DURATION, b"\x00", wire.NODE_ATTR, b"\x00"))
 _SENT = bytes((len(_SENT_BODY),)) + _SENT_BODY
-_SEP = b"\x0a" + _SENT + b"\x0a"
+_SEP = wire.REPEATED_1 + _SENT + wire.REPEATED_1
 
 
 def _lean_classes() -> tuple[Any, Any, Any]:
@@ -160,7 +169,7 @@ _NAMES = {"is_cpu_op": _IS_CPU, "tid": _TID, "stream": _STREAM, "device": _DEVIC
 # The name field of an attribute the replay reads, as encoded (tag 0x0A, a one-byte length, the name):
 # every encoding of such an attribute holds it, so bytes without it are none of them.  (``fw_tid`` holds
 # the bytes "tid", not "\x0a\x03tid".)  Matches never span two attributes joined with b"\xff".
-_NEEDED = re.compile(b"\x0a(?:" + b"|".join(re.escape(bytes((len(n),)) + n.encode()) for n in _NAMES) + b")")
+_NEEDED = re.compile(b"|".join(re.escape(wire.attr_name_field(n)) for n in _NAMES))
 _NAMES_B = {name.encode(): name for name in _NAMES}
 # AttributeProto fields that hold one number (a name and one of them: decoded in bulk)
 _NUMBER_FIELDS = frozenset(("double_val", "float_val", "int32_val", "int64_val", "uint32_val", "uint64_val",
@@ -168,11 +177,8 @@ _NUMBER_FIELDS = frozenset(("double_val", "float_val", "int32_val", "int64_val",
 # key characters: the sentinel's empty attribute, an attribute the replay does not read, one decoded where
 # it occurs; the cached attributes the replay reads have the characters from _FIRST_KEY on
 _SENT_KEY, _SKIP_KEY, _DIRECT_KEY = "\x00", "\x01", "\x02"
+_ATTR_NAME = wire.ATTR_NAME[0]
 _FIRST_KEY = 3
-_ATTR_MAX = 0xD800         # distinct attributes cached (one character each, below the surrogates)
-_NODE_MAX = 1 << 16        # distinct attribute strings cached
-_VALUES_MAX = 4096         # distinct values cached per attribute name; beyond: decoded where they occur
-_SKIPS_MAX = 256           # distinct values cached per name the replay does not read; beyond: not cached
 _DEFER = ("defer",)        # lane marker: a non-CPU node without stream/device (maybe on a host thread)
 
 
@@ -370,7 +376,7 @@ class _Builder:
     def learn(self, raw: bytes, info: tuple[int, Any, Any]) -> bool:
         """Give one attribute's bytes a key; False when no key is left."""
         k = len(self.kinfo)
-        if k >= _ATTR_MAX:
+        if k >= READER_ATTRS_MAX:
             return False
         self.kcache[raw] = chr(k)
         self.kinfo.append(info)
@@ -388,7 +394,7 @@ class _Builder:
         except ImportError:  # pragma: no cover - protobuf < 4.22: node by node
             return False
         MergedBatch, FullMerged, _ = _lean()
-        merged = b"\x0a" + _SEP.join(frames) + b"\x0a" + _SENT
+        merged = wire.REPEATED_1 + _SEP.join(frames) + wire.REPEATED_1 + _SENT
         try:
             check = FullMerged.FromString(merged).node
         except (DecodeError, RuntimeError, ValueError):
@@ -456,13 +462,13 @@ class _Builder:
         last one counts).  One of a name the replay reads is decoded and cached, or, for a name whose
         values keep changing (``wait_on`` holds a node id), decoded where it occurs, in bulk."""
         name_b = None
-        if len(raw) > 1 and raw[0] == 0x0A and raw[1] < 0x80:
+        if len(raw) > 1 and raw[0] == _ATTR_NAME and raw[1] < 0x80:
             name_b = raw[2:2 + raw[1]]
             if name_b not in _NAMES_B:
                 kcache = self.kcache
                 kcache.new_skips.append(raw)
                 seen = self.skipped.get(name_b, 0)
-                if seen < _SKIPS_MAX:
+                if seen < READER_SKIPS_MAX:
                     self.skipped[name_b] = seen + 1
                     kcache[raw] = _SKIP_KEY
                 else:
@@ -476,13 +482,13 @@ class _Builder:
         if code == _SKIP:                # (a value the replay does not read, a foreign encoding)
             key_b = b"" if name_b is None else name_b
             seen = self.skipped.get(key_b, 0)
-            if seen < _VALUES_MAX:
+            if seen < READER_VALUES_MAX:
                 self.skipped[key_b] = seen + 1
                 self.kcache[raw] = _SKIP_KEY
             return _SKIP_KEY
         if code in (_EXTRA, _COMM):
             v = self.values.get(name, 0)
-            if v >= _VALUES_MAX or not self.learn(raw, info):
+            if v >= READER_VALUES_MAX or not self.learn(raw, info):
                 self.direct_names.add(name)
                 self.direct.append(info)
                 return _DIRECT_KEY
@@ -523,7 +529,7 @@ class _Builder:
                 info = ncache.get(key)
                 if info is None:
                     info = self.node_info([kinfo[ord(c)] for c in key])
-                    if len(ncache) < _NODE_MAX:
+                    if len(ncache) < READER_ATTR_STRINGS_MAX:
                         ncache[key] = info
                 out[k] = info
         found_direct: list[tuple] = []
@@ -687,11 +693,6 @@ _NO_DEP = {0: ()}
 # ---- reading -----------------------------------------------------------------------------------------------
 
 
-# bytes of frames worth a process of their own (about 2,000 nodes of a real trace, ~15 ms of decoding):
-# forkmap's min_size for the spans of a file
-_SPAN_MIN = 1 << 20
-
-
 def read_columns(path: str | os.PathLike[str]) -> EtColumns:
     """The nodes of one Chakra ET file (plain or gzipped), in file order.
 
@@ -707,7 +708,7 @@ def read_columns(path: str | os.PathLike[str]) -> EtColumns:
     from chakra.schema import GlobalMetadata
 
     src = FrameFile(path, GlobalMetadata)
-    cuts: list[int | None] = [src.start + r.start for r in split(src.size - src.start, _SPAN_MIN)]
+    cuts: list[int | None] = [src.start + r.start for r in split(src.size - src.start, READER_SPAN_MIN_BYTES)]
     cuts[0] = None
     spans = list(zip(repeat(src), cuts, [*cuts[1:], None]))
     with gc_paused():      # millions of acyclic tuples: the cyclic GC would only rescan them

@@ -55,15 +55,14 @@ from chakra.schema import (
     METADATA_NODE,
     REDUCE,
     REDUCE_SCATTER,
+    REDUCE_SCATTER_BLOCK,
     SCATTER,
 )
+from chakra.tunables import WHATIF_GBPS, WHATIF_LATENCY_US
 
 log = logging.getLogger(__name__)
 
 KINDS = ("cpu", "gpu", "comm", "all")
-DEFAULT_LATENCY_US = 10.0
-DEFAULT_GBPS = 10.0            # GB/s (1e9 bytes/s = 1,000 bytes/µs)
-_REDUCE_SCATTER_BLOCK = 8
 
 
 class WhatIfError(ChakraError):
@@ -153,7 +152,7 @@ def algo_factor(comm_type: int | None, ntype: int, n: int) -> float:
     n = max(1, n)
     if comm_type == ALL_REDUCE:
         return 2.0 * (n - 1) / n
-    if comm_type in (ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL, REDUCE, GATHER, SCATTER, _REDUCE_SCATTER_BLOCK):
+    if comm_type in (ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL, REDUCE, GATHER, SCATTER, REDUCE_SCATTER_BLOCK):
         return (n - 1) / n
     if comm_type == BROADCAST:
         return 1.0 if n > 1 else 0.0
@@ -359,8 +358,8 @@ def _model_for(graphs: Sequence[RankGraph], w: WhatIf, job_ranks: int) -> CommMo
                           "duration to fit it on; give one with LATENCY_US,GBPS")
     log.warning("no recorded collective to fit the communication model on: using latency %.0f µs, "
                 "bandwidth %.0f GB/s (give --comm-model LATENCY_US,GBPS for your network)",
-                DEFAULT_LATENCY_US, DEFAULT_GBPS)
-    return CommModel(DEFAULT_LATENCY_US, DEFAULT_GBPS * 1000.0, "default")
+                WHATIF_LATENCY_US, WHATIF_GBPS)
+    return CommModel(WHATIF_LATENCY_US, WHATIF_GBPS * 1000.0, "default")
 
 
 def _needs_model(graphs: Sequence[RankGraph], w: WhatIf) -> bool:

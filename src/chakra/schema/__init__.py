@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from chakra.schema import et_def_pb2
 from chakra.schema.et_def_pb2 import (  # noqa: F401
     ALL_GATHER,
     ALL_REDUCE,
@@ -34,6 +35,8 @@ COLLECTIVE_TYPES: dict[str, int] = {
     "all_to_all": ALL_TO_ALL, "broadcast": BROADCAST, "reduce": REDUCE, "gather": GATHER, "scatter": SCATTER,
     "barrier": BARRIER,
 }
+#: each CollectiveCommType value -> its name (lower case)
+COLLECTIVE_NAMES: dict[int, str] = {k: name.lower() for k, name in enumerate(et_def_pb2.COLLECTIVE_TYPES)}
 
 
 def attr_value(attr: Any) -> Any:

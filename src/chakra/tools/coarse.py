@@ -42,9 +42,7 @@ from typing import Any
 
 from chakra.replay.graph import COMM_STREAM
 from chakra.tools.stats import ROOT_PREFIX, GraphNode
-
-NAME_MAX = 30
-TOP_NAMES = 2
+from chakra.tunables import COARSE_NAME_MAX, COARSE_TOP_NAMES
 
 
 @dataclass(slots=True)
@@ -345,7 +343,7 @@ def box_label(box: Box, nodes: Sequence[GraphNode], origin: float | None) -> str
     for n in members:
         heavy[_short(n.name)] += n.dur or 1e-4
     lines = [f"{len(members)} op{'s' if len(members) > 1 else ''}, {busy:,.0f} µs busy"]
-    lines += [name for name, _ in heavy.most_common(TOP_NAMES)]
+    lines += [name for name, _ in heavy.most_common(COARSE_TOP_NAMES)]
     why = {"idle": f"(idle {box.gap:,.0f} µs)", "sync": "(waited)", "cycle": "(waited)"}.get(box.why, "")
     last = " ".join(x for x in (when, why) if x)
     if last:
@@ -354,7 +352,7 @@ def box_label(box: Box, nodes: Sequence[GraphNode], origin: float | None) -> str
 
 
 def _short(name: str) -> str:
-    return name if len(name) <= NAME_MAX else name[:NAME_MAX - 1] + "…"
+    return name if len(name) <= COARSE_NAME_MAX else name[:COARSE_NAME_MAX - 1] + "…"
 
 
 def _bytes(size: int) -> str:

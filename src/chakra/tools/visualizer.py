@@ -31,22 +31,13 @@ from pathlib import Path
 from chakra.errors import ChakraError, TraceFormatError, UsageError
 from chakra.io import atomic_output
 from chakra.tools.stats import EtGraph, GraphNode, load_graph, warn_graph_problems
+from chakra.tunables import COARSE_BOXES, DOT_SECONDS_K, DRAW_MAX_NODES, DRAW_MAX_SECONDS, LABEL_NAME_MAX
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_NODES = 2000
-DEFAULT_MAX_SECONDS = 30.0
-DEFAULT_COARSE_BOXES = 60
 
-# dot's time, measured on DLRM rank 0 converted (dlrm_8r_v100, 1,936 nodes, 3,066 edges), its first N nodes
-# to SVG, graphviz 2.43 on a 2-core machine shared with other jobs, with the nslimit=1 the dot text sets:
-#   200 nodes + 298 edges: 0.7 s;  400 + 601: 3.2 s;  800 + 1,286: 13.8 s;  all 1,936 + 3,082: 112 s (and a
-#   crash of dot 2.43).  Quadratic in nodes + edges: t = K * (nodes + edges) ** 2 with K = 3.2e-6 s.
-# Without nslimit (dot's default network simplex for x coordinates) 200 nodes took more than 5 minutes.
-DOT_SECONDS_K = 3.2e-6
 DRAW_FORMATS = ("pdf", "png", "svg")
 FORMATS = (*DRAW_FORMATS, "dot", "graphml")
-LABEL_NAME_MAX = 48
 
 # fill colours per kind (graphviz X11 names)
 _COLORS = {
@@ -82,7 +73,7 @@ def estimate_dot_seconds(nodes: int, edges: int) -> float:
     return DOT_SECONDS_K * size * size
 
 
-def coarsen(sel: Selection, boxes: int = DEFAULT_COARSE_BOXES) -> Selection:
+def coarsen(sel: Selection, boxes: int = COARSE_BOXES) -> Selection:
     """The coarse view (:mod:`chakra.tools.coarse`): one box per phase of a thread or stream, each
     communication op its own box, the dependencies between them; about ``boxes`` boxes when the phases
     that sync points and collectives make are fewer.  A box's id is that of its first op."""
@@ -401,8 +392,8 @@ def _check_drawable(sel: Selection, fmt: str, max_nodes: int, max_seconds: float
 
 def visualize(inputs: Sequence[str | os.PathLike[str]], output: str | os.PathLike[str], *,
               rank: int | None = None, node_range: str | None = None, name: str | None = None,
-              head: int | None = None, max_nodes: int = DEFAULT_MAX_NODES, layout: str = "auto",
-              coarse: int | None = None, max_seconds: float = DEFAULT_MAX_SECONDS,
+              head: int | None = None, max_nodes: int = DRAW_MAX_NODES, layout: str = "auto",
+              coarse: int | None = None, max_seconds: float = DRAW_MAX_SECONDS,
               timeout: float | None = None, progress: bool = False) -> Selection:
     """Load, filter (and with ``coarse`` merge into about that many boxes) and write; returns what was
     drawn (for the caller's message).  ``timeout`` defaults to three times the estimate, at least 60 s."""
