@@ -1,8 +1,8 @@
 """ET+ (or a bare host ET) -> Chakra protobuf ``GlobalMetadata`` + ``Node`` list.
 
 The conversion is a handful of passes over flat per-op lists (index = position
-of the op in the file), then one loop that builds the protobuf messages (one at a
-time when streamed to a file, see :func:`stream`).  The passes read the ops through
+of the op in the file), then one loop that builds the protobuf messages (serialised from
+their pieces when written to a file, see :func:`stream_serialized`).  The passes read the ops through
 ``convert.columns.Columns``: built from ``HostTrace.ops``, or, by ``convert_file``,
 while the file is loaded (``load_columns``: no HostOp kept for most ops, their
 inputs/outputs/attributes already serialised, see ``convert.serial``):
@@ -63,7 +63,7 @@ their comm fields kept as ``orig_collective``, ``orig_comm_type``,
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from chakra import schema as pb
@@ -78,7 +78,7 @@ from chakra.host.model import HostTrace
 from chakra.io import gc_paused
 
 __all__ = ["ET_VERSION", "GPU_CATS", "UNSIMULATED_COMM_TYPES", "ConvertStats", "Plan", "build",
-           "convert_trace", "run_passes", "stream", "stream_serialized"]
+           "convert_trace", "run_passes", "stream_serialized"]
 
 
 def run_passes(cv: Plan) -> list[int]:
@@ -118,25 +118,6 @@ def build(trace: HostTrace, *, astrasim_safe: bool = False
 
 def _malformed(trace: HostTrace) -> contextlib.AbstractContextManager[None]:
     return malformed(trace.path)
-
-
-def stream(trace: HostTrace, *, astrasim_safe: bool = False
-           ) -> tuple[pb.GlobalMetadata, Iterator[pb.Node], ConvertStats]:
-    """Like :func:`build`, but the nodes come from a generator, built while they are written.
-
-    All checks (references, cycles) run before the first node is yielded.  The
-    statistics' per-type counts are complete once the generator is exhausted.
-    """
-    with gc_paused(), _malformed(trace):
-        cv = Plan(trace, astrasim_safe=astrasim_safe)
-        order = run_passes(cv)
-        meta = metadata(cv)
-
-    def gen() -> Iterator[pb.Node]:
-        with gc_paused(), _malformed(trace):
-            yield from iter_nodes(cv, order)
-
-    return meta, gen(), cv.stats
 
 
 def stream_serialized(trace: HostTrace, *, astrasim_safe: bool = False, columns: Columns | None = None,

@@ -100,10 +100,6 @@ def build_tree(cv: Plan) -> None:
             rfk[i] = rfk[par[i]]
 
 
-def thread_of(cv: Plan, i: int) -> Any:
-    return cv.cols.threads[i]
-
-
 # -- 2. timing ------------------------------------------------------------------------------------
 def compute_timing(cv: Plan) -> None:
     ts, par, is_gpu, ids, kinds = cv.ts, cv.par, cv.is_gpu, cv.ids, cv.kinds
