@@ -26,6 +26,7 @@ from chakra.convert.plan import (
     _MAX_COMM_CHAIN,
     UNSIMULATED_COMM_TYPES,
     Plan,
+    Tree,
     _num,
     _warn,
 )
@@ -37,9 +38,9 @@ _NO_OP = TensorSize(-1, -1)   # (an op the trace does not hold: matches only ano
 
 
 # -- 3. communication -----------------------------------------------------------------------------
-def comm_chain(cv: Plan, j: int) -> list[int]:
+def comm_chain(cv: Plan, par: list[int], j: int) -> list[int]:
     """``j`` and its ancestors while they are host comm ops (record_param_comms, nccl:*, c10d::*...)."""
-    names, par, is_gpu = cv.names, cv.par, cv.is_gpu
+    names, is_gpu = cv.names, cv.is_gpu
     chain: list[int] = []
     while j >= 0 and len(chain) < _MAX_COMM_CHAIN and not is_gpu[j] and is_comm_name(names[j]):
         chain.append(j)
@@ -47,9 +48,9 @@ def comm_chain(cv: Plan, j: int) -> list[int]:
     return chain
 
 
-def find_comm(cv: Plan) -> None:
+def find_comm(cv: Plan, tree: Tree) -> None:
     full, names, ids, trace = cv.full, cv.names, cv.ids, cv.trace
-    is_gpu, par = cv.is_gpu, cv.par
+    is_gpu, par = cv.is_gpu, tree.par
     groups = trace.process_groups
     infos = {}
     for i, op in enumerate(full):
@@ -75,7 +76,7 @@ def find_comm(cv: Plan) -> None:
         coll_attr = op.attrs.get("collective_name")
         if not (is_comm_kernel_name(op.name) or (isinstance(coll_attr, str) and coll_attr)):
             continue
-        chain = comm_chain(cv, cv.par[i])
+        chain = comm_chain(cv, par, par[i])
         covered.update(chain)
         f = comm_fields(cv, chain, op, None, kernel=True)
         if f is None:
@@ -101,7 +102,7 @@ def find_comm(cv: Plan) -> None:
         op = full[i]
         if not is_run_record(op.name) or i in gpu_children or i in extra:
             continue
-        chain = comm_chain(cv, i)
+        chain = comm_chain(cv, par, i)
         if any(j in covered for j in chain):
             continue
         f = comm_fields(cv, chain, op, pairs.get(i), kernel=False)
@@ -109,14 +110,14 @@ def find_comm(cv: Plan) -> None:
             continue
         set_comm(cv, i, f)
         cv.cpu_comm.add(i)
-    bare_calls(cv, gpu_children, covered)
+    bare_calls(cv, par, gpu_children, covered)
     ntype = cv.ntype
     cv.stats.comm_nodes = sum(1 for i in cv.comm if ntype[i] != pb.COMP_NODE)
     cv.stats.cpu_comm_nodes = sum(1 for i in cv.cpu_comm if ntype[i] != pb.COMP_NODE)
     warn_world_fallback(cv)
 
 
-def bare_calls(cv: Plan, launchers: set[int], covered: set[int]) -> None:
+def bare_calls(cv: Plan, par: list[int], launchers: set[int], covered: set[int]) -> None:
     """A call of an implementation's own (``vllm::all_reduce``) under which the trace holds no other comm op
     and no kernel (vLLM's pynccl calls NCCL itself; a host ET alone has no kernel) is the comm node of its
     collective, as a ``run`` record is."""
@@ -124,11 +125,12 @@ def bare_calls(cv: Plan, launchers: set[int], covered: set[int]) -> None:
     calls = [i for i in infos if names[i] in OP_NAMES and OP_NAMES[names[i]][1] == CALL]
     if not calls:
         return
-    above = {k for j in infos if j not in calls for k in comm_chain(cv, j)[1:]}   # comm ops with one below
+    # comm ops with one below
+    above = {k for j in infos if j not in calls for k in comm_chain(cv, par, j)[1:]}
     for i in calls:
         if i in launchers or i in covered or i in above or i in cv.comm:
             continue
-        f = comm_fields(cv, comm_chain(cv, i), cv.full[i], None, kernel=False)
+        f = comm_fields(cv, comm_chain(cv, par, i), cv.full[i], None, kernel=False)
         if f is not None:
             set_comm(cv, i, f)
             cv.cpu_comm.add(i)

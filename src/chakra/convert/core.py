@@ -70,7 +70,7 @@ from chakra import schema as pb
 from chakra.convert.collectives import find_comm
 from chakra.convert.columns import Columns, malformed
 from chakra.convert.deps import add_deps, add_thread_timing, output_order
-from chakra.convert.plan import ET_VERSION, UNSIMULATED_COMM_TYPES, ConvertStats, Plan
+from chakra.convert.plan import ET_VERSION, UNSIMULATED_COMM_TYPES, ConvertStats, Plan, Timing
 from chakra.convert.serial import GPU_CATS, Serializer
 from chakra.convert.tree import build_tree, compute_timing, index_ops
 from chakra.convert.write import SerialNodes, iter_nodes, metadata
@@ -81,19 +81,20 @@ __all__ = ["ET_VERSION", "GPU_CATS", "UNSIMULATED_COMM_TYPES", "ConvertStats", "
            "convert_trace", "run_passes", "stream_serialized"]
 
 
-def run_passes(cv: Plan) -> list[int]:
-    """Run the passes over ``cv``; return the output order (indices into ``trace.ops``)."""
+def run_passes(cv: Plan) -> tuple[list[int], Timing]:
+    """Run the passes over ``cv``; return the output order (indices into ``trace.ops``) and the timing the
+    writer reads."""
     index_ops(cv)
-    build_tree(cv)
-    compute_timing(cv)
-    find_comm(cv)
-    add_deps(cv)
-    add_thread_timing(cv)
+    tree = build_tree(cv)
+    tm = compute_timing(cv, tree)
+    find_comm(cv, tree)
+    add_deps(cv, tree, tm)
+    add_thread_timing(cv, tree, tm)
     cv.index.clear()   # id -> position is not needed any more (the writer reads ids)
-    order = output_order(cv)
+    order = output_order(cv, tree, tm)
     cv.stats.nodes = len(order)
     cv.stats.rank = cv.rank
-    return order
+    return order, tm
 
 
 def convert_trace(trace: HostTrace, *, astrasim_safe: bool = False
@@ -111,9 +112,9 @@ def build(trace: HostTrace, *, astrasim_safe: bool = False
     """``convert_trace`` plus the statistics of the conversion."""
     with gc_paused(), _malformed(trace):
         cv = Plan(trace, astrasim_safe=astrasim_safe)
-        order = run_passes(cv)
-        nodes = list(iter_nodes(cv, order))
-        return metadata(cv), nodes, cv.stats
+        order, tm = run_passes(cv)
+        nodes = list(iter_nodes(cv, order, tm))
+        return metadata(cv, tm), nodes, cv.stats
 
 
 def _malformed(trace: HostTrace) -> contextlib.AbstractContextManager[None]:
@@ -133,11 +134,11 @@ def stream_serialized(trace: HostTrace, *, astrasim_safe: bool = False, columns:
     """
     with gc_paused(), _malformed(trace):
         cv = Plan(trace, astrasim_safe=astrasim_safe, columns=columns, serializer=serializer)
-        order = run_passes(cv)
-        meta = metadata(cv)
+        order, tm = run_passes(cv)
+        meta = metadata(cv, tm)
 
     def write_nodes(fh: BinaryIO, path: str, reader: Any = None) -> list[Any] | None:
         with gc_paused(), _malformed(trace):
-            return SerialNodes(cv, order).write_parts(fh, path, reader)
+            return SerialNodes(cv, order, tm).write_parts(fh, path, reader)
 
     return meta, write_nodes, cv.stats

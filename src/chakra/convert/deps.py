@@ -13,6 +13,8 @@ from chakra.convert.graph import CycleError, kahn_order, topological_order
 from chakra.convert.plan import (
     _NUM_LIMIT,
     Plan,
+    Timing,
+    Tree,
     _warn,
 )
 from chakra.convert.threads import ThreadInput, thread_timing
@@ -24,9 +26,9 @@ log = logging.getLogger(__name__)
 
 
 # -- 4. dependencies ------------------------------------------------------------------------------
-def chain_by_start(cv: Plan, members: list[int]) -> None:
+def chain_by_start(cv: Plan, tree: Tree, tm: Timing, members: list[int]) -> None:
     """Order ``members`` by start (call order when some are untimed); each depends on the previous."""
-    ts, pos, rfk, data = cv.ts, cv.pos, cv.rfk, cv.data
+    ts, pos, rfk, data = tm.ts, tree.pos, tree.rfk, cv.data
     starts = list(map(ts.__getitem__, members))
     if None not in starts and len(set(starts)) == len(starts):
         # distinct starts: the first key decides alone (C-level key, no Python call per member)
@@ -52,13 +54,13 @@ def chain_by_start(cv: Plan, members: list[int]) -> None:
         prev = i
 
 
-def chain_by_launch(cv: Plan, members: list[int], chain: int = 0) -> None:
+def chain_by_launch(cv: Plan, tree: Tree, tm: Timing, members: list[int], chain: int = 0) -> None:
     """Chain comm nodes by launch: a GPU node by its launcher's start, a host record by its own; then
     the recorded sequence number; each depends on the previous.  The edges and each member's place
     (``chain``, position) are kept in ``cv.launch`` / ``cv.launch_at``: the order ASTRA-sim and the
     whole-job replay need on every rank alike, which a recorded edge that contradicts it must give way
     to (:func:`parent_links`, :func:`output_order`)."""
-    par, is_gpu, ts, rfk, data = cv.par, cv.is_gpu, cv.ts, cv.rfk, cv.data
+    par, is_gpu, ts, rfk, pos, data = tree.par, cv.is_gpu, tm.ts, tree.rfk, tree.pos, cv.data
     comm, called = cv.comm, cv.gloo_pairs
     # a GPU node: its launching op; a gloo record (run by a worker thread when it gets to it): the c10d
     # call that issued it; any other host record: itself
@@ -67,11 +69,11 @@ def chain_by_launch(cv: Plan, members: list[int], chain: int = 0) -> None:
         def key(i: int) -> tuple[Any, ...]:
             j = launcher[i]
             seq = comm[i].seq
-            return (*time_key(cv, j), -1 if seq is None else seq, cv.pos[i])
+            return (*time_key(cv, tree, tm, j), -1 if seq is None else seq, pos[i])
     else:
         def key(i: int) -> tuple[Any, ...]:
             j = launcher[i]
-            return (rfk[j], cv.pos[j], cv.pos[i])
+            return (rfk[j], pos[j], pos[i])
     members.sort(key=key)
     launch, at = cv.launch, cv.launch_at
     for k, i in enumerate(members):
@@ -81,8 +83,8 @@ def chain_by_launch(cv: Plan, members: list[int], chain: int = 0) -> None:
         launch.add((i, prev))
 
 
-def add_deps(cv: Plan) -> None:
-    par, is_gpu, kinds = cv.par, cv.is_gpu, cv.kinds
+def add_deps(cv: Plan, tree: Tree, tm: Timing) -> None:
+    par, is_gpu, kinds = tree.par, cv.is_gpu, cv.kinds
     data, stats = cv.data, cv.stats
     skeys, thread_of = cv.cols.skeys, cv.cols.threads
     threads: dict[Any, list[int]] = {}
@@ -113,9 +115,9 @@ def add_deps(cv: Plan) -> None:
         log.info("%s: %d GPU node(s) have no launcher in the trace (launched before it began): they run on "
                  "their streams from their recorded starts", cv.trace.path, no_launcher)
     for members in threads.values():
-        chain_by_start(cv, members)
+        chain_by_start(cv, tree, tm, members)
     for members in streams.values():
-        chain_by_start(cv, members)
+        chain_by_start(cv, tree, tm, members)
     # Collectives of one process group run in the order they were launched, on every rank alike; a
     # GPU collective's own start is the GPU's time, a host record's is the host's (which runs ahead of
     # its GPU by a different amount on each rank), so both are ordered by when the host launched them.
@@ -123,7 +125,7 @@ def add_deps(cv: Plan) -> None:
     for i, f in cv.comm.items():
         pgs.setdefault(f.pg_name, []).append(i)
     for chain, members in enumerate(pgs.values()):
-        chain_by_launch(cv, members, chain)
+        chain_by_launch(cv, tree, tm, members, chain)
     soft = cv.soft
     for i, j in cv.gloo_pairs.items():
         if i in cv.cpu_comm and j not in data[i]:
@@ -134,7 +136,7 @@ def add_deps(cv: Plan) -> None:
             data[i].append(j)
             soft.add((i, j))
     add_recorded_deps(cv)
-    ctrl = parent_links(cv)
+    ctrl = parent_links(cv, tree, tm)
     meta = {i for i, k in enumerate(kinds) if k == METADATA}
     for i in sorted(meta):
         cv.ntype[i] = pb.METADATA_NODE
@@ -194,7 +196,7 @@ def add_recorded_deps(cv: Plan) -> None:
                      f"the trace were skipped (e.g. {first_bad}, missing)")
 
 
-def parent_links(cv: Plan) -> list[int]:
+def parent_links(cv: Plan, tree: Tree, tm: Timing) -> list[int]:
     """The ET parent of each op that is kept as its control dependency (-1: none).
 
     Not for GPU ops, METADATA, or towards a METADATA node.  The ET tree is wrong for records made on other
@@ -204,12 +206,12 @@ def parent_links(cv: Plan) -> list[int]:
     collective's record the parent of one launched before it in its process group (the launch-order chain
     runs the child first: the two edges would close a cycle).
     """
-    par, is_gpu, kinds, ts, stats = cv.par, cv.is_gpu, cv.kinds, cv.ts, cv.stats
+    par, is_gpu, kinds, ts, stats = tree.par, cv.is_gpu, cv.kinds, tm.ts, cv.stats
     ctrl = [-1] * cv.n
     backwards = 0
     contradicts: list[tuple[int, int]] = []
     at = cv.launch_at
-    before = partial(starts_before, cv)
+    before = partial(starts_before, cv, tree, tm)
     for i, p in enumerate(par):
         if p >= 0 and not is_gpu[i] and kinds[i] != METADATA and kinds[p] != METADATA:
             tp = ts[p]
@@ -243,12 +245,12 @@ def parent_links(cv: Plan) -> list[int]:
 
 
 # -- 4b. thread timing: work, waiting and idle per host thread (convert.threads) ------------------
-def add_thread_timing(cv: Plan) -> None:
+def add_thread_timing(cv: Plan, tree: Tree, tm: Timing) -> None:
     """Pieces, depths and waits of the host threads; waits become (soft) data dependencies."""
     if not cv.stats.timed:
         return
-    n, cols, is_gpu, kinds, ts = cv.n, cv.cols, cv.is_gpu, cv.kinds, cv.ts
-    threads, cpu_comm, origin, start = cols.threads, cv.cpu_comm, cv.origin, cv.start
+    n, cols, is_gpu, kinds, ts = cv.n, cv.cols, cv.is_gpu, cv.kinds, tm.ts
+    threads, cpu_comm, origin, start = cols.threads, cv.cpu_comm, tm.origin, tm.start
     is_cpu = [not g and (k == METADATA or i not in cpu_comm)
               for i, (g, k) in enumerate(zip(is_gpu, kinds))]
     host = {t for t, c, k in zip(threads, is_cpu, kinds) if c and k != METADATA}
@@ -292,10 +294,10 @@ def add_thread_timing(cv: Plan) -> None:
             j = index.get(d) if type(d) is int else None
             if j is not None and is_gpu[j]:
                 sync_lanes.setdefault(i, set()).add(lane[j])
-    inp = ThreadInput(n=n, start=cv.start, end=end, excl=cv.dur, thread=threads, on_thread=on_thread,
-                      is_cpu=is_cpu, lane=lane, pos=cv.pos, deps=cv.data, host_comm=cpu_comm,
+    inp = ThreadInput(n=n, start=start, end=end, excl=tm.dur, thread=threads, on_thread=on_thread,
+                      is_cpu=is_cpu, lane=lane, pos=tree.pos, deps=cv.data, host_comm=cpu_comm,
                       is_gpu=is_gpu, sync_lanes=sync_lanes,
-                      launcher=[p if g else -1 for p, g in zip(cv.par, is_gpu)],
+                      launcher=[p if g else -1 for p, g in zip(tree.par, is_gpu)],
                       gpu_comm={i for i in cv.comm if is_gpu[i]})
     tt = thread_timing(inp)
     data, ctrl, soft = cv.data, cv.ctrl, cv.soft
@@ -318,7 +320,7 @@ def add_thread_timing(cv: Plan) -> None:
 
 
 # -- 5. order and cycle check ---------------------------------------------------------------------
-def output_order(cv: Plan) -> list[int]:
+def output_order(cv: Plan, tree: Tree, tm: Timing) -> list[int]:
     """Topological order; also the cycle check.
 
     A cycle through a dependency that ET+ derived from timing (``sync_dep``,
@@ -333,7 +335,7 @@ def output_order(cv: Plan) -> list[int]:
     """
     n = cv.n
     ctrl, data, ids, names = cv.ctrl, cv.data, cv.ids, cv.names
-    prio = cv.start if cv.stats.timed else cv.rfk
+    prio = tm.start if cv.stats.timed else tree.rfk
     order = kahn_order(data, ctrl, prio)
     if order is not None:
         return order

@@ -22,6 +22,7 @@ from chakra.convert.plan import (
     _TYPE_NAMES,
     ET_VERSION,
     Plan,
+    Timing,
     _dumps,
     _num,
 )
@@ -35,17 +36,17 @@ log = logging.getLogger(__name__)
 
 
 # -- messages -------------------------------------------------------------------------------------
-def iter_nodes(cv: Plan, order: list[int]) -> Iterator[pb.Node]:
+def iter_nodes(cv: Plan, order: list[int], tm: Timing) -> Iterator[pb.Node]:
     """The Node messages in ``order``, built one at a time (a writer can stream them)."""
     parse = pb.Node.FromString
-    for body in iter_serialized(cv, order):
+    for body in iter_serialized(cv, order, tm):
         yield parse(body)
 
 
-def iter_serialized(cv: Plan, order: list[int]) -> Iterator[bytes]:
+def iter_serialized(cv: Plan, order: list[int], tm: Timing) -> Iterator[bytes]:
     """The serialised Node messages in ``order``, one at a time (:class:`SerialNodes`); the statistics'
     counts are set once the last one is made."""
-    nodes = SerialNodes(cv, order)
+    nodes = SerialNodes(cv, order, tm)
     edges = [0, 0]
     yield from nodes.bodies(range(len(order)), edges)
     nodes.count(edges)
@@ -69,14 +70,15 @@ class SerialNodes:
     :meth:`write_parts` writes them over the cores (:mod:`chakra.io.forkmap`).
     """
 
-    def __init__(self, cv: Plan, order: list[int]) -> None:
+    def __init__(self, cv: Plan, order: list[int], tm: Timing) -> None:
         self.cv = cv
         self.order = order
         self.ta_of = thread_attrs(cv)
         # every id as a varint, once (a node's own field 1, the dependencies on it); the starts, durations
         self.vid = uint64_varints(cv.ids)
-        self.vstart = uint64_varints(cv.start)
-        self.vdur = uint64_varints(cv.dur)
+        self.vstart = uint64_varints(tm.start)
+        self.vdur = uint64_varints(tm.dur)
+        self.start, self.dur = tm.start, tm.dur
 
     def write_parts(self, fh: Any, path: Any, reader: Any = None) -> list[Any] | None:
         """Append the framed nodes to the file ``fh`` (``path``: its name, in messages), the ranges of the
@@ -114,7 +116,7 @@ class SerialNodes:
         order = self.order[piece.start:piece.stop]
         ids, names, full = cv.ids, cv.names, cv.full
         tails = cv.cols.tails
-        ctrl, data, start, dur, ntype = cv.ctrl, cv.data, cv.start, cv.dur, cv.ntype
+        ctrl, data, start, dur, ntype = cv.ctrl, cv.data, self.start, self.dur, cv.ntype
         is_gpu, comm, cpu_comm = cv.is_gpu, cv.comm, cv.cpu_comm
         ser = cv.ser
         framed = ser.attr_cache.framed
@@ -282,7 +284,7 @@ def pg_json(cv: Plan) -> str:
     return json.dumps(pg_records(cv))
 
 
-def metadata(cv: Plan) -> pb.GlobalMetadata:
+def metadata(cv: Plan, tm: Timing) -> pb.GlobalMetadata:
     tr = cv.trace
     attrs = [make_attr("schema", tr.schema or "")]
     if tr.pid is not None:
@@ -303,7 +305,7 @@ def metadata(cv: Plan) -> pb.GlobalMetadata:
         m_dur = float(measured.get("dur_us", 0.0)) if _num(measured.get("dur_us")) else 0.0
         window = str(measured.get("window", ""))
     elif cv.stats.timed:
-        m_start, m_dur, window = cv.span_lo, cv.span_hi - cv.span_lo, "span"
+        m_start, m_dur, window = tm.span_lo, tm.span_hi - tm.span_lo, "span"
     else:
         m_start, m_dur, window = 0.0, 0.0, "none"
     attrs.append(pb.AttributeProto(name="measured_start_us", double_val=m_start))
