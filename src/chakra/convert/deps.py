@@ -12,6 +12,7 @@ from chakra import schema as pb
 from chakra.convert.graph import CycleError, kahn_order, topological_order
 from chakra.convert.plan import (
     _NUM_LIMIT,
+    Comm,
     Plan,
     Timing,
     Tree,
@@ -54,14 +55,14 @@ def chain_by_start(cv: Plan, tree: Tree, tm: Timing, members: list[int]) -> None
         prev = i
 
 
-def chain_by_launch(cv: Plan, tree: Tree, tm: Timing, members: list[int], chain: int = 0) -> None:
+def chain_by_launch(cv: Plan, tree: Tree, tm: Timing, cm: Comm, members: list[int], chain: int = 0) -> None:
     """Chain comm nodes by launch: a GPU node by its launcher's start, a host record by its own; then
     the recorded sequence number; each depends on the previous.  The edges and each member's place
     (``chain``, position) are kept in ``cv.launch`` / ``cv.launch_at``: the order ASTRA-sim and the
     whole-job replay need on every rank alike, which a recorded edge that contradicts it must give way
     to (:func:`parent_links`, :func:`output_order`)."""
     par, is_gpu, ts, rfk, pos, data = tree.par, cv.is_gpu, tm.ts, tree.rfk, tree.pos, cv.data
-    comm, called = cv.comm, cv.gloo_pairs
+    comm, called = cm.comm, cm.gloo_pairs
     # a GPU node: its launching op; a gloo record (run by a worker thread when it gets to it): the c10d
     # call that issued it; any other host record: itself
     launcher = {i: par[i] if is_gpu[i] and par[i] >= 0 else called.get(i, i) for i in members}
@@ -83,7 +84,7 @@ def chain_by_launch(cv: Plan, tree: Tree, tm: Timing, members: list[int], chain:
         launch.add((i, prev))
 
 
-def add_deps(cv: Plan, tree: Tree, tm: Timing) -> None:
+def add_deps(cv: Plan, tree: Tree, tm: Timing, cm: Comm) -> None:
     par, is_gpu, kinds = tree.par, cv.is_gpu, cv.kinds
     data, stats = cv.data, cv.stats
     skeys, thread_of = cv.cols.skeys, cv.cols.threads
@@ -122,16 +123,16 @@ def add_deps(cv: Plan, tree: Tree, tm: Timing) -> None:
     # GPU collective's own start is the GPU's time, a host record's is the host's (which runs ahead of
     # its GPU by a different amount on each rank), so both are ordered by when the host launched them.
     pgs: dict[str, list[int]] = {}
-    for i, f in cv.comm.items():
+    for i, f in cm.comm.items():
         pgs.setdefault(f.pg_name, []).append(i)
     for chain, members in enumerate(pgs.values()):
-        chain_by_launch(cv, tree, tm, members, chain)
+        chain_by_launch(cv, tree, tm, cm, members, chain)
     soft = cv.soft
-    for i, j in cv.gloo_pairs.items():
-        if i in cv.cpu_comm and j not in data[i]:
+    for i, j in cm.gloo_pairs.items():
+        if i in cm.cpu_comm and j not in data[i]:
             data[i].append(j)
             soft.add((i, j))
-    for i, j in cv.gloo_extra.items():   # the other records of a multi-record call follow it too
+    for i, j in cm.gloo_extra.items():   # the other records of a multi-record call follow it too
         if j not in data[i]:
             data[i].append(j)
             soft.add((i, j))
@@ -139,7 +140,7 @@ def add_deps(cv: Plan, tree: Tree, tm: Timing) -> None:
     ctrl = parent_links(cv, tree, tm)
     meta = {i for i, k in enumerate(kinds) if k == METADATA}
     for i in sorted(meta):
-        cv.ntype[i] = pb.METADATA_NODE
+        cm.ntype[i] = pb.METADATA_NODE
         data[i] = []
         ctrl[i] = -1
     # nothing may depend on a METADATA node
@@ -245,12 +246,12 @@ def parent_links(cv: Plan, tree: Tree, tm: Timing) -> list[int]:
 
 
 # -- 4b. thread timing: work, waiting and idle per host thread (convert.threads) ------------------
-def add_thread_timing(cv: Plan, tree: Tree, tm: Timing) -> None:
+def add_thread_timing(cv: Plan, tree: Tree, tm: Timing, cm: Comm) -> None:
     """Pieces, depths and waits of the host threads; waits become (soft) data dependencies."""
     if not cv.stats.timed:
         return
     n, cols, is_gpu, kinds, ts = cv.n, cv.cols, cv.is_gpu, cv.kinds, tm.ts
-    threads, cpu_comm, origin, start = cols.threads, cv.cpu_comm, tm.origin, tm.start
+    threads, cpu_comm, origin, start = cols.threads, cm.cpu_comm, tm.origin, tm.start
     is_cpu = [not g and (k == METADATA or i not in cpu_comm)
               for i, (g, k) in enumerate(zip(is_gpu, kinds))]
     host = {t for t, c, k in zip(threads, is_cpu, kinds) if c and k != METADATA}
@@ -298,7 +299,7 @@ def add_thread_timing(cv: Plan, tree: Tree, tm: Timing) -> None:
                       is_cpu=is_cpu, lane=lane, pos=tree.pos, deps=cv.data, host_comm=cpu_comm,
                       is_gpu=is_gpu, sync_lanes=sync_lanes,
                       launcher=[p if g else -1 for p, g in zip(tree.par, is_gpu)],
-                      gpu_comm={i for i in cv.comm if is_gpu[i]})
+                      gpu_comm={i for i in cm.comm if is_gpu[i]})
     tt = thread_timing(inp)
     data, ctrl, soft = cv.data, cv.ctrl, cv.soft
     # an op whose synchronize became a wait of the node after it no longer waits itself: its sync_dep
@@ -320,7 +321,7 @@ def add_thread_timing(cv: Plan, tree: Tree, tm: Timing) -> None:
 
 
 # -- 5. order and cycle check ---------------------------------------------------------------------
-def output_order(cv: Plan, tree: Tree, tm: Timing) -> list[int]:
+def output_order(cv: Plan, tree: Tree, tm: Timing, cm: Comm) -> list[int]:
     """Topological order; also the cycle check.
 
     A cycle through a dependency that ET+ derived from timing (``sync_dep``,
@@ -349,7 +350,7 @@ def output_order(cv: Plan, tree: Tree, tm: Timing) -> list[int]:
             more = "" if len(cyc) <= 12 else f" ... ({len(cyc)} nodes)"
             edge = next(((a, b) for a, b in zip(cyc, cyc[1:] + cyc[:1]) if (a, b) in cv.soft), None)
             if edge is None:
-                why = launch_conflict(cv, cyc)
+                why = launch_conflict(cv, cm, cyc)
                 if why is None:
                     raise TraceFormatError(f"dependency cycle: {desc}{more}", cv.trace.path) from None
                 _warn(cv.stats, f"{cv.trace.path}: dependency cycle {desc}{more}: {why}")
@@ -363,7 +364,7 @@ def output_order(cv: Plan, tree: Tree, tm: Timing) -> list[int]:
                            cv.trace.path)
 
 
-def launch_conflict(cv: Plan, cyc: list[int]) -> str | None:
+def launch_conflict(cv: Plan, cm: Comm, cyc: list[int]) -> str | None:
     """Break a cycle that a launch-order edge closes; say what was dropped (None: no such edge in it).
 
     ``cyc`` lists nodes each of which depends on the next.  The launch order is what every rank's
@@ -383,7 +384,7 @@ def launch_conflict(cv: Plan, cyc: list[int]) -> str | None:
         return f"node {ids[i]} ({names[i][:40]})"
 
     for a, b in edges:
-        if ctrl[a] == b and (threads[a] != threads[b] or b in cv.cpu_comm):
+        if ctrl[a] == b and (threads[a] != threads[b] or b in cm.cpu_comm):
             ctrl[a] = -1
             first, then = launch[1], launch[0]
             return (f"dropped the ET parent link of {node(a)} to {node(b)} (a record of another thread), "

@@ -1,10 +1,10 @@
-"""The state of one conversion: the per-op columns the passes fill, and what every pass shares.
+"""The state of one conversion and the results its passes hand on.
 
-A conversion is a sequence of passes over this plan (``chakra.convert.core.run_passes``): ``tree``
-(index, parents, pre-order, call-order keys: returns a :class:`Tree`; timing: returns a :class:`Timing`),
-``collectives`` (comm nodes and their fields), ``deps`` (dependencies, thread timing, output order), then
-``write`` serialises the nodes.  A pass takes the plan and the results of the passes before it; the
-attributes of the plan that the collectives and deps passes still set are declared here.
+A conversion is a sequence of passes (``chakra.convert.core.run_passes``): ``tree`` (index, parents,
+pre-order, call-order keys: returns a :class:`Tree`; timing: returns a :class:`Timing`), ``collectives``
+(comm nodes and their fields: returns a :class:`Comm`), ``deps`` (dependencies, thread timing, output
+order), then ``write`` serialises the nodes.  A pass takes the :class:`Plan` and the results of the
+passes before it; the attributes of the plan that the deps pass sets are declared here.
 """
 
 from __future__ import annotations
@@ -74,7 +74,10 @@ _dumps = dumps_any
 
 
 class Plan:
-    """One conversion's per-op lists (index = position of the op in the file) and shared state."""
+    """One conversion's input (the trace, its columns, the serializer, the statistics) and the dependency
+    state the deps pass builds and the writer reads (per-op lists, index = position of the op in the file);
+    the tree, timing and collectives passes return their own results (:class:`Tree`, :class:`Timing`,
+    :class:`Comm`)."""
 
     def __init__(self, trace: HostTrace, *, astrasim_safe: bool = False, columns: Columns | None = None,
                  serializer: Serializer | None = None) -> None:
@@ -91,14 +94,8 @@ class Plan:
         self.n = n
         self.index: dict[int, int] = cols.index
         self.is_gpu = cols.is_gpu
-        self.ntype = [pb.COMP_NODE] * n
-        self.comm: dict[int, CommFields] = {}
-        self.cpu_comm: set[int] = set()
-        self.gloo_pairs: dict[int, int] = {}   # gloo record -> the c10d call it ran (pair_gloo_with_c10d)
-        self.gloo_extra: dict[int, int] = {}   # further records of a call that ran as several
         self.data: list[list[int]] = [[] for _ in range(n)]
         self.pgn = PgNames(trace.process_groups)
-        self.rank: int | None = None
         self.ser = serializer if serializer is not None else Serializer()
         self.soft: set[tuple[int, int]] = set()   # derived edges a cycle may break (see deps.output_order)
         # (comm node, the one launched before it in its process group): the launch-order edges; and per comm
@@ -107,7 +104,6 @@ class Plan:
         self.launch_at: dict[int, tuple[int, int]] = {}
         self.tt: ThreadTiming | None = None       # per-thread pieces and waits (convert.threads)
         # set by the passes (declared here so that every attribute of a plan is in one place)
-        self.infos: dict[int, Any] = {}           # collectives: host comm op -> its CommInfo
         self.ctrl: list[int] = []                 # deps: the kept ET parent per op (-1: none)
 
 
@@ -129,3 +125,16 @@ class Timing(NamedTuple):
     origin: float            # the measured window's start (µs), else the first start
     span_lo: float           # the trace's first start and last end (µs)
     span_hi: float
+
+
+@dataclass(slots=True)
+class Comm:
+    """What the collectives pass (``collectives.find_comm``) gives the later ones."""
+
+    ntype: list[int]                 # per op: its Node type (deps adds METADATA_NODE)
+    infos: dict[int, Any]            # host comm op -> its CommInfo
+    rank: int | None                 # the trace's rank (``comm.infer_rank``)
+    comm: dict[int, CommFields] = field(default_factory=dict)   # comm node -> its fields
+    cpu_comm: set[int] = field(default_factory=set)             # the comm nodes that are host records
+    gloo_pairs: dict[int, int] = field(default_factory=dict)    # gloo record -> the c10d call it ran
+    gloo_extra: dict[int, int] = field(default_factory=dict)    # further records of a call run as several

@@ -21,6 +21,7 @@ from chakra.convert.comm import (
 from chakra.convert.plan import (
     _TYPE_NAMES,
     ET_VERSION,
+    Comm,
     Plan,
     Timing,
     _dumps,
@@ -36,17 +37,17 @@ log = logging.getLogger(__name__)
 
 
 # -- messages -------------------------------------------------------------------------------------
-def iter_nodes(cv: Plan, order: list[int], tm: Timing) -> Iterator[pb.Node]:
+def iter_nodes(cv: Plan, order: list[int], tm: Timing, cm: Comm) -> Iterator[pb.Node]:
     """The Node messages in ``order``, built one at a time (a writer can stream them)."""
     parse = pb.Node.FromString
-    for body in iter_serialized(cv, order, tm):
+    for body in iter_serialized(cv, order, tm, cm):
         yield parse(body)
 
 
-def iter_serialized(cv: Plan, order: list[int], tm: Timing) -> Iterator[bytes]:
+def iter_serialized(cv: Plan, order: list[int], tm: Timing, cm: Comm) -> Iterator[bytes]:
     """The serialised Node messages in ``order``, one at a time (:class:`SerialNodes`); the statistics'
     counts are set once the last one is made."""
-    nodes = SerialNodes(cv, order, tm)
+    nodes = SerialNodes(cv, order, tm, cm)
     edges = [0, 0]
     yield from nodes.bodies(range(len(order)), edges)
     nodes.count(edges)
@@ -70,7 +71,7 @@ class SerialNodes:
     :meth:`write_parts` writes them over the cores (:mod:`chakra.io.forkmap`).
     """
 
-    def __init__(self, cv: Plan, order: list[int], tm: Timing) -> None:
+    def __init__(self, cv: Plan, order: list[int], tm: Timing, cm: Comm) -> None:
         self.cv = cv
         self.order = order
         self.ta_of = thread_attrs(cv)
@@ -79,6 +80,7 @@ class SerialNodes:
         self.vstart = uint64_varints(tm.start)
         self.vdur = uint64_varints(tm.dur)
         self.start, self.dur = tm.start, tm.dur
+        self.cm = cm
 
     def write_parts(self, fh: Any, path: Any, reader: Any = None) -> list[Any] | None:
         """Append the framed nodes to the file ``fh`` (``path``: its name, in messages), the ranges of the
@@ -105,7 +107,7 @@ class SerialNodes:
         """The statistics' counts, given the dependencies written (ctrl, data)."""
         stats = self.cv.stats
         # node type -> count, in first-seen order
-        counts = Counter(map(self.cv.ntype.__getitem__, self.order))
+        counts = Counter(map(self.cm.ntype.__getitem__, self.order))
         stats.by_type = {_TYPE_NAMES[t]: k for t, k in counts.items()}
         stats.ctrl_edges, stats.data_edges = edges
 
@@ -116,8 +118,9 @@ class SerialNodes:
         order = self.order[piece.start:piece.stop]
         ids, names, full = cv.ids, cv.names, cv.full
         tails = cv.cols.tails
-        ctrl, data, start, dur, ntype = cv.ctrl, cv.data, self.start, self.dur, cv.ntype
-        is_gpu, comm, cpu_comm = cv.is_gpu, cv.comm, cv.cpu_comm
+        cm = self.cm
+        ctrl, data, start, dur, ntype = cv.ctrl, cv.data, self.start, self.dur, cm.ntype
+        is_gpu, comm, cpu_comm = cv.is_gpu, cm.comm, cm.cpu_comm
         ser = cv.ser
         framed = ser.attr_cache.framed
         op_ios = ser.op_ios
@@ -284,7 +287,7 @@ def pg_json(cv: Plan) -> str:
     return json.dumps(pg_records(cv))
 
 
-def metadata(cv: Plan, tm: Timing) -> pb.GlobalMetadata:
+def metadata(cv: Plan, tm: Timing, cm: Comm) -> pb.GlobalMetadata:
     tr = cv.trace
     attrs = [make_attr("schema", tr.schema or "")]
     if tr.pid is not None:
@@ -295,7 +298,7 @@ def metadata(cv: Plan, tm: Timing) -> pb.GlobalMetadata:
         attrs.append(make_attr("start_ts", tr.start_ts))
     if tr.finish_ts is not None:
         attrs.append(make_attr("finish_ts", tr.finish_ts))
-    attrs.append(make_attr("rank", cv.rank if cv.rank is not None else -1))
+    attrs.append(make_attr("rank", cm.rank if cm.rank is not None else -1))
     ws = tr.world_size
     attrs.append(make_attr("world_size", ws if ws is not None else -1))
     attrs.append(pb.AttributeProto(name="process_groups", string_val=pg_json(cv)))
