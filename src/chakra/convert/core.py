@@ -70,7 +70,7 @@ from chakra import schema as pb
 from chakra.convert.collectives import find_comm
 from chakra.convert.columns import Columns, malformed
 from chakra.convert.deps import add_deps, add_thread_timing, output_order
-from chakra.convert.plan import ET_VERSION, UNSIMULATED_COMM_TYPES, Comm, ConvertStats, Plan, Timing
+from chakra.convert.plan import ET_VERSION, UNSIMULATED_COMM_TYPES, Comm, ConvertStats, Deps, Plan, Timing
 from chakra.convert.serial import GPU_CATS, Serializer
 from chakra.convert.tree import build_tree, compute_timing, index_ops
 from chakra.convert.write import SerialNodes, iter_nodes, metadata
@@ -81,20 +81,20 @@ __all__ = ["ET_VERSION", "GPU_CATS", "UNSIMULATED_COMM_TYPES", "ConvertStats", "
            "convert_trace", "run_passes", "stream_serialized"]
 
 
-def run_passes(cv: Plan) -> tuple[list[int], Timing, Comm]:
+def run_passes(cv: Plan) -> tuple[list[int], Timing, Comm, Deps]:
     """Run the passes over ``cv``; return the output order (indices into ``trace.ops``) and what the writer
-    reads of the passes' results: the timing and the comm nodes."""
+    reads of the passes' results: the timing, the comm nodes and the dependencies."""
     index_ops(cv)
     tree = build_tree(cv)
     tm = compute_timing(cv, tree)
     cm = find_comm(cv, tree)
-    add_deps(cv, tree, tm, cm)
-    add_thread_timing(cv, tree, tm, cm)
+    dp = add_deps(cv, tree, tm, cm)
+    dp.tt = add_thread_timing(cv, tree, tm, cm, dp)
     cv.index.clear()   # id -> position is not needed any more (the writer reads ids)
-    order = output_order(cv, tree, tm, cm)
+    order = output_order(cv, tree, tm, cm, dp)
     cv.stats.nodes = len(order)
     cv.stats.rank = cm.rank
-    return order, tm, cm
+    return order, tm, cm, dp
 
 
 def convert_trace(trace: HostTrace, *, astrasim_safe: bool = False
@@ -112,9 +112,9 @@ def build(trace: HostTrace, *, astrasim_safe: bool = False
     """``convert_trace`` plus the statistics of the conversion."""
     with gc_paused(), _malformed(trace):
         cv = Plan(trace, astrasim_safe=astrasim_safe)
-        order, tm, cm = run_passes(cv)
-        nodes = list(iter_nodes(cv, order, tm, cm))
-        return metadata(cv, tm, cm), nodes, cv.stats
+        order, tm, cm, dp = run_passes(cv)
+        nodes = list(iter_nodes(cv, order, tm, cm, dp))
+        return metadata(cv, tm, cm, dp), nodes, cv.stats
 
 
 def _malformed(trace: HostTrace) -> contextlib.AbstractContextManager[None]:
@@ -134,11 +134,11 @@ def stream_serialized(trace: HostTrace, *, astrasim_safe: bool = False, columns:
     """
     with gc_paused(), _malformed(trace):
         cv = Plan(trace, astrasim_safe=astrasim_safe, columns=columns, serializer=serializer)
-        order, tm, cm = run_passes(cv)
-        meta = metadata(cv, tm, cm)
+        order, tm, cm, dp = run_passes(cv)
+        meta = metadata(cv, tm, cm, dp)
 
     def write_nodes(fh: BinaryIO, path: str, reader: Any = None) -> list[Any] | None:
         with gc_paused(), _malformed(trace):
-            return SerialNodes(cv, order, tm, cm).write_parts(fh, path, reader)
+            return SerialNodes(cv, order, tm, cm, dp).write_parts(fh, path, reader)
 
     return meta, write_nodes, cv.stats

@@ -4,7 +4,7 @@ A conversion is a sequence of passes (``chakra.convert.core.run_passes``): ``tre
 pre-order, call-order keys: returns a :class:`Tree`; timing: returns a :class:`Timing`), ``collectives``
 (comm nodes and their fields: returns a :class:`Comm`), ``deps`` (dependencies, thread timing, output
 order), then ``write`` serialises the nodes.  A pass takes the :class:`Plan` and the results of the
-passes before it; the attributes of the plan that the deps pass sets are declared here.
+passes before it (the deps pass returns :class:`Deps`).  Every result is declared here.
 """
 
 from __future__ import annotations
@@ -74,10 +74,9 @@ _dumps = dumps_any
 
 
 class Plan:
-    """One conversion's input (the trace, its columns, the serializer, the statistics) and the dependency
-    state the deps pass builds and the writer reads (per-op lists, index = position of the op in the file);
-    the tree, timing and collectives passes return their own results (:class:`Tree`, :class:`Timing`,
-    :class:`Comm`)."""
+    """One conversion's input: the trace, its columns (per-op lists, index = position of the op in the
+    file), the serializer and the statistics the passes add to; the passes return their own results
+    (:class:`Tree`, :class:`Timing`, :class:`Comm`, :class:`Deps`)."""
 
     def __init__(self, trace: HostTrace, *, astrasim_safe: bool = False, columns: Columns | None = None,
                  serializer: Serializer | None = None) -> None:
@@ -94,17 +93,8 @@ class Plan:
         self.n = n
         self.index: dict[int, int] = cols.index
         self.is_gpu = cols.is_gpu
-        self.data: list[list[int]] = [[] for _ in range(n)]
         self.pgn = PgNames(trace.process_groups)
         self.ser = serializer if serializer is not None else Serializer()
-        self.soft: set[tuple[int, int]] = set()   # derived edges a cycle may break (see deps.output_order)
-        # (comm node, the one launched before it in its process group): the launch-order edges; and per comm
-        # node (its process group's chain, its place in it) -- see deps.chain_by_launch
-        self.launch: set[tuple[int, int]] = set()
-        self.launch_at: dict[int, tuple[int, int]] = {}
-        self.tt: ThreadTiming | None = None       # per-thread pieces and waits (convert.threads)
-        # set by the passes (declared here so that every attribute of a plan is in one place)
-        self.ctrl: list[int] = []                 # deps: the kept ET parent per op (-1: none)
 
 
 class Tree(NamedTuple):
@@ -138,3 +128,18 @@ class Comm:
     cpu_comm: set[int] = field(default_factory=set)             # the comm nodes that are host records
     gloo_pairs: dict[int, int] = field(default_factory=dict)    # gloo record -> the c10d call it ran
     gloo_extra: dict[int, int] = field(default_factory=dict)    # further records of a call run as several
+
+
+@dataclass(slots=True)
+class Deps:
+    """What the deps pass (``deps.add_deps``, ``deps.add_thread_timing``) gives ``deps.output_order`` and
+    the writer."""
+
+    data: list[list[int]]     # per op: the ops it waits for (data dependencies)
+    ctrl: list[int] = field(default_factory=list)   # per op: the kept ET parent (-1: none)
+    soft: set[tuple[int, int]] = field(default_factory=set)   # derived edges a cycle may break (output_order)
+    # (comm node, the one launched before it in its process group): the launch-order edges; and per comm
+    # node (its process group's chain, its place in it) -- see deps.chain_by_launch
+    launch: set[tuple[int, int]] = field(default_factory=set)
+    launch_at: dict[int, tuple[int, int]] = field(default_factory=dict)
+    tt: ThreadTiming | None = None   # per-thread pieces and waits (convert.threads)

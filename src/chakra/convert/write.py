@@ -22,13 +22,14 @@ from chakra.convert.plan import (
     _TYPE_NAMES,
     ET_VERSION,
     Comm,
+    Deps,
     Plan,
     Timing,
     _dumps,
     _num,
 )
 from chakra.convert.serial import int_attr
-from chakra.convert.threads import THREAD_TIMING
+from chakra.convert.threads import THREAD_TIMING, ThreadTiming
 from chakra.host.model import HostOp
 from chakra.io.forkmap import fork_map, split
 from chakra.io.pbstream import write_frames
@@ -37,17 +38,17 @@ log = logging.getLogger(__name__)
 
 
 # -- messages -------------------------------------------------------------------------------------
-def iter_nodes(cv: Plan, order: list[int], tm: Timing, cm: Comm) -> Iterator[pb.Node]:
+def iter_nodes(cv: Plan, order: list[int], tm: Timing, cm: Comm, dp: Deps) -> Iterator[pb.Node]:
     """The Node messages in ``order``, built one at a time (a writer can stream them)."""
     parse = pb.Node.FromString
-    for body in iter_serialized(cv, order, tm, cm):
+    for body in iter_serialized(cv, order, tm, cm, dp):
         yield parse(body)
 
 
-def iter_serialized(cv: Plan, order: list[int], tm: Timing, cm: Comm) -> Iterator[bytes]:
+def iter_serialized(cv: Plan, order: list[int], tm: Timing, cm: Comm, dp: Deps) -> Iterator[bytes]:
     """The serialised Node messages in ``order``, one at a time (:class:`SerialNodes`); the statistics'
     counts are set once the last one is made."""
-    nodes = SerialNodes(cv, order, tm, cm)
+    nodes = SerialNodes(cv, order, tm, cm, dp)
     edges = [0, 0]
     yield from nodes.bodies(range(len(order)), edges)
     nodes.count(edges)
@@ -71,16 +72,17 @@ class SerialNodes:
     :meth:`write_parts` writes them over the cores (:mod:`chakra.io.forkmap`).
     """
 
-    def __init__(self, cv: Plan, order: list[int], tm: Timing, cm: Comm) -> None:
+    def __init__(self, cv: Plan, order: list[int], tm: Timing, cm: Comm, dp: Deps) -> None:
         self.cv = cv
         self.order = order
-        self.ta_of = thread_attrs(cv)
+        self.ta_of = thread_attrs(cv, dp.tt)
         # every id as a varint, once (a node's own field 1, the dependencies on it); the starts, durations
         self.vid = uint64_varints(cv.ids)
         self.vstart = uint64_varints(tm.start)
         self.vdur = uint64_varints(tm.dur)
         self.start, self.dur = tm.start, tm.dur
         self.cm = cm
+        self.dp = dp
 
     def write_parts(self, fh: Any, path: Any, reader: Any = None) -> list[Any] | None:
         """Append the framed nodes to the file ``fh`` (``path``: its name, in messages), the ranges of the
@@ -119,7 +121,7 @@ class SerialNodes:
         ids, names, full = cv.ids, cv.names, cv.full
         tails = cv.cols.tails
         cm = self.cm
-        ctrl, data, start, dur, ntype = cv.ctrl, cv.data, self.start, self.dur, cm.ntype
+        ctrl, data, start, dur, ntype = self.dp.ctrl, self.dp.data, self.start, self.dur, cm.ntype
         is_gpu, comm, cpu_comm = cv.is_gpu, cm.comm, cm.cpu_comm
         ser = cv.ser
         framed = ser.attr_cache.framed
@@ -223,12 +225,11 @@ def uint64_varints(values: list[int]) -> list[bytes]:
     return _VARINT_END.findall(b, k + 1)
 
 
-def thread_attrs(cv: Plan) -> list[bytes]:
+def thread_attrs(cv: Plan, tt: ThreadTiming | None) -> list[bytes]:
     """Node ``i``'s thread-timing attributes (convert.threads), framed, at ``[i]``; b"" if none.
 
     Built once for the nodes that have any (a framed (name, value) is made once: values repeat)."""
     out = [b""] * cv.n
-    tt = cv.tt
     if tt is None:
         return out
     ids = cv.ids
@@ -287,7 +288,7 @@ def pg_json(cv: Plan) -> str:
     return json.dumps(pg_records(cv))
 
 
-def metadata(cv: Plan, tm: Timing, cm: Comm) -> pb.GlobalMetadata:
+def metadata(cv: Plan, tm: Timing, cm: Comm, dp: Deps) -> pb.GlobalMetadata:
     tr = cv.trace
     attrs = [make_attr("schema", tr.schema or "")]
     if tr.pid is not None:
@@ -314,7 +315,7 @@ def metadata(cv: Plan, tm: Timing, cm: Comm) -> pb.GlobalMetadata:
     attrs.append(pb.AttributeProto(name="measured_start_us", double_val=m_start))
     attrs.append(pb.AttributeProto(name="measured_dur_us", double_val=m_dur))
     attrs.append(pb.AttributeProto(name="measured_window", string_val=window))
-    if cv.tt is not None:
+    if dp.tt is not None:
         attrs.append(pb.AttributeProto(name="thread_timing", string_val=THREAD_TIMING))
     return pb.GlobalMetadata(version=ET_VERSION, attr=attrs)
 
