@@ -5,9 +5,8 @@
     python benchmarks/bench_convert.py --file ../shared/traces/dlrm_8r_v100/et_plus_2023/et_plus_0.json.gz
 
 Reports seconds per stage, on the path ``convert_file`` takes (load = ``convert.columns.load_columns``:
-each node decoded by the converter's own msgspec Structs into per-node columns and pre-serialised pieces,
-the few others through the host loader, in ``chakra.io.forkmap.parts()`` pieces (CHAKRA_PARTS=1: one
-process); synthetic traces are written to a temporary JSON file first;
+each node read by the host loader and put into per-node columns and pre-serialised pieces, in
+``chakra.io.forkmap.parts()`` pieces (CHAKRA_PARTS=1: one process); synthetic traces are written to a temporary JSON file first;
 passes = tree, timing, comm, deps, thread timing, cycle check; build+write = the node messages assembled
 from their pieces and written, in ``parts()`` ranges too),
 µs per node, peak RSS, and the ratio of per-node cost between the largest and

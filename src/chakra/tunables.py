@@ -58,6 +58,7 @@ COMM_CHAIN_MAX = 8                 # host ancestors followed up from a communica
 CORRUPT_TIME_US = 1e18             # a time beyond this (or NaN, inf) is corrupt (uint64 µs ends at 1.8e19)
 DECODE_PIECE_MIN_NODES = 5_000     # a smaller piece of ET+ decoding is not worth a process
 DECODE_PART_MIN_BYTES = 4 << 20    # a smaller part of an ET+ file is not worth a process
+ATTR_ENTRIES_CACHE_MAX = 10_000    # serialised attrs dicts cached: memory against speed
 IO_TAILS_CACHE_MAX = 100_000       # serialised shapes+types cached: memory against speed
 ATTR_BLOCKS_CACHE_MAX = 100_000    # serialised attribute blocks cached: memory against speed
 ET_WRITE_PIECE_NODES = 30_000      # .et nodes serialised per forked piece (no split below 2x this)

@@ -204,13 +204,13 @@ def test_cycle_of_structural_edges_is_an_error_naming_its_nodes():
 
     conv = Plan(build_host_trace(small_etplus()))
     index_ops(conv)
-    build_tree(conv)
-    compute_timing(conv)
-    find_comm(conv)
-    add_deps(conv)
-    conv.data[conv.index[3]].append(conv.index[5])   # A after C, while C runs after A in call order
+    tree = build_tree(conv)
+    tm = compute_timing(conv, tree)
+    cm = find_comm(conv, tree)
+    dp = add_deps(conv, tree, tm, cm)
+    dp.data[conv.index[3]].append(conv.index[5])   # A after C, while C runs after A in call order
     with pytest.raises(TraceFormatError) as err:
-        output_order(conv)
+        output_order(conv, tree, tm, cm, dp)
     msg = str(err.value)
     assert "dependency cycle" in msg and "3 (A)" in msg and "5 (C)" in msg
 

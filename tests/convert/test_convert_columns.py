@@ -340,7 +340,7 @@ def test_duplicate_id_message(tmp_path: Path, gloo_etplus: str) -> None:
         load_host_et(path)
 
 
-# ---- ET+ nodes as the linker writes them, perturbed: the plain route (convert.columns._Plain) ----------
+# ---- ET+ nodes as the linker writes them, perturbed: columns without a HostOp (convert.columns._Filler) ----
 
 _SMALL_VALUES = st.one_of(st.integers(-2, 5), st.sampled_from([0.0, 1.0, 2.5, "", "x", None, True, [1], {}]))
 _REST_NAMES = ["kernel_backend", "kernel_file", "tensor_range", "dtype", "is_cpu_op", "ts", "rf_id",
@@ -452,18 +452,18 @@ def test_plain_route(tmp_path: Path, doc: dict[str, Any]) -> None:
 
 
 def test_plain_route_taken(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The linker's CPU and GPU nodes of both layouts go the plain route; a root, a comm candidate and a node
-    with a key the plain Structs refuse take the host route (Records.record)."""
-    from chakra.host.loader import Records
+    """The linker's CPU and GPU nodes of both layouts and the roots go into the columns without a HostOp; a
+    comm candidate and a node with a key that becomes an attribute are built as HostOps (``host_op``)."""
+    from chakra.host.loader import _Builder
 
     asked: list[int] = []
-    record = Records.record
+    host_op = _Builder.host_op
 
-    def spy(self: Records, index: int) -> Any:
+    def spy(self: _Builder, index: int, n: Any, core: Any) -> Any:
         asked.append(index)
-        return record(self, index)
+        return host_op(self, index, n, core)
 
-    monkeypatch.setattr(Records, "record", spy)
+    monkeypatch.setattr(_Builder, "host_op", spy)
     for flat in (False, True):
         par = "parent" if flat else "ctrl_deps"
         cpu: dict[str, Any] = {"id": 2, "name": "aten::mm", par: 1, "ts": 1.0, "dur": 2.0,
@@ -490,6 +490,6 @@ def test_plain_route_taken(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
         path.write_bytes(orjson.dumps(doc))
         asked.clear()
         cc.load_columns(path)
-        assert asked == [0, 3, 4]
+        assert asked == [3, 4]
         lean, ref = _both(str(path))
         assert lean == ref

@@ -24,7 +24,9 @@ from chakra.convert.comm import (
 from chakra.convert.plan import (
     _KNOWN_COLLECTIVES,
     UNSIMULATED_COMM_TYPES,
+    Comm,
     Plan,
+    Tree,
     _num,
     _warn,
 )
@@ -37,9 +39,9 @@ _NO_OP = TensorSize(-1, -1)   # (an op the trace does not hold: matches only ano
 
 
 # -- 3. communication -----------------------------------------------------------------------------
-def comm_chain(cv: Plan, j: int) -> list[int]:
+def comm_chain(cv: Plan, par: list[int], j: int) -> list[int]:
     """``j`` and its ancestors while they are host comm ops (record_param_comms, nccl:*, c10d::*...)."""
-    names, par, is_gpu = cv.names, cv.par, cv.is_gpu
+    names, is_gpu = cv.names, cv.is_gpu
     chain: list[int] = []
     while j >= 0 and len(chain) < COMM_CHAIN_MAX and not is_gpu[j] and is_comm_name(names[j]):
         chain.append(j)
@@ -47,9 +49,9 @@ def comm_chain(cv: Plan, j: int) -> list[int]:
     return chain
 
 
-def find_comm(cv: Plan) -> None:
+def find_comm(cv: Plan, tree: Tree) -> Comm:
     full, names, ids, trace = cv.full, cv.names, cv.ids, cv.trace
-    is_gpu, par = cv.is_gpu, cv.par
+    is_gpu, par = cv.is_gpu, tree.par
     groups = trace.process_groups
     infos = {}
     for i, op in enumerate(full):
@@ -58,8 +60,7 @@ def find_comm(cv: Plan) -> None:
             info = comm_info(op, groups)
             if info is not None:
                 infos[i] = info
-    cv.infos = infos
-    cv.rank = infer_rank(trace, {ids[i]: v for i, v in infos.items()})
+    cm = Comm([pb.COMP_NODE] * cv.n, infos, infer_rank(trace, {ids[i]: v for i, v in infos.items()}))
     covered: set[int] = set()
     gpu_children: set[int] = set()
     unknown = 0
@@ -75,13 +76,13 @@ def find_comm(cv: Plan) -> None:
         coll_attr = op.attrs.get("collective_name")
         if not (is_comm_kernel_name(op.name) or (isinstance(coll_attr, str) and coll_attr)):
             continue
-        chain = comm_chain(cv, cv.par[i])
+        chain = comm_chain(cv, par, par[i])
         covered.update(chain)
-        f = comm_fields(cv, chain, op, None, kernel=True)
+        f = comm_fields(cv, cm, chain, op, None, kernel=True)
         if f is None:
             unknown += 1
             continue
-        set_comm(cv, i, f)
+        set_comm(cv, cm, i, f)
     if unknown:
         _warn(cv.stats, f"{unknown} NCCL kernel(s) with no recognisable collective stay COMP nodes")
     warn_unknown_kernels(cv, gpu_children, covered)
@@ -95,43 +96,45 @@ def find_comm(cv: Plan) -> None:
     else:
         pairs, extra = {}, {}   # nothing to pair
     del distinct
-    cv.gloo_pairs = pairs
-    cv.gloo_extra = extra
+    cm.gloo_pairs = pairs
+    cm.gloo_extra = extra
     for i in infos:
         op = full[i]
         if not is_run_record(op.name) or i in gpu_children or i in extra:
             continue
-        chain = comm_chain(cv, i)
+        chain = comm_chain(cv, par, i)
         if any(j in covered for j in chain):
             continue
-        f = comm_fields(cv, chain, op, pairs.get(i), kernel=False)
+        f = comm_fields(cv, cm, chain, op, pairs.get(i), kernel=False)
         if f is None:
             continue
-        set_comm(cv, i, f)
-        cv.cpu_comm.add(i)
-    bare_calls(cv, gpu_children, covered)
-    ntype = cv.ntype
-    cv.stats.comm_nodes = sum(1 for i in cv.comm if ntype[i] != pb.COMP_NODE)
-    cv.stats.cpu_comm_nodes = sum(1 for i in cv.cpu_comm if ntype[i] != pb.COMP_NODE)
-    warn_world_fallback(cv)
+        set_comm(cv, cm, i, f)
+        cm.cpu_comm.add(i)
+    bare_calls(cv, cm, par, gpu_children, covered)
+    ntype = cm.ntype
+    cv.stats.comm_nodes = sum(1 for i in cm.comm if ntype[i] != pb.COMP_NODE)
+    cv.stats.cpu_comm_nodes = sum(1 for i in cm.cpu_comm if ntype[i] != pb.COMP_NODE)
+    warn_world_fallback(cv, cm)
+    return cm
 
 
-def bare_calls(cv: Plan, launchers: set[int], covered: set[int]) -> None:
+def bare_calls(cv: Plan, cm: Comm, par: list[int], launchers: set[int], covered: set[int]) -> None:
     """A call of an implementation's own (``vllm::all_reduce``) under which the trace holds no other comm op
     and no kernel (vLLM's pynccl calls NCCL itself; a host ET alone has no kernel) is the comm node of its
     collective, as a ``run`` record is."""
-    names, infos = cv.names, cv.infos
+    names, infos = cv.names, cm.infos
     calls = [i for i in infos if names[i] in OP_NAMES and OP_NAMES[names[i]][1] == CALL]
     if not calls:
         return
-    above = {k for j in infos if j not in calls for k in comm_chain(cv, j)[1:]}   # comm ops with one below
+    # comm ops with one below
+    above = {k for j in infos if j not in calls for k in comm_chain(cv, par, j)[1:]}
     for i in calls:
-        if i in launchers or i in covered or i in above or i in cv.comm:
+        if i in launchers or i in covered or i in above or i in cm.comm:
             continue
-        f = comm_fields(cv, comm_chain(cv, i), cv.full[i], None, kernel=False)
+        f = comm_fields(cv, cm, comm_chain(cv, par, i), cv.full[i], None, kernel=False)
         if f is not None:
-            set_comm(cv, i, f)
-            cv.cpu_comm.add(i)
+            set_comm(cv, cm, i, f)
+            cm.cpu_comm.add(i)
 
 
 def warn_unknown_kernels(cv: Plan, launchers: set[int], covered: set[int]) -> None:
@@ -146,26 +149,26 @@ def warn_unknown_kernels(cv: Plan, launchers: set[int], covered: set[int]) -> No
                         "network model and the simulator do not see as communication")
 
 
-def set_comm(cv: Plan, i: int, f: CommFields) -> None:
-    cv.comm[i] = f
+def set_comm(cv: Plan, cm: Comm, i: int, f: CommFields) -> None:
+    cm.comm[i] = f
     if f.collective == "send":
-        cv.ntype[i] = pb.COMM_SEND_NODE
+        cm.ntype[i] = pb.COMM_SEND_NODE
     elif f.collective == "recv":
-        cv.ntype[i] = pb.COMM_RECV_NODE
+        cm.ntype[i] = pb.COMM_RECV_NODE
     elif cv.astrasim_safe and f.comm_type in UNSIMULATED_COMM_TYPES:
-        cv.ntype[i] = pb.COMP_NODE   # replayed by its recorded duration (module doc)
+        cm.ntype[i] = pb.COMP_NODE   # replayed by its recorded duration (module doc)
         cv.stats.comm_as_comp += 1
     else:
-        cv.ntype[i] = pb.COMM_COLL_NODE
+        cm.ntype[i] = pb.COMM_COLL_NODE
 
 
-def warn_world_fallback(cv: Plan) -> None:
+def warn_world_fallback(cv: Plan, cm: Comm) -> None:
     """One warning when comm nodes fall back to the whole world ("") although the process-group
     table holds groups of different ranks: the trace does not say which one was meant."""
     groups = [g for g in cv.trace.process_groups if g.ranks]
     if len({frozenset(g.ranks) for g in groups}) < 2:
         return
-    fallback = sum(1 for f in cv.comm.values() if not f.pg_name)
+    fallback = sum(1 for f in cm.comm.values() if not f.pg_name)
     if not fallback:
         return
     listed = ", ".join(f"{cv.pgn.numeric(g.pg_name) or g.pg_name} {list(g.ranks)}" for g in groups)
@@ -174,7 +177,7 @@ def warn_world_fallback(cv: Plan) -> None:
                       f"though the process groups differ; any of these could have been meant: {listed}")
 
 
-def comm_fields(cv: Plan, chain: list[int], own: HostOp, c10d_pair: int | None, *, kernel: bool
+def comm_fields(cv: Plan, cm: Comm, chain: list[int], own: HostOp, c10d_pair: int | None, *, kernel: bool
             ) -> CommFields | None:
     """Comm attributes of the comm node ``own`` (a communication kernel, or a ``run`` host record).
 
@@ -182,7 +185,7 @@ def comm_fields(cv: Plan, chain: list[int], own: HostOp, c10d_pair: int | None, 
     (``collective_name``/``comm_size``/``pg_name`` on the node), record_param_comms, the ``run``
     record's name and tensors, the call (``c10d::*``, ``vllm::all_reduce``), the kernel name.
     """
-    names, full, infos = cv.names, cv.full, cv.infos
+    names, full, infos = cv.names, cv.full, cm.infos
     backend = rpc = c10d = None   # the chain's innermost run record, record_param_comms and call
     for j in chain:
         name = names[j]
@@ -260,6 +263,6 @@ def comm_fields(cv: Plan, chain: list[int], own: HostOp, c10d_pair: int | None, 
         f.tag = info.tag if info is not None and info.tag is not None else 0
         if peer >= 0:
             peer = cv.pgn.global_rank(pg, peer)
-        me = cv.rank if cv.rank is not None else -1
+        me = cm.rank if cm.rank is not None else -1
         f.src, f.dst = (me, peer) if collective == "send" else (peer, me)
     return f

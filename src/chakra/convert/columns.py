@@ -8,12 +8,12 @@ every other node its serialised inputs/outputs/attributes (``tails``, see
 ``convert.serial``).
 
 :func:`load_columns` fills them one node at a time, so a million-op ET+ never exists as a million
-``HostOp`` objects: most nodes are decoded by the converter's own Structs (the keys a plain ET+ node has,
-nothing parsed that is not read) and go straight into the columns (:class:`_Plain`); the others (comm
-candidates, METADATA, roots, unusual keys or values) are built as HostOps by the host loader
-(:meth:`chakra.host.loader.Records.record`) and added by :func:`_add_op`, which
-:func:`columns_from_trace` uses for every op of a loaded HostTrace (every op kept whole).  The tests
-compare the two routes on random documents (tests/test_convert_columns.py).
+``HostOp`` objects: every node is read by the host loader (``chakra.host.loader.Records.record``: the
+decoded node and its core fields, its inputs/outputs left raw) and goes straight into the columns
+(:class:`_Filler`); the few that the converter needs whole (comm candidates, METADATA) or whose attribute
+dict holds more than the node's own keys are built as HostOps (``_Builder.host_op``) and added by
+:func:`_add_op`, which :func:`columns_from_trace` uses for every op of a loaded HostTrace (every op kept
+whole).  The tests compare the two on random documents (tests/convert/test_convert_columns.py).
 """
 
 from __future__ import annotations
@@ -22,37 +22,43 @@ import contextlib
 import logging
 import os
 from array import array
-from collections.abc import Iterator, MutableSequence
+from collections.abc import Callable, Iterator, MutableSequence
 from dataclasses import dataclass, field
 from functools import partial
 from operator import attrgetter
 from typing import Any
 
-import msgspec
-from msgspec import UNSET, Raw, UnsetType
+from msgspec import UNSET
 
 from chakra.convert.attrs import frame_attr, make_attr, varint
 from chakra.convert.serial import (
-    _CORR_NAME,
-    _EXT_NAME,
+    CPU_SKIP,
     EMPTY_IO,
     GPU_CATS,
+    GPU_SKIP,
     IN_TAG,
     OUT_TAG,
     RF_NAME,
     Serializer,
     int_attr,
     io_tail,
+    kineto_ids,
 )
 from chakra.errors import ChakraError, TraceFormatError
-from chakra.formats import IO_VALUES
+from chakra.formats import COMM_ATTRS, IO_VALUES
 from chakra.host.comm import is_comm_kernel_name
-from chakra.host.decode import FALSY, NO_RAW, Attr, IOPieces, Node, canonical, node_cuts, read_document
-from chakra.host.loader import FLAT, Records, make_trace, part_links, part_records, parts_top
-from chakra.host.model import METADATA, OP, HostOp, HostTrace, is_comm_name
+from chakra.host.decode import Node, canonical, node_cuts, read_document
+from chakra.host.loader import Records, make_trace, part_links, part_records, parts_top
+from chakra.host.model import EMPTY_IO as MODEL_EMPTY_IO
+from chakra.host.model import METADATA, HostOp, HostTrace, is_comm_name
 from chakra.io import gc_paused
 from chakra.io.forkmap import fork_map, parts, split
-from chakra.tunables import DECODE_PART_MIN_BYTES, DECODE_PIECE_MIN_NODES, IO_TAILS_CACHE_MAX
+from chakra.tunables import (
+    ATTR_ENTRIES_CACHE_MAX,
+    DECODE_PART_MIN_BYTES,
+    DECODE_PIECE_MIN_NODES,
+    IO_TAILS_CACHE_MAX,
+)
 
 log = logging.getLogger(__name__)
 
@@ -188,12 +194,10 @@ def load_columns(path: str | os.PathLike[str]) -> tuple[HostTrace, Columns, Seri
     warnings) except that its ``ops`` are only the ops kept whole (``columns.full``) and
     ``by_id`` is empty.  Errors are those of ``load_host_et``.
 
-    Each node is decoded by a Struct (chakra layout: the converter's own ``_ChakraNode``, the keys a
-    plain node has, nothing parsed that is not read; flat layout: the host loader's ``Node``) and goes
-    straight into the columns (:class:`_Plain`); a node that is not plain (a comm candidate, METADATA, a
-    root, a key or value the plain route does not take) is built as a HostOp by the host loader
-    (``Records.record``) and added by :func:`_add_op`.  Both give the same columns and bytes
-    (tests/test_convert_columns.py).
+    Each node is read by the host loader (``Records.record``) and goes straight into the columns
+    (:class:`_Filler`); a node that needs its HostOp (a comm candidate, METADATA, a key that becomes an
+    attribute) is built as one (``_Builder.host_op``) and added by :func:`_add_op`.  Both give the same
+    columns and bytes (tests/convert/test_convert_columns.py).
 
     The nodes are decoded in contiguous pieces, one per core (``chakra.io.forkmap``: the pieces after the
     first in forked children, which send back their columns: arrays, lists of ints and of the tails'
@@ -285,26 +289,25 @@ def _load_piece(doc: Any, records: Records, ser: Serializer, nodes: range) -> _P
     interned: dict[Any, Any] = {}
     kept: list[HostOp] = []
     index = c.index
-    plain = _Plain(c, ser, interned, builder, doc.path)
-    add = plain.flat if builder.layout == FLAT else plain.chakra
+    builder.raw_io = True
+    filler = _Filler(c, ser, interned, builder.extra_names, builder.piece, doc.path)
+    add = filler.add
     record = records.record
-    raws = doc.raw_nodes
-    generic = doc.generic   # every node already parsed: the host route for all
     seen = len(records.warnings)
     i = nodes.start
     error: ChakraError | None = None
     try:
         with malformed(doc.path):
             for i in nodes:
+                n, core = record(i)
                 try:
-                    if not generic and add(raws[i], i):
+                    if add(n, core, i):
                         continue
                 except OverflowError:   # a parent id beyond int64: a plain list holds it (nothing appended)
                     c.parents = list(c.parents)
-                    plain.parents = c.parents.append
-                    if add(raws[i], i):
+                    filler.parents = c.parents.append
+                    if add(n, core, i):
                         continue
-                n, core = record(i)
                 op = builder.host_op(i, n, core)
                 at = index.setdefault(op.id, i)
                 if at != i:
@@ -313,7 +316,7 @@ def _load_piece(doc: Any, records: Records, ser: Serializer, nodes: range) -> _P
                     _add_op(c, op, ser, interned, i)
                 except OverflowError:
                     c.parents = list(c.parents)
-                    plain.parents = c.parents.append
+                    filler.parents = c.parents.append
                     _add_op(c, op, ser, interned, i)
                 if c.full[-1] is not None:
                     kept.append(op)
@@ -384,159 +387,127 @@ def _duplicate(nid: int, at: int, i: int, path: str) -> TraceFormatError:
     return TraceFormatError(f"duplicate node id {nid} (indices {at} and {i})", path)
 
 
-# ---- the plain route -----------------------------------------------------------------------------------
+# ---- the columns of a node from its core fields ---------------------------------------------------------
 
-class _IO(msgspec.Struct, gc=False):
-    """A chakra-layout ``inputs`` / ``outputs`` object: the three lists the .et keeps, raw (strides and any
-    other key skipped)."""
-
-    values: Raw
-    shapes: Raw
-    types: Raw
-
-
-class _Args(msgspec.Struct, gc=False):
-    """The Kineto ``args`` of a GPU node: the keys the converter reads (the others skipped)."""
-
-    stream: Any = UNSET
-    device: Any = UNSET
-    correlation: Any = UNSET
-    external_id: Any = msgspec.field(default=UNSET, name="External id")
-
-
-# ET+ keys of a GPU node (the ``cat`` of a CPU node is an attribute: the host route)
-_GPU_KEYS = ("ph", "stream", "device", "tid", "pid", "args", "pg_name", "collective_name", "comm_size")
-_CPU_PLAIN = attrgetter(*_GPU_KEYS)
-_ALL_UNSET = (UNSET,) * len(_GPU_KEYS)
-
-
-# A plain node of the chakra layout: its own keys and the ET+ keys the converter reads or skips (Kineto args
-# reduced to the keys read, the other ET+ keys as parsed).  Any other key (``comm_backend``, a flat-layout
-# key, an unknown one) is refused: the host route.  (A flat node, rarer, is decoded by the host loader's
-# ``Node``.)
-_ETPLUS_KEYS = ("cat", "ph", "ts", "dur", "inclusive_dur", "exclusive_dur", "kineto_tid", "stream", "device",
-                "tid", "pid", "pg_name", "collective_name", "comm_size", "inter_thread_dep", "sync_dep")
-_ChakraNode = msgspec.defstruct(
-    "_ChakraNode",
-    [("id", Any), ("name", Any), ("ctrl_deps", Any, UNSET), ("inputs", _IO | None | UnsetType, UNSET),
-     ("outputs", _IO | None | UnsetType, UNSET), ("attrs", list[Attr] | None | UnsetType, UNSET),
-     ("args", _Args | UnsetType, UNSET), *((k, Any, UNSET) for k in _ETPLUS_KEYS)],
-    gc=False, forbid_unknown_fields=True)
-
-
-_FLAT_GPU_KEYS = ("ph", "stream", "device", "pid", "args", "pg_name", "collective_name", "comm_size")
-_FLAT_CPU_PLAIN = attrgetter(*_FLAT_GPU_KEYS)
-_FLAT_ALL_UNSET = (UNSET,) * len(_FLAT_GPU_KEYS)
-_CHAKRA_DECODE = msgspec.json.Decoder(_ChakraNode).decode
-# a flat-layout node: the host loader's Struct (its flat keys); the keys the plain route refuses are checked
-_FLAT_DECODE = msgspec.json.Decoder(Node).decode
-_FLAT_REFUSED = attrgetter("attrs", "ctrl_deps", "comm_backend")
-_FLAT_NONE_REFUSED = (UNSET,) * 3
-_STD_ORDER = ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schema")   # PyTorch's order
-_STD_NAMES = frozenset(_STD_ORDER)
-#: node keys read into the columns: an ``attrs`` entry of one of these names takes the host route (the
-#: HostOp's attribute dict would give it to the columns)
+#: node keys the columns read: an ``attrs`` entry of one of these names (the HostOp's attribute dict would
+#: give it to the columns) or a std name out of place makes :class:`_Filler` build the HostOp
 _NODE_KEYS = frozenset(("cat", "ph", "ts", "dur", "inclusive_dur", "exclusive_dur", "kineto_tid", "stream",
                         "device", "tid", "pid", "args", "pg_name", "collective_name", "comm_size",
                         "comm_backend", "inter_thread_dep", "sync_dep", "parent", "ctrl_deps", "rf_id",
                         "fw_parent", "seq_id", "scope", "fw_tid", "op_schema"))
-_encode = msgspec.json.encode
-_NAN = float("nan")
 _IN_EMPTY, _OUT_EMPTY = EMPTY_IO[IN_TAG], EMPTY_IO[OUT_TAG]
 
 
-class _Plain:
-    """Columns and tail of a plain node straight from its decoded Struct: what ``_add_op`` appends for the
-    HostOp of the same node (no HostOp, no attribute dict).  ``chakra`` / ``flat`` return False, having
-    appended nothing, for a node that is not plain: a comm candidate (``is_comm_candidate``), a root or
-    METADATA node (id 1, names starting with ``[`` or ``#``), a key or value type the Structs refuse, a
-    CPU node with an ET+ key that becomes an attribute, an ``attrs`` list whose std entries are not first in
-    PyTorch's order or whose other entries name a node key."""
+class _Filler:
+    """Appends a node to the columns from the host loader's reading of it (``Records.record``: the decoded
+    ``Node`` and its core fields), without a HostOp: what :func:`_add_op` appends for the HostOp the builder
+    would make of it.  :meth:`add` returns False, having appended nothing, where that HostOp is needed
+    (METADATA, a comm candidate) or its attribute dict would hold more than the node's own keys give the
+    columns (a node read by the generic route, an ``attrs`` entry named as a node key, a node key that
+    becomes an attribute of this kind of node): :func:`_load_piece` then builds it and calls ``_add_op``."""
 
-    def __init__(self, c: Columns, ser: Serializer, interned: dict[Any, Any], builder: Any,
-                 path: str) -> None:
+    def __init__(self, c: Columns, ser: Serializer, interned: dict[Any, Any], extra_names: tuple[str, ...],
+                 piece: Callable[[Any], bytes], path: str) -> None:
         self.c = c
-        self.path = path
         self.ser = ser
         self.interned = interned
+        self.path = path
         self.parents = c.parents.append
         self.appends = (c.ids.append, c.names.append, c.kinds.append, c.rf_ids.append, c.threads.append,
                         c.is_gpu.append, c.skeys.append, c.full.append, c.tails.append)  # type: ignore[union-attr]
-        self.piece = builder.piece
-        self.io_tails: dict[tuple[bytes, bytes], bytes] = {}   # raw (shapes, types) -> IOInfo fields 2, 3
+        # the node keys outside the layout's own that would be attributes of a CPU / GPU node
+        cpu = [k for k in extra_names if k not in CPU_SKIP and k != "is_cpu_op"]
+        gpu = [k for k in extra_names if k not in GPU_SKIP and k not in COMM_ATTRS]
+        self.cpu_more, self.cpu_none = _getter(cpu)
+        self.gpu_more, self.gpu_none = _getter(gpu)
         self.comm_names: dict[str, bool] = {}
-        # encoded attrs entries after the std ones -> (CPU bytes, GPU bytes), or None: not plain
-        self.rests: dict[bytes, tuple[bytes, bytes] | None] = {}
+        self.piece = piece
+        self.io_tails: dict[tuple[bytes, bytes], bytes] = {}   # raw (shapes, types) -> IOInfo fields 2, 3
+        # id of a (shared) attrs dict of the builder -> (the dict, its CPU entries, its GPU entries), or None
+        # when it holds a node key
+        self.entries: dict[int, tuple[dict[str, Any], bytes, bytes] | None] = {}
 
-    # -- the two layouts ----------------------------------------------------------------------------------
-    def chakra(self, raw: Any, i: int) -> bool:
-        try:
-            n = _CHAKRA_DECODE(raw)
-        except msgspec.DecodeError:   # (ValidationError included) the host route says what it is
+    def add(self, n: Node, core: tuple[Any, ...], i: int) -> bool:
+        """Append node ``i`` unless it needs its HostOp (see the class doc)."""
+        (nid, name, parent, kind, rf, tid, fp, sq, sc, ft, osc, attrs, types, io) = core
+        if n.extra is not None or kind == METADATA:
             return False
-        parent = n.ctrl_deps
-        if parent is UNSET:
-            parent = 0
-        gpu = _plain_kind(n, parent, _CPU_PLAIN, _ALL_UNSET)
-        if gpu is None:
-            return False
-        alist = n.attrs
-        rest = b""
-        if alist is UNSET or alist is None or not alist:
-            rf, fp, sq, sc, tid, ft, osc = None, 0, -1, 0, 0, 0, ""
-        elif len(alist) >= 7:
-            a0, a1, a2, a3, a4, a5, a6 = alist[:7]
-            if (a0.name, a1.name, a2.name, a3.name, a4.name, a5.name, a6.name) != _STD_ORDER:
+        cat = n.cat
+        if cat is UNSET:
+            gpu = False
+            if self.cpu_more(n) != self.cpu_none:
                 return False
-            rf, fp, sq, sc, tid, ft, osc = a0.value, a1.value, a2.value, a3.value, a4.value, a5.value, \
-                a6.value
-            if len(alist) > 7:
-                rest = _encode(alist[7:])
+            comm = self.comm_names.get(name)
+            if comm is None:
+                comm = self.comm_names[name] = is_comm_name(name)
+            if comm:
+                return False
+        elif type(cat) is str and cat in GPU_CATS:
+            gpu = True
+            coll = n.collective_name
+            if self.gpu_more(n) != self.gpu_none or (type(coll) is str and coll) or is_comm_kernel_name(name):
+                return False
         else:
             return False
-        io = self.io_field
-        ins = io(IN_TAG, n.inputs)
-        outs = io(OUT_TAG, n.outputs)
-        return self.append(n, i, n.id, n.name, parent, gpu, rf, tid, (fp, sq, sc, ft, osc), rest, ins, outs,
-                           n.args)
+        if attrs:
+            got = self.entries.get(id(attrs))
+            if got is None or got[0] is not attrs:
+                got = self.attr_entries(attrs, types)
+                if got is None:
+                    return False
+            entries = got[2] if gpu else got[1]
+        else:
+            entries = b""
+        c = self.c
+        self.parents(parent)   # first: an id beyond int64 fails here, before anything is appended
+        at = c.index.setdefault(nid, i)
+        if at != i:
+            raise _duplicate(nid, at, i, self.path)
+        ids, names, kinds, rf_ids, threads, is_gpu, skeys, full, tails = self.appends
+        ids(nid)
+        names(self.interned.setdefault(name, name))
+        kinds(kind)
+        rf_ids(rf)
+        kt = n.kineto_tid
+        if kt is UNSET:
+            kt = None
+        threads(kt if kt is not None else tid)
+        is_gpu(gpu)
+        _put(c.ts, c.ts_x, i, n.ts)
+        _put(c.dur, c.dur_x, i, n.dur)
+        _put(c.excl, c.excl_x, i, n.exclusive_dur)
+        ser = self.ser
+        if len(io) == 2:   # the builder's raw_io
+            io_field = self.io_field
+            ins, outs = io_field(IN_TAG, io[0]), io_field(OUT_TAG, io[1])
+        elif io is MODEL_EMPTY_IO:
+            ins, outs = _IN_EMPTY, _OUT_EMPTY
+        else:
+            ins, outs = ser.op_ios_text(io)
+        if gpu:
+            key, tail = self.gpu(n, tid, ins, outs, entries)
+            skeys(key)
+        else:
+            skeys(None)
+            rfb = b"" if rf is None else (int_attr(RF_NAME, "rf_id", rf) if type(rf) is int else
+                                          frame_attr(make_attr("rf_id", rf)))
+            tail = b"".join((ins, outs, ser.cpu_block(True, kt, tid), rfb,
+                             ser.fixed_block(fp, sq, sc, ft, osc), entries))
+        itd = n.inter_thread_dep
+        sd = n.sync_dep
+        if itd is UNSET:
+            itd = None
+        if sd is UNSET:
+            sd = None
+        if itd is not None or sd is not None:
+            c.xdeps[i] = (itd, sd)
+        full(None)
+        tails(tail)
+        return True
 
-    def flat(self, raw: Any, i: int) -> bool:
-        try:
-            n = _FLAT_DECODE(raw)
-        except msgspec.DecodeError:
-            return False
-        parent = n.parent
-        if parent is UNSET:
-            parent = 0
-        if _FLAT_REFUSED(n) != _FLAT_NONE_REFUSED or type(n.inputs) is IOPieces or \
-                type(n.outputs) is IOPieces:
-            return False
-        gpu = _plain_kind(n, parent, _FLAT_CPU_PLAIN, _FLAT_ALL_UNSET)
-        if gpu is None:
-            return False
-        args = n.args
-        if gpu and args is not UNSET:   # the host Struct keeps args as parsed: the keys read, as _Args
-            if type(args) is not dict:
-                return False
-            get = args.get
-            args = _Args(get("stream", UNSET), get("device", UNSET), get("correlation", UNSET),
-                         get("External id", UNSET))
-        v = n.rf_id
-        rf = None if v is UNSET else v
-        v = n.tid
-        tid = 0 if v is UNSET else v
-        fixed = tuple(d if v is UNSET else v for v, d in zip(_FLAT_FIXED(n), _FLAT_FIXED_DEFAULTS))
-        falsy = self.falsy
-        text = self.ser.io_text
-        ins = text(IN_TAG, _flat_list(n.inputs), falsy(n.input_shapes), falsy(n.input_types))
-        outs = text(OUT_TAG, _flat_list(n.outputs), falsy(n.output_shapes), falsy(n.output_types))
-        return self.append(n, i, n.id, n.name, parent, gpu, rf, tid, fixed, b"", ins, outs, args)
-
-    # -- pieces -------------------------------------------------------------------------------------------
     def io_field(self, tag: bytes, d: Any) -> bytes:
-        """A chakra ``inputs`` / ``outputs`` object as the Node's field 8 / 9: ``Serializer.io_text`` of its
-        canonical pieces (the shapes+types tail cached by their raw text; the values, mostly unique, are
-        not kept)."""
+        """A chakra ``inputs`` / ``outputs`` object (``IOPieces``, None or UNSET) as the Node's field 8 / 9:
+        ``Serializer.io_text`` of its canonical pieces, the shapes+types tail cached by their raw text."""
         if d is None or d is UNSET:
             return _IN_EMPTY if tag is IN_TAG else _OUT_EMPTY
         vb = canonical(bytes(d.values))   # (mostly unique: not interned)
@@ -551,151 +522,49 @@ class _Plain:
         vn = varint(len(vb))
         return b"".join((tag, varint(1 + len(vn) + len(vb) + len(tail)), IO_VALUES, vn, vb, tail))
 
-    def falsy(self, raw: Any) -> bytes:
-        """A flat key read as ``value or []``."""
-        if raw is NO_RAW:
-            return b"[]"
-        b = self.piece(raw)
-        return b"[]" if b in FALSY else b
-
-    def rest_bytes(self, rest: bytes, alist: list[Attr]) -> tuple[bytes, bytes] | None:
-        """The attribute entries of a node's ``attrs`` after the std ones (CPU, GPU), as
-        ``Serializer.attr_entries`` writes them; None when they name a std or node key (the host route)."""
-        got = self.rests.get(rest, False)
-        if got is not False:
-            return got   # type: ignore[return-value]
-        attrs: dict[str, Any] = {}
-        types: dict[str, Any] = {}
-        out: tuple[bytes, bytes] | None = None
-        for a in alist[7:]:
-            an = a.name
-            if type(an) is not str or an in _STD_NAMES or an in _NODE_KEYS:
-                break
-            attrs[an] = a.value
-            if a.type is not None:
-                types[an] = a.type
-        else:
+    def attr_entries(self, attrs: dict[str, Any], types: dict[str, str]
+                     ) -> tuple[dict[str, Any], bytes, bytes] | None:
+        """The serialised entries of a builder's attrs dict for a CPU and a GPU node (``Serializer.
+        attr_entries``), cached by the dict (which equal ``attrs`` lists share); None when a key is a node
+        key."""
+        got: tuple[dict[str, Any], bytes, bytes] | None = None
+        if _NODE_KEYS.isdisjoint(attrs):
             entries = self.ser.attr_entries
-            out = (entries(attrs, types, False), entries(attrs, types, True))
-        if len(self.rests) > 10_000:
-            self.rests.clear()
-        self.rests[rest] = out
-        return out
+            got = (attrs, entries(attrs, types, False), entries(attrs, types, True))
+        cache = self.entries
+        if len(cache) > ATTR_ENTRIES_CACHE_MAX:
+            cache.clear()
+        if got is not None:
+            cache[id(attrs)] = got   # (the dict kept alive with its id)
+        return got
 
-    # -- the columns and the tail -------------------------------------------------------------------------
-    def append(self, n: Any, i: int, nid: int, name: str, parent: int, gpu: bool, rf: Any, tid: Any,
-               fixed: tuple[Any, ...], rest: bytes, ins: bytes, outs: bytes, args: Any) -> bool:
-        """Append node ``i`` (decoded ``n``; its core fields and Kineto ``args`` given) unless it is not plain
-        after all."""
-        if gpu:
-            coll = n.collective_name
-            if (type(coll) is str and coll) or is_comm_kernel_name(name):
-                return False
-        else:
-            comm = self.comm_names.get(name)
-            if comm is None:
-                comm = self.comm_names[name] = is_comm_name(name)
-            if comm:
-                return False
-        if rest:
-            got = self.rest_bytes(rest, n.attrs)
-            if got is None:
-                return False
-            tail_attrs = got[1] if gpu else got[0]
-        else:
-            tail_attrs = b""
-        c = self.c
-        self.parents(parent)   # first: an id beyond int64 fails here, before anything is appended
-        at = c.index.setdefault(nid, i)
-        if at != i:
-            raise _duplicate(nid, at, i, self.path)
-        ids, names, kinds, rf_ids, threads, is_gpu, skeys, full, tails = self.appends
-        ids(nid)
-        names(self.interned.setdefault(name, name))
-        kinds(OP)
-        rf_ids(rf)
-        kt = n.kineto_tid
-        if kt is UNSET:
-            kt = None
-        threads(kt if kt is not None else tid)
-        is_gpu(gpu)
-        _put(c.ts, c.ts_x, i, n.ts)
-        _put(c.dur, c.dur_x, i, n.dur)
-        _put(c.excl, c.excl_x, i, n.exclusive_dur)
-        ser = self.ser
-        if gpu:
-            stream = n.stream
-            if stream is UNSET:
-                if args is not UNSET and args.stream is not UNSET:
-                    stream = args.stream
-                else:
-                    stream = n.tid
-                    if stream is UNSET:
-                        stream = tid
-            device = n.device
-            if device is UNSET:
-                device = None if args is UNSET or args.device is UNSET else args.device
-            key = (device, stream)
-            try:
-                key = self.interned.setdefault(key, key)
-            except TypeError:
-                pass   # unhashable: the stream pass reports it
-            skeys(key)
-            if args is UNSET:
-                tail = b"".join((ins, outs, ser.gpu_block(stream, device, n.cat), tail_attrs))
-            else:
-                parts = [ins, outs, ser.gpu_block(stream, device, n.cat)]
-                v = args.correlation
-                if type(v) is int:
-                    parts.append(int_attr(_CORR_NAME, "correlation", v))
-                v = args.external_id
-                if type(v) is int:
-                    parts.append(int_attr(_EXT_NAME, "external_id", v))
-                parts.append(tail_attrs)
-                tail = b"".join(parts)
-        else:
-            skeys(None)
-            rfb = b"" if rf is None else (int_attr(RF_NAME, "rf_id", rf) if type(rf) is int else
-                                          frame_attr(make_attr("rf_id", rf)))
-            tail = b"".join((ins, outs, ser.cpu_block(True, kt, tid), rfb, ser.fixed_block(*fixed),
-                             tail_attrs))
-        itd = n.inter_thread_dep
-        sd = n.sync_dep
-        if itd is UNSET:
-            itd = None
-        if sd is UNSET:
-            sd = None
-        if itd is not None or sd is not None:
-            c.xdeps[i] = (itd, sd)
-        full(None)
-        tails(tail)
-        return True
+    def gpu(self, n: Node, tid: Any, ins: bytes, outs: bytes, entries: bytes) -> tuple[Any, bytes]:
+        """A GPU node's stream key (device, stream), interned, and its tail: ``_gpu_key`` and
+        ``Serializer.gpu_attrs`` of its HostOp."""
+        args = n.args
+        if type(args) is not dict:
+            args = {}
+        stream = n.stream
+        if stream is UNSET:
+            stream = args.get("stream", tid if n.tid is UNSET else n.tid)
+        device = n.device
+        if device is UNSET:
+            device = args.get("device")
+        key = (device, stream)
+        try:
+            key = self.interned.setdefault(key, key)
+        except TypeError:
+            pass   # unhashable: the stream pass reports it
+        parts = [ins, outs, self.ser.gpu_block(stream, device, n.cat)]
+        if args:
+            kineto_ids(args, parts)
+        parts.append(entries)
+        return key, b"".join(parts)
 
 
-def _plain_kind(n: Any, parent: Any, cpu_plain: Any, none: tuple[Any, ...]) -> bool | None:
-    """Whether a decoded node is a GPU op (True) or a CPU op (False) of the plain route; None when it is not
-    plain: an id, name or parent of another type, a root or METADATA node (id 1, a name starting with
-    ``[`` or ``#``), a ``cat`` that is not a GPU one, or a CPU node with a GPU key (``cpu_plain(n)`` is not
-    ``none``: an attribute of its HostOp)."""
-    nid = n.id
-    name = n.name
-    if type(nid) is not int or type(name) is not str or type(parent) is not int or nid == 1 or \
-            name[:1] == "[" or name[:1] == "#":
-        return None
-    cat = n.cat
-    if cat is UNSET:
-        return False if cpu_plain(n) == none else None
-    if type(cat) is str and cat in GPU_CATS:
-        return True
-    return None
-
-
-_FLAT_FIXED = attrgetter("fw_parent", "seq_id", "scope", "fw_tid", "op_schema")
-_FLAT_FIXED_DEFAULTS = (0, -1, 0, 0, "")
-
-
-def _flat_list(v: Any) -> bytes:
-    """A flat ``inputs`` / ``outputs`` value read as ``value or []`` (a list of raw items), canonical."""
-    if v is UNSET or v is None or not v:
-        return b"[]"
-    return canonical(b"[" + b",".join(v) + b"]")
+def _getter(keys: list[str]) -> tuple[Callable[[Any], Any], Any]:
+    """A getter of ``keys`` of a Node and what it returns when none is set."""
+    if not keys:
+        return (lambda n: ()), ()
+    get = attrgetter(*keys)
+    return get, (UNSET,) * len(keys) if len(keys) > 1 else UNSET

@@ -1,8 +1,8 @@
 """ET+ (or a bare host ET) -> Chakra protobuf ``GlobalMetadata`` + ``Node`` list.
 
 The conversion is a handful of passes over flat per-op lists (index = position
-of the op in the file), then one loop that builds the protobuf messages (one at a
-time when streamed to a file, see :func:`stream`).  The passes read the ops through
+of the op in the file), then one loop that builds the protobuf messages (serialised from
+their pieces when written to a file, see :func:`stream_serialized`).  The passes read the ops through
 ``convert.columns.Columns``: built from ``HostTrace.ops``, or, by ``convert_file``,
 while the file is loaded (``load_columns``: no HostOp kept for most ops, their
 inputs/outputs/attributes already serialised, see ``convert.serial``):
@@ -63,14 +63,14 @@ their comm fields kept as ``orig_collective``, ``orig_comm_type``,
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from chakra import schema as pb
 from chakra.convert.collectives import find_comm
 from chakra.convert.columns import Columns, malformed
 from chakra.convert.deps import add_deps, add_thread_timing, output_order
-from chakra.convert.plan import ET_VERSION, UNSIMULATED_COMM_TYPES, ConvertStats, Plan
+from chakra.convert.plan import ET_VERSION, UNSIMULATED_COMM_TYPES, Comm, ConvertStats, Deps, Plan, Timing
 from chakra.convert.serial import GPU_CATS, Serializer
 from chakra.convert.tree import build_tree, compute_timing, index_ops
 from chakra.convert.write import SerialNodes, iter_nodes, metadata
@@ -78,22 +78,23 @@ from chakra.host.model import HostTrace
 from chakra.io import gc_paused
 
 __all__ = ["ET_VERSION", "GPU_CATS", "UNSIMULATED_COMM_TYPES", "ConvertStats", "Plan", "build",
-           "convert_trace", "run_passes", "stream", "stream_serialized"]
+           "convert_trace", "run_passes", "stream_serialized"]
 
 
-def run_passes(cv: Plan) -> list[int]:
-    """Run the passes over ``cv``; return the output order (indices into ``trace.ops``)."""
+def run_passes(cv: Plan) -> tuple[list[int], Timing, Comm, Deps]:
+    """Run the passes over ``cv``; return the output order (indices into ``trace.ops``) and what the writer
+    reads of the passes' results: the timing, the comm nodes and the dependencies."""
     index_ops(cv)
-    build_tree(cv)
-    compute_timing(cv)
-    find_comm(cv)
-    add_deps(cv)
-    add_thread_timing(cv)
+    tree = build_tree(cv)
+    tm = compute_timing(cv, tree)
+    cm = find_comm(cv, tree)
+    dp = add_deps(cv, tree, tm, cm)
+    dp.tt = add_thread_timing(cv, tree, tm, cm, dp)
     cv.index.clear()   # id -> position is not needed any more (the writer reads ids)
-    order = output_order(cv)
+    order = output_order(cv, tree, tm, cm, dp)
     cv.stats.nodes = len(order)
-    cv.stats.rank = cv.rank
-    return order
+    cv.stats.rank = cm.rank
+    return order, tm, cm, dp
 
 
 def convert_trace(trace: HostTrace, *, astrasim_safe: bool = False
@@ -111,32 +112,13 @@ def build(trace: HostTrace, *, astrasim_safe: bool = False
     """``convert_trace`` plus the statistics of the conversion."""
     with gc_paused(), _malformed(trace):
         cv = Plan(trace, astrasim_safe=astrasim_safe)
-        order = run_passes(cv)
-        nodes = list(iter_nodes(cv, order))
-        return metadata(cv), nodes, cv.stats
+        order, tm, cm, dp = run_passes(cv)
+        nodes = list(iter_nodes(cv, order, tm, cm, dp))
+        return metadata(cv, tm, cm, dp), nodes, cv.stats
 
 
 def _malformed(trace: HostTrace) -> contextlib.AbstractContextManager[None]:
     return malformed(trace.path)
-
-
-def stream(trace: HostTrace, *, astrasim_safe: bool = False
-           ) -> tuple[pb.GlobalMetadata, Iterator[pb.Node], ConvertStats]:
-    """Like :func:`build`, but the nodes come from a generator, built while they are written.
-
-    All checks (references, cycles) run before the first node is yielded.  The
-    statistics' per-type counts are complete once the generator is exhausted.
-    """
-    with gc_paused(), _malformed(trace):
-        cv = Plan(trace, astrasim_safe=astrasim_safe)
-        order = run_passes(cv)
-        meta = metadata(cv)
-
-    def gen() -> Iterator[pb.Node]:
-        with gc_paused(), _malformed(trace):
-            yield from iter_nodes(cv, order)
-
-    return meta, gen(), cv.stats
 
 
 def stream_serialized(trace: HostTrace, *, astrasim_safe: bool = False, columns: Columns | None = None,
@@ -152,11 +134,11 @@ def stream_serialized(trace: HostTrace, *, astrasim_safe: bool = False, columns:
     """
     with gc_paused(), _malformed(trace):
         cv = Plan(trace, astrasim_safe=astrasim_safe, columns=columns, serializer=serializer)
-        order = run_passes(cv)
-        meta = metadata(cv)
+        order, tm, cm, dp = run_passes(cv)
+        meta = metadata(cv, tm, cm, dp)
 
     def write_nodes(fh: BinaryIO, path: str, reader: Any = None) -> list[Any] | None:
         with gc_paused(), _malformed(trace):
-            return SerialNodes(cv, order).write_parts(fh, path, reader)
+            return SerialNodes(cv, order, tm, cm, dp).write_parts(fh, path, reader)
 
     return meta, write_nodes, cv.stats

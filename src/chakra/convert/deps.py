@@ -11,10 +11,14 @@ from typing import Any
 from chakra import schema as pb
 from chakra.convert.graph import CycleError, kahn_order, topological_order
 from chakra.convert.plan import (
+    Comm,
+    Deps,
     Plan,
+    Timing,
+    Tree,
     _warn,
 )
-from chakra.convert.threads import ThreadInput, thread_timing
+from chakra.convert.threads import ThreadInput, ThreadTiming, thread_timing
 from chakra.convert.tree import starts_before, time_key
 from chakra.errors import TraceFormatError
 from chakra.host.model import METADATA, OP
@@ -24,9 +28,9 @@ log = logging.getLogger(__name__)
 
 
 # -- 4. dependencies ------------------------------------------------------------------------------
-def chain_by_start(cv: Plan, members: list[int]) -> None:
+def chain_by_start(tree: Tree, tm: Timing, cv: Plan, data: list[list[int]], members: list[int]) -> None:
     """Order ``members`` by start (call order when some are untimed); each depends on the previous."""
-    ts, pos, rfk, data = cv.ts, cv.pos, cv.rfk, cv.data
+    ts, pos, rfk = tm.ts, tree.pos, tree.rfk
     starts = list(map(ts.__getitem__, members))
     if None not in starts and len(set(starts)) == len(starts):
         # distinct starts: the first key decides alone (C-level key, no Python call per member)
@@ -52,14 +56,15 @@ def chain_by_start(cv: Plan, members: list[int]) -> None:
         prev = i
 
 
-def chain_by_launch(cv: Plan, members: list[int], chain: int = 0) -> None:
+def chain_by_launch(cv: Plan, tree: Tree, tm: Timing, cm: Comm, dp: Deps, members: list[int], chain: int = 0
+                    ) -> None:
     """Chain comm nodes by launch: a GPU node by its launcher's start, a host record by its own; then
     the recorded sequence number; each depends on the previous.  The edges and each member's place
-    (``chain``, position) are kept in ``cv.launch`` / ``cv.launch_at``: the order ASTRA-sim and the
+    (``chain``, position) are kept in ``dp.launch`` / ``dp.launch_at``: the order ASTRA-sim and the
     whole-job replay need on every rank alike, which a recorded edge that contradicts it must give way
     to (:func:`parent_links`, :func:`output_order`)."""
-    par, is_gpu, ts, rfk, data = cv.par, cv.is_gpu, cv.ts, cv.rfk, cv.data
-    comm, called = cv.comm, cv.gloo_pairs
+    par, is_gpu, ts, rfk, pos, data = tree.par, cv.is_gpu, tm.ts, tree.rfk, tree.pos, dp.data
+    comm, called = cm.comm, cm.gloo_pairs
     # a GPU node: its launching op; a gloo record (run by a worker thread when it gets to it): the c10d
     # call that issued it; any other host record: itself
     launcher = {i: par[i] if is_gpu[i] and par[i] >= 0 else called.get(i, i) for i in members}
@@ -67,13 +72,13 @@ def chain_by_launch(cv: Plan, members: list[int], chain: int = 0) -> None:
         def key(i: int) -> tuple[Any, ...]:
             j = launcher[i]
             seq = comm[i].seq
-            return (*time_key(cv, j), -1 if seq is None else seq, cv.pos[i])
+            return (*time_key(cv, tree, tm, j), -1 if seq is None else seq, pos[i])
     else:
         def key(i: int) -> tuple[Any, ...]:
             j = launcher[i]
-            return (rfk[j], cv.pos[j], cv.pos[i])
+            return (rfk[j], pos[j], pos[i])
     members.sort(key=key)
-    launch, at = cv.launch, cv.launch_at
+    launch, at = dp.launch, dp.launch_at
     for k, i in enumerate(members):
         at[i] = (chain, k)
     for prev, i in zip(members, members[1:]):
@@ -81,9 +86,10 @@ def chain_by_launch(cv: Plan, members: list[int], chain: int = 0) -> None:
         launch.add((i, prev))
 
 
-def add_deps(cv: Plan) -> None:
-    par, is_gpu, kinds = cv.par, cv.is_gpu, cv.kinds
-    data, stats = cv.data, cv.stats
+def add_deps(cv: Plan, tree: Tree, tm: Timing, cm: Comm) -> Deps:
+    par, is_gpu, kinds = tree.par, cv.is_gpu, cv.kinds
+    dp = Deps([[] for _ in range(cv.n)])
+    data, stats = dp.data, cv.stats
     skeys, thread_of = cv.cols.skeys, cv.cols.threads
     threads: dict[Any, list[int]] = {}
     streams: dict[tuple[Any, Any], list[int]] = {}
@@ -113,31 +119,31 @@ def add_deps(cv: Plan) -> None:
         log.info("%s: %d GPU node(s) have no launcher in the trace (launched before it began): they run on "
                  "their streams from their recorded starts", cv.trace.path, no_launcher)
     for members in threads.values():
-        chain_by_start(cv, members)
+        chain_by_start(tree, tm, cv, data, members)
     for members in streams.values():
-        chain_by_start(cv, members)
+        chain_by_start(tree, tm, cv, data, members)
     # Collectives of one process group run in the order they were launched, on every rank alike; a
     # GPU collective's own start is the GPU's time, a host record's is the host's (which runs ahead of
     # its GPU by a different amount on each rank), so both are ordered by when the host launched them.
     pgs: dict[str, list[int]] = {}
-    for i, f in cv.comm.items():
+    for i, f in cm.comm.items():
         pgs.setdefault(f.pg_name, []).append(i)
     for chain, members in enumerate(pgs.values()):
-        chain_by_launch(cv, members, chain)
-    soft = cv.soft
-    for i, j in cv.gloo_pairs.items():
-        if i in cv.cpu_comm and j not in data[i]:
+        chain_by_launch(cv, tree, tm, cm, dp, members, chain)
+    soft = dp.soft
+    for i, j in cm.gloo_pairs.items():
+        if i in cm.cpu_comm and j not in data[i]:
             data[i].append(j)
             soft.add((i, j))
-    for i, j in cv.gloo_extra.items():   # the other records of a multi-record call follow it too
+    for i, j in cm.gloo_extra.items():   # the other records of a multi-record call follow it too
         if j not in data[i]:
             data[i].append(j)
             soft.add((i, j))
-    add_recorded_deps(cv)
-    ctrl = parent_links(cv)
+    add_recorded_deps(cv, dp)
+    ctrl = parent_links(cv, tree, tm, dp)
     meta = {i for i, k in enumerate(kinds) if k == METADATA}
     for i in sorted(meta):
-        cv.ntype[i] = pb.METADATA_NODE
+        cm.ntype[i] = pb.METADATA_NODE
         data[i] = []
         ctrl[i] = -1
     # nothing may depend on a METADATA node
@@ -162,13 +168,14 @@ def add_deps(cv: Plan) -> None:
                     seen.add(j)
                     out.append(j)
             data[i] = out
-    cv.ctrl = ctrl
+    dp.ctrl = ctrl
+    return dp
 
 
-def add_recorded_deps(cv: Plan) -> None:
+def add_recorded_deps(cv: Plan, dp: Deps) -> None:
     """ET+'s ``inter_thread_dep`` and ``sync_dep`` as (soft) data dependencies; references to ids not in the
     trace are skipped, with one warning."""
-    data, index, ids, soft, stats = cv.data, cv.index, cv.ids, cv.soft, cv.stats
+    data, index, ids, soft, stats = dp.data, cv.index, cv.ids, dp.soft, cv.stats
     bad = 0
     first_bad = ""
     for i, pair in cv.cols.xdeps.items():
@@ -194,7 +201,7 @@ def add_recorded_deps(cv: Plan) -> None:
                      f"the trace were skipped (e.g. {first_bad}, missing)")
 
 
-def parent_links(cv: Plan) -> list[int]:
+def parent_links(cv: Plan, tree: Tree, tm: Timing, dp: Deps) -> list[int]:
     """The ET parent of each op that is kept as its control dependency (-1: none).
 
     Not for GPU ops, METADATA, or towards a METADATA node.  The ET tree is wrong for records made on other
@@ -204,12 +211,12 @@ def parent_links(cv: Plan) -> list[int]:
     collective's record the parent of one launched before it in its process group (the launch-order chain
     runs the child first: the two edges would close a cycle).
     """
-    par, is_gpu, kinds, ts, stats = cv.par, cv.is_gpu, cv.kinds, cv.ts, cv.stats
+    par, is_gpu, kinds, ts, stats = tree.par, cv.is_gpu, cv.kinds, tm.ts, cv.stats
     ctrl = [-1] * cv.n
     backwards = 0
     contradicts: list[tuple[int, int]] = []
-    at = cv.launch_at
-    before = partial(starts_before, cv)
+    at = dp.launch_at
+    before = partial(starts_before, cv, tree, tm)
     for i, p in enumerate(par):
         if p >= 0 and not is_gpu[i] and kinds[i] != METADATA and kinds[p] != METADATA:
             tp = ts[p]
@@ -243,12 +250,12 @@ def parent_links(cv: Plan) -> list[int]:
 
 
 # -- 4b. thread timing: work, waiting and idle per host thread (convert.threads) ------------------
-def add_thread_timing(cv: Plan) -> None:
+def add_thread_timing(cv: Plan, tree: Tree, tm: Timing, cm: Comm, dp: Deps) -> ThreadTiming | None:
     """Pieces, depths and waits of the host threads; waits become (soft) data dependencies."""
     if not cv.stats.timed:
-        return
-    n, cols, is_gpu, kinds, ts = cv.n, cv.cols, cv.is_gpu, cv.kinds, cv.ts
-    threads, cpu_comm, origin, start = cols.threads, cv.cpu_comm, cv.origin, cv.start
+        return None
+    n, cols, is_gpu, kinds, ts = cv.n, cv.cols, cv.is_gpu, cv.kinds, tm.ts
+    threads, cpu_comm, origin, start = cols.threads, cm.cpu_comm, tm.origin, tm.start
     is_cpu = [not g and (k == METADATA or i not in cpu_comm)
               for i, (g, k) in enumerate(zip(is_gpu, kinds))]
     host = {t for t, c, k in zip(threads, is_cpu, kinds) if c and k != METADATA}
@@ -292,13 +299,13 @@ def add_thread_timing(cv: Plan) -> None:
             j = index.get(d) if type(d) is int else None
             if j is not None and is_gpu[j]:
                 sync_lanes.setdefault(i, set()).add(lane[j])
-    inp = ThreadInput(n=n, start=cv.start, end=end, excl=cv.dur, thread=threads, on_thread=on_thread,
-                      is_cpu=is_cpu, lane=lane, pos=cv.pos, deps=cv.data, host_comm=cpu_comm,
+    inp = ThreadInput(n=n, start=start, end=end, excl=tm.dur, thread=threads, on_thread=on_thread,
+                      is_cpu=is_cpu, lane=lane, pos=tree.pos, deps=dp.data, host_comm=cpu_comm,
                       is_gpu=is_gpu, sync_lanes=sync_lanes,
-                      launcher=[p if g else -1 for p, g in zip(cv.par, is_gpu)],
-                      gpu_comm={i for i in cv.comm if is_gpu[i]})
+                      launcher=[p if g else -1 for p, g in zip(tree.par, is_gpu)],
+                      gpu_comm={i for i in cm.comm if is_gpu[i]})
     tt = thread_timing(inp)
-    data, ctrl, soft = cv.data, cv.ctrl, cv.soft
+    data, ctrl, soft = dp.data, dp.ctrl, dp.soft
     # an op whose synchronize became a wait of the node after it no longer waits itself: its sync_dep
     # (a start dependency on a GPU op that was recorded still running) goes
     for o in tt.synced:
@@ -314,11 +321,11 @@ def add_thread_timing(cv: Plan) -> None:
             soft.add((j, u))
     cv.stats.waits = len(tt.wait_on)
     cv.stats.waited_us = tt.waited_us
-    cv.tt = tt
+    return tt
 
 
 # -- 5. order and cycle check ---------------------------------------------------------------------
-def output_order(cv: Plan) -> list[int]:
+def output_order(cv: Plan, tree: Tree, tm: Timing, cm: Comm, dp: Deps) -> list[int]:
     """Topological order; also the cycle check.
 
     A cycle through a dependency that ET+ derived from timing (``sync_dep``,
@@ -332,8 +339,8 @@ def output_order(cv: Plan) -> list[int]:
     its nodes.
     """
     n = cv.n
-    ctrl, data, ids, names = cv.ctrl, cv.data, cv.ids, cv.names
-    prio = cv.start if cv.stats.timed else cv.rfk
+    ctrl, data, ids, names = dp.ctrl, dp.data, cv.ids, cv.names
+    prio = tm.start if cv.stats.timed else tree.rfk
     order = kahn_order(data, ctrl, prio)
     if order is not None:
         return order
@@ -345,23 +352,23 @@ def output_order(cv: Plan) -> list[int]:
             cyc = exc.cycle
             desc = " -> ".join(f"{ids[i]} ({names[i][:40]})" for i in cyc[:12])
             more = "" if len(cyc) <= 12 else f" ... ({len(cyc)} nodes)"
-            edge = next(((a, b) for a, b in zip(cyc, cyc[1:] + cyc[:1]) if (a, b) in cv.soft), None)
+            edge = next(((a, b) for a, b in zip(cyc, cyc[1:] + cyc[:1]) if (a, b) in dp.soft), None)
             if edge is None:
-                why = launch_conflict(cv, cyc)
+                why = launch_conflict(cv, cm, dp, cyc)
                 if why is None:
                     raise TraceFormatError(f"dependency cycle: {desc}{more}", cv.trace.path) from None
                 _warn(cv.stats, f"{cv.trace.path}: dependency cycle {desc}{more}: {why}")
                 continue
             a, b = edge
             data[a].remove(b)
-            cv.soft.discard(edge)
+            dp.soft.discard(edge)
             _warn(cv.stats, f"{cv.trace.path}: dependency cycle {desc}{more}: dropped the derived "
                               f"dependency of node {ids[a]} on node {ids[b]}")
     raise TraceFormatError("too many dependency cycles (1000 derived dependencies dropped)",
                            cv.trace.path)
 
 
-def launch_conflict(cv: Plan, cyc: list[int]) -> str | None:
+def launch_conflict(cv: Plan, cm: Comm, dp: Deps, cyc: list[int]) -> str | None:
     """Break a cycle that a launch-order edge closes; say what was dropped (None: no such edge in it).
 
     ``cyc`` lists nodes each of which depends on the next.  The launch order is what every rank's
@@ -371,9 +378,9 @@ def launch_conflict(cv: Plan, cyc: list[int]) -> str | None:
     Where none is on the cycle, the recorded order of one thread or stream contradicts the launch order
     (two records paired with the wrong calls), and the launch-order edge goes.
     """
-    ids, names, ctrl, threads = cv.ids, cv.names, cv.ctrl, cv.cols.threads
+    ids, names, ctrl, threads = cv.ids, cv.names, dp.ctrl, cv.cols.threads
     edges = list(zip(cyc, cyc[1:] + cyc[:1]))
-    launch = next(((a, b) for a, b in edges if (a, b) in cv.launch and b in cv.data[a]), None)
+    launch = next(((a, b) for a, b in edges if (a, b) in dp.launch and b in dp.data[a]), None)
     if launch is None:
         return None
 
@@ -381,13 +388,13 @@ def launch_conflict(cv: Plan, cyc: list[int]) -> str | None:
         return f"node {ids[i]} ({names[i][:40]})"
 
     for a, b in edges:
-        if ctrl[a] == b and (threads[a] != threads[b] or b in cv.cpu_comm):
+        if ctrl[a] == b and (threads[a] != threads[b] or b in cm.cpu_comm):
             ctrl[a] = -1
             first, then = launch[1], launch[0]
             return (f"dropped the ET parent link of {node(a)} to {node(b)} (a record of another thread), "
                     f"which contradicts the launch order ({node(first)} was launched before {node(then)})")
     a, b = launch
-    cv.data[a].remove(b)
-    cv.launch.discard(launch)
+    dp.data[a].remove(b)
+    dp.launch.discard(launch)
     return (f"dropped the launch-order dependency of {node(a)} on {node(b)}, which the recorded order "
             "contradicts")

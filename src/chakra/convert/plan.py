@@ -1,16 +1,17 @@
-"""The state of one conversion: the per-op columns the passes fill, and what every pass shares.
+"""The state of one conversion and the results its passes hand on.
 
-A conversion is a sequence of passes over this plan (``chakra.convert.core.run_passes``): ``tree``
-(index, parents, pre-order, call-order keys; timing), ``collectives`` (comm nodes and their fields),
-``deps`` (dependencies, thread timing, output order), then ``write`` serialises the nodes.  Each pass is a
-function of the plan; every attribute a pass sets is declared here.
+A conversion is a sequence of passes (``chakra.convert.core.run_passes``): ``tree`` (index, parents,
+pre-order, call-order keys: returns a :class:`Tree`; timing: returns a :class:`Timing`), ``collectives``
+(comm nodes and their fields: returns a :class:`Comm`), ``deps`` (dependencies, thread timing, output
+order), then ``write`` serialises the nodes.  A pass takes the :class:`Plan` and the results of the
+passes before it (the deps pass returns :class:`Deps`).  Every result is declared here.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from chakra import schema as pb
 from chakra.convert.columns import Columns, columns_from_trace
@@ -70,7 +71,9 @@ _dumps = dumps_any
 
 
 class Plan:
-    """One conversion's per-op lists (index = position of the op in the file) and shared state."""
+    """One conversion's input: the trace, its columns (per-op lists, index = position of the op in the
+    file), the serializer and the statistics the passes add to; the passes return their own results
+    (:class:`Tree`, :class:`Timing`, :class:`Comm`, :class:`Deps`)."""
 
     def __init__(self, trace: HostTrace, *, astrasim_safe: bool = False, columns: Columns | None = None,
                  serializer: Serializer | None = None) -> None:
@@ -87,31 +90,53 @@ class Plan:
         self.n = n
         self.index: dict[int, int] = cols.index
         self.is_gpu = cols.is_gpu
-        self.par = [-1] * n
-        self.pos = [0] * n
-        self.ts: list[float | None] = [None] * n
-        self.start = [0] * n
-        self.dur = [0] * n
-        self.ntype = [pb.COMP_NODE] * n
-        self.comm: dict[int, CommFields] = {}
-        self.cpu_comm: set[int] = set()
-        self.gloo_pairs: dict[int, int] = {}   # gloo record -> the c10d call it ran (pair_gloo_with_c10d)
-        self.gloo_extra: dict[int, int] = {}   # further records of a call that ran as several
-        self.data: list[list[int]] = [[] for _ in range(n)]
-        self.origin = 0.0
         self.pgn = PgNames(trace.process_groups)
-        self.rank: int | None = None
         self.ser = serializer if serializer is not None else Serializer()
-        self.soft: set[tuple[int, int]] = set()   # derived edges a cycle may break (see deps.output_order)
-        # (comm node, the one launched before it in its process group): the launch-order edges; and per comm
-        # node (its process group's chain, its place in it) -- see deps.chain_by_launch
-        self.launch: set[tuple[int, int]] = set()
-        self.launch_at: dict[int, tuple[int, int]] = {}
-        self.tt: ThreadTiming | None = None       # per-thread pieces and waits (convert.threads)
-        # set by the passes (declared here so that every attribute of a plan is in one place)
-        self.preorder: list[int] = []             # tree: the ops in ET pre-order
-        self.rfk: list[int] = []                  # tree: call-order key per op
-        self.span_lo = 0.0                        # timing: the trace's first start and last end (µs)
-        self.span_hi = 0.0
-        self.infos: dict[int, Any] = {}           # collectives: host comm op -> its CommInfo
-        self.ctrl: list[int] = []                 # deps: the kept ET parent per op (-1: none)
+
+
+class Tree(NamedTuple):
+    """What the tree pass (``tree.build_tree``) gives the later ones, per op (index: position in the file)."""
+
+    par: list[int]        # the parent's position (-1: none)
+    pos: list[int]        # the position in ET pre-order
+    preorder: list[int]   # the ops in ET pre-order
+    rfk: list[int]        # call-order key (the record function id, else the parent's)
+
+
+class Timing(NamedTuple):
+    """What the timing pass (``tree.compute_timing``) gives the later ones."""
+
+    ts: list[float | None]   # the ET+ ts (µs) of a timed op, else None
+    start: list[int]         # start, µs since ``origin``
+    dur: list[int]           # the duration it runs (µs): exclusive for a CPU op
+    origin: float            # the measured window's start (µs), else the first start
+    span_lo: float           # the trace's first start and last end (µs)
+    span_hi: float
+
+
+@dataclass(slots=True)
+class Comm:
+    """What the collectives pass (``collectives.find_comm``) gives the later ones."""
+
+    ntype: list[int]                 # per op: its Node type (deps adds METADATA_NODE)
+    infos: dict[int, Any]            # host comm op -> its CommInfo
+    rank: int | None                 # the trace's rank (``comm.infer_rank``)
+    comm: dict[int, CommFields] = field(default_factory=dict)   # comm node -> its fields
+    cpu_comm: set[int] = field(default_factory=set)             # the comm nodes that are host records
+    gloo_pairs: dict[int, int] = field(default_factory=dict)    # gloo record -> the c10d call it ran
+    gloo_extra: dict[int, int] = field(default_factory=dict)    # further records of a call run as several
+
+
+@dataclass(slots=True)
+class Deps:
+    """What the deps pass (``deps.add_deps``, ``deps.add_thread_timing``) gives ``deps.output_order`` and
+    the writer."""
+
+    data: list[list[int]]     # per op: the ops it waits for (data dependencies)
+    ctrl: list[int] = field(default_factory=list)   # per op: the kept ET parent (-1: none)
+    soft: set[tuple[int, int]] = field(default_factory=set)   # derived edges a cycle may break (output_order)
+    # (comm node, the one launched before it in its process group): the launch-order edges; and per comm
+    # node (its process group's chain, its place in it) -- see deps.chain_by_launch
+    launch: set[tuple[int, int]] = field(default_factory=set)
+    launch_at: dict[int, tuple[int, int]] = field(default_factory=dict)
+    tt: ThreadTiming | None = None   # per-thread pieces and waits (convert.threads)

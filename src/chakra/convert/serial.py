@@ -238,7 +238,7 @@ class Serializer:
         stream = a.get("stream", args.get("stream", a.get("tid", op.tid)))
         device = a.get("device", args.get("device"))
         out = [self.gpu_block(stream, device, a.get("cat"))]
-        _kineto_ids(args, out)
+        kineto_ids(args, out)
         keys = tuple(a)
         kept = self.gpu_keys.get(keys)
         if kept is None:
@@ -258,7 +258,7 @@ def _keep(blocks: dict[tuple[Any, ...], bytes], key: tuple[Any, ...], b: bytes) 
     blocks[key] = b
 
 
-def _kineto_ids(args: dict[str, Any], out: list[bytes]) -> None:
+def kineto_ids(args: dict[str, Any], out: list[bytes]) -> None:
     """A GPU node's ``correlation`` and ``external_id`` attributes, from its Kineto args (ints only)."""
     v = args.get("correlation")
     if type(v) is int:

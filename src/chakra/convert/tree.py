@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 from chakra.convert.columns import raw
-from chakra.convert.plan import Plan, _num, _warn
+from chakra.convert.plan import Plan, Timing, Tree, _num, _warn
 from chakra.errors import TraceFormatError
 from chakra.host.loader import self_parent_message
 from chakra.host.model import OP, PROCESS_ROOT
@@ -29,8 +29,9 @@ def index_ops(cv: Plan) -> None:
         index[nid] = i
 
 
-def build_tree(cv: Plan) -> None:
-    ids, index, par, kinds = cv.ids, cv.index, cv.par, cv.kinds
+def build_tree(cv: Plan) -> Tree:
+    ids, index, kinds = cv.ids, cv.index, cv.kinds
+    par = [-1] * cv.n
     rf_ids = cv.cols.rf_ids
     kids: dict[int, list[int]] = {}
     orphans = self_parents = 0
@@ -60,7 +61,7 @@ def build_tree(cv: Plan) -> None:
         rf = rf_ids[i]
         return (rf is None, rf or 0, ids[i])
 
-    pos = cv.pos
+    pos = [0] * cv.n
     seen = [False] * cv.n
     counter = 0
     stack = [i for i in range(cv.n - 1, -1, -1) if par[i] < 0]
@@ -85,36 +86,36 @@ def build_tree(cv: Plan) -> None:
             par[i] = -1
             pos[i] = counter
             counter += 1
-    preorder = cv.preorder = [0] * cv.n
+    preorder = [0] * cv.n
     for i, p in enumerate(pos):
         preorder[p] = i
     # Call order without timestamps: record function ids are handed out when a call starts, one
     # counter per process, so they order calls across threads too (the ET tree does not: gloo
     # worker-thread records hang under whatever record was open).  An op without rf_id (GPU nodes,
     # some roots) takes its parent's; pre-order breaks ties.
-    rfk = cv.rfk = [0] * cv.n
-    for i in cv.preorder:
+    rfk = [0] * cv.n
+    for i in preorder:
         rf = rf_ids[i]
         if type(rf) is int:
             rfk[i] = rf
         elif par[i] >= 0:
             rfk[i] = rfk[par[i]]
-
-
-def thread_of(cv: Plan, i: int) -> Any:
-    return cv.cols.threads[i]
+    return Tree(par, pos, preorder, rfk)
 
 
 # -- 2. timing ------------------------------------------------------------------------------------
-def compute_timing(cv: Plan) -> None:
-    ts, par, is_gpu, ids, kinds = cv.ts, cv.par, cv.is_gpu, cv.ids, cv.kinds
+def compute_timing(cv: Plan, tree: Tree) -> Timing:
+    n = cv.n
+    par, is_gpu, ids, kinds = tree.par, cv.is_gpu, cv.ids, cv.kinds
+    ts: list[float | None] = [None] * n
+    start = [0] * n
     c = cv.cols
     raw_ts, raw_dur, raw_excl, threads = c.ts, c.dur, c.excl, c.threads
     ts_x, dur_x, excl_x = c.ts_x, c.dur_x, c.excl_x
     lo = hi = None
     bad: list[int] = []  # ids of nodes whose ts/dur is NaN, infinite, negative or out of range
     L = CORRUPT_TIME_US
-    dur = cv.dur
+    dur = [0] * n
     missing_threads: set[Any] = set()   # threads with a timed op that has no exclusive_dur
     # One pass: validity (for the warning), the span, and the durations (_num inlined throughout: a
     # million calls).  Durations: a GPU op its dur, a CPU op (OP kind) its exclusive_dur, else below.
@@ -169,17 +170,13 @@ def compute_timing(cv: Plan) -> None:
     if lo is None:
         _warn(cv.stats, f"{cv.trace.path}: no timing fields (a bare host ET, not ET+): "
                           "every duration is 0")
-        for i in range(cv.n):
-            dur[i] = 0
-        return
+        return Timing(ts, start, [0] * n, 0.0, 0.0, 0.0)
     measured = cv.trace.extra.get("measured")
     origin = lo
     if isinstance(measured, dict) and _num(measured.get("start_us")):
         origin = measured["start_us"]
-    cv.origin = float(origin)
-    cv.span_lo, cv.span_hi = float(lo), float(hi)
-    start = cv.start
-    for i in cv.preorder:
+    timing = Timing(ts, start, dur, float(origin), float(lo), float(hi))
+    for i in tree.preorder:
         t = ts[i]
         if t is not None:
             v = t - origin
@@ -187,10 +184,10 @@ def compute_timing(cv: Plan) -> None:
         elif par[i] >= 0:
             start[i] = start[par[i]]
     if not missing_threads:
-        return
+        return timing
     # Exclusive time by a stack sweep over the timed ops of each thread that lacks some.
     need: dict[Any, list[tuple[float, float, int, int]]] = {th: [] for th in missing_threads}
-    pos = cv.pos
+    pos = tree.pos
     for i, t in enumerate(ts):
         if t is None or is_gpu[i] or kinds[i] != OP:
             continue
@@ -204,23 +201,25 @@ def compute_timing(cv: Plan) -> None:
         for i, x in _exclusive(items).items():
             if not _num(raw(raw_excl, excl_x, i)):
                 dur[i] = int(x + 0.5) if x > 0 else 0
+    return timing
 
 
-def time_key(cv: Plan, i: int) -> tuple[float, float, int]:
+def time_key(cv: Plan, tree: Tree, tm: Timing, i: int) -> tuple[float, float, int]:
     """Start order of timed ops: earlier first, then the longer (enclosing) one, then the ET parent."""
     d = cv.cols.dur[i]
     if d != d:
         d = cv.cols.dur_x.get(i)
     tt = type(d)
-    return (cv.ts[i], -d if (tt is float or tt is int) and -CORRUPT_TIME_US < d < CORRUPT_TIME_US else 0.0,
-            cv.pos[i])  # type: ignore[return-value]
+    return (tm.ts[i], -d if (tt is float or tt is int) and -CORRUPT_TIME_US < d < CORRUPT_TIME_US else 0.0,
+            tree.pos[i])  # type: ignore[return-value]
 
 
-def starts_before(cv: Plan, p: int, i: int) -> bool:
+def starts_before(cv: Plan, tree: Tree, tm: Timing, p: int, i: int) -> bool:
     """Whether ``p`` starts before ``i`` by the same keys the call-order chains use."""
-    if cv.ts[p] is not None and cv.ts[i] is not None:
-        return time_key(cv, p) < time_key(cv, i)
-    return (cv.rfk[p], cv.pos[p]) < (cv.rfk[i], cv.pos[i])
+    if tm.ts[p] is not None and tm.ts[i] is not None:
+        return time_key(cv, tree, tm, p) < time_key(cv, tree, tm, i)
+    pos, rfk = tree.pos, tree.rfk
+    return (rfk[p], pos[p]) < (rfk[i], pos[i])
 
 
 

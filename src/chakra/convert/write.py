@@ -21,11 +21,15 @@ from chakra.convert.comm import (
 from chakra.convert.plan import (
     _TYPE_NAMES,
     ET_VERSION,
+    Comm,
+    Deps,
     Plan,
+    Timing,
     _dumps,
     _num,
 )
 from chakra.convert.serial import int_attr
+from chakra.convert.threads import ThreadTiming
 from chakra.formats import (
     NODE_CTRL_DEPS,
     NODE_DATA_DEPS,
@@ -46,17 +50,17 @@ log = logging.getLogger(__name__)
 
 
 # -- messages -------------------------------------------------------------------------------------
-def iter_nodes(cv: Plan, order: list[int]) -> Iterator[pb.Node]:
+def iter_nodes(cv: Plan, order: list[int], tm: Timing, cm: Comm, dp: Deps) -> Iterator[pb.Node]:
     """The Node messages in ``order``, built one at a time (a writer can stream them)."""
     parse = pb.Node.FromString
-    for body in iter_serialized(cv, order):
+    for body in iter_serialized(cv, order, tm, cm, dp):
         yield parse(body)
 
 
-def iter_serialized(cv: Plan, order: list[int]) -> Iterator[bytes]:
+def iter_serialized(cv: Plan, order: list[int], tm: Timing, cm: Comm, dp: Deps) -> Iterator[bytes]:
     """The serialised Node messages in ``order``, one at a time (:class:`SerialNodes`); the statistics'
     counts are set once the last one is made."""
-    nodes = SerialNodes(cv, order)
+    nodes = SerialNodes(cv, order, tm, cm, dp)
     edges = [0, 0]
     yield from nodes.bodies(range(len(order)), edges)
     nodes.count(edges)
@@ -80,14 +84,17 @@ class SerialNodes:
     :meth:`write_parts` writes them over the cores (:mod:`chakra.io.forkmap`).
     """
 
-    def __init__(self, cv: Plan, order: list[int]) -> None:
+    def __init__(self, cv: Plan, order: list[int], tm: Timing, cm: Comm, dp: Deps) -> None:
         self.cv = cv
         self.order = order
-        self.ta_of = thread_attrs(cv)
+        self.ta_of = thread_attrs(cv, dp.tt)
         # every id as a varint, once (a node's own field 1, the dependencies on it); the starts, durations
         self.vid = uint64_varints(cv.ids)
-        self.vstart = uint64_varints(cv.start)
-        self.vdur = uint64_varints(cv.dur)
+        self.vstart = uint64_varints(tm.start)
+        self.vdur = uint64_varints(tm.dur)
+        self.start, self.dur = tm.start, tm.dur
+        self.cm = cm
+        self.dp = dp
 
     def write_parts(self, fh: Any, path: Any, reader: Any = None) -> list[Any] | None:
         """Append the framed nodes to the file ``fh`` (``path``: its name, in messages), the ranges of the
@@ -114,7 +121,7 @@ class SerialNodes:
         """The statistics' counts, given the dependencies written (ctrl, data)."""
         stats = self.cv.stats
         # node type -> count, in first-seen order
-        counts = Counter(map(self.cv.ntype.__getitem__, self.order))
+        counts = Counter(map(self.cm.ntype.__getitem__, self.order))
         stats.by_type = {_TYPE_NAMES[t]: k for t, k in counts.items()}
         stats.ctrl_edges, stats.data_edges = edges
 
@@ -125,8 +132,9 @@ class SerialNodes:
         order = self.order[piece.start:piece.stop]
         ids, names, full = cv.ids, cv.names, cv.full
         tails = cv.cols.tails
-        ctrl, data, start, dur, ntype = cv.ctrl, cv.data, cv.start, cv.dur, cv.ntype
-        is_gpu, comm, cpu_comm = cv.is_gpu, cv.comm, cv.cpu_comm
+        cm = self.cm
+        ctrl, data, start, dur, ntype = self.dp.ctrl, self.dp.data, self.start, self.dur, cm.ntype
+        is_gpu, comm, cpu_comm = cv.is_gpu, cm.comm, cm.cpu_comm
         ser = cv.ser
         framed = ser.attr_cache.framed
         op_ios = ser.op_ios
@@ -218,12 +226,11 @@ def uint64_varints(values: list[int]) -> list[bytes]:
     return _VARINT_END.findall(b, k + 1)
 
 
-def thread_attrs(cv: Plan) -> list[bytes]:
+def thread_attrs(cv: Plan, tt: ThreadTiming | None) -> list[bytes]:
     """Node ``i``'s thread-timing attributes (convert.threads), framed, at ``[i]``; b"" if none.
 
     Built once for the nodes that have any (a framed (name, value) is made once: values repeat)."""
     out = [b""] * cv.n
-    tt = cv.tt
     if tt is None:
         return out
     ids = cv.ids
@@ -282,7 +289,7 @@ def pg_json(cv: Plan) -> str:
     return json.dumps(pg_records(cv))
 
 
-def metadata(cv: Plan) -> pb.GlobalMetadata:
+def metadata(cv: Plan, tm: Timing, cm: Comm, dp: Deps) -> pb.GlobalMetadata:
     tr = cv.trace
     attrs = [make_attr("schema", tr.schema or "")]
     if tr.pid is not None:
@@ -293,7 +300,7 @@ def metadata(cv: Plan) -> pb.GlobalMetadata:
         attrs.append(make_attr("start_ts", tr.start_ts))
     if tr.finish_ts is not None:
         attrs.append(make_attr("finish_ts", tr.finish_ts))
-    attrs.append(make_attr("rank", cv.rank if cv.rank is not None else -1))
+    attrs.append(make_attr("rank", cm.rank if cm.rank is not None else -1))
     ws = tr.world_size
     attrs.append(make_attr("world_size", ws if ws is not None else -1))
     attrs.append(pb.AttributeProto(name="process_groups", string_val=pg_json(cv)))
@@ -303,13 +310,13 @@ def metadata(cv: Plan) -> pb.GlobalMetadata:
         m_dur = float(measured.get("dur_us", 0.0)) if _num(measured.get("dur_us")) else 0.0
         window = str(measured.get("window", ""))
     elif cv.stats.timed:
-        m_start, m_dur, window = cv.span_lo, cv.span_hi - cv.span_lo, "span"
+        m_start, m_dur, window = tm.span_lo, tm.span_hi - tm.span_lo, "span"
     else:
         m_start, m_dur, window = 0.0, 0.0, "none"
     attrs.append(pb.AttributeProto(name="measured_start_us", double_val=m_start))
     attrs.append(pb.AttributeProto(name="measured_dur_us", double_val=m_dur))
     attrs.append(pb.AttributeProto(name="measured_window", string_val=window))
-    if cv.tt is not None:
+    if dp.tt is not None:
         attrs.append(pb.AttributeProto(name="thread_timing", string_val=THREAD_TIMING))
     return pb.GlobalMetadata(version=ET_VERSION, attr=attrs)
 

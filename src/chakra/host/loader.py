@@ -226,6 +226,10 @@ class _Builder:
             _Builder.chakra
         self.extra_names = _FLAT_EXTRAS if layout == FLAT else _CHAKRA_EXTRAS
         self.get_extras = _GET_FLAT_EXTRAS if layout == FLAT else _GET_CHAKRA_EXTRAS
+        # a chakra node's inputs / outputs objects left as decoded (a pair ``(inputs, outputs)`` for the io
+        # field, made into HostOp.io by :meth:`host_op`): for a reader that serialises them itself (the
+        # converter's columns) and builds a HostOp for a few nodes only
+        self.raw_io = False
 
     # -- text ---------------------------------------------------------------------------------------------
     def piece(self, raw: Any) -> bytes:
@@ -402,7 +406,13 @@ class _Builder:
                     if len(self.shared) > HOST_PIECES_CACHE_MAX:
                         self.shared.clear()
                     self.shared[key] = (attrs, types)
-        io = self.io8(n.inputs, n.outputs)
+        ins = n.inputs
+        outs = n.outputs
+        if self.raw_io and (type(ins) is IOPieces or ins is None or ins is UNSET) and \
+                (type(outs) is IOPieces or outs is None or outs is UNSET):
+            io: tuple[Any, ...] = (ins, outs)
+        else:
+            io = self.io8(ins, outs)
         kind = OP if (nid != 1 and name[:1] != "[" and name[:1] != "#") else _kind(nid, name, parent)
         return (nid, name, parent, kind, *std, attrs, types, io)
 
@@ -425,7 +435,10 @@ class _Builder:
         more = self.extras(n)
         if more is not None:
             attrs = {**attrs, **more} if attrs else more
-        return HostOp(*core[:11], None, None, attrs, core[12], index, core[13])
+        io = core[13]
+        if len(io) == 2:   # raw_io
+            io = self.io8(*io)
+        return HostOp(*core[:11], None, None, attrs, core[12], index, io)
 
 
 _NO_IO4 = (b"[]", b"[]", b"[]", None)
