@@ -76,15 +76,16 @@ _LEAN_PKG = "chakra_replay_lean"
 # The sentinel node: every field holds its default value, written out explicitly (0, "", an empty
 # attribute).  The encoder of a proto3 file never writes a default value of a singular field, so a 0
 # among a batch's ids (or an empty name, ...) is a sentinel; a file that does write one (or has a
-# dependency on node 0, or an empty attribute) is seen by counting them, and read node by node.
+# dependency on node 0, or an empty attribute) is seen by counting them, and its batch re-encoded
+# (:func:`_canonical`) and, if need be, split: for one node, the last values are the sentinel's.
 _SENT_BODY = (b"\x08\x00" b"\x12\x00" b"\x18\x00" b"\x22\x01\x00" b"\x2a\x01\x00" b"\x30\x00" b"\x38\x00"
               b"\x52\x00")
 _SENT = bytes((len(_SENT_BODY),)) + _SENT_BODY
 _SEP = b"\x0a" + _SENT + b"\x0a"
 
 
-def _lean_classes() -> tuple[Any, Any, Any]:
-    """(MergedBatch, FullMerged, AttrAll) message classes, in a private descriptor pool."""
+def _lean_classes() -> tuple[Any, Any, Any, Any]:
+    """(MergedBatch, FullMerged, AttrAll, NodeBatch) message classes, in a private descriptor pool."""
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
     from chakra.schema.et_def_pb2 import build_file_descriptor
@@ -120,6 +121,8 @@ def _lean_classes() -> tuple[Any, Any, Any]:
         repeated=False)
     # AttributeProto with every field repeated: attributes concatenated (each a whole message) merge into
     # one list per field
+    # the real Node, repeated: a batch's messages one by one (re-encoded by :func:`_canonical`)
+    add(fd.message_type.add(name="NodeBatch"), "node", 1, F.TYPE_MESSAGE, ".ChakraProtoMsg.Node")
     attr_all = fd.message_type.add(name="AttrAll")
     for f in next(m for m in full.message_type if m.name == "AttributeProto").field:
         add(attr_all, f.name, f.number, f.type, f.type_name)
@@ -134,17 +137,60 @@ def _lean_classes() -> tuple[Any, Any, Any]:
             return get(desc)
         return message_factory.MessageFactory(pool).GetPrototype(desc)  # pragma: no cover - protobuf 4.21
 
-    return cls("MergedBatch"), cls("FullMerged"), cls("AttrAll")
+    return cls("MergedBatch"), cls("FullMerged"), cls("AttrAll"), cls("NodeBatch")
 
 
-_classes: tuple[Any, Any, Any] | None = None
+_classes: tuple[Any, Any, Any, Any] | None = None
 
 
-def _lean() -> tuple[Any, Any, Any]:
+def _lean() -> tuple[Any, Any, Any, Any]:
     global _classes
     if _classes is None:
         _classes = _lean_classes()
     return _classes
+
+
+def _merged(frames: list[bytes]) -> bytes:
+    """The frames as one message of the merged types: each frame followed by the sentinel node."""
+    return b"\x0a" + _SEP.join(frames) + b"\x0a" + _SENT
+
+
+def _validated(first: int, frames: list[bytes], merged: bytes, path: Any) -> bool:
+    """Check a batch of frames (message ``first`` on; ``merged``: as the merged reading joins them) as
+    ``Node`` messages, in one decoding of them all merged: a damaged one raises the error
+    :func:`chakra.io.pbstream.read_messages` gives for it.  True when some node has a field the lean
+    reading would take otherwise (another wire type than declared) or does not know."""
+    from google.protobuf.message import DecodeError
+
+    try:
+        check = _lean()[1].FromString(merged).node
+    except (DecodeError, RuntimeError, ValueError):
+        from chakra.io.pbstream import decode_varint
+        from chakra.schema import Node
+
+        for i, frame in enumerate(frames, first):      # the first damaged message, and why
+            try:
+                Node.FromString(frame[decode_varint(frame, 0)[1]:])
+            except (DecodeError, RuntimeError, ValueError) as exc:
+                raise TraceFormatError(f"message {i} is not a valid protobuf ({exc})", path) from None
+        return True                  # (each alone is valid: read as re-encoded, one by one)
+    try:
+        from google.protobuf.unknown_fields import UnknownFieldSet
+    except ImportError:  # pragma: no cover - protobuf < 4.22: every batch re-encoded
+        return True
+    return len(UnknownFieldSet(check)) > 0
+
+
+def _canonical(frames: list[bytes]) -> list[bytes]:
+    """Valid frames as a proto3 encoder writes them: each field once, no default value, no unknown field,
+    dependencies packed, each attribute's name once (the values the full ``Node`` reads, as the merged
+    reading takes them).  A dependency on node 0 may still need the batch split."""
+    from chakra.io.pbstream import encode_varint
+
+    batch = _lean()[3].FromString(b"\x0a" + b"\x0a".join(frames))
+    batch.DiscardUnknownFields()
+    bodies = [node.SerializeToString() for node in batch.node]
+    return [encode_varint(len(b)) + b for b in bodies]
 
 
 # ---- what one attribute says -------------------------------------------------------------------------------
@@ -165,7 +211,7 @@ _NAMES_B = {name.encode(): name for name in _NAMES}
 # AttributeProto fields that hold one number (a name and one of them: decoded in bulk)
 _NUMBER_FIELDS = frozenset(("double_val", "float_val", "int32_val", "int64_val", "uint32_val", "uint64_val",
                             "sint32_val"))
-# key characters: the sentinel's empty attribute, an attribute the replay does not read, one decoded where
+# key characters: the sentinel's attribute, an attribute the replay does not read, one decoded where
 # it occurs; the cached attributes the replay reads have the characters from _FIRST_KEY on
 _SENT_KEY, _SKIP_KEY, _DIRECT_KEY = "\x00", "\x01", "\x02"
 _FIRST_KEY = 3
@@ -296,18 +342,22 @@ class _Builder:
 
     def __init__(self, cols: EtColumns) -> None:
         self.cols = cols
-        # attribute bytes -> key (one character: chr(index in self.kinfo)); a node's keys -> node info.
-        self.kcache = _Keys(self.key_of)
-        self.kinfo: list[tuple[int, Any, Any]] = [(_SKIP, None, None)] * _FIRST_KEY
-        self.ncache: dict[str, tuple] = {}
-        self.values: dict[str, int] = {}      # attribute name -> distinct values cached
-        self.skipped: dict[bytes, int] = {}   # name not read -> distinct values cached (as _SKIP_KEY)
         self.direct_names: set[str] = set()   # names decoded where they occur (their values keep changing)
         # the batch being keyed: the attributes decoded where they occur (bytes, or their classification);
         # a failure
         self.direct: list[Any] = []
         self.failed = False
         self.fdur = _Floats()                 # durations repeat: one float object per value
+        self.clear()
+
+    def clear(self) -> None:
+        """Empty attribute caches (at the start, and when no key is left)."""
+        # attribute bytes -> key (one character: chr(index in self.kinfo)); a node's keys -> node info.
+        self.kcache = _Keys(self.key_of)
+        self.kinfo: list[tuple[int, Any, Any]] = [(_SKIP, None, None)] * _FIRST_KEY
+        self.ncache: dict[str, tuple] = {}
+        self.values: dict[str, int] = {}      # attribute name -> distinct values cached
+        self.skipped: dict[bytes, int] = {}   # name not read -> distinct values cached (as _SKIP_KEY)
 
     def release(self) -> None:
         """Once the columns are made: the key cache no longer calls back into this builder (a reference
@@ -378,26 +428,26 @@ class _Builder:
 
     # -- a batch, merged -------------------------------------------------------------------------------
 
-    def add_batch(self, frames: list[bytes]) -> bool:
-        """Validate a batch of frames and append its columns; False if it must be read node by node
-        (that reading then reports the error of a damaged message)."""
-        from google.protobuf.message import DecodeError
+    def add_frames(self, first: int, frames: list[bytes], path: Any) -> None:
+        """Append a batch of frames (message ``first`` on), validated: a damaged message raises the error
+        :func:`chakra.io.pbstream.read_messages` gives for it.  A batch the merged reading cannot split
+        exactly (a file a proto3 encoder does not write) is re-encoded as one would, and split in halves
+        until it can (a single node always can)."""
+        merged = _merged(frames)
+        if not _validated(first, frames, merged, path) and self.add_batch(frames, merged):
+            return
+        parts = [_canonical(frames)]
+        while parts:
+            part = parts.pop()
+            if not self.add_batch(part, _merged(part)):
+                half = len(part) // 2 or 1      # (one node: once more, after a cache was emptied)
+                parts += filter(None, (part[half:], part[:half]))
 
-        try:
-            from google.protobuf.unknown_fields import UnknownFieldSet
-        except ImportError:  # pragma: no cover - protobuf < 4.22: node by node
-            return False
-        MergedBatch, FullMerged, _ = _lean()
-        merged = b"\x0a" + _SEP.join(frames) + b"\x0a" + _SENT
-        try:
-            check = FullMerged.FromString(merged).node
-        except (DecodeError, RuntimeError, ValueError):
-            return False           # the node-by-node reading says which message and why
-        if len(UnknownFieldSet(check)):
-            return False
-        del check
-        m = MergedBatch.FromString(merged).node
-        del merged
+    def add_batch(self, frames: list[bytes], merged: bytes) -> bool:
+        """Append the columns of a batch of valid frames (``merged``: joined with sentinels) whose lean
+        reading is the full ``Node``'s; False (nothing appended) if the merged reading is not exact for
+        it."""
+        m = _lean()[0].FromString(merged).node
         n = len(frames)
         ids = _singular(list(m.id), n)
         types = _singular(list(m.type), n)
@@ -495,7 +545,8 @@ class _Builder:
     def attr_infos(self, attrs: Iterable[bytes], n: int, base: int) -> tuple[list[tuple], list[tuple]] | None:
         """(per node: :meth:`node_info`, [(node index, code, name, value) of the attributes decoded where
         they occur]) from a batch's merged attributes (a sentinel after each node's); None when the batch
-        is to be read node by node."""
+        is to be read again (re-encoded: an attribute named twice; a cache full of lane values, emptied;
+        a name cached and decoded where it occurs in one node, no longer cached)."""
         kcache = self.kcache
         new_skips = kcache.new_skips
         new_skips.clear()
@@ -503,17 +554,26 @@ class _Builder:
         self.failed = False
         text = "".join(map(kcache.__getitem__, attrs))     # one character per attribute
         direct = self.direct
-        if self.failed or (new_skips and _NEEDED.search(b"\xff".join(new_skips)) is not None):
-            for raw in new_skips:          # (an attribute named twice, or a cache full of lane values)
+        if self.failed:
+            self.clear()
+            return None
+        if new_skips and _NEEDED.search(b"\xff".join(new_skips)) is not None:
+            for raw in new_skips:          # (an attribute named twice)
                 kcache.pop(raw, None)
             new_skips.clear()
             return None
         new_skips.clear()
         if _SKIP_KEY in text:
             text = text.replace(_SKIP_KEY, "")
-        keyed = text.replace(_DIRECT_KEY, "").split(_SENT_KEY) if direct else text.split(_SENT_KEY)
-        if len(keyed) != n + 1:
-            return None                  # an empty attribute in the file
+        # node k's keys: the k-th piece between sentinels (one node: all but the last, its sentinel's)
+        if n == 1:
+            pieces = [text[:-1], ""]
+            keyed = [pieces[0].replace(_DIRECT_KEY, ""), ""]
+        else:
+            pieces = text.split(_SENT_KEY)
+            if len(pieces) != n + 1:
+                return None              # an empty attribute in the file: split
+            keyed = text.replace(_DIRECT_KEY, "").split(_SENT_KEY) if direct else pieces
         ncache = self.ncache
         out = list(map(ncache.get, islice(keyed, n)))
         if None in out:
@@ -532,19 +592,24 @@ class _Builder:
             if raws:
                 decoded = iter(_bulk_infos(raws))
                 direct = [next(decoded) if type(x) is bytes else x for x in direct]
-            # the node of each: node k's keys are the k-th piece between sentinels
             owners = chain.from_iterable(map(repeat, count(), map(operator.methodcaller("count", _DIRECT_KEY),
-                                                                  text.split(_SENT_KEY))))
+                                                                  pieces)))
             for k, (code, value, name) in zip(owners, direct):
-                if code == _SKIP:
+                if code == _SKIP:        # (only names of _EXTRA or _COMM are decoded where they occur)
                     continue
-                if code not in (_EXTRA, _COMM):
-                    return None          # (a lane attribute decoded where it occurs: node by node)
                 pairs = out[k][4] if code == _EXTRA else out[k][3]
                 if pairs and name in (dict(pairs) if code == _EXTRA else pairs):
-                    return None          # the name twice in one node, cached and not: node by node (order)
+                    self.uncache(name)   # the name twice in one node, cached and not (which is last?)
+                    return None
                 found_direct.append((base + k, code, name, value))
         return out, found_direct
+
+    def uncache(self, name: str) -> None:
+        """Attributes of ``name`` are no longer cached (all decoded where they occur)."""
+        kinfo = self.kinfo
+        for raw, key in list(self.kcache.items()):
+            if key >= chr(_FIRST_KEY) and kinfo[ord(key)][2] == name:
+                del self.kcache[raw]
 
     def read_payload(self, frame: bytes) -> None:
         """The METADATA node's ``inputs.values`` (ASTRA-sim's process-group table), if any."""
@@ -555,52 +620,6 @@ class _Builder:
         values = Node.FromString(frame[start:]).inputs.values
         if values:
             self.cols.meta_payload = values
-
-    # -- node by node ----------------------------------------------------------------------------------
-
-    def add_nodes(self, frames: list[bytes], first: int, path: Any) -> None:
-        """Append the nodes of a batch the merged reading does not cover, one by one; a damaged message
-        raises the error :func:`chakra.io.pbstream.read_messages` gives for it."""
-        from google.protobuf.message import DecodeError
-
-        from chakra.io.pbstream import decode_varint
-        from chakra.schema import Node
-
-        cols = self.cols
-        for i, frame in enumerate(frames, first):
-            _, start = decode_varint(frame, 0)
-            try:
-                node = Node.FromString(frame[start:])
-            except (DecodeError, RuntimeError, ValueError) as exc:
-                raise TraceFormatError(f"message {i} is not a valid protobuf ({exc})", path) from None
-            is_cpu, lane, tid, comm, extra = self.node_info(list(map(_classify, node.attr)))
-            index = len(cols.ids)
-            cols.xpairs.append(extra)
-            ntype = node.type
-            if ntype == METADATA_NODE:
-                lane = None
-                if cols.meta_payload is None and node.inputs.values:
-                    cols.meta_payload = node.inputs.values
-            elif lane is _DEFER:
-                cols.deferred.append((index, tid))
-            if comm is not None:
-                cols.comm[index] = comm
-            cd = tuple(node.ctrl_deps)
-            dd = tuple(node.data_deps)
-            cols.ids.append(node.id)
-            cols.names.append(sys.intern(node.name))
-            cols.types.append(ntype)
-            cols.durs.append(float(node.duration_micros))
-            cols.starts.append(float(node.start_time_micros))
-            cols.deps.append(cd + dd if dd else cd)
-            cols.nctrl.append(len(cd))
-            cols.cpu.append(is_cpu)
-            cols.lanes.append(lane)
-
-    def add_frames(self, first: int, frames: list[bytes], path: Any) -> None:
-        """Append a batch of frames (message ``first`` on): merged, else node by node."""
-        if not self.add_batch(frames):
-            self.add_nodes(frames, first, path)
 
 
 class _Floats(dict):
@@ -649,7 +668,9 @@ _fifth = operator.itemgetter(4)
 def _singular(values: list, n: int) -> list | None:
     """One value per node from a merged singular field (each node's occurrence if any, then the
     sentinel, a falsy default): the node's value or the default; None if some node has two occurrences
-    or a real value is a default."""
+    or a real value is a default.  Exact for one node: its last occurrence (the last counts), if any."""
+    if n == 1:
+        return values[-2:-1] or values
     if len(values) == 2 * n:
         vals = values[0::2]
         if values.count(values[-1]) == n and not any(values[1::2]) and all(vals):
@@ -665,7 +686,10 @@ def _singular(values: list, n: int) -> list | None:
 
 
 def _grouped(values: list, n: int) -> list[tuple] | None:
-    """A tuple per node from a merged repeated field (its values, then a sentinel 0)."""
+    """A tuple per node from a merged repeated field (its values, then a sentinel 0); None if a value is 0
+    (the node's: not told from a sentinel, but for one node)."""
+    if n == 1:
+        return [tuple(values[:-1])]
     if values.count(0) != n:
         return None
     if len(values) == 2 * n and not any(values[1::2]):
