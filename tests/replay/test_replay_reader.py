@@ -20,6 +20,7 @@ from helpers.replay_oracle import graph_from_protobuf
 
 import chakra.io.forkmap as forkmap
 import chakra.io.pbstream as pbstream
+import chakra.replay.etdecode as etdecode
 from chakra.errors import ChakraError
 from chakra.io import read_messages
 from chakra.io.naming import rank_from_filename
@@ -175,9 +176,9 @@ def test_reader_equals_the_plain_reading(chunk, batch, values_max, attr_max, spa
     if batch is not None:
         monkeypatch.setattr(pbstream, "_BATCH_BYTES", batch)
     if values_max is not None:
-        monkeypatch.setattr(reader, "_VALUES_MAX", values_max)
+        monkeypatch.setattr(etdecode, "_VALUES_MAX", values_max)
     if attr_max is not None:
-        monkeypatch.setattr(reader, "_ATTR_MAX", attr_max)
+        monkeypatch.setattr(etdecode, "_ATTR_MAX", attr_max)
     outcomes = {"graph": 0, "error": 0}
     for seed in range(120):
         rng = random.Random(seed)
@@ -205,9 +206,9 @@ def test_reader_reads_what_a_proto3_encoder_does_not_write(tmp_path: Path) -> No
         return V(len(body)) + body
 
     def node(nid: int, start: int, *extra: bytes) -> bytes:
-        return frame(_varint_field(1, nid), _bytes_field(2, b"op"), _varint_field(3, 4), _varint_field(6, start),
-                     _varint_field(7, 2), _bytes_field(10, AttributeProto(name="is_cpu_op", bool_val=True)
-                                                       .SerializeToString()), *extra)
+        cpu = AttributeProto(name="is_cpu_op", bool_val=True).SerializeToString()
+        return frame(_varint_field(1, nid), _bytes_field(2, b"op"), _varint_field(3, 4),
+                     _varint_field(6, start), _varint_field(7, 2), _bytes_field(10, cpu), *extra)
 
     def tid(v: int) -> bytes:
         return _bytes_field(10, AttributeProto(name="tid", int64_val=v).SerializeToString())
@@ -235,7 +236,7 @@ def test_attributes_with_ever_new_values_are_not_cached(tmp_path: Path, monkeypa
     stays small; fw_tid (which holds the bytes "tid") is never taken for a tid."""
     import chakra.replay.reader as reader
 
-    n = reader._VALUES_MAX + 3000
+    n = etdecode._VALUES_MAX + 3000
     frames = [GlobalMetadata(version="0.0.4")]
     for k in range(1, n + 1):
         node = Node(id=k, name="op", type=4, start_time_micros=k, duration_micros=1,
@@ -250,17 +251,17 @@ def test_attributes_with_ever_new_values_are_not_cached(tmp_path: Path, monkeypa
     path.write_bytes(b"".join(V(len(m.SerializeToString())) + m.SerializeToString() for m in frames))
     monkeypatch.setattr(pbstream, "_BATCH_BYTES", 20_000)     # ~500 nodes a batch
     decoded = []
-    real = reader._classify_bytes
-    monkeypatch.setattr(reader, "_classify_bytes", lambda raw: decoded.append(raw) or real(raw))
+    real = etdecode._classify_bytes
+    monkeypatch.setattr(etdecode, "_classify_bytes", lambda raw: decoded.append(raw) or real(raw))
     bulk = []
-    real_bulk = reader._bulk_infos
-    monkeypatch.setattr(reader, "_bulk_infos", lambda raws: bulk.append(len(raws)) or real_bulk(raws))
+    real_bulk = etdecode._bulk_infos
+    monkeypatch.setattr(etdecode, "_bulk_infos", lambda raws: bulk.append(len(raws)) or real_bulk(raws))
     cols = reader.read_columns(path)
     assert cols.extras()["wait_on"] == {k: k for k in range(1, n)}      # index k: node k + 1 waits on node k
     assert set(cols.lanes) == {("cpu", 2)} and cols.cpu == [True] * n
     # each wait_on value decoded alone up to the batch where the name turned out to change all the time,
     # in bulk after that
-    assert len(decoded) < reader._VALUES_MAX + 600 and sum(bulk) > 2000
+    assert len(decoded) < etdecode._VALUES_MAX + 600 and sum(bulk) > 2000
     assert n - 1 == sum(bulk) + sum(b"wait_on" in raw for raw in decoded)
 
 
