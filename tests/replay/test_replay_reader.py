@@ -27,7 +27,7 @@ from chakra.io.naming import rank_from_filename
 from chakra.io.pbstream import encode_varint as V
 from chakra.replay import engine
 from chakra.replay.graph import NodeSpec, graph_from_specs
-from chakra.replay.reader import load_graph
+from chakra.replay.reader import CacheSizes, load_graph
 from chakra.schema import AttributeProto, GlobalMetadata, Node
 
 FIELDS = ["ids", "names", "types", "durations", "starts", "deps", "is_cpu", "lanes", "comm", "parents",
@@ -131,9 +131,9 @@ def _old_graph(path: Path):
         return ("error", str(exc))
 
 
-def _new_graph(path: Path):
+def _new_graph(path: Path, **how):
     try:
-        return load_graph(path)
+        return load_graph(path, **how)
     except ChakraError as exc:
         return ("error", str(exc) if "no nodes" not in str(exc) else "no nodes")
 
@@ -162,10 +162,9 @@ def _fields(g):
 ])
 def test_reader_equals_the_plain_reading(chunk, batch, values_max, attr_max, span_min, tmp_path: Path,
                                          monkeypatch) -> None:
-    import chakra.replay.reader as reader
-
+    how: dict = {}
     if span_min is not None:
-        monkeypatch.setattr(reader, "_SPAN_MIN", span_min)
+        how["span_bytes"] = span_min
         monkeypatch.setenv("CHAKRA_PARTS", "3")
     spans: list[int] = []
     real_map = forkmap.fork_map
@@ -175,16 +174,14 @@ def test_reader_equals_the_plain_reading(chunk, batch, values_max, attr_max, spa
         monkeypatch.setattr(pbstream, "_CHUNK", chunk)
     if batch is not None:
         monkeypatch.setattr(pbstream, "_BATCH_BYTES", batch)
-    if values_max is not None:
-        monkeypatch.setattr(etdecode, "_VALUES_MAX", values_max)
-    if attr_max is not None:
-        monkeypatch.setattr(etdecode, "_ATTR_MAX", attr_max)
+    if values_max is not None or attr_max is not None:
+        how["cache"] = CacheSizes(**{k: v for k, v in (("values", values_max), ("attrs", attr_max)) if v})
     outcomes = {"graph": 0, "error": 0}
     for seed in range(120):
         rng = random.Random(seed)
         path = tmp_path / f"t.{seed % 5}.et"
         _write_random_et(rng, path, rng.choice([1, 2, 5, 40, 400]), canonical=rng.random() < 0.6)
-        old, new = _old_graph(path), _new_graph(path)
+        old, new = _old_graph(path), _new_graph(path, **how)
         if isinstance(old, tuple) or isinstance(new, tuple):
             assert old == new, seed
             outcomes["error"] += 1
@@ -236,7 +233,7 @@ def test_attributes_with_ever_new_values_are_not_cached(tmp_path: Path, monkeypa
     stays small; fw_tid (which holds the bytes "tid") is never taken for a tid."""
     import chakra.replay.reader as reader
 
-    n = etdecode._VALUES_MAX + 3000
+    n = CacheSizes().values + 3000
     frames = [GlobalMetadata(version="0.0.4")]
     for k in range(1, n + 1):
         node = Node(id=k, name="op", type=4, start_time_micros=k, duration_micros=1,
@@ -261,7 +258,7 @@ def test_attributes_with_ever_new_values_are_not_cached(tmp_path: Path, monkeypa
     assert set(cols.lanes) == {("cpu", 2)} and cols.cpu == [True] * n
     # each wait_on value decoded alone up to the batch where the name turned out to change all the time,
     # in bulk after that
-    assert len(decoded) < etdecode._VALUES_MAX + 600 and sum(bulk) > 2000
+    assert len(decoded) < CacheSizes().values + 600 and sum(bulk) > 2000
     assert n - 1 == sum(bulk) + sum(b"wait_on" in raw for raw in decoded)
 
 

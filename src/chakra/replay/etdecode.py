@@ -30,7 +30,7 @@ Why it is fast: per node, Python does next to nothing; upb (C) decodes and the C
   encoded name alone.  A batch's skipped attributes are checked, in one search, for the encoded name of
   one the replay reads (a second name field, which would win): found, the batch is re-encoded.
   A name the replay reads whose values keep changing (``wait_on`` holds a node id; more than
-  ``_VALUES_MAX`` values) is not cached any more: its attributes are decoded where they occur, in bulk,
+  ``CacheSizes.values`` values) is not cached any more: its attributes are decoded where they occur, in bulk,
   all those of a batch concatenated into one message (``AttrAll``), so the cache never fills up.
 """
 
@@ -194,9 +194,7 @@ _NUMBER_FIELDS = frozenset(("double_val", "float_val", "int32_val", "int64_val",
 # it occurs; the cached attributes the replay reads have the characters from _FIRST_KEY on
 _SENT_KEY, _SKIP_KEY, _DIRECT_KEY = "\x00", "\x01", "\x02"
 _FIRST_KEY = 3
-_ATTR_MAX = 0xD800         # distinct attributes cached (one character each, below the surrogates)
 _NODE_MAX = 1 << 16        # distinct attribute strings cached
-_VALUES_MAX = 4096         # distinct values cached per attribute name; beyond: decoded where they occur
 _SKIPS_MAX = 256           # distinct values cached per name the replay does not read; beyond: not cached
 DEFER = ("defer",)        # lane marker: a non-CPU node without stream/device (maybe on a host thread)
 
@@ -264,6 +262,18 @@ class _Keys(dict):
         return self.key_of(raw)
 
 
+_ATTR_KEYS = 0xD800         # cached attributes with a key (one character each, below the surrogates)
+
+
+@dataclass(frozen=True)
+class CacheSizes:
+    """What the attribute caches of a reading hold.  The defaults suit any trace; smaller caches give the
+    same columns, taking the uncached ways sooner (decoded where they occur; a full cache emptied)."""
+
+    attrs: int = _ATTR_KEYS     # distinct attributes cached (at most _ATTR_KEYS)
+    values: int = 4096          # distinct values cached per attribute name; beyond: decoded where they occur
+
+
 # ---- the columns -------------------------------------------------------------------------------------------
 
 
@@ -319,8 +329,9 @@ class EtColumns:
 class ColumnBuilder:
     """Appends batches of frames to an :class:`EtColumns`, with the attribute caches."""
 
-    def __init__(self, cols: EtColumns) -> None:
+    def __init__(self, cols: EtColumns, sizes: CacheSizes | None = None) -> None:
         self.cols = cols
+        self.sizes = sizes or CacheSizes()
         self.direct_names: set[str] = set()   # names decoded where they occur (their values keep changing)
         # the batch being keyed: the attributes decoded where they occur (bytes, or their classification);
         # a failure
@@ -399,7 +410,7 @@ class ColumnBuilder:
     def learn(self, raw: bytes, info: tuple[int, Any, Any]) -> bool:
         """Give one attribute's bytes a key; False when no key is left."""
         k = len(self.kinfo)
-        if k >= _ATTR_MAX:
+        if k >= min(self.sizes.attrs, _ATTR_KEYS):
             return False
         self.kcache[raw] = chr(k)
         self.kinfo.append(info)
@@ -505,13 +516,13 @@ class ColumnBuilder:
         if code == _SKIP:                # (a value the replay does not read, a foreign encoding)
             key_b = b"" if name_b is None else name_b
             seen = self.skipped.get(key_b, 0)
-            if seen < _VALUES_MAX:
+            if seen < self.sizes.values:
                 self.skipped[key_b] = seen + 1
                 self.kcache[raw] = _SKIP_KEY
             return _SKIP_KEY
         if code in (_EXTRA, _COMM):
             v = self.values.get(name, 0)
-            if v >= _VALUES_MAX or not self.learn(raw, info):
+            if v >= self.sizes.values or not self.learn(raw, info):
                 self.direct_names.add(name)
                 self.direct.append(info)
                 return _DIRECT_KEY

@@ -22,11 +22,11 @@ from typing import Any
 
 from chakra.errors import TraceFormatError
 from chakra.job.etfile import groups_from_metadata_node, parse_process_groups
-from chakra.replay.etdecode import DEFER, ColumnBuilder, EtColumns, extras_of
+from chakra.replay.etdecode import DEFER, CacheSizes, ColumnBuilder, EtColumns, extras_of
 from chakra.replay.graph import COMM_TYPES, CommInfo, RankGraph, graph_for_metadata, resolve_deferred_lanes
 
-__all__ = ["EtColumns", "ReadAsWritten", "columns_from_messages", "graph_from_columns", "graph_from_protobuf",
-           "load_graph", "read_columns"]
+__all__ = ["SPAN_BYTES", "CacheSizes", "EtColumns", "ReadAsWritten", "columns_from_messages",
+           "graph_from_columns", "graph_from_protobuf", "load_graph", "read_columns"]
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +38,11 @@ _first = operator.itemgetter(0)
 
 # bytes of frames worth a process of their own (about 2,000 nodes of a real trace, ~15 ms of decoding):
 # forkmap's min_size for the spans of a file
-_SPAN_MIN = 1 << 20
+SPAN_BYTES = 1 << 20
 
 
-def read_columns(path: str | os.PathLike[str]) -> EtColumns:
+def read_columns(path: str | os.PathLike[str], *, span_bytes: int = SPAN_BYTES,
+                 cache: CacheSizes | None = None) -> EtColumns:
     """The nodes of one Chakra ET file (plain or gzipped), in file order.
 
     The file is cut into byte spans, one per core (:mod:`chakra.io.forkmap`; ``CHAKRA_PARTS=1``: one span,
@@ -49,16 +50,17 @@ def read_columns(path: str | os.PathLike[str]) -> EtColumns:
     one itself) into columns, which come back pickled (lists of numbers and shared tuples: cheap to
     pickle) and are joined in file order.  The errors of a damaged file are those
     :func:`chakra.io.pbstream.read_messages` gives (which message, and why; the first in file order); a
-    file without nodes gives empty columns."""
+    file without nodes gives empty columns.  ``span_bytes``: the least bytes of frames a span holds;
+    ``cache``: what the attribute caches hold (the same columns whatever it is)."""
     from chakra.io import gc_paused
     from chakra.io.forkmap import fork_map, split
     from chakra.io.pbstream import FrameFile
     from chakra.schema import GlobalMetadata
 
     src = FrameFile(path, GlobalMetadata)
-    cuts: list[int | None] = [src.start + r.start for r in split(src.size - src.start, _SPAN_MIN)]
+    cuts: list[int | None] = [src.start + r.start for r in split(src.size - src.start, span_bytes)]
     cuts[0] = None
-    spans = list(zip(repeat(src), cuts, [*cuts[1:], None]))
+    spans = list(zip(repeat(src), cuts, [*cuts[1:], None], repeat(cache)))
     with gc_paused():      # millions of acyclic tuples: the cyclic GC would only rescan them
         pieces = fork_map(_read_span, spans, f"reading {os.fspath(path)}")
         cols = _joined(pieces)
@@ -66,12 +68,12 @@ def read_columns(path: str | os.PathLike[str]) -> EtColumns:
     return cols
 
 
-def _read_span(span: tuple[Any, int | None, int | None]) -> EtColumns:
+def _read_span(span: tuple[Any, int | None, int | None, CacheSizes | None]) -> EtColumns:
     """The columns of the frames that start in one span of the file (``(FrameFile, start, stop)`` byte
     offsets; None: the first, the last), indexed from 0."""
-    src, start, stop = span
+    src, start, stop, cache = span
     cols = EtColumns(path=os.fspath(src.path), metadata=None)
-    build = ColumnBuilder(cols)
+    build = ColumnBuilder(cols, cache)
     for first, frames in src.batches(start, stop):
         build.add_frames(first, frames, src.path)
     build.release()
@@ -213,12 +215,13 @@ def _id_order(ids: list[int], where: str | None) -> list[int] | None:
     return perm
 
 
-def load_graph(path: str | os.PathLike[str], rank: int | None = None) -> RankGraph:
-    """Read one Chakra ET file (plain or gzipped) into the RankGraph the replay runs."""
+def load_graph(path: str | os.PathLike[str], rank: int | None = None, **how: Any) -> RankGraph:
+    """Read one Chakra ET file (plain or gzipped) into the RankGraph the replay runs (``how``: the
+    keywords of :func:`read_columns`)."""
     from chakra.io import gc_paused
 
     with gc_paused():      # the finish step builds millions of tuples too: no GC rescans of them
-        return _graph(read_columns(path), rank)
+        return _graph(read_columns(path, **how), rank)
 
 
 def _graph(cols: EtColumns, rank: int | None) -> RankGraph:
