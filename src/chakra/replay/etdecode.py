@@ -528,7 +528,7 @@ class ColumnBuilder:
                 return _DIRECT_KEY
             self.values[name] = v + 1
         elif not self.learn(raw, info):
-            self.failed = True           # a lane attribute left out would change the lanes: node by node
+            self.failed = True           # a lane attribute left out would change the lanes: read again
             return _SKIP_KEY
         return self.kcache[raw]
 
