@@ -233,6 +233,7 @@ def test_random_etplus(tmp_path: Path, doc: dict[str, Any], timing: bool) -> Non
     _same_in_parts(path, min(3, len(doc["nodes"])))
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(doc=documents(), indent=st.sampled_from([None, 1, 4]), k=st.integers(2, 4))
 def test_random_file_cut(tmp_path: Path, doc: dict[str, Any], indent: int | None, k: int) -> None:
