@@ -220,6 +220,7 @@ def test_cut_file_layout_warning_said_once(tmp_path: Path, gloo_etplus: str,
         assert not isinstance(got, str) and got[3] == [said[0]]   # the trace's warnings
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(doc=documents(), timing=st.booleans())
 def test_random_etplus(tmp_path: Path, doc: dict[str, Any], timing: bool) -> None:
@@ -232,6 +233,7 @@ def test_random_etplus(tmp_path: Path, doc: dict[str, Any], timing: bool) -> Non
     _same_in_parts(path, min(3, len(doc["nodes"])))
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(doc=documents(), indent=st.sampled_from([None, 1, 4]), k=st.integers(2, 4))
 def test_random_file_cut(tmp_path: Path, doc: dict[str, Any], indent: int | None, k: int) -> None:
@@ -440,6 +442,7 @@ def _plain_documents(draw: Any) -> dict[str, Any]:
     return {"schema": "1.0.1" if flat else "1.1.1-chakra.0.0.4", "pid": 7, "nodes": nodes}
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(doc=_plain_documents())
 def test_plain_route(tmp_path: Path, doc: dict[str, Any]) -> None:

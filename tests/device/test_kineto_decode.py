@@ -110,6 +110,7 @@ def test_decoder_equals_reference_on_random_documents(tmp_path: Path, doc: dict[
         logging.disable(logging.NOTSET)
 
 
+@pytest.mark.slow
 def test_decoder_equals_reference_on_corpus(corpus: Path, data_dir: Path, tmp_path: Path) -> None:
     files = sorted(corpus.rglob("kineto*.json.gz")) + sorted((corpus / "kineto_only").glob("*.json.gz"))
     files += sorted(data_dir.rglob("kineto*.json*"))

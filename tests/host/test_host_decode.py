@@ -110,7 +110,7 @@ def test_random_documents_load_as_the_old_loader_did(tmp_path: Path, doc: dict[s
     "dlrm_8r_v100/host/host_et_1.json.gz", "dlrm_8r_v100/et_plus_2023/et_plus_3.json.gz",
     "simple_add_1r/host_et_0.json.gz", "cpu_gloo/tp_like_2r/host_et_0.json.gz",
     "cpu_gloo/fsdp_2r/host_et_1.json.gz", "host_only/ddp_2gpu_rank0_1.0.2-chakra.0.0.4.json.gz",
-    "host_only/resnet_2gpu_rank0_1.1.0-chakra.0.0.4.json.gz",
+    pytest.param("host_only/resnet_2gpu_rank0_1.1.0-chakra.0.0.4.json.gz", marks=pytest.mark.slow),
 ])
 def test_corpus_loads_as_the_old_loader_did(corpus: Path, rel: str, tmp_path: Path) -> None:
     with gzip.open(corpus / rel) as fh:

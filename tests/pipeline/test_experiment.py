@@ -105,8 +105,8 @@ def test_validate_checks_the_network_against_the_job(tmp_path):
 
 @needs_astrasim
 @pytest.mark.parametrize("job, change", [
-    ("dlrm_8r_v100", {"bandwidth_gbps": 5.0}),
-    ("dlrm_8r_v100", {"scale": ["cpu=1.3"]}),
+    pytest.param("dlrm_8r_v100", {"bandwidth_gbps": 5.0}, marks=pytest.mark.slow),
+    pytest.param("dlrm_8r_v100", {"scale": ["cpu=1.3"]}, marks=pytest.mark.slow),
     ("cpu_gloo/ddp_mlp_4r", {"scale": ["cpu=1.5"]}),
     ("cpu_gloo/tp_like_2r", {"delay": ["aten::mm=2000@1"]}),
 ])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+from functools import partial
 
 import pytest
 from helpers.et_nodes import pb_node, write_rank
@@ -16,6 +17,11 @@ import chakra.replay.reader as reader
 from chakra.cli.replay import main
 from chakra.io import read_messages
 from chakra.schema import METADATA_NODE, GlobalMetadata, Node
+
+
+def _spans_of(span_bytes: int, monkeypatch) -> None:
+    """``chakra replay`` reads its file in spans of ``span_bytes`` (the reader's public parameter)."""
+    monkeypatch.setattr(reader, "read_columns", partial(reader.read_columns, span_bytes=span_bytes))
 
 
 def _replay(et, out, parts, monkeypatch, capsys) -> tuple[dict, bytes, bytes, list[int]]:
@@ -55,7 +61,7 @@ def test_real_trace_replays_the_same_in_one_and_three_parts(corpus, tmp_path, mo
     link_files(d / "host" / "host_et_0.json.gz", d / "device" / "kineto_0.json.gz", plus, rank=0)
     convert_file(plus, et)
     assert et.stat().st_size > 3 * 65536
-    monkeypatch.setattr(reader, "READER_SPAN_MIN_BYTES", 65536)
+    _spans_of(65536, monkeypatch)
     summary, log = _same_for_one_and_three_parts(et, tmp_path, monkeypatch, capsys)
     _, nodes = read_messages(et, GlobalMetadata, Node)        # the file read plainly, message by message
     (rank,) = summary["ranks"]
@@ -68,11 +74,10 @@ def test_real_trace_replays_the_same_in_one_and_three_parts(corpus, tmp_path, mo
 def test_real_2023_file_reads_the_same_in_one_and_three_parts(corpus, monkeypatch):
     """A gzipped .et (decompressed whole, its spans cut in memory), with dependencies out of the file."""
     path = corpus / "chakra_et" / "real_2023_rank0.et.gz"
-    monkeypatch.setattr(reader, "READER_SPAN_MIN_BYTES", 4096)
     graphs = []
     for parts in (1, 3):
         monkeypatch.setenv("CHAKRA_PARTS", str(parts))
-        graphs.append(reader.load_graph(path))
+        graphs.append(reader.load_graph(path, span_bytes=4096))
     one, three = graphs
     assert len(one) == 3664
     for f in ("ids", "names", "types", "durations", "starts", "deps", "is_cpu", "lanes", "comm", "extra",
@@ -102,7 +107,7 @@ def test_synthetic_trace_replays_the_same_in_one_and_three_parts(seed, tmp_path,
     n = 3000
     et = tmp_path / "syn.0.et"
     write_rank(et, 0, _synthetic(n, seed), measured=10 * (n - 1) + 8, world=1)
-    monkeypatch.setattr(reader, "READER_SPAN_MIN_BYTES", 4096)
+    _spans_of(4096, monkeypatch)
     summary, log = _same_for_one_and_three_parts(et, tmp_path, monkeypatch, capsys)
     (rank,) = summary["ranks"]
     # each launcher starts at its recorded 10 k (its 7 us gap kept), its kernel right after it (3 us) and

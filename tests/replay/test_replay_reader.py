@@ -20,13 +20,14 @@ from helpers.replay_oracle import graph_from_protobuf
 
 import chakra.io.forkmap as forkmap
 import chakra.io.pbstream as pbstream
+import chakra.replay.etdecode as etdecode
 from chakra.errors import ChakraError
 from chakra.io import read_messages
 from chakra.io.naming import rank_from_filename
 from chakra.io.pbstream import encode_varint as V
 from chakra.replay import engine
 from chakra.replay.graph import NodeSpec, graph_from_specs
-from chakra.replay.reader import load_graph
+from chakra.replay.reader import CacheSizes, load_graph
 from chakra.schema import AttributeProto, GlobalMetadata, Node
 
 FIELDS = ["ids", "names", "types", "durations", "starts", "deps", "is_cpu", "lanes", "comm", "parents",
@@ -130,9 +131,9 @@ def _old_graph(path: Path):
         return ("error", str(exc))
 
 
-def _new_graph(path: Path):
+def _new_graph(path: Path, **how):
     try:
-        return load_graph(path)
+        return load_graph(path, **how)
     except ChakraError as exc:
         return ("error", str(exc) if "no nodes" not in str(exc) else "no nodes")
 
@@ -161,10 +162,9 @@ def _fields(g):
 ])
 def test_reader_equals_the_plain_reading(chunk, batch, values_max, attr_max, span_min, tmp_path: Path,
                                          monkeypatch) -> None:
-    import chakra.replay.reader as reader
-
+    how: dict = {}
     if span_min is not None:
-        monkeypatch.setattr(reader, "READER_SPAN_MIN_BYTES", span_min)
+        how["span_bytes"] = span_min
         monkeypatch.setenv("CHAKRA_PARTS", "3")
     spans: list[int] = []
     real_map = forkmap.fork_map
@@ -174,16 +174,14 @@ def test_reader_equals_the_plain_reading(chunk, batch, values_max, attr_max, spa
         monkeypatch.setattr(pbstream, "READ_CHUNK_BYTES", chunk)
     if batch is not None:
         monkeypatch.setattr(pbstream, "DECODE_BATCH_BYTES", batch)
-    if values_max is not None:
-        monkeypatch.setattr(reader, "READER_VALUES_MAX", values_max)
-    if attr_max is not None:
-        monkeypatch.setattr(reader, "READER_ATTRS_MAX", attr_max)
+    if values_max is not None or attr_max is not None:
+        how["cache"] = CacheSizes(**{k: v for k, v in (("values", values_max), ("attrs", attr_max)) if v})
     outcomes = {"graph": 0, "error": 0}
     for seed in range(120):
         rng = random.Random(seed)
         path = tmp_path / f"t.{seed % 5}.et"
         _write_random_et(rng, path, rng.choice([1, 2, 5, 40, 400]), canonical=rng.random() < 0.6)
-        old, new = _old_graph(path), _new_graph(path)
+        old, new = _old_graph(path), _new_graph(path, **how)
         if isinstance(old, tuple) or isinstance(new, tuple):
             assert old == new, seed
             outcomes["error"] += 1
@@ -194,31 +192,40 @@ def test_reader_equals_the_plain_reading(chunk, batch, values_max, attr_max, spa
     assert max(spans) == (1 if span_min is None else 3)
 
 
-def test_reader_takes_both_paths(tmp_path: Path, monkeypatch) -> None:
-    """A canonical batch is read merged; one with a field twice is read node by node (same result)."""
-    import chakra.replay.reader as reader
+def test_reader_reads_what_a_proto3_encoder_does_not_write(tmp_path: Path) -> None:
+    """Values a proto3 encoder never writes: the full ``Node``'s reading of them, worked out by hand.
 
-    taken = []
-    real = reader._Builder.add_batch
+    Node 2 has its start written twice (the last counts: 3), node 3 an explicit 0 start and a dependency
+    on node 0, node 4 an id sent length-delimited (not a uint64 to ``Node``: ignored, id 4 stays), node 5
+    an attribute whose name is written out empty (the reader's sentinel) and ``tid`` twice (the last: 8)."""
+    def frame(*parts: bytes) -> bytes:
+        body = b"".join(parts)
+        return V(len(body)) + body
 
-    def spy(self, frames):
-        ok = real(self, frames)
-        taken.append(ok)
-        return ok
+    def node(nid: int, start: int, *extra: bytes) -> bytes:
+        cpu = AttributeProto(name="is_cpu_op", bool_val=True).SerializeToString()
+        return frame(_varint_field(1, nid), _bytes_field(2, b"op"), _varint_field(3, 4),
+                     _varint_field(6, start), _varint_field(7, 2), _bytes_field(10, cpu), *extra)
 
-    monkeypatch.setattr(reader._Builder, "add_batch", spy)
-    rng = random.Random(5)
-    for canonical in (True, False):
+    def tid(v: int) -> bytes:
+        return _bytes_field(10, AttributeProto(name="tid", int64_val=v).SerializeToString())
+
+    meta = GlobalMetadata(version="0.0.4").SerializeToString()
+    nodes = [node(1, 10, tid(7)), node(2, 20, tid(7), _varint_field(6, 3)),
+             node(3, 0, tid(7), _bytes_field(5, V(0) + V(1)), _varint_field(6, 0)),
+             node(4, 40, _bytes_field(1, V(9)), tid(7)),
+             node(5, 50, _bytes_field(10, b"\x0a\x00"), tid(7), tid(8))]
+    for order in (nodes, nodes[3:4]):         # the odd nodes among others, and one alone
         path = tmp_path / "x.0.et"
-        frames = [GlobalMetadata(version="0.0.4").SerializeToString()]
-        frames += [_node(rng, nid, list(range(1, nid)), True, damage=False) for nid in range(1, 30)]
-        written = float(Node.FromString(frames[5]).start_time_micros)
-        if not canonical:
-            frames[5] += _varint_field(6, 3)    # start_time_micros written twice: the last one counts
-        path.write_bytes(b"".join(V(len(f)) + f for f in frames))
+        path.write_bytes(V(len(meta)) + meta + b"".join(order))
         g = load_graph(path)
-        assert g.starts[4] == (written if canonical else 3.0)
-        assert taken[-1] is canonical
+        if len(order) == 1:
+            assert g.ids == [4] and g.starts == [40.0] and g.lanes == [("cpu", 7)]
+            continue
+        assert g.ids == [1, 2, 3, 4, 5]
+        assert g.starts == [10.0, 3.0, 0.0, 40.0, 50.0]
+        assert g.deps == [(), (), (0, 1), (), ()]
+        assert g.lanes == [("cpu", 7)] * 4 + [("cpu", 8)]
 
 
 def test_attributes_with_ever_new_values_are_not_cached(tmp_path: Path, monkeypatch) -> None:
@@ -226,7 +233,7 @@ def test_attributes_with_ever_new_values_are_not_cached(tmp_path: Path, monkeypa
     stays small; fw_tid (which holds the bytes "tid") is never taken for a tid."""
     import chakra.replay.reader as reader
 
-    n = reader.READER_VALUES_MAX + 3000
+    n = CacheSizes().values + 3000
     frames = [GlobalMetadata(version="0.0.4")]
     for k in range(1, n + 1):
         node = Node(id=k, name="op", type=4, start_time_micros=k, duration_micros=1,
@@ -241,17 +248,17 @@ def test_attributes_with_ever_new_values_are_not_cached(tmp_path: Path, monkeypa
     path.write_bytes(b"".join(V(len(m.SerializeToString())) + m.SerializeToString() for m in frames))
     monkeypatch.setattr(pbstream, "DECODE_BATCH_BYTES", 20_000)     # ~500 nodes a batch
     decoded = []
-    real = reader._classify_bytes
-    monkeypatch.setattr(reader, "_classify_bytes", lambda raw: decoded.append(raw) or real(raw))
+    real = etdecode._classify_bytes
+    monkeypatch.setattr(etdecode, "_classify_bytes", lambda raw: decoded.append(raw) or real(raw))
     bulk = []
-    real_bulk = reader._bulk_infos
-    monkeypatch.setattr(reader, "_bulk_infos", lambda raws: bulk.append(len(raws)) or real_bulk(raws))
+    real_bulk = etdecode._bulk_infos
+    monkeypatch.setattr(etdecode, "_bulk_infos", lambda raws: bulk.append(len(raws)) or real_bulk(raws))
     cols = reader.read_columns(path)
     assert cols.extras()["wait_on"] == {k: k for k in range(1, n)}      # index k: node k + 1 waits on node k
     assert set(cols.lanes) == {("cpu", 2)} and cols.cpu == [True] * n
     # each wait_on value decoded alone up to the batch where the name turned out to change all the time,
     # in bulk after that
-    assert len(decoded) < reader.READER_VALUES_MAX + 600 and sum(bulk) > 2000
+    assert len(decoded) < CacheSizes().values + 600 and sum(bulk) > 2000
     assert n - 1 == sum(bulk) + sum(b"wait_on" in raw for raw in decoded)
 
 

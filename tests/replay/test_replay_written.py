@@ -150,12 +150,13 @@ def test_a_graph_is_made_once(tmp_path):
 
 
 def test_a_failed_reading_while_writing_reads_the_file_back_and_says_so(tmp_path, monkeypatch, caplog):
+    import chakra.replay.etdecode as etdecode
     import chakra.replay.reader as reader
     from chakra.replay import load_graph
 
     src = tmp_path / "in.json"
     src.write_bytes(orjson.dumps(gloo_etplus()))
-    real = reader._Builder.add_frames
+    real = etdecode.ColumnBuilder.add_frames
     calls = []
 
     def flaky(self, first, frames, path):
@@ -164,12 +165,12 @@ def test_a_failed_reading_while_writing_reads_the_file_back_and_says_so(tmp_path
             raise RuntimeError("a bug in the reading")
         return real(self, first, frames, path)
 
-    monkeypatch.setattr(reader._Builder, "add_frames", flaky)
+    monkeypatch.setattr(etdecode.ColumnBuilder, "add_frames", flaky)
     read = reader.ReadAsWritten()
     out = tmp_path / "o.0.et"
     convert_file(src, out, reader=read)            # the conversion itself goes on
     assert out.stat().st_size > 0
-    monkeypatch.setattr(reader._Builder, "add_frames", real)
+    monkeypatch.setattr(etdecode.ColumnBuilder, "add_frames", real)
     g = read.graph()
     assert "reading it as it was written failed (RuntimeError: a bug in the reading); reading it back" \
         in caplog.text

@@ -162,6 +162,7 @@ def test_jitter_makes_every_rank_its_own(tmp_path: Path) -> None:
     assert _durations(tmp_path / "c" / "dp.0.et") != ranks[0]
 
 
+@pytest.mark.slow
 def test_the_generator_holds_one_rank_at_a_time(tmp_path: Path) -> None:
     """The peak of Python allocations while writing 64 ranks is about that of writing 8 (each rank is built,
     written and dropped before the next; held together they would take 8 times as much)."""

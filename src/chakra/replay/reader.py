@@ -1,42 +1,13 @@
 """The one reader of Chakra ET files (protobuf): a file's nodes as columns, for the replay and `chakra stats`.
 
-:func:`read_columns` decodes a file into :class:`EtColumns` (file order, nothing judged);
-:func:`graph_from_columns` is the one finish step that makes a :class:`~chakra.replay.graph.RankGraph`
-of them (lanes, id order, the duplicate-id error, comm info, process groups).  :func:`load_graph` is the
-two for a path, :func:`graph_from_protobuf` the two for ``Node`` messages already in memory (they are
-serialized and read the same way, so there is one decoding of nodes, whatever their source).
-
-Why it is fast: per node, Python does next to nothing; upb (C) decodes and the C loops of
-``map``/``itertools`` build the columns.
-
-* The file comes in batches of a few thousand frames (:class:`chakra.io.pbstream.FrameFile`), by spans
-  of the file read in separate processes (:func:`read_columns`).
-* Each frame of a batch is followed by a *sentinel* node and the batch is decoded as ONE message whose
-  ``node`` field is not repeated, so that the occurrences merge:
-
-  - with the real ``Node`` (``FullMerged``): this validates the batch exactly as decoding each message
-    would (on a failure the batch is decoded message by message, which names the message), and its
-    unknown fields show an occurrence of a field with another wire type than declared;
-  - with a lean node type whose fields are all ``repeated`` (``MergedBatch``): every field comes out as
-    ONE flat list for the batch.  The sentinel holds each field's default value (0, "", an empty
-    attribute), which a proto3 encoder never writes for a singular field: a node's values are those
-    before its sentinel, none when it has the default.  Splitting the lists there is C loops.
-
-  This is exact when the batch has no unknown field, no node has a singular field twice and no real value
-  is a default (all counted).  Otherwise (files a proto3 encoder does not write) the batch is read node
-  by node (:meth:`_Builder.add_nodes`), into the same columns.
-* Attributes come as raw bytes and are looked up in a cache (:class:`_Keys`): ``is_cpu_op: true`` or
-  ``tid: 7`` are the same bytes on every node, so each is decoded once and gets one character; a node's
-  attributes are then a short string, which a second cache maps to what they say (CPU side, lane, comm
-  attributes, the per-node numbers of ``EXTRA_ATTRS``).  Bytes not in the cache are looked at where the
-  dict misses them (``__missing__``, :meth:`_Builder.key_of`): one whose first name (``0A <len> name``)
-  the replay does not read is skipped without decoding it, and cached while that name has had few values
-  (``fw_parent: 0``); a name with ever new values (``rf_id``, ``correlation``) is then recognised by its
-  encoded name alone.  A batch's skipped attributes are checked, in one search, for the encoded name of
-  one the replay reads (a second name field, which would win): found, the batch is read node by node.
-  A name the replay reads whose values keep changing (``wait_on`` holds a node id; more than
-  ``READER_VALUES_MAX`` values) is not cached any more: its attributes are decoded where they occur, in bulk,
-  all those of a batch concatenated into one message (``AttrAll``), so the cache never fills up.
+:func:`read_columns` decodes a file into :class:`~chakra.replay.etdecode.EtColumns` (file order, nothing
+judged; the decoding of a batch of frames is :mod:`chakra.replay.etdecode`'s); :func:`graph_from_columns` is
+the one finish step that makes a :class:`~chakra.replay.graph.RankGraph` of them (lanes, id order, the
+duplicate-id error, comm info, process groups).  :func:`load_graph` is the two for a path,
+:func:`graph_from_protobuf` the two for ``Node`` messages already in memory (they are serialized and read
+the same way, so there is one decoding of nodes, whatever their source).  The file comes in batches of a
+few thousand frames (:class:`chakra.io.pbstream.FrameFile`), by spans of the file read in separate
+processes (:func:`read_columns`).
 """
 
 from __future__ import annotations
@@ -45,655 +16,34 @@ import bisect
 import logging
 import operator
 import os
-import re
 import sys
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from itertools import chain, compress, count, islice, repeat
+from itertools import compress, count, islice, repeat
 from typing import Any
 
-from chakra import formats as wire
 from chakra.errors import TraceFormatError
 from chakra.job.etfile import groups_from_metadata_node, parse_process_groups
-from chakra.replay.graph import (
-    COMM_TYPES,
-    EXTRA_ATTRS,
-    CommInfo,
-    RankGraph,
-    graph_for_metadata,
-    int_or_none,
-    positions,
-    resolve_deferred_lanes,
-    scalar,
-)
-from chakra.schema import METADATA_NODE, AttributeProto, attr_value
-from chakra.tunables import (
-    READER_ATTR_STRINGS_MAX,
-    READER_ATTRS_MAX,
-    READER_SKIPS_MAX,
-    READER_SPAN_MIN_BYTES,
-    READER_VALUES_MAX,
-)
+from chakra.replay.etdecode import DEFER, CacheSizes, ColumnBuilder, EtColumns, extras_of
+from chakra.replay.graph import COMM_TYPES, CommInfo, RankGraph, graph_for_metadata, resolve_deferred_lanes
+from chakra.tunables import READER_SPAN_MIN_BYTES
+
+__all__ = ["SPAN_BYTES", "CacheSizes", "EtColumns", "ReadAsWritten", "columns_from_messages",
+           "graph_from_columns", "graph_from_protobuf", "load_graph", "read_columns"]
 
 log = logging.getLogger(__name__)
 
-# ---- the lean message types ------------------------------------------------------------------------------
-
-_LEAN_PKG = "chakra_replay_lean"
-
-# The sentinel node: every field holds its default value, written out explicitly (0, "", an empty
-# attribute).  The encoder of a proto3 file never writes a default value of a singular field, so a 0
-# among a batch's ids (or an empty name, ...) is a sentinel; a file that does write one (or has a
-# dependency on node 0, or an empty attribute) is seen by counting them, and read node by node.
-_SENT_BODY = b"".join((wire.NODE_ID, b"\x00", wire.NODE_NAME, b"\x00", wire.NODE_TYPE, b"\x00",
-                       wire.NODE_CTRL_DEPS, b"\x01\x00", wire.NODE_DATA_DEPS, b"\x01\x00",
-                       wire.NODE_START, b"\x00", wire.NODE_DURATION, b"\x00", wire.NODE_ATTR, b"\x00"))
-_SENT = bytes((len(_SENT_BODY),)) + _SENT_BODY
-_SEP = wire.REPEATED_1 + _SENT + wire.REPEATED_1
-
-
-def _lean_classes() -> tuple[Any, Any, Any]:
-    """(MergedBatch, FullMerged, AttrAll) message classes, in a private descriptor pool."""
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-
-    from chakra.schema.et_def_pb2 import build_file_descriptor
-
-    F = descriptor_pb2.FieldDescriptorProto
-    full = build_file_descriptor()
-    fd = descriptor_pb2.FileDescriptorProto(name="chakra_replay_lean.proto", package=_LEAN_PKG,
-                                            syntax="proto3", dependency=[full.name])
-
-    def add(msg: Any, name: str, number: int, ftype: int, type_name: str = "",
-            repeated: bool = True) -> None:
-        f = msg.field.add(name=name, number=number, type=ftype,
-                          label=F.LABEL_REPEATED if repeated else F.LABEL_OPTIONAL)
-        if type_name:
-            f.type_name = type_name
-
-    # every field the replay reads, repeated: the merged occurrences of all nodes of a batch, in order
-    allf = fd.message_type.add(name="LeanNodeAll")
-    add(allf, "id", 1, F.TYPE_UINT64)
-    add(allf, "name", 2, F.TYPE_STRING)
-    add(allf, "type", 3, F.TYPE_INT32)          # an open enum in proto3: the same integer
-    add(allf, "ctrl_deps", 4, F.TYPE_UINT64)
-    add(allf, "data_deps", 5, F.TYPE_UINT64)
-    add(allf, "start_time_micros", 6, F.TYPE_UINT64)
-    add(allf, "duration_micros", 7, F.TYPE_UINT64)
-    add(allf, "attr", 10, F.TYPE_BYTES)
-    add(fd.message_type.add(name="MergedBatch"), "node", 1, F.TYPE_MESSAGE, f".{_LEAN_PKG}.LeanNodeAll",
-        repeated=False)
-    # the real Node, merged over a batch: validates the batch in one call, and its unknown fields show
-    # an occurrence of a field with another wire type than declared (which Node ignores, and the
-    # all-repeated LeanNodeAll would not: a varint field sent length-delimited reads as packed values)
-    add(fd.message_type.add(name="FullMerged"), "node", 1, F.TYPE_MESSAGE, ".ChakraProtoMsg.Node",
-        repeated=False)
-    # AttributeProto with every field repeated: attributes concatenated (each a whole message) merge into
-    # one list per field
-    attr_all = fd.message_type.add(name="AttrAll")
-    for f in next(m for m in full.message_type if m.name == "AttributeProto").field:
-        add(attr_all, f.name, f.number, f.type, f.type_name)
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(full)
-    pool.Add(fd)
-
-    def cls(name: str) -> Any:
-        desc = pool.FindMessageTypeByName(f"{_LEAN_PKG}.{name}")
-        get = getattr(message_factory, "GetMessageClass", None)
-        if get is not None:
-            return get(desc)
-        return message_factory.MessageFactory(pool).GetPrototype(desc)  # pragma: no cover - protobuf 4.21
-
-    return cls("MergedBatch"), cls("FullMerged"), cls("AttrAll")
-
-
-_classes: tuple[Any, Any, Any] | None = None
-
-
-def _lean() -> tuple[Any, Any, Any]:
-    global _classes
-    if _classes is None:
-        _classes = _lean_classes()
-    return _classes
-
-
-# ---- what one attribute says -------------------------------------------------------------------------------
-
-# attribute codes (the first item of an attribute's classification)
-_SKIP, _IS_CPU, _TID, _STREAM, _DEVICE, _COMM, _EXTRA = range(7)
-# (``timing_piece``: a node an ASTRA-sim experiment added for a piece of time, chakra.replay.materialize: a
-# COMM node that is not communication)
-_COMM_ATTRS = ("pg_name", "comm_src", "comm_dst", "comm_tag", "comm_seq", "timing_piece")
-_NAMES = {"is_cpu_op": _IS_CPU, "tid": _TID, "stream": _STREAM, "device": _DEVICE,
-          **{name: _COMM for name in _COMM_ATTRS},
-          **{name: _EXTRA for name in sorted(EXTRA_ATTRS)}}
-# The name field of an attribute the replay reads, as encoded (tag 0x0A, a one-byte length, the name):
-# every encoding of such an attribute holds it, so bytes without it are none of them.  (``fw_tid`` holds
-# the bytes "tid", not "\x0a\x03tid".)  Matches never span two attributes joined with b"\xff".
-_NEEDED = re.compile(b"|".join(re.escape(wire.attr_name_field(n)) for n in _NAMES))
-_NAMES_B = {name.encode(): name for name in _NAMES}
-# AttributeProto fields that hold one number (a name and one of them: decoded in bulk)
-_NUMBER_FIELDS = frozenset(("double_val", "float_val", "int32_val", "int64_val", "uint32_val", "uint64_val",
-                            "sint32_val"))
-# key characters: the sentinel's empty attribute, an attribute the replay does not read, one decoded where
-# it occurs; the cached attributes the replay reads have the characters from _FIRST_KEY on
-_SENT_KEY, _SKIP_KEY, _DIRECT_KEY = "\x00", "\x01", "\x02"
-_ATTR_NAME = wire.ATTR_NAME[0]
-_FIRST_KEY = 3
-_DEFER = ("defer",)        # lane marker: a non-CPU node without stream/device (maybe on a host thread)
-
-
-def _classify(a: Any) -> tuple[int, Any, Any]:
-    """(code, value, name) of one AttributeProto, as the replay reads it."""
-    name = a.name
-    code = _NAMES.get(name, _SKIP)
-    if code == _SKIP:
-        return (_SKIP, None, None)
-    if code == _IS_CPU:
-        return (code, bool(getattr(a, a.WhichOneof("value") or "bool_val")), name)
-    if code == _COMM:
-        return (code, attr_value(a), name)
-    if code == _EXTRA:
-        v = scalar(attr_value(a))
-        if not isinstance(v, (int, float)) or isinstance(v, bool):
-            return (_SKIP, None, None)
-        return (code, v, name)
-    return (code, scalar(getattr(a, a.WhichOneof("value") or "int64_val")), name)
-
-
-def _classify_bytes(raw: bytes) -> tuple[int, Any, Any]:
-    return _classify(AttributeProto.FromString(raw))
-
-
-def _bulk_infos(raws: list[bytes]) -> list[tuple[int, Any, Any]]:
-    """The classifications of attributes (of the names decoded where they occur), in one decoding when each
-    holds a name and one number in the same field (checked: nothing else), else one by one.
-
-    Every attribute is a whole, valid message (the batch was validated), so their concatenation decodes
-    as each of them in turn, the values in order."""
-    from google.protobuf.unknown_fields import UnknownFieldSet
-
-    m = _lean()[2].FromString(b"".join(raws))
-    k = len(raws)
-    fields = m.ListFields()
-    if len(fields) == 2 and len(m.name) == k and not len(UnknownFieldSet(m)):
-        fd, values = fields[1]
-        if fd.name in _NUMBER_FIELDS and len(values) == k:
-            names = list(map(sys.intern, m.name))
-            return list(zip(map(_NAMES.__getitem__, names), values, names))
-    return list(map(_classify_bytes, raws))
-
-
-class _Keys(dict):
-    """Attribute bytes -> key character (:class:`_Builder`), filled while a batch's keys are made: ``dict``
-    calls ``__missing__`` for an attribute not cached.  One of a name the replay does not read whose values
-    keep changing (``rf_id``) is skipped right here, without decoding it (and listed in ``new_skips``, to be
-    checked for a second name); any other goes to :meth:`_Builder.key_of`."""
-
-    __slots__ = ("key_of", "volatile", "new_skips", "skip")
-
-    def __init__(self, key_of: Any) -> None:
-        super().__init__({b"": _SENT_KEY})
-        self.key_of = key_of
-        self.volatile: tuple[bytes, ...] = ()   # encoded names (tag, length, name) not read, no longer cached
-        self.new_skips: list[bytes] = []         # this batch's attributes skipped by their first name
-        self.skip = self.new_skips.append
-
-    def __missing__(self, raw: bytes) -> str:
-        if raw.startswith(self.volatile):
-            self.skip(raw)
-            return _SKIP_KEY
-        return self.key_of(raw)
-
-
-# ---- the columns -------------------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class EtColumns:
-    """The nodes of one ET file as parallel lists, in file order (index k: the file's message k + 1).
-
-    Nothing is judged yet: ids may repeat, dependencies may point anywhere.  ``lanes`` holds the lane of
-    each node (None: a METADATA node; ``_DEFER``: decided by :func:`graph_from_columns`, see
-    :mod:`chakra.replay.graph`).
-    """
-
-    path: str | None
-    metadata: Any                                   # the GlobalMetadata message (None: none given)
-    ids: list[int] = field(default_factory=list)
-    names: list[str] = field(default_factory=list)
-    types: list[int] = field(default_factory=list)
-    durs: list[float] = field(default_factory=list)
-    starts: list[float] = field(default_factory=list)
-    deps: list[tuple[int, ...]] = field(default_factory=list)   # ctrl_deps then data_deps
-    nctrl: list[int] = field(default_factory=list)              # how many of deps are ctrl_deps
-    cpu: list[bool | None] = field(default_factory=list)        # is_cpu_op (None: no such attribute)
-    lanes: list[Any] = field(default_factory=list)
-    comm: dict[int, dict[str, Any]] = field(default_factory=dict)    # index -> comm attributes (name: value)
-    # EXTRA_ATTRS: per node the (name, value) pairs of its cached attributes (tuples shared by the nodes
-    # that have the same: None without any), and name -> {index: value} of those decoded where they occur
-    # (see :meth:`extras`)
-    xpairs: list[tuple | None] = field(default_factory=list)
-    extra: dict[str, dict[int, Any]] = field(default_factory=dict)
-    deferred: list[tuple[int, Any]] = field(default_factory=list)    # (index, tid) of the _DEFER lanes
-    host_tids: set[Any] = field(default_factory=set)            # tid of every CPU node, as read
-    meta_payload: str | None = None                 # inputs.values of the first METADATA node that has one
-    lane_cache: dict[Any, Any] = field(default_factory=dict)    # lane key -> lane tuple (shared tuples)
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def extras(self) -> dict[str, dict[int, Any]]:
-        """EXTRA_ATTRS: name -> {index: value}, every node's."""
-        return _extras_of(self.xpairs, self.extra)
-
-    def copy(self) -> EtColumns:
-        """Columns that :func:`graph_from_columns` may take over while these stay as they are."""
-        return EtColumns(path=self.path, metadata=self.metadata, ids=list(self.ids), names=list(self.names),
-                         types=list(self.types), durs=list(self.durs), starts=list(self.starts),
-                         deps=list(self.deps), nctrl=list(self.nctrl), cpu=list(self.cpu),
-                         lanes=list(self.lanes), comm=dict(self.comm), xpairs=list(self.xpairs),
-                         extra={name: dict(d) for name, d in self.extra.items()},
-                         deferred=list(self.deferred), host_tids=set(self.host_tids),
-                         meta_payload=self.meta_payload, lane_cache=dict(self.lane_cache))
-
-
-class _Builder:
-    """Appends batches of frames to an :class:`EtColumns`, with the attribute caches."""
-
-    def __init__(self, cols: EtColumns) -> None:
-        self.cols = cols
-        # attribute bytes -> key (one character: chr(index in self.kinfo)); a node's keys -> node info.
-        self.kcache = _Keys(self.key_of)
-        self.kinfo: list[tuple[int, Any, Any]] = [(_SKIP, None, None)] * _FIRST_KEY
-        self.ncache: dict[str, tuple] = {}
-        self.values: dict[str, int] = {}      # attribute name -> distinct values cached
-        self.skipped: dict[bytes, int] = {}   # name not read -> distinct values cached (as _SKIP_KEY)
-        self.direct_names: set[str] = set()   # names decoded where they occur (their values keep changing)
-        # the batch being keyed: the attributes decoded where they occur (bytes, or their classification);
-        # a failure
-        self.direct: list[Any] = []
-        self.failed = False
-        self.fdur = _Floats()                 # durations repeat: one float object per value
-
-    def release(self) -> None:
-        """Once the columns are made: the key cache no longer calls back into this builder (a reference
-        cycle, left to the cyclic GC otherwise, which a command's process runs without)."""
-        self.kcache.key_of = None
-
-    # -- what a node's attributes say ------------------------------------------------------------------
-
-    def lane_of(self, is_cpu: Any, tid: Any, stream: Any, device: Any) -> Any:
-        if is_cpu:
-            key: Any = ("c", tid)
-        elif stream is None and device is None:
-            return _DEFER
-        else:
-            key = ("g", device, stream if stream is not None else tid)
-        cache = self.cols.lane_cache
-        lane = cache.get(key)
-        if lane is None:
-            if is_cpu:
-                lane = ("cpu", tid if type(tid) is int else (int_or_none(tid) or 0))
-            else:
-                lane = ("gpu", int_or_none(device) or 0, int_or_none(key[2]) or 0)
-            for other in cache.values():   # equal lanes share one tuple
-                if other == lane:
-                    lane = other
-                    break
-            cache[key] = lane
-        return lane
-
-    def node_info(self, infos: Any) -> tuple[Any, Any, Any, dict | None, tuple | None]:
-        """(is_cpu, lane, tid, comm attributes, extra (name, value) pairs) from a node's attribute
-        classifications, in order (the last of a name wins); is_cpu None without an ``is_cpu_op``."""
-        is_cpu = tid = stream = device = None
-        comm = None
-        extra: Any = None
-        for code, value, name in infos:
-            if code == _SKIP:
-                continue
-            if code == _IS_CPU:
-                is_cpu = value
-            elif code == _TID:
-                tid = value
-            elif code == _STREAM:
-                stream = value
-            elif code == _DEVICE:
-                device = value
-            elif code == _EXTRA:
-                if extra is None:
-                    extra = {}
-                extra[name] = value
-            else:
-                if comm is None:
-                    comm = {}
-                comm[name] = value
-        if is_cpu:
-            self.cols.host_tids.add(tid)
-        return (is_cpu, self.lane_of(is_cpu, tid, stream, device), tid, comm,
-                tuple(extra.items()) if extra else None)
-
-    def learn(self, raw: bytes, info: tuple[int, Any, Any]) -> bool:
-        """Give one attribute's bytes a key; False when no key is left."""
-        k = len(self.kinfo)
-        if k >= READER_ATTRS_MAX:
-            return False
-        self.kcache[raw] = chr(k)
-        self.kinfo.append(info)
-        return True
-
-    # -- a batch, merged -------------------------------------------------------------------------------
-
-    def add_batch(self, frames: list[bytes]) -> bool:
-        """Validate a batch of frames and append its columns; False if it must be read node by node
-        (that reading then reports the error of a damaged message)."""
-        from google.protobuf.message import DecodeError
-
-        try:
-            from google.protobuf.unknown_fields import UnknownFieldSet
-        except ImportError:  # pragma: no cover - protobuf < 4.22: node by node
-            return False
-        MergedBatch, FullMerged, _ = _lean()
-        merged = wire.REPEATED_1 + _SEP.join(frames) + wire.REPEATED_1 + _SENT
-        try:
-            check = FullMerged.FromString(merged).node
-        except (DecodeError, RuntimeError, ValueError):
-            return False           # the node-by-node reading says which message and why
-        if len(UnknownFieldSet(check)):
-            return False
-        del check
-        m = MergedBatch.FromString(merged).node
-        del merged
-        n = len(frames)
-        ids = _singular(list(m.id), n)
-        types = _singular(list(m.type), n)
-        starts = _singular(list(m.start_time_micros), n)
-        durs = _singular(list(m.duration_micros), n)
-        names = _singular(list(m.name), n)
-        ctrl = _grouped(list(m.ctrl_deps), n)
-        data = _grouped(list(m.data_deps), n)
-        if ids is None or types is None or starts is None or durs is None or names is None \
-                or ctrl is None or data is None:
-            return False
-        cols = self.cols
-        base = len(cols.ids)
-        # (the attributes straight from the message: each bytes object is dropped once looked up, unless
-        # the cache keeps it)
-        read = self.attr_infos(m.attr, n, base)
-        del m
-        if read is None:
-            return False
-        infos, direct = read
-        cpu = list(map(_first, infos))
-        lanes = list(map(_second, infos))
-        if METADATA_NODE in types:
-            for k in positions(types, METADATA_NODE):
-                lanes[k] = None
-                if cols.meta_payload is None:
-                    self.read_payload(frames[k])
-        if _DEFER in lanes:
-            cols.deferred += [(base + k, infos[k][2]) for k in positions(lanes, _DEFER)]
-        if any(map(_fourth, infos)):
-            for k in compress(count(), map(_fourth, infos)):
-                cols.comm[base + k] = infos[k][3]
-        cols.xpairs += map(_fifth, infos)
-        for index, code, name, value in direct:
-            if code == _EXTRA:
-                cols.extra.setdefault(name, {})[index] = value
-            else:
-                cols.comm[index] = {**cols.comm.get(index, {}), name: value}   # (cached dicts are shared)
-        cols.ids += ids
-        cols.types += types
-        cols.starts += map(float, starts)
-        cols.durs += map(self.fdur.__getitem__, durs)
-        cols.names += map(sys.intern, names)
-        cols.deps += map(operator.add, ctrl, data)
-        cols.nctrl += map(len, ctrl)
-        cols.cpu += cpu
-        cols.lanes += lanes
-        return True
-
-    def key_of(self, raw: bytes) -> str:
-        """The key of an attribute not in the cache (caching it when it may repeat).
-
-        An attribute whose (first) name the replay does not read is skipped without decoding it, and
-        cached while its name has had few values (``fw_parent: 0`` repeats, ``rf_id`` does not); the
-        batch's new ones are checked for the name of one it reads afterwards (a name written twice: the
-        last one counts).  One of a name the replay reads is decoded and cached, or, for a name whose
-        values keep changing (``wait_on`` holds a node id), decoded where it occurs, in bulk."""
-        name_b = None
-        if len(raw) > 1 and raw[0] == _ATTR_NAME and raw[1] < 0x80:
-            name_b = raw[2:2 + raw[1]]
-            if name_b not in _NAMES_B:
-                kcache = self.kcache
-                kcache.new_skips.append(raw)
-                seen = self.skipped.get(name_b, 0)
-                if seen < READER_SKIPS_MAX:
-                    self.skipped[name_b] = seen + 1
-                    kcache[raw] = _SKIP_KEY
-                else:
-                    kcache.volatile += (raw[:2 + raw[1]],)
-                return _SKIP_KEY
-            if _NAMES_B[name_b] in self.direct_names:
-                self.direct.append(raw)
-                return _DIRECT_KEY
-        info = _classify_bytes(raw)
-        code, _, name = info
-        if code == _SKIP:                # (a value the replay does not read, a foreign encoding)
-            key_b = b"" if name_b is None else name_b
-            seen = self.skipped.get(key_b, 0)
-            if seen < READER_VALUES_MAX:
-                self.skipped[key_b] = seen + 1
-                self.kcache[raw] = _SKIP_KEY
-            return _SKIP_KEY
-        if code in (_EXTRA, _COMM):
-            v = self.values.get(name, 0)
-            if v >= READER_VALUES_MAX or not self.learn(raw, info):
-                self.direct_names.add(name)
-                self.direct.append(info)
-                return _DIRECT_KEY
-            self.values[name] = v + 1
-        elif not self.learn(raw, info):
-            self.failed = True           # a lane attribute left out would change the lanes: node by node
-            return _SKIP_KEY
-        return self.kcache[raw]
-
-    def attr_infos(self, attrs: Iterable[bytes], n: int, base: int) -> tuple[list[tuple], list[tuple]] | None:
-        """(per node: :meth:`node_info`, [(node index, code, name, value) of the attributes decoded where
-        they occur]) from a batch's merged attributes (a sentinel after each node's); None when the batch
-        is to be read node by node."""
-        kcache = self.kcache
-        new_skips = kcache.new_skips
-        new_skips.clear()
-        self.direct = []
-        self.failed = False
-        text = "".join(map(kcache.__getitem__, attrs))     # one character per attribute
-        direct = self.direct
-        if self.failed or (new_skips and _NEEDED.search(b"\xff".join(new_skips)) is not None):
-            for raw in new_skips:          # (an attribute named twice, or a cache full of lane values)
-                kcache.pop(raw, None)
-            new_skips.clear()
-            return None
-        new_skips.clear()
-        if _SKIP_KEY in text:
-            text = text.replace(_SKIP_KEY, "")
-        keyed = text.replace(_DIRECT_KEY, "").split(_SENT_KEY) if direct else text.split(_SENT_KEY)
-        if len(keyed) != n + 1:
-            return None                  # an empty attribute in the file
-        ncache = self.ncache
-        out = list(map(ncache.get, islice(keyed, n)))
-        if None in out:
-            kinfo = self.kinfo
-            for k in positions(out, None):
-                key = keyed[k]
-                info = ncache.get(key)
-                if info is None:
-                    info = self.node_info([kinfo[ord(c)] for c in key])
-                    if len(ncache) < READER_ATTR_STRINGS_MAX:
-                        ncache[key] = info
-                out[k] = info
-        found_direct: list[tuple] = []
-        if direct:
-            raws = [x for x in direct if type(x) is bytes]
-            if raws:
-                decoded = iter(_bulk_infos(raws))
-                direct = [next(decoded) if type(x) is bytes else x for x in direct]
-            # the node of each: node k's keys are the k-th piece between sentinels
-            owners = chain.from_iterable(map(repeat, count(), map(operator.methodcaller("count", _DIRECT_KEY),
-                                                                  text.split(_SENT_KEY))))
-            for k, (code, value, name) in zip(owners, direct):
-                if code == _SKIP:
-                    continue
-                if code not in (_EXTRA, _COMM):
-                    return None          # (a lane attribute decoded where it occurs: node by node)
-                pairs = out[k][4] if code == _EXTRA else out[k][3]
-                if pairs and name in (dict(pairs) if code == _EXTRA else pairs):
-                    return None          # the name twice in one node, cached and not: node by node (order)
-                found_direct.append((base + k, code, name, value))
-        return out, found_direct
-
-    def read_payload(self, frame: bytes) -> None:
-        """The METADATA node's ``inputs.values`` (ASTRA-sim's process-group table), if any."""
-        from chakra.io.pbstream import decode_varint
-        from chakra.schema import Node
-
-        _, start = decode_varint(frame, 0)
-        values = Node.FromString(frame[start:]).inputs.values
-        if values:
-            self.cols.meta_payload = values
-
-    # -- node by node ----------------------------------------------------------------------------------
-
-    def add_nodes(self, frames: list[bytes], first: int, path: Any) -> None:
-        """Append the nodes of a batch the merged reading does not cover, one by one; a damaged message
-        raises the error :func:`chakra.io.pbstream.read_messages` gives for it."""
-        from google.protobuf.message import DecodeError
-
-        from chakra.io.pbstream import decode_varint
-        from chakra.schema import Node
-
-        cols = self.cols
-        for i, frame in enumerate(frames, first):
-            _, start = decode_varint(frame, 0)
-            try:
-                node = Node.FromString(frame[start:])
-            except (DecodeError, RuntimeError, ValueError) as exc:
-                raise TraceFormatError(f"message {i} is not a valid protobuf ({exc})", path) from None
-            is_cpu, lane, tid, comm, extra = self.node_info(list(map(_classify, node.attr)))
-            index = len(cols.ids)
-            cols.xpairs.append(extra)
-            ntype = node.type
-            if ntype == METADATA_NODE:
-                lane = None
-                if cols.meta_payload is None and node.inputs.values:
-                    cols.meta_payload = node.inputs.values
-            elif lane is _DEFER:
-                cols.deferred.append((index, tid))
-            if comm is not None:
-                cols.comm[index] = comm
-            cd = tuple(node.ctrl_deps)
-            dd = tuple(node.data_deps)
-            cols.ids.append(node.id)
-            cols.names.append(sys.intern(node.name))
-            cols.types.append(ntype)
-            cols.durs.append(float(node.duration_micros))
-            cols.starts.append(float(node.start_time_micros))
-            cols.deps.append(cd + dd if dd else cd)
-            cols.nctrl.append(len(cd))
-            cols.cpu.append(is_cpu)
-            cols.lanes.append(lane)
-
-    def add_frames(self, first: int, frames: list[bytes], path: Any) -> None:
-        """Append a batch of frames (message ``first`` on): merged, else node by node."""
-        if not self.add_batch(frames):
-            self.add_nodes(frames, first, path)
-
-
-class _Floats(dict):
-    """int -> float(int), each float made once."""
-
-    def __missing__(self, key: int) -> float:
-        if len(self) > 1 << 16:
-            return float(key)
-        value = self[key] = float(key)
-        return value
-
-
-def _extras_of(xpairs: list[tuple | None], direct: dict[str, dict[int, Any]]) -> dict[str, dict[int, Any]]:
-    """name -> {index: value} of the EXTRA_ATTRS: the nodes with the same pairs (cached attributes) at
-    once, then those decoded where they occur (``direct``; never a name a node also has cached).
-
-    Grouped by the pairs' identity, not equality: ``("tail_us", 0)`` equals ``("tail_us", 0.0)``."""
-    groups: dict[int, list[int]] = {}
-    kept: dict[int, tuple] = {}
-    for k, pairs in zip(compress(count(), xpairs), filter(None, xpairs)):
-        g = groups.get(id(pairs))
-        if g is None:
-            groups[id(pairs)] = [k]
-            kept[id(pairs)] = pairs
-        else:
-            g.append(k)
-    extra: dict[str, dict[int, Any]] = {}
-    for key, where in groups.items():
-        for name, value in kept[key]:
-            d = extra.get(name)
-            if d is None:
-                d = extra[name] = {}
-            d.update(zip(where, repeat(value)))
-    for name, d in direct.items():
-        if d:
-            extra.setdefault(name, {}).update(d)
-    return extra
-
-
 _first = operator.itemgetter(0)
-_second = operator.itemgetter(1)
-_fourth = operator.itemgetter(3)
-_fifth = operator.itemgetter(4)
-
-
-def _singular(values: list, n: int) -> list | None:
-    """One value per node from a merged singular field (each node's occurrence if any, then the
-    sentinel, a falsy default): the node's value or the default; None if some node has two occurrences
-    or a real value is a default."""
-    if len(values) == 2 * n:
-        vals = values[0::2]
-        if values.count(values[-1]) == n and not any(values[1::2]) and all(vals):
-            return vals
-        return None
-    sentinel = values[-1]     # the last sentinel (0, "" or b"")
-    if values.count(sentinel) != n:
-        return None
-    before = list(compress(chain((sentinel,), values), map(operator.not_, values)))
-    if len(values) - n != n - before.count(sentinel):
-        return None          # some node has two occurrences
-    return before
-
-
-def _grouped(values: list, n: int) -> list[tuple] | None:
-    """A tuple per node from a merged repeated field (its values, then a sentinel 0)."""
-    if values.count(0) != n:
-        return None
-    if len(values) == 2 * n and not any(values[1::2]):
-        return list(zip(values[0::2]))         # one value per node
-    if len(values) == n:
-        return [()] * n
-    is_sent = list(map(operator.not_, values))
-    before = list(compress(chain((0,), values), is_sent))
-    if len(values) - n == n - before.count(0):      # none or one value per node
-        return list(map(_NO_DEP.get, before, zip(before)))
-    pos = list(compress(count(), is_sent))
-    firsts = chain((0,), map(operator.add, pos, repeat(1)))
-    return list(map(operator.getitem, repeat(tuple(values)), map(slice, firsts, pos)))
-
-
-_NO_DEP = {0: ()}
 
 
 # ---- reading -----------------------------------------------------------------------------------------------
 
 
-def read_columns(path: str | os.PathLike[str]) -> EtColumns:
+# bytes of frames worth a process of their own (about 2,000 nodes of a real trace, ~15 ms of decoding):
+# forkmap's min_size for the spans of a file
+SPAN_BYTES = READER_SPAN_MIN_BYTES
+
+
+def read_columns(path: str | os.PathLike[str], *, span_bytes: int = SPAN_BYTES,
+                 cache: CacheSizes | None = None) -> EtColumns:
     """The nodes of one Chakra ET file (plain or gzipped), in file order.
 
     The file is cut into byte spans, one per core (:mod:`chakra.io.forkmap`; ``CHAKRA_PARTS=1``: one span,
@@ -701,16 +51,17 @@ def read_columns(path: str | os.PathLike[str]) -> EtColumns:
     one itself) into columns, which come back pickled (lists of numbers and shared tuples: cheap to
     pickle) and are joined in file order.  The errors of a damaged file are those
     :func:`chakra.io.pbstream.read_messages` gives (which message, and why; the first in file order); a
-    file without nodes gives empty columns."""
+    file without nodes gives empty columns.  ``span_bytes``: the least bytes of frames a span holds;
+    ``cache``: what the attribute caches hold (the same columns whatever it is)."""
     from chakra.io import gc_paused
     from chakra.io.forkmap import fork_map, split
     from chakra.io.pbstream import FrameFile
     from chakra.schema import GlobalMetadata
 
     src = FrameFile(path, GlobalMetadata)
-    cuts: list[int | None] = [src.start + r.start for r in split(src.size - src.start, READER_SPAN_MIN_BYTES)]
+    cuts: list[int | None] = [src.start + r.start for r in split(src.size - src.start, span_bytes)]
     cuts[0] = None
-    spans = list(zip(repeat(src), cuts, [*cuts[1:], None]))
+    spans = list(zip(repeat(src), cuts, [*cuts[1:], None], repeat(cache)))
     with gc_paused():      # millions of acyclic tuples: the cyclic GC would only rescan them
         pieces = fork_map(_read_span, spans, f"reading {os.fspath(path)}")
         cols = _joined(pieces)
@@ -718,12 +69,12 @@ def read_columns(path: str | os.PathLike[str]) -> EtColumns:
     return cols
 
 
-def _read_span(span: tuple[Any, int | None, int | None]) -> EtColumns:
+def _read_span(span: tuple[Any, int | None, int | None, CacheSizes | None]) -> EtColumns:
     """The columns of the frames that start in one span of the file (``(FrameFile, start, stop)`` byte
     offsets; None: the first, the last), indexed from 0."""
-    src, start, stop = span
+    src, start, stop, cache = span
     cols = EtColumns(path=os.fspath(src.path), metadata=None)
-    build = _Builder(cols)
+    build = ColumnBuilder(cols, cache)
     for first, frames in src.batches(start, stop):
         build.add_frames(first, frames, src.path)
     build.release()
@@ -736,7 +87,7 @@ def _joined(pieces: list[EtColumns]) -> EtColumns:
     cols = pieces[0]
     if len(pieces) == 1:
         return cols
-    seen: dict[Any, Any] = {_DEFER: _DEFER, None: None}
+    seen: dict[Any, Any] = {DEFER: DEFER, None: None}
     for lane in set(cols.lanes):      # (equal lanes of one piece are one tuple already)
         seen.setdefault(lane, lane)
     for c in pieces[1:]:
@@ -769,7 +120,7 @@ def columns_from_messages(nodes: Any, metadata: Any = None, path: str | None = N
     from chakra.io.pbstream import encode_varint
 
     cols = EtColumns(path=path, metadata=metadata)
-    build = _Builder(cols)
+    build = ColumnBuilder(cols)
     frames: list[bytes] = []
     first = 1
     for node in nodes:
@@ -837,7 +188,7 @@ def graph_from_columns(cols: EtColumns, rank: int | None = None) -> RankGraph:
     ids, names, types, durs, starts, deps, cpu, lanes, xpairs = cols_l
     g.ids, g.names, g.types, g.durations, g.starts = ids, names, types, durs, starts
     g.deps, g.is_cpu, g.lanes, g.comm = deps, cpu, lanes, comm
-    g.extra = _extras_of(xpairs, direct)    # (built in id order: no table to carry through the order)
+    g.extra = extras_of(xpairs, direct)    # (built in id order: no table to carry through the order)
     if not g.process_groups and cols.meta_payload:
         groups = groups_from_metadata_node(cols.meta_payload, where)
         if groups:
@@ -865,12 +216,13 @@ def _id_order(ids: list[int], where: str | None) -> list[int] | None:
     return perm
 
 
-def load_graph(path: str | os.PathLike[str], rank: int | None = None) -> RankGraph:
-    """Read one Chakra ET file (plain or gzipped) into the RankGraph the replay runs."""
+def load_graph(path: str | os.PathLike[str], rank: int | None = None, **how: Any) -> RankGraph:
+    """Read one Chakra ET file (plain or gzipped) into the RankGraph the replay runs (``how``: the
+    keywords of :func:`read_columns`)."""
     from chakra.io import gc_paused
 
     with gc_paused():      # the finish step builds millions of tuples too: no GC rescans of them
-        return _graph(read_columns(path), rank)
+        return _graph(read_columns(path, **how), rank)
 
 
 def _graph(cols: EtColumns, rank: int | None) -> RankGraph:
@@ -885,7 +237,7 @@ class ReadAsWritten:
     :meth:`piece`'s reader, in the process that writes them, and the file's name, the pieces' columns and
     the GlobalMetadata to :meth:`written`;
     :meth:`graph` is then what :func:`load_graph` of the file gives (the same bytes, decoded by the same
-    :class:`_Builder`, joined as :func:`read_columns` joins the spans of a file), without reading it
+    :class:`ColumnBuilder`, joined as :func:`read_columns` joins the spans of a file), without reading it
     back.  A piece whose reading failed does not stop the writing: the file is then read back, and its
     error (if it has one) is that of :func:`load_graph`."""
 
@@ -927,7 +279,7 @@ class _PieceReader:
 
     def __init__(self, path: str) -> None:
         self.cols = EtColumns(path=path, metadata=None)
-        self.builder = _Builder(self.cols)
+        self.builder = ColumnBuilder(self.cols)
         self.error: str | None = None
 
     def add(self, first: int, frames: list[bytes]) -> None:
