@@ -11,8 +11,9 @@ placed when it is.  A coupled node (whole job) arrives at its group when it star
 group's transfer does (:class:`chakra.replay.coupling.Coupling`).  What no node can ever satisfy (a
 deadlock between ranks) stays unplaced: the engine reports it.
 
-Each bound is stated once, in :meth:`_Lanes.start_of` and :meth:`_Lanes.end_of`; the walk's short way
-for a node with nothing but dependencies and a lane predecessor (:meth:`_Lanes.walk`) takes the same sums.
+The bounds are the plan's (:func:`chakra.replay.plan.start_bounds`, :func:`~chakra.replay.plan.end_bounds`,
+which the critical path reads too); the walk's short way for a node with nothing but dependencies and a
+lane predecessor (:meth:`_Lanes.walk`) takes the same sums, inline (most nodes take it).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from chakra.replay.coupling import Coupling
-from chakra.replay.plan import Plan
+from chakra.replay.plan import Plan, end_bounds, start_bounds
 
 _WAITING, _STARTED, _ENDED = 0, 1, 2
 
@@ -156,32 +157,14 @@ class _Lanes:
     def start_of(self, r: int, i: int) -> float | None:
         """The start of node ``i`` of rank ``r``: the latest of its start bounds (None: one names a node
         not placed that far; ``i`` then waits for it)."""
-        p = self.plans[r]
         start, end, state = self.start[r], self.end[r], self.state[r]
         t = self.ready[r][i]
-        for j in p.deps[i]:                         # a dependency's end
-            if state[j] != _ENDED:
-                return self.wait_for(r, j, i)
-            if end[j] > t:
-                t = end[j]
-        j = p.lane_prev[i]
-        if j >= 0:                                  # the lane predecessor frees the lane, then the gap
-            rel = p.release.get(j)
-            if state[j] != _ENDED and (rel is None or state[j] != _STARTED):
-                return self.wait_for(r, j, i)
-            c = (end[j] if rel is None else start[j] + rel) + self.gaps[r][i]
+        for u, at_end, lead, delay, _link, _between in start_bounds(self.plans[r], i, self.gaps[r]):
+            if state[u] == _WAITING or (at_end and state[u] != _ENDED):
+                return self.wait_for(r, u, i)
+            c = ((end[u] if at_end else start[u]) + lead) + delay
             if c > t:
                 t = c
-        for j, delay in p.after.get(i, ()):         # a wait: the waited node's end plus the latency
-            if state[j] != _ENDED:
-                return self.wait_for(r, j, i)
-            if end[j] + delay > t:
-                t = end[j] + delay
-        for j, _tail, offset in p.waits.get(i, ()):   # a finish wait's start bound
-            if state[j] == _WAITING:
-                return self.wait_for(r, j, i)
-            if start[j] + offset > t:
-                t = start[j] + offset
         return t
 
     def started(self, r: int, i: int, t: float) -> None:
@@ -212,15 +195,13 @@ class _Lanes:
         """Node ``i`` of rank ``r`` would end at ``e`` by its own time; it ends no earlier than each node
         it was recorded blocked on, plus its tail (a finish wait)."""
         end, state = self.end[r], self.state[r]
-        for j, tail, _offset in self.plans[r].waits.get(i, ()):
-            if tail is None:
-                continue
-            if state[j] != _ENDED:
+        for u, tail in end_bounds(self.plans[r], i):
+            if state[u] != _ENDED:
                 self.own_end[(r, i)] = e
-                self.wait_for(r, j, i)
+                self.wait_for(r, u, i)
                 return
-            if end[j] + tail > e:
-                e = end[j] + tail
+            if end[u] + tail > e:
+                e = end[u] + tail
         end[i] = e
         state[i] = _ENDED
         self.ended[r] += 1

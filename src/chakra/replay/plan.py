@@ -44,6 +44,39 @@ class Plan:
     transfer: dict[int, tuple[int, float]] = field(default_factory=dict)   # record -> (child after, piece)
 
 
+# One bound on a node's start, as data (:func:`start_bounds`): the node ``u`` it names, whether at its end
+# (else its start), ``lead`` and ``delay``: start >= (time of u + lead) + delay, summed in that order; how u
+# releases the node (``link``: "dep" its end, "start" its start, "lane" it frees the lane) and what the
+# ``delay`` is (``between``: "thread" a lane's gap, "latency" a wait's recorded latency, "slack" nothing).
+Bound = tuple[int, bool, float, float, str, str]
+
+
+def start_bounds(plan: Plan, i: int, gap: Sequence[float] | None = None) -> list[Bound]:
+    """Every bound on the start of node ``i`` besides its earliest start (its lane's offset ``first``),
+    in this order: its dependencies' ends; each wait's end plus its latency; each finish wait's start plus
+    its offset; its lane predecessor freeing the lane (its end, or its start plus its release) plus the
+    gap (``gap``: the gaps the replay read, the plan's unless a whole job changed some)."""
+    out = [(u, True, 0.0, 0.0, "dep", "slack") for u in plan.deps[i]]
+    after = plan.after.get(i)
+    if after:
+        out += [(u, True, 0.0, delay, "dep", "latency") for u, delay in after]
+    waits = plan.waits.get(i)
+    if waits:
+        out += [(u, False, offset, 0.0, "start", "slack") for u, _tail, offset in waits]
+    p = plan.lane_prev[i]
+    if p >= 0:
+        rel = plan.release.get(p)
+        out.append((p, rel is None, 0.0 if rel is None else rel, (plan.gap if gap is None else gap)[i],
+                    "lane", "thread"))
+    return out
+
+
+def end_bounds(plan: Plan, i: int) -> list[tuple[int, float]]:
+    """Every bound on the end of node ``i`` besides its own time: ``(u, tail)``, end >= end(u) + tail (a
+    finish wait: it was recorded blocked on ``u``)."""
+    return [(u, tail) for u, tail, _offset in plan.waits.get(i, ()) if tail is not None]
+
+
 def rank_plan(g: RankGraph, deps: list[tuple[int, ...]], order: list[int], use_gaps: bool) -> Plan:
     """The plan of one rank: its lanes in lane order ``order`` (a topological order of ``deps``, the
     resolved dependencies; the finish waits are taken out of that list, which is the plan's)."""
