@@ -55,8 +55,8 @@ Thread timing as data (files whose GlobalMetadata says ``thread_timing``)
     :mod:`chakra.convert.threads`): the pieces of an op's exclusive time before, between and
     after its children, the idle time outside any op, and the blocking waits it found, as
     ``wait_on`` dependencies.  Such a rank takes its lanes from those attributes instead of
-    the segments and gaps above (:func:`_pieces_plan`): a node waits for its lane predecessor,
-    the pieces in between (each times its owner's what-if factor) and its idle time (dropped
+    the segments and gaps above (:func:`chakra.replay.plan._pieces_plan`): a node waits for its
+    lane predecessor, the pieces in between (each times its owner's what-if factor) and its idle time (dropped
     with ``gaps=False``); a wait starts a node at the waited node's end plus the recorded
     latency.  A parent op ends, for the completion log and the replayed time, when its tail
     after its children does.  A what-if (``RankGraph.factor`` / ``delay``, see
