@@ -290,15 +290,26 @@ def _resolve_deps(g: RankGraph, missing: str) -> list[tuple[int, ...]]:
 
 
 def _topo_order(g: RankGraph, deps: list[tuple[int, ...]]) -> list[int]:
-    """The lane order: a topological order of ``deps`` that always takes the ready node of smallest
-    (recorded start, id); a cycle raises ReplayError.
+    """The lane order of ``g`` (:func:`lane_order`); a cycle raises ReplayError."""
+    order = lane_order(g.starts, deps)
+    if len(order) != len(deps):
+        placed = bytearray(len(deps))
+        for i in order:
+            placed[i] = 1
+        raise ReplayError(_cycle_message(g, deps, placed), g.path)
+    return order
 
-    Found by walking the nodes in (start, id) order: a node whose dependencies are all placed is placed;
-    one that is not ready when its turn comes waits, and is placed as soon as its last dependency is
-    (before any later node of the walk: it sorts before them; waiting nodes that get ready together go
-    in (start, id) order).  Usually only a few nodes ever wait.  (Index order is id order.)"""
+
+def lane_order(starts: Sequence[float], deps: Sequence[tuple[int, ...]]) -> list[int]:
+    """The lane order: a topological order of ``deps`` that always takes the ready node of smallest
+    (recorded start, index); the nodes on a cycle or behind one are left out.
+
+    Found by walking the nodes in (start, index) order: a node whose dependencies are all placed is
+    placed; one that is not ready when its turn comes waits, and is placed as soon as its last dependency
+    is (before any later node of the walk: it sorts before them; waiting nodes that get ready together go
+    in (start, index) order).  Usually only a few nodes ever wait.  (In a RankGraph index order is id
+    order.)"""
     n = len(deps)
-    starts = g.starts
     done = bytearray(n)
     is_done = done.__getitem__
     waiting: list[list[int] | None] = [None] * n
@@ -336,8 +347,6 @@ def _topo_order(g: RankGraph, deps: list[tuple[int, ...]]) -> list[int]:
             if not heap:
                 break
             x = pop(heap)[1]
-    if len(order) != n:
-        raise ReplayError(_cycle_message(g, deps, done), g.path)
     return order
 
 
