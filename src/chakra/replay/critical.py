@@ -267,11 +267,12 @@ def dependency_only_us(res: ReplayResult) -> float | None:
 
 
 def compare_paths(before: CriticalPath, after: CriticalPath, top: int = 5) -> dict[str, object]:
-    """Category totals before/after and the op names whose time on the path changed most."""
+    """Category totals before/after and the op names whose time on the path changed most (by name among
+    equal changes)."""
     cats = {c: (before.by_category[c], after.by_category[c]) for c in CATEGORIES}
     names = set(before.by_name) | set(after.by_name)
     moved = sorted(((after.by_name.get(k, 0.0) - before.by_name.get(k, 0.0), k) for k in names),
-                   key=lambda x: -abs(x[0]))
+                   key=lambda x: (-abs(x[0]), x[1]))      # (equal changes by name: the set has no order)
     return {"categories": cats, "moved": [(k, d) for d, k in moved[:top] if abs(d) >= 0.5]}
 
 
