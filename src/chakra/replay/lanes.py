@@ -8,8 +8,9 @@ bounds once every node they name is placed, and its end likewise.  So each rank 
 then; one that names a node not yet placed (a wait redirected to a parent's last descendant that the
 recording placed later; a node after a collective whose peers have not all arrived) waits for it and is
 placed when it is.  A coupled node (whole job) arrives at its group when it starts and ends when the
-group's transfer does (:class:`chakra.replay.coupling.Coupling`).  What no node can ever satisfy (a
-deadlock between ranks) stays unplaced: the engine reports it.
+group's transfer does (:class:`chakra.replay.coupling.Coupling`); a rank whose walk left a node waiting
+hands over to the next rank, so the ranks of a job reach their collectives together and few nodes wait.
+What no node can ever satisfy (a deadlock between ranks) stays unplaced: the engine reports it.
 
 The bounds are the plan's (:func:`chakra.replay.plan.start_bounds`, :func:`~chakra.replay.plan.end_bounds`,
 which the critical path reads too); the walk's short way for a node with nothing but dependencies and a
@@ -45,8 +46,15 @@ def run_lanes(plans: Sequence[Plan], orders: Sequence[list[int]], offsets: Seque
     replaces the plans' gaps (a whole job's coupled transfers change some), ``coupling`` / ``group_of``
     tie nodes of different ranks (global indices)."""
     run = _Lanes(plans, offsets, bases, gaps, coupling, group_of)
-    for r, order in enumerate(orders):
-        run.walk(r, order)
+    at = [0] * len(orders)                  # each rank's walk goes on from there
+    while True:
+        moved = False
+        for r, order in enumerate(orders):
+            if at[r] < len(order):
+                at[r] = run.walk(r, order, at[r])
+                moved = True
+        if not moved:
+            break
     starts: list[float] = []
     ends: list[float] = []
     closes: dict[int, float] = {}
@@ -85,6 +93,13 @@ class _Lanes:
             self.start.append([0.0] * n)
             self.end.append([-1.0] * n)
             self.state.append(bytearray(n))
+        self.special: list[set[int]] = []       # per rank: the nodes the walk never places the short way
+        for p, off in zip(plans, offsets):
+            special = set(p.after)
+            special.update(p.waits, p.ff_min)
+            if group_of is not None:
+                special.update(i for i in range(len(p.rd)) if group_of[off + i] >= 0)
+            self.special.append(special)
         self.walked = [0] * len(plans)           # per rank: nodes the walk reached
         self.ended = [0] * len(plans)            # per rank: nodes placed (start and end)
         self.own_end: dict[tuple[int, int], float] = {}   # started, its end waits for a finish wait's
@@ -93,27 +108,30 @@ class _Lanes:
         if coupling is not None:
             coupling.start_run()
 
-    def walk(self, r: int, order: list[int]) -> None:
-        """Rank ``r`` in lane order.  While every node the walk reached has ended, a node with nothing
-        but dependencies and a lane predecessor (both earlier in the order) is placed the short way."""
+    def walk(self, r: int, order: list[int], at: int) -> int:
+        """Rank ``r`` in lane order from ``order[at]``, until a node is left waiting (for a peer, or a node
+        later in the order): where the walk goes on (the other ranks take their turn in between, so that a
+        whole job's ranks reach their collectives together).  While every node the walk reached has ended,
+        a node with nothing but dependencies and a lane predecessor (both earlier in the order) is placed
+        the short way."""
         p = self.plans[r]
         rd, deps, lane_prev, gap = p.rd, p.deps, p.lane_prev, self.gaps[r]
         ready, start, end, state = self.ready[r], self.start[r], self.end[r], self.state[r]
         rget = p.release.get
-        special = set(p.after)
-        special.update(p.waits, p.ff_min)
-        if self.group_of is not None:
-            off = self.offsets[r]
-            special.update(i for i in range(len(rd)) if self.group_of[off + i] >= 0)
+        special = self.special[r]
         walked, ended, todo, drain = self.walked, self.ended, self.todo, self.drain
         pending = walked[r] - ended[r]        # nodes the walk reached that have not ended
         short = 0
-        for i in order:
+        k = at
+        for k in range(at, len(order)):
+            i = order[k]
             if pending or i in special:
                 walked[r] += 1
                 todo.append((r, i))
                 drain()
                 pending = walked[r] - ended[r]
+                if pending:
+                    break
                 continue
             t = ready[i]
             for j in deps[i]:
@@ -130,8 +148,11 @@ class _Lanes:
             end[i] = t + rd[i]
             state[i] = _ENDED
             short += 1
+        else:
+            k = len(order) - 1
         ended[r] += short
         walked[r] += short
+        return k + 1
 
     def drain(self) -> None:
         todo = self.todo
