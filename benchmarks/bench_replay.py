@@ -122,22 +122,11 @@ def bench_nodes(label: str, nodes: list[Node], repeat: int) -> None:
         end = max(out.ends)  # type: ignore[attr-defined]
         print(f"  replay mode={mode:<9}               {t_sim:8.3f} s  {n / t_sim:12,.0f} nodes/s  "
               f"ratio {t_sim / t_base:6.1f}x baseline  (replayed {end:,.0f} us)")
-    # one rank in lanes mode takes the in-order pass; the event loop (what a whole job uses) for comparison
-    from chakra.replay import engine
-
-    in_order = engine._run_each_in_order
-    engine._run_each_in_order = lambda *a: None
-    try:
-        t_ev, out_ev = _best(lambda: simulate([g], mode="lanes"), repeat)
-    finally:
-        engine._run_each_in_order = in_order
-    print(f"  replay mode=lanes, event loop        {t_ev:8.3f} s  {n / t_ev:12,.0f} nodes/s  "
-          f"(same ends: {out_ev.ends == simulate([g], mode='lanes').ends})")  # type: ignore[attr-defined]
 
 
 def phases(path: Path) -> None:
     """Where one file's replay spends its time: read (columns), finish (id order, lanes), dependencies,
-    lane order, plan, the in-order pass, completion lines (CPU seconds of this process, the GC paused as
+    lane order, plan, the lanes pass, completion lines (CPU seconds of this process, the GC paused as
     the replay does; the last is timed on a second replay of the same graph).  The read runs in
     ``forkmap.parts()`` processes (``CHAKRA_PARTS``): its wall time is printed too, and its CPU seconds
     here are those of the first span only."""
@@ -145,6 +134,7 @@ def phases(path: Path) -> None:
     from chakra.io.forkmap import parts as n_parts
     from chakra.replay import engine, plan
     from chakra.replay.api import replay_rank
+    from chakra.replay.lanes import run_lanes
     from chakra.replay.reader import graph_from_columns, read_columns
 
     clock = time.process_time
@@ -162,7 +152,7 @@ def phases(path: Path) -> None:
         t.append(clock())
         p = plan.rank_plan(g, deps, order, True)
         t.append(clock())
-        engine._run_in_order(p, order, 0.0)
+        run_lanes([p], [order], [0, len(order)], [0.0])
         t.append(clock())
         result = replay_rank(g)              # (the same steps again: not timed)
         t.append(clock())

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from chakra.replay import NodeSpec, replay_nodes
-from chakra.replay.critical import critical_path, dependency_only_us
+from chakra.replay.critical import CriticalPath, compare_paths, critical_path, dependency_only_us
 
 N = NodeSpec
 
@@ -100,3 +100,17 @@ def test_a_waits_latency_and_a_threads_gap_are_named():
     cp = critical_path(res)
     assert (cp.nodes, cp.charges, cp.links) == ([1, 2, 3], [10, 20, 5], ["dep", "dep"])
     assert cp.between["latency"] == 4 and sum(cp.charges) + 4 == cp.total_us == 39
+
+
+def test_equal_changes_are_listed_by_name():
+    """20 ops each 1 µs shorter on the path, 2 ops 3 µs longer: the longer ones first, then the others by
+    name (they came in the order of a set of strings, which changes from one process to the next: the DLRM
+    what-if `--job --scale cpu=0.7` listed aten::mul or aten::add_, both -240 µs on rank 4)."""
+    names = [f"op{k:02d}" for k in range(20)]
+    before, after = CriticalPath(), CriticalPath()
+    for k in names:
+        before.by_name[k] = 2.0
+        after.by_name[k] = 1.0
+    after.by_name["z"] = after.by_name["y"] = 3.0
+    moved = compare_paths(before, after, top=22)["moved"]
+    assert moved == [("y", 3.0), ("z", 3.0)] + [(k, -1.0) for k in names]

@@ -6,7 +6,6 @@
   encoder would not write (explicit defaults, a field twice, a varint field sent length-delimited,
   unpacked dependencies, an empty attribute, unknown fields), which the reader must notice and read node
   by node; with tiny chunks and batches, a tiny attribute cache and attributes decoded where they occur.
-* the in-order replay of one rank == the event loop, bit for bit.
 """
 
 from __future__ import annotations
@@ -25,8 +24,6 @@ from chakra.errors import ChakraError
 from chakra.io import read_messages
 from chakra.io.naming import rank_from_filename
 from chakra.io.pbstream import encode_varint as V
-from chakra.replay import engine
-from chakra.replay.graph import NodeSpec, graph_from_specs
 from chakra.replay.reader import CacheSizes, load_graph
 from chakra.schema import AttributeProto, GlobalMetadata, Node
 
@@ -286,93 +283,3 @@ def test_reader_sorts_nodes_by_id(tmp_path: Path) -> None:
     assert g.lanes == [("cpu", 3), ("gpu", 0, 7), ("gpu", 0, 0), None]
     assert list(g.comm) == [1] and g.comm[1].pg_name == ""
     assert g.rank == 2
-
-
-def _random_specs(rng: random.Random) -> list[NodeSpec]:
-    """A random rank: CPU threads, gloo-like records on them, GPU streams, METADATA nodes, later and
-    missing dependencies, cycles; whole or fractional times; some with the converter's thread timing
-    (depth, pieces, idle time, waits)."""
-    n = rng.choice([2, 5, 20, 100, 300])
-    ids = rng.sample(range(1, 3 * n), n)
-    frac = rng.random() < 0.4
-    timing = rng.random() < 0.4
-    specs = []
-
-    def t(x: float) -> float:
-        return x + rng.choice([0.0, 0.25, 0.1, 1 / 3]) if frac else x
-
-    for k, nid in enumerate(ids):
-        deps = rng.sample(ids[:k], min(k, rng.choice([0, 1, 1, 2, 3])))
-        if rng.random() < 0.03 and k + 1 < n:
-            deps.append(ids[k + 1])          # a dependency recorded later: the lane order is not the sort
-        if rng.random() < 0.003:
-            deps.append(nid)                 # a cycle
-        start = t(rng.randrange(0, 10 * n)) if rng.random() < 0.9 else 0
-        dur = t(rng.choice([0, 1, 2, 5, 10, 50, 200]))
-        kind = rng.random()
-        if kind < 0.5:
-            spec = NodeSpec(id=nid, duration=dur, deps=deps, tid=rng.choice([1, 2]), start=start)
-        elif kind < 0.6:                     # a gloo-like record on a host thread
-            spec = NodeSpec(id=nid, duration=dur, deps=deps, is_cpu=False, start=start,
-                            lane=("cpu", rng.choice([1, 2])), type=rng.choice([4, 7]))
-        elif kind < 0.95:
-            spec = NodeSpec(id=nid, duration=dur, deps=deps, is_cpu=False, stream=rng.choice([7, 8]),
-                            start=start, type=rng.choice([4, 4, 7]))
-        else:
-            spec = NodeSpec(id=nid, duration=dur, deps=deps, type=1, start=start)
-        if timing and spec.type != 1:
-            spec.depth = rng.choice([0, 0, 1, 2])
-            spec.work_before = t(rng.choice([0, 0, 1, 3]))
-            spec.tail = t(rng.choice([0, 0, 2]))
-            spec.idle_before = t(rng.choice([0, 0, 0, 5]))
-            if deps and rng.random() < 0.3:
-                spec.wait_on = rng.choice(deps)
-                spec.wait_post = t(rng.choice([0, 1]))
-            spec.frees_thread = rng.random() < 0.05
-        specs.append(spec)
-    if rng.random() < 0.3:
-        for s in specs:
-            s.start = 0
-    return specs
-
-
-def _simulate(g, in_order: bool, monkeypatch, **kw):
-    with monkeypatch.context() as m:
-        taken = []
-        real = engine._run_each_in_order
-        if in_order:
-            m.setattr(engine, "_run_each_in_order", lambda *a: taken.append(1) or real(*a))
-        else:
-            m.setattr(engine, "_run_each_in_order", lambda *a: None)   # the event loop
-        try:
-            out = engine.simulate([g], **kw)
-        except ChakraError as exc:
-            return ("error", str(exc))
-    return repr(out.starts), repr(out.ends), out.lane_order, repr(sorted(out.closes.items()))
-
-
-def _whatif(g, rng: random.Random) -> None:
-    """A what-if on some nodes: a factor on all of their own time, a delay added."""
-    n = len(g.ids)
-    if rng.random() < 0.5:
-        g.factor = [rng.choice([1.0, 1.0, 0.5, 2.0, 1.3]) for _ in range(n)]
-    if rng.random() < 0.5:
-        g.delay = [rng.choice([0.0, 0.0, 0.0, 3.0, 0.7]) for _ in range(n)]
-
-
-def test_in_order_replay_equals_event_loop(monkeypatch) -> None:
-    """One rank on its own: the one pass in lane order gives the event loop's times, bit for bit (whole
-    or fractional times, segments or thread timing, with or without a what-if)."""
-    compared = errors = 0
-    for seed in range(300):
-        rng = random.Random(seed)
-        g = graph_from_specs(_random_specs(rng))
-        if rng.random() < 0.5:
-            _whatif(g, rng)
-        for gaps in (True, False):
-            for missing in ("error", "ignore"):
-                fast = _simulate(g, True, monkeypatch, gaps=gaps, missing=missing)
-                assert fast == _simulate(g, False, monkeypatch, gaps=gaps, missing=missing), (seed, gaps)
-                compared += 1
-                errors += fast[0] == "error"
-    assert compared == 1200 and 50 < errors < 600

@@ -9,7 +9,15 @@ from typing import Any, TextIO
 
 from chakra.io.ranks import RankFiles
 from chakra.pipeline.model import SUMMARY_JSON, SUMMARY_MD, TIMELINE, PipelineResult, RankResult
-from chakra.replay.output import fmt_error, fmt_pct, fmt_us, job_error, overrun_note
+from chakra.replay.output import (
+    fmt_error,
+    fmt_pct,
+    fmt_us,
+    job_error,
+    measured_cells,
+    measured_table,
+    overrun_note,
+)
 
 log = logging.getLogger(__name__)
 
@@ -271,28 +279,27 @@ def _diff_caption(summary: dict[str, Any]) -> str:
 
 
 def pipeline_table(result: PipelineResult, title: str | None = None) -> Any:
-    """A rich Table of measured vs replayed time per rank (:func:`job_table` for a whole-job replay)."""
-    from rich.table import Table
-
+    """The measured-vs-replayed table (:func:`chakra.replay.output.measured_table`) of a pipeline run: the
+    simulator's time when it ran, how many host ops matched and GPU ops attached (:func:`job_table` for a
+    whole-job replay)."""
     if result.job_replay and "whole_job" in result.summary:
         return job_table(result, title)
     summary = result.summary
     rep_head, diff_head = _heads(summary)
     how = "whole job" if result.job_replay else "per rank"
     what = "what-if predicted" if _whatif(summary) else "replayed"
-    table = Table(title=title or f"{result.name}: measured vs {what} ({how}, mode {result.mode})")
     simulated = any("simulated_us" in r for r in summary["ranks"])
-    for col in ("rank", "nodes", "measured (µs)", rep_head, diff_head,
-                *(("ASTRA-sim (µs)", "ASTRA-sim error") if simulated else ()), "host ops matched",
-                "GPU ops attached"):
-        table.add_column(col, justify="right")
+    rows = []
     for r in summary["ranks"]:
-        cells = [str(r["rank"]), f"{r['nodes']:,}", fmt_us(r["measured_us"]), fmt_us(r["replayed_us"]),
-                 _diff_cell(summary, r)]
+        cells = measured_cells(r["rank"], r["nodes"], r["measured_us"], r["replayed_us"],
+                               _diff_cell(summary, r))
         if simulated:
             cells += [fmt_us(r.get("simulated_us")), fmt_pct(simulated_error(r))]
         cells += [f"{r['host_ops_matched']:,}/{r['host_ops']:,}", _attached(r, short=True)]
-        table.add_row(*cells, style=_flagged(summary, r))
+        rows.append((cells, _flagged(summary, r)))
+    table = measured_table(title or f"{result.name}: measured vs {what} ({how}, mode {result.mode})", rows,
+                           (*(("ASTRA-sim (µs)", "ASTRA-sim error") if simulated else ()), "host ops matched",
+                            "GPU ops attached"), rep_head, diff_head)
     captions = []
     if any(r.get("gpu_launched_before_trace") for r in summary["ranks"]):
         captions.append("pre-trace: GPU ops launched before the trace began (no launch call, no host op), "

@@ -18,9 +18,12 @@ log = logging.getLogger(__name__)
 
 
 class Coupling:
-    """Groups of nodes (one per participating rank) that start and end together."""
+    """Groups of nodes (one per participating rank) that start and end together, and, while a replay runs,
+    who has arrived.  The rules of a group (the engine's "Whole-job coupling") are stated here once, for both
+    schedulers: :meth:`arrive` and :meth:`ends`."""
 
-    __slots__ = ("members", "dur", "label", "eager", "member_dur")
+    __slots__ = ("members", "dur", "label", "eager", "member_dur", "after", "arrived", "latest",
+                 "arrived_nodes", "comm_start")
 
     def __init__(self) -> None:
         self.members: list[list[int]] = []
@@ -28,6 +31,42 @@ class Coupling:
         self.member_dur: list[list[float]] | None = None   # collective="net": one duration per member
         self.label: list[str] = []
         self.eager: list[int] = []   # the member that does not wait (a send), or -1
+        self.after: dict[int, float] = {}   # a coupled child -> its own time after the transfer
+        self.arrived: list[int] = []        # per group: members arrived so far
+        self.latest: list[float] = []       # per group: the latest arrival so far
+        self.arrived_nodes: set[int] = set()
+        self.comm_start: dict[int, float] = {}   # coupled node -> start of its transfer
+
+    def start_run(self) -> None:
+        """Nobody has arrived yet."""
+        self.arrived = [0] * len(self.members)
+        self.latest = [0.0] * len(self.members)
+
+    def arrive(self, gi: int, t: float, group: int) -> bool:
+        """Node ``gi`` reaches its group at ``t``; True when it is the last to (the transfer starts at
+        the latest arrival).  A send does not wait for its receiver: its transfer starts when it arrives."""
+        self.arrived_nodes.add(gi)
+        self.arrived[group] += 1
+        if t > self.latest[group]:
+            self.latest[group] = t
+        if gi == self.eager[group]:
+            self.comm_start[gi] = t
+        return self.arrived[group] == len(self.members[group])
+
+    def ends(self, group: int) -> list[tuple[int, float]]:
+        """Each waiting member of a group every member reached and when its transfer ends (its own time
+        after the transfer included): the group's duration, or with ``collective="net"`` its own."""
+        cs = self.latest[group]
+        e = cs + self.dur[group]
+        per_member = self.member_dur[group] if self.member_dur is not None else None
+        after, eager, comm_start = self.after, self.eager[group], self.comm_start
+        out = []
+        for k, m in enumerate(self.members[group]):
+            if m != eager:
+                comm_start[m] = cs
+                em = e if per_member is None else cs + per_member[k]
+                out.append((m, em + after[m] if after and m in after else em))
+        return out
 
 
 def build_coupling(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: Sequence[int],
@@ -89,7 +128,7 @@ def build_coupling(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: S
 
 
 def couple_transfers(c: Coupling, group_of: list[int], transfers: dict[int, tuple[int, float]],
-                      gap: list[float], rdur: list[float], after_transfer: dict[int, float]) -> None:
+                      gap: list[float], rdur: list[float]) -> None:
     """A coupled record with children on its thread couples its transfer piece, not its lead.
 
     The child ``k`` that follows the transfer stands in for the record in its group: it arrives when
@@ -108,7 +147,7 @@ def couple_transfers(c: Coupling, group_of: list[int], transfers: dict[int, tupl
         group_of[k] = grp
         group_of[x] = -1
         gap[k] = max(0.0, gap[k] - w)
-        after_transfer[k] = rdur[k]
+        c.after[k] = rdur[k]
 
 
 def net_durations(c: Coupling, graphs: Sequence[RankGraph], offsets: Sequence[int],
@@ -142,8 +181,9 @@ def rank_of(offsets: Sequence[int], gi: int) -> int:
 
 
 def stall_message(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: Sequence[int],
-                   coupling: Coupling, arrived: list[int], arrived_nodes: set[int], n_stuck: int) -> str:
+                   coupling: Coupling, n_stuck: int) -> str:
     """Explain a whole-job deadlock: which coupled groups are waiting for whom."""
+    arrived, arrived_nodes = coupling.arrived, coupling.arrived_nodes
     parts = [f"replay stalled: {n_stuck} node(s) can never start (the ranks wait for each other)"]
     shown = 0
     for grp, members in enumerate(coupling.members):

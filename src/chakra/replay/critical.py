@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from chakra.replay.api import ReplayResult
 from chakra.replay.engine import _topo_order
 from chakra.replay.graph import RankGraph
-from chakra.replay.plan import Plan, rank_plan
+from chakra.replay.plan import Plan, end_bounds, rank_plan, start_bounds
 from chakra.replay.whatif import node_kind
 from chakra.schema import METADATA_NODE
 from chakra.tunables import PATH_EPS
@@ -47,7 +47,6 @@ CATEGORIES = ("cpu", "gpu", "comm", "peer_wait", "between_ops")
 # a wait after the waited node's end; the tails of ops still open after the last node; and slack, a start
 # later than anything the walk found released it (a whole-job replay's coupled transfers)
 BETWEEN = ("start", "thread", "latency", "end", "slack")
-LINKS = ("dep", "lane", "start", "end")
 _INF = float("inf")
 
 
@@ -113,31 +112,99 @@ def critical_path(res: ReplayResult) -> CriticalPath:
     out = CriticalPath()
     if n == 0:
         return out
-    starts, ends = res.starts, res.ends
-    plan = replay_plan(res)
-    if plan is None:
-        plan = _replayed_lanes(res, _resolved_deps(g))
-    deps, lane_prev, gap, first, release = plan.deps, plan.lane_prev, plan.gap, plan.first, plan.release
-    after, waits = plan.after, plan.waits
-    types = g.types
+    ends, types = res.ends, g.types
     cur = max((i for i in range(n) if types[i] != METADATA_NODE), key=lambda i: (ends[i], -i), default=-1)
     if cur < 0:
         return out
-    cat = out.by_category
+    plan = replay_plan(res)
+    walk = _Walk(res, plan if plan is not None else _replayed_lanes(res, _resolved_deps(g)), out)
     out.total_us = t = max(res.replayed_us, ends[cur])
-    between = out.between
-    between["end"] += t - ends[cur]         # tails after the last node
+    out.between["end"] += t - ends[cur]         # tails after the last node
     t = ends[cur]
-    comm_wait = res.comm_wait
-    path: list[int] = []
-    charges: list[float] = []
-    links: list[str] = []
-    seen: set[int] = set()
+    while cur >= 0:
+        cur, t = walk.step(cur, t)
+    out.by_category["between_ops"] += sum(out.between.values())
+    out.nodes = [g.ids[i] for i in reversed(walk.path)]
+    out.charges = walk.charges[::-1]
+    out.links = walk.links[::-1]
+    return out
 
-    def charge(i: int, hi: float, lo: float) -> None:
+
+class _Walk:
+    """The walk back in time of :func:`critical_path`: each step explains the path below the cursor by
+    what bound a node (the plan's bounds, :func:`chakra.replay.plan.start_bounds` and ``end_bounds``)."""
+
+    def __init__(self, res: ReplayResult, plan: Plan, out: CriticalPath) -> None:
+        self.res, self.plan, self.out = res, plan, out
+        self.path: list[int] = []
+        self.charges: list[float] = []
+        self.links: list[str] = []
+        self.seen: set[int] = set()
+
+    def step(self, cur: int, t: float) -> tuple[int, float]:
+        """Explain the path from node ``cur``, entered at ``t``: the next node and its cursor (-1: the
+        path began at the window start)."""
+        res, between = self.res, self.out.between
+        self.seen.add(cur)
+        s, e = res.starts[cur], res.ends[cur]
+        if t > e:                           # entered past its end (a start offset longer than it ran)
+            between["slack"] += t - e
+            t = e
+        nxt = self.blocked_on(cur, t)
+        if nxt >= 0:                        # 1. an end bound: ended with a node it was recorded blocked on
+            lo = min(t, max(res.ends[nxt], s))
+            self.charge(cur, t, lo)
+            self.links.append("end")
+            return nxt, lo
+        lo = min(t, s)                      # 2. its time from its start, then what released its start
+        self.charge(cur, t, lo)
+        t = lo
+        best, best_r, entry, link, what = self.released_by(cur)
+        if best < 0 or best_r < self.plan.first.get(cur, 0.0) - PATH_EPS:
+            between["start"] += t           # from the window (replay) start
+            return -1, t
+        nt = min(entry, t)
+        part = max(0.0, min(t - nt, best_r - entry))      # the gap or latency itself
+        between[what] += part
+        between["slack"] += t - nt - part
+        self.links.append(link)
+        return best, nt
+
+    def blocked_on(self, cur: int, t: float) -> int:
+        """The node whose end bound set ``cur``'s end (the latest such), -1 for none."""
+        ends = self.res.ends
+        s, e = self.res.starts[cur], ends[cur]
+        nxt = -1
+        if t < e - PATH_EPS:
+            return nxt
+        for j, tail in end_bounds(self.plan, cur):
+            if j in self.seen:
+                continue
+            ej = ends[j]
+            if abs(ej + tail - e) <= PATH_EPS and s - PATH_EPS <= ej and (nxt < 0 or ej > ends[nxt]):
+                nxt = j
+        return nxt
+
+    def released_by(self, cur: int) -> tuple[int, float, float, str, str]:
+        """What released ``cur``'s start, the one that did last (the first listed among equals): (node,
+        release time, where the walk enters it, link, what the time in between is); node -1: none."""
+        starts, ends = self.res.starts, self.res.ends
+        s = starts[cur]
+        best, best_r, best_entry, best_link, best_what = -1, -_INF, 0.0, "", "slack"
+        for u, at_end, lead, delay, link, what in start_bounds(self.plan, cur):
+            entry = (ends[u] if at_end else starts[u]) + lead
+            r = entry + delay
+            if r > best_r and r <= s + PATH_EPS and u not in self.seen:
+                best, best_r, best_entry, best_link, best_what = u, r, entry, link, what
+        return best, best_r, best_entry, best_link, best_what
+
+    def charge(self, i: int, hi: float, lo: float) -> None:
         """Node ``i`` holds the path from ``lo`` to ``hi``: its peer wait, then its own time."""
-        s = starts[i]
-        w = comm_wait.get(g.ids[i], 0.0)
+        res, out = self.res, self.out
+        g = res.graph
+        cat = out.by_category
+        s = res.starts[i]
+        w = res.comm_wait.get(g.ids[i], 0.0)
         pw = max(0.0, min(hi, s + w) - max(lo, s)) if w else 0.0
         own = hi - lo - pw
         cat["peer_wait"] += pw
@@ -145,68 +212,11 @@ def critical_path(res: ReplayResult) -> CriticalPath:
         if kind in cat:
             cat[kind] += own
             out.by_name[g.names[i]] += own
-            charges.append(own)
+            self.charges.append(own)
         else:                               # a METADATA node takes no time of its own
-            between["slack"] += own
-            charges.append(0.0)
-        path.append(i)
-
-    while True:
-        seen.add(cur)
-        s, e = starts[cur], ends[cur]
-        if t > e:                           # entered past its end (a start offset longer than it ran)
-            between["slack"] += t - e
-            t = e
-        # 1. an end bound: ended with a node it was recorded blocked on
-        nxt = -1
-        if t >= e - PATH_EPS:
-            for j, tail, _offset in waits.get(cur, ()):
-                if tail is None or j in seen:
-                    continue
-                ej = ends[j]
-                if abs(ej + tail - e) <= PATH_EPS and s - PATH_EPS <= ej and (nxt < 0 or ej > ends[nxt]):
-                    nxt = j
-        if nxt >= 0:
-            lo = min(t, max(ends[nxt], s))
-            charge(cur, t, lo)
-            links.append("end")
-            cur, t = nxt, lo
-            continue
-        # 2. its time from its start, then what released its start
-        lo = min(t, s)
-        charge(cur, t, lo)
-        t = lo
-        # (release time, node, where the walk enters it, link, what the time in between is)
-        cands = [(ends[u], u, ends[u], "dep", "slack") for u in deps[cur]]
-        cands += [(ends[u] + delay, u, ends[u], "dep", "latency") for u, delay in after.get(cur, ())]
-        cands += [(starts[j] + offset, j, starts[j] + offset, "start", "slack")
-                  for j, _, offset in waits.get(cur, ())]
-        p = lane_prev[cur]
-        if p >= 0:
-            rel = release.get(p)
-            x = ends[p] if rel is None else starts[p] + rel
-            cands.append((x + gap[cur], p, x, "lane", "thread"))
-        best, best_r, best_entry, best_link, best_gap = -1, -_INF, 0.0, "", "slack"
-        for r, u, entry, link, what in cands:     # the latest release, the first listed among equals
-            if r > best_r and r <= s + PATH_EPS and u not in seen:
-                best, best_r, best_entry, best_link, best_gap = u, r, entry, link, what
-        if best < 0 or best_r < first.get(cur, 0.0) - PATH_EPS:
-            between["start"] += t           # from the window (replay) start
-            break
-        nt = min(best_entry, t)
-        part = max(0.0, min(t - nt, best_r - best_entry))      # the gap or latency itself
-        between[best_gap] += part
-        between["slack"] += t - nt - part
-        links.append(best_link)
-        cur, t = best, nt
-    cat["between_ops"] += sum(between.values())
-    path.reverse()
-    charges.reverse()
-    links.reverse()
-    out.nodes = [g.ids[i] for i in path]
-    out.charges = charges
-    out.links = links
-    return out
+            out.between["slack"] += own
+            self.charges.append(0.0)
+        self.path.append(i)
 
 
 def dependency_only_us(res: ReplayResult) -> float | None:
@@ -257,11 +267,12 @@ def dependency_only_us(res: ReplayResult) -> float | None:
 
 
 def compare_paths(before: CriticalPath, after: CriticalPath, top: int = 5) -> dict[str, object]:
-    """Category totals before/after and the op names whose time on the path changed most."""
+    """Category totals before/after and the op names whose time on the path changed most (by name among
+    equal changes)."""
     cats = {c: (before.by_category[c], after.by_category[c]) for c in CATEGORIES}
     names = set(before.by_name) | set(after.by_name)
     moved = sorted(((after.by_name.get(k, 0.0) - before.by_name.get(k, 0.0), k) for k in names),
-                   key=lambda x: -abs(x[0]))
+                   key=lambda x: (-abs(x[0]), x[1]))      # (equal changes by name: the set has no order)
     return {"categories": cats, "moved": [(k, d) for d, k in moved[:top] if abs(d) >= 0.5]}
 
 

@@ -1,4 +1,4 @@
-"""The event-driven replay: one heap of completion events, O(N log N), deterministic.
+"""The replay: when each node of one rank or a whole job starts and ends, deterministic.
 
 Semantics (the numbers a user gets depend on these, so they are spelled out):
 
@@ -55,8 +55,8 @@ Thread timing as data (files whose GlobalMetadata says ``thread_timing``)
     :mod:`chakra.convert.threads`): the pieces of an op's exclusive time before, between and
     after its children, the idle time outside any op, and the blocking waits it found, as
     ``wait_on`` dependencies.  Such a rank takes its lanes from those attributes instead of
-    the segments and gaps above (:func:`_pieces_plan`): a node waits for its lane predecessor,
-    the pieces in between (each times its owner's what-if factor) and its idle time (dropped
+    the segments and gaps above (:func:`chakra.replay.plan._pieces_plan`): a node waits for its
+    lane predecessor, the pieces in between (each times its owner's what-if factor) and its idle time (dropped
     with ``gaps=False``); a wait starts a node at the waited node's end plus the recorded
     latency.  A parent op ends, for the completion log and the replayed time, when its tail
     after its children does.  A what-if (``RankGraph.factor`` / ``delay``, see
@@ -110,21 +110,18 @@ Clock alignment (whole job, lanes mode)
     ``measured_start_us`` (one clock per host: Kineto timestamps), so collectives meet
     as they did; each rank's times are then reported from its own window start.
 
-Ties: events at equal times are processed in (rank, node id) order; the result does
-not depend on that order in lanes mode and is fixed by "lowest id first" in astrasim.
+Ties: in lanes mode a node's times do not depend on the order nodes are placed in; in astrasim
+events at equal times are processed in (rank, node id) order and "lowest id first" fixes the result.
 
 How it runs
     Per rank, the dependencies are resolved to indices and put in lane order
     (:func:`_topo_order`); :func:`chakra.replay.plan.rank_plan` turns the rules above into
-    data (lane predecessors, gaps, releases, waits, finish waits, the what-if).  Then one of
-    two schedulers reads those plans:
-
-    * lanes mode without coupling (``replay_file``, ``replay_rank``): :func:`_run_in_order`.
-      Every constraint of a node then points to a node earlier in the lane order, so one pass
-      in that order computes each node's start and end once, from the same sums and maxima
-      the event loop takes: the same times, bit for bit, without a heap;
-    * a whole job (coupled), or the ASTRA-sim rule: the event loop (:class:`_Job`), one heap
-      of completion events.
+    data (lane predecessors, gaps, releases, waits, finish waits, the what-if).  In lanes mode
+    :func:`chakra.replay.lanes.run_lanes` reads those plans: every rule is a bound on a node's start
+    or end by other nodes' times, so each node is placed once, each rank walked in lane order, as
+    soon as the nodes its bounds name are (a whole job's coupled groups included).  The ASTRA-sim
+    rule, whose resources are taken in time order, is an event loop (:class:`_Job`), one heap of
+    completion events.
 """
 
 
@@ -147,6 +144,7 @@ from chakra.replay.coupling import (
     stall_message,
 )
 from chakra.replay.graph import COMM_TYPES, RankGraph, ReplayError
+from chakra.replay.lanes import run_lanes
 from chakra.replay.plan import Plan, rank_plan
 from chakra.schema import BROADCAST, COMM_COLL_NODE, MEM_LOAD_NODE, MEM_STORE_NODE, METADATA_NODE
 from chakra.tunables import IDS_LISTED_MAX
@@ -210,25 +208,53 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
     if not lanes_mode:
         job = _Job.astrasim(graphs, ranks, offsets, deps, orders, couple, collective, unknown_group)
         job.run_astrasim()
+        if job.done != offsets[-1]:
+            raise ReplayError(stall_message(graphs, ranks, offsets, job.coupling, offsets[-1] - job.done))
+        c = job.coupling
+        return SimOutput(starts=job.start, ends=job.end, offsets=offsets, comm_start=c.comm_start,
+                         lane_order=orders, base=bases, groups=len(c.members), members=c.members)
+    # (segments apply with or without gaps: they are how nested CPU ops occupy a thread)
+    plans = [rank_plan(g, d, o, gaps) for g, d, o in zip(graphs, deps, orders)]
+    c = Coupling()
+    if couple:
+        lane_gaps, c, group_of = _couple_lanes(graphs, ranks, offsets, plans, orders, bases, collective,
+                                               unknown_group)
+        run = run_lanes(plans, orders, offsets, bases, lane_gaps, c, group_of)
     else:
-        # (segments apply with or without gaps: they are how nested CPU ops occupy a thread)
-        plans = [rank_plan(g, d, o, gaps) for g, d, o in zip(graphs, deps, orders)]
-        out = None if couple else _run_each_in_order(plans, orders, offsets, bases)
-        if out is not None:
-            out.lane_order = orders
-            if keep_plans:
-                out.plans = plans
-            return out
-        job = _Job.lanes(graphs, ranks, offsets, plans, orders, bases, couple, collective, unknown_group)
-        job.run_lanes()
-    if job.done != offsets[-1]:
-        raise ReplayError(stall_message(graphs, ranks, offsets, job.coupling, job.arrived, job.arrived_nodes,
-                                        offsets[-1] - job.done))
-    return SimOutput(starts=job.start, ends=job.end, offsets=offsets, comm_start=job.comm_start,
-                     lane_order=orders, base=bases, groups=len(job.coupling.members),
-                     members=job.coupling.members,
-                     closes={x: job.end[last] + t for x, (last, t) in job.closes.items()},
-                     plans=plans if lanes_mode and keep_plans else [])
+        run = run_lanes(plans, orders, offsets, bases)
+    if run.done != offsets[-1]:
+        raise ReplayError(stall_message(graphs, ranks, offsets, c, offsets[-1] - run.done))
+    return SimOutput(starts=run.starts, ends=run.ends, offsets=offsets, comm_start=c.comm_start,
+                     lane_order=orders, base=bases, groups=len(c.members), members=c.members,
+                     closes=run.closes, plans=plans if keep_plans else [])
+
+
+def _coupling(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: list[int],
+              orders: Sequence[list[int]], dur: list[float], bases: list[float], collective: str,
+              unknown_group: str) -> tuple[Coupling, list[int]]:
+    """The groups of a whole job and node -> group; ``dur``: each node's duration when coupled."""
+    c, group_of = build_coupling(graphs, ranks, offsets, orders, dur, unknown_group)
+    if collective == "net":
+        net_durations(c, graphs, offsets, dur, bases)
+    return c, group_of
+
+
+def _couple_lanes(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: list[int],
+                  plans: Sequence[Plan], orders: Sequence[list[int]], bases: list[float], collective: str,
+                  unknown_group: str) -> tuple[list[list[float]], Coupling, list[int]]:
+    """The coupling of a lanes-mode job, and each rank's gaps with the coupled transfers taken out."""
+    rdur = list(chain.from_iterable(p.rd for p in plans))
+    dur = list(rdur)            # a coupled node lasts as long as on its own ...
+    transfers: dict[int, tuple[int, float]] = {}   # coupled record -> (child after its transfer, piece)
+    for off, p in zip(offsets, plans):
+        transfers.update((off + x, (off + k, w)) for x, (k, w) in p.transfer.items())
+    for x, (_k, w) in transfers.items():
+        dur[x] = w              # ... a record with children on its thread: its transfer
+    c, group_of = _coupling(graphs, ranks, offsets, orders, dur, bases, collective, unknown_group)
+    gap = list(chain.from_iterable(p.gap for p in plans))
+    if transfers:
+        couple_transfers(c, group_of, transfers, gap, rdur)
+    return [gap[off:off + len(p.gap)] for off, p in zip(offsets, plans)], c, group_of
 
 
 # ---- per rank: dependencies and lane order -----------------------------------------------------------------
@@ -264,15 +290,26 @@ def _resolve_deps(g: RankGraph, missing: str) -> list[tuple[int, ...]]:
 
 
 def _topo_order(g: RankGraph, deps: list[tuple[int, ...]]) -> list[int]:
-    """The lane order: a topological order of ``deps`` that always takes the ready node of smallest
-    (recorded start, id); a cycle raises ReplayError.
+    """The lane order of ``g`` (:func:`lane_order`); a cycle raises ReplayError."""
+    order = lane_order(g.starts, deps)
+    if len(order) != len(deps):
+        placed = bytearray(len(deps))
+        for i in order:
+            placed[i] = 1
+        raise ReplayError(_cycle_message(g, deps, placed), g.path)
+    return order
 
-    Found by walking the nodes in (start, id) order: a node whose dependencies are all placed is placed;
-    one that is not ready when its turn comes waits, and is placed as soon as its last dependency is
-    (before any later node of the walk: it sorts before them; waiting nodes that get ready together go
-    in (start, id) order).  Usually only a few nodes ever wait.  (Index order is id order.)"""
+
+def lane_order(starts: Sequence[float], deps: Sequence[tuple[int, ...]]) -> list[int]:
+    """The lane order: a topological order of ``deps`` that always takes the ready node of smallest
+    (recorded start, index); the nodes on a cycle or behind one are left out.
+
+    Found by walking the nodes in (start, index) order: a node whose dependencies are all placed is
+    placed; one that is not ready when its turn comes waits, and is placed as soon as its last dependency
+    is (before any later node of the walk: it sorts before them; waiting nodes that get ready together go
+    in (start, index) order).  Usually only a few nodes ever wait.  (In a RankGraph index order is id
+    order.)"""
     n = len(deps)
-    starts = g.starts
     done = bytearray(n)
     is_done = done.__getitem__
     waiting: list[list[int] | None] = [None] * n
@@ -310,8 +347,6 @@ def _topo_order(g: RankGraph, deps: list[tuple[int, ...]]) -> list[int]:
             if not heap:
                 break
             x = pop(heap)[1]
-    if len(order) != n:
-        raise ReplayError(_cycle_message(g, deps, done), g.path)
     return order
 
 
@@ -331,174 +366,29 @@ def _cycle_message(g: RankGraph, deps: list[tuple[int, ...]], placed: bytearray)
             f"{len(stuck)} node(s) can never start: {_fmt_ids([g.ids[i] for i in stuck])}")
 
 
-# ---- a rank on its own: one pass in lane order ------------------------------------------------------------
-
-
-def _run_each_in_order(plans: Sequence[Plan], orders: Sequence[list[int]], offsets: list[int],
-                       bases: list[float]) -> SimOutput | None:
-    """Every rank on its own (no coupling): :func:`_run_in_order` each; None if one needs the event loop."""
-    starts: list[float] = []
-    ends: list[float] = []
-    closes: dict[int, float] = {}
-    for plan, order, off, b in zip(plans, orders, offsets, bases):
-        res = _run_in_order(plan, order, b)
-        if res is None:
-            return None
-        s, e = res
-        if len(plans) == 1:
-            starts, ends = s, e
-        else:
-            starts += s
-            ends += e
-        closes.update((off + x, e[last] + t) for x, (last, t) in plan.close.items())
-    return SimOutput(starts=starts, ends=ends, offsets=offsets, base=bases, closes=closes)
-
-
-def _run_in_order(plan: Plan, order: list[int], base: float) -> tuple[list[float], list[float]] | None:
-    """Start and end of every node of one rank, each computed once, in lane order ``order``; None when a
-    constraint points to a node later in it (a wait redirected to a parent's last descendant that the
-    recording placed after the waiter), which the event loop handles.
-
-    Each value is the event loop's: the same maxima of the same sums (see the plan's fields)."""
-    n = len(order)
-    rd, deps, lane_prev, gap = plan.rd, plan.deps, plan.lane_prev, plan.gap
-    ready = [base] * n
-    for i, v in plan.first.items():
-        ready[i] += v
-    rget = plan.release.get
-    aget = plan.after.get
-    wget = plan.waits.get
-    mget = plan.ff_min.get
-    # the nodes with a wait after another node's end, or for a finish (few): the others take the short way
-    special = set(plan.after)
-    special.update(plan.waits, plan.ff_min)
-    start = [0.0] * n
-    end = [-1.0] * n
-    for i in order:
-        t = ready[i]
-        for j in deps[i]:
-            e = end[j]
-            if e > t:
-                t = e
-        p = lane_prev[i]
-        if p >= 0:
-            rel = rget(p)
-            c = (end[p] if rel is None else start[p] + rel) + gap[i]
-            if c > t:
-                t = c
-        if i not in special:
-            start[i] = t
-            end[i] = t + rd[i]
-            continue
-        for u, dl in aget(i, ()):
-            e = end[u]
-            if e < 0.0:
-                return None
-            if e + dl > t:
-                t = e + dl
-        cand = None
-        for j, tail, offset in wget(i, ()):
-            c = start[j] + offset
-            if c > t:
-                t = c
-            if tail is not None:
-                c = end[j] + tail
-                if cand is None or c > cand:
-                    cand = c
-        start[i] = t
-        m = mget(i)
-        e = t + (rd[i] if m is None else m)
-        end[i] = cand if cand is not None and cand > e else e
-    return start, end
-
-
 # ---- the event loop ----------------------------------------------------------------------------------------
 
 
 class _Job:
-    """Every rank's nodes on one clock (global index = rank offset + local index), and the event loop."""
+    """The ASTRA-sim rule's event loop: every rank's nodes on one clock (global index = rank offset + local
+    index), one heap of completion events."""
 
     def __init__(self, total: int) -> None:
         self.rdur: list[float] = []                 # replayed duration of every node
-        self.rem = [0] * total                      # unmet start constraints
+        self.rem = [0] * total                      # unmet dependencies
         self.succ: list[list[int] | None] = [None] * total
-        self.ready_at = [0.0] * total
         self.start = [0.0] * total
         self.end = [-1.0] * total
         self.heap: list[tuple[float, int]] = []
         self.done = 0
-        # lanes mode
-        self.lane_next = [-1] * total
-        self.gap: list[float] = []
-        self.release: dict[int, float] = {}         # node -> its lane is free this long after its start
-        self.dsucc: dict[int, list[tuple[int, float]]] = {}   # u -> [(v, delay)]: v starts >= end(u) + delay
-        self.ff_rem = [0] * total                   # unfinished finish-to-finish dependencies
-        self.ff_succ: dict[int, list[tuple[int, float | None, float]]] = {}   # u -> [(v, tail, offset)]
-        self.ff_min: dict[int, float] = {}          # v -> its own time after what it waits for
-        self.ff_cand: dict[int, float] = {}         # v -> latest (end of u + tail) so far
-        self.ff_started: dict[int, float] = {}      # v started: its own end, to take with the waits
-        self.closes: dict[int, tuple[int, float]] = {}        # parent -> (its last descendant, the tails)
-        # astrasim mode
-        self.res: list[int] = []                                  # node -> its resource (-1: none)
+        self.res: list[int] = []                    # node -> its resource (-1: none)
         self.n_res = 0
-        # coupling
         self.coupling = Coupling()
         self.group_of: list[int] | None = None
-        self.after_transfer: dict[int, float] = {}  # coupled child -> its own time after the transfer
-        self.arrived: list[int] = []
-        self.latest: list[float] = []
-        self.arrived_nodes: set[int] = set()
-        self.comm_start: dict[int, float] = {}
-        self.steps: list[int] = []                  # astrasim mode: each coupled group's ring steps (0: none)
+        self.steps: list[int] = []                  # each coupled group's ring steps (0: none)
         self.arrivals: list[list[tuple[int, float]]] = []
 
     # -- building --------------------------------------------------------------------------------------
-
-    @classmethod
-    def lanes(cls, graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: list[int],
-              plans: Sequence[Plan], orders: Sequence[list[int]], bases: list[float], couple: bool,
-              collective: str, unknown_group: str) -> _Job:
-        """The job of a lanes-mode replay, from the ranks' plans."""
-        job = cls(offsets[-1])
-        rem, lane_next, ready_at = job.rem, job.lane_next, job.ready_at
-        transfers: dict[int, tuple[int, float]] = {}   # coupled record -> (child after its transfer, piece)
-        for off, p, b in zip(offsets, plans, bases):
-            if b:
-                ready_at[off:off + len(p.rd)] = [b] * len(p.rd)
-            for i, v in p.first.items():
-                ready_at[off + i] += v
-            for b_, a in enumerate(p.lane_prev):
-                if a >= 0:
-                    lane_next[off + a] = off + b_
-                    rem[off + b_] += 1
-            job.rdur += p.rd
-            job.gap += p.gap
-            job.release.update((off + i, v) for i, v in p.release.items())
-            for j, pairs in p.after.items():
-                rem[off + j] += len(pairs)
-                for u, dl in pairs:
-                    job.dsucc.setdefault(off + u, []).append((off + j, dl))
-            for x, (last, t) in p.close.items():
-                job.closes[off + x] = (off + last, t)
-            if couple:
-                transfers.update((off + x, (off + c, w)) for x, (c, w) in p.transfer.items())
-            for i, pairs in p.waits.items():
-                gi = off + i
-                rem[gi] += len(pairs)
-                job.ff_rem[gi] = sum(t is not None for _, t, _ in pairs)
-                if i in p.ff_min:
-                    job.ff_min[gi] = p.ff_min[i]
-                for j, tail, offset in pairs:
-                    job.ff_succ.setdefault(off + j, []).append((gi, tail, offset))
-            job.add_deps(off, p.deps)
-        if couple:
-            dur = list(job.rdur)          # a coupled node lasts as long as on its own ...
-            for x, (_c, w) in transfers.items():
-                dur[x] = w                # ... a record with children on its thread: its transfer
-            job.couple(graphs, ranks, offsets, orders, dur, bases, collective, unknown_group)
-            if transfers and job.group_of is not None:
-                couple_transfers(job.coupling, job.group_of, transfers, job.gap, job.rdur, job.after_transfer)
-        return job
 
     @classmethod
     def astrasim(cls, graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: list[int],
@@ -516,8 +406,9 @@ class _Job:
                 res.append(-1 if ntype == METADATA_NODE else first_res + _resource_kind(ntype, cpu))
             job.add_deps(off, deps[ri])
         if couple:
-            job.couple(graphs, ranks, offsets, orders, list(job.rdur), [0.0] * len(graphs), collective,
-                       unknown_group)
+            job.coupling, job.group_of = _coupling(graphs, ranks, offsets, orders, list(job.rdur),
+                                                   [0.0] * len(graphs), collective, unknown_group)
+            job.coupling.start_run()
             job.uncouple_timed(graphs, offsets)
             job.ring_groups(graphs, offsets)
         return job
@@ -561,131 +452,31 @@ class _Job:
                     else:
                         s.append(gi)
 
-    def couple(self, graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: list[int],
-               orders: Sequence[list[int]], dur: list[float], bases: list[float], collective: str,
-               unknown_group: str) -> None:
-        c, self.group_of = build_coupling(graphs, ranks, offsets, orders, dur, unknown_group)
-        if collective == "net":
-            net_durations(c, graphs, offsets, dur, bases)
-        self.coupling = c
-        self.arrived = [0] * len(c.members)
-        self.latest = [0.0] * len(c.members)
-
     # -- events ----------------------------------------------------------------------------------------
 
-    def schedule_end(self, gi: int, e: float) -> None:
-        """End at ``e``, or later if a dependency it was recorded waiting for ends later."""
-        if gi in self.ff_min:
-            if self.ff_rem[gi]:
-                self.ff_started[gi] = e       # ended by the last finish-wait dependency
-                return
-            if self.ff_cand[gi] > e:
-                e = self.ff_cand[gi]
-        heapq.heappush(self.heap, (e, gi))
-
     def arrive(self, gi: int, t: float) -> None:
-        """A coupled node reaches its group at ``t``; the last arrival starts the transfer."""
+        """A coupled node reaches its group at ``t``; the last arrival starts the transfer (around the
+        ring for a collective)."""
         c = self.coupling
         grp = self.group_of[gi]  # type: ignore[index]
-        self.arrived_nodes.add(gi)
-        self.arrived[grp] += 1
-        if t > self.latest[grp]:
-            self.latest[grp] = t
-        eager = c.eager[grp]
-        if gi == eager:                       # a send does not wait for its receiver
-            self.comm_start[gi] = t
-            self.schedule_end(gi, t + self.ff_min.get(gi, self.rdur[gi]))
-        members = c.members[grp]
+        push = heapq.heappush
+        complete = c.arrive(gi, t, grp)
+        if gi == c.eager[grp]:                # a send does not wait for its receiver
+            push(self.heap, (t + self.rdur[gi], gi))
         steps = self.steps[grp] if self.steps else 0
         if steps:
             self.arrivals[grp].append((gi, t))
-        if self.arrived[grp] == len(members):
-            cs = self.latest[grp]
-            if steps:            # the ASTRA-sim rule: around the ring
-                at = dict(self.arrivals[grp])
-                ends = ring_finish([at[m] for m in members], steps, c.dur[grp])
-                for m, em in zip(members, ends):
-                    self.comm_start[m] = cs
-                    self.schedule_end(m, em)
-                return
-            e = cs + c.dur[grp]
-            per_member = c.member_dur[grp] if c.member_dur is not None else None
-            after = self.after_transfer
-            for k, m in enumerate(members):
-                if m != eager:
-                    self.comm_start[m] = cs
-                    em = e if per_member is None else cs + per_member[k]
-                    self.schedule_end(m, em + after[m] if after and m in after else em)
-
-    def run_lanes(self) -> None:
-        """The lanes-mode event loop: a node starts when its last constraint is met, ends after its
-        replayed duration (or when its group's transfer does)."""
-        ready_at, rem, succ, lane_next, gap = self.ready_at, self.rem, self.succ, self.lane_next, self.gap
-        release, dsucc, ff_succ, ff_rem = self.release, self.dsucc, self.ff_succ, self.ff_rem
-        ff_cand, ff_started, ff_min = self.ff_cand, self.ff_started, self.ff_min
-        start, end, heap, rdur, group_of = self.start, self.end, self.heap, self.rdur, self.group_of
-        schedule_end, arrive = self.schedule_end, self.arrive
-        push, pop = heapq.heappush, heapq.heappop
-        pending: list[int] = []            # nodes whose start constraints are all met
-
-        def met(j: int, tj: float) -> None:
-            """One start constraint of ``j`` met: it starts no earlier than ``tj``."""
-            if ready_at[j] < tj:
-                ready_at[j] = tj
-            rem[j] -= 1
-            if rem[j] == 0:
-                pending.append(j)
-
-        def start_ready() -> None:
-            while pending:
-                gi = pending.pop()
-                t = ready_at[gi]
-                start[gi] = t
-                rel = release.get(gi)
-                if rel is not None and lane_next[gi] >= 0:   # the thread goes on while this record runs
-                    j = lane_next[gi]
-                    met(j, t + rel + gap[j])
-                fs = ff_succ.get(gi)
-                if fs is not None:             # start-to-start half of finish waits
-                    for v, _tail, offset in fs:
-                        met(v, t + offset)
-                if group_of is not None and group_of[gi] >= 0:
-                    arrive(gi, t)
-                else:
-                    schedule_end(gi, t + ff_min.get(gi, rdur[gi]))
-
-        pending.extend(gi for gi in range(len(rem) - 1, -1, -1) if rem[gi] == 0)
-        start_ready()
-        done = 0
-        while heap:
-            t, gi = pop(heap)
-            end[gi] = t
-            done += 1
-            s = succ[gi]
-            if s is not None:
-                for j in s:
-                    met(j, t)
-            ds = dsucc.get(gi) if dsucc else None
-            if ds is not None:                 # waits with a recorded latency; closed records
-                for j, dl in ds:
-                    met(j, t + dl)
-            j = lane_next[gi]
-            if j >= 0 and gi not in release:
-                met(j, t + gap[j])
-            fs = ff_succ.get(gi)
-            if fs is not None:                 # finish-to-finish half
-                for v, tail, _offset in fs:
-                    if tail is None:
-                        continue
-                    c = t + tail
-                    if ff_cand.get(v, -1.0) < c:
-                        ff_cand[v] = c
-                    ff_rem[v] -= 1
-                    if ff_rem[v] == 0 and v in ff_started:
-                        push(heap, (max(ff_started.pop(v), ff_cand[v]), v))
-            if pending:
-                start_ready()
-        self.done = done
+        if not complete:
+            return
+        if steps:            # the ASTRA-sim rule: around the ring
+            at = dict(self.arrivals[grp])
+            members = c.members[grp]
+            for m, em in zip(members, ring_finish([at[m] for m in members], steps, c.dur[grp])):
+                c.comm_start[m] = c.latest[grp]
+                push(self.heap, (em, m))
+            return
+        for m, em in c.ends(grp):
+            push(self.heap, (em, m))
 
     def run_astrasim(self) -> None:
         """The ASTRA-sim rule: per rank one CPU op, one GPU compute op and one GPU comm op at a time, the

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from chakra.errors import TraceFormatError
@@ -148,22 +148,34 @@ def fmt_error(pct: float | None, ran_on: bool = False) -> str:
     return fmt_pct(pct) + (RUN_ON_MARK if ran_on and pct is not None else "")
 
 
-def results_table(results: Iterable[ReplayResult], title: str = "Replay") -> Any:
-    """A rich Table of measured vs replayed time per rank."""
+def measured_table(title: str, rows: Iterable[tuple[list[str], str | None]], extra: Sequence[str] = (),
+                   replayed: str = "replayed (µs)", diff: str = "error") -> Any:
+    """The measured-vs-replayed table, per rank (``chakra replay`` and ``chakra pipeline`` print it): rank,
+    nodes, measured and replayed µs and their difference (:func:`measured_cells`), then the ``extra``
+    columns; ``rows``: each row's cells and style.  ``replayed`` / ``diff`` name the replay's and the
+    difference's columns (a what-if's are a prediction and a change)."""
     from rich.table import Table
 
     table = Table(title=title)
-    table.add_column("rank", justify="right")
-    table.add_column("nodes", justify="right")
-    table.add_column("measured (µs)", justify="right")
-    table.add_column("replayed (µs)", justify="right")
-    table.add_column("error", justify="right")
-    table.add_column("comm wait (µs)", justify="right")
-    for res in results:
-        table.add_row("-" if res.rank is None else str(res.rank), f"{res.num_nodes:,}",
-                      fmt_us(res.measured_us), fmt_us(res.replayed_us), fmt_error(res.error_pct, res.ran_on),
-                      fmt_us(res.total_wait_us) if res.job else "-")
+    for col in ("rank", "nodes", "measured (µs)", replayed, diff, *extra):
+        table.add_column(col, justify="right")
+    for cells, style in rows:
+        table.add_row(*cells, style=style)
     return table
+
+
+def measured_cells(rank: Any, nodes: int, measured_us: float | None, replayed_us: float | None,
+                   diff: str) -> list[str]:
+    """The first cells of a :func:`measured_table` row."""
+    return ["-" if rank is None else str(rank), f"{nodes:,}", fmt_us(measured_us), fmt_us(replayed_us), diff]
+
+
+def results_table(results: Iterable[ReplayResult], title: str = "Replay") -> Any:
+    """The :func:`measured_table` of a replay: each rank's time waiting for its peers last (a whole job)."""
+    return measured_table(title, ((measured_cells(res.rank, res.num_nodes, res.measured_us, res.replayed_us,
+                                                  fmt_error(res.error_pct, res.ran_on))
+                                   + [fmt_us(res.total_wait_us) if res.job else "-"], None)
+                                  for res in results), extra=("comm wait (µs)",))
 
 
 def job_error(times: dict[str, Any]) -> str:

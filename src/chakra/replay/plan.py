@@ -44,6 +44,39 @@ class Plan:
     transfer: dict[int, tuple[int, float]] = field(default_factory=dict)   # record -> (child after, piece)
 
 
+# One bound on a node's start, as data (:func:`start_bounds`): the node ``u`` it names, whether at its end
+# (else its start), ``lead`` and ``delay``: start >= (time of u + lead) + delay, summed in that order; how u
+# releases the node (``link``: "dep" its end, "start" its start, "lane" it frees the lane) and what the
+# ``delay`` is (``between``: "thread" a lane's gap, "latency" a wait's recorded latency, "slack" nothing).
+Bound = tuple[int, bool, float, float, str, str]
+
+
+def start_bounds(plan: Plan, i: int, gap: Sequence[float] | None = None) -> list[Bound]:
+    """Every bound on the start of node ``i`` besides its earliest start (its lane's offset ``first``),
+    in this order: its dependencies' ends; each wait's end plus its latency; each finish wait's start plus
+    its offset; its lane predecessor freeing the lane (its end, or its start plus its release) plus the
+    gap (``gap``: the gaps the replay read, the plan's unless a whole job changed some)."""
+    out = [(u, True, 0.0, 0.0, "dep", "slack") for u in plan.deps[i]]
+    after = plan.after.get(i)
+    if after:
+        out += [(u, True, 0.0, delay, "dep", "latency") for u, delay in after]
+    waits = plan.waits.get(i)
+    if waits:
+        out += [(u, False, offset, 0.0, "start", "slack") for u, _tail, offset in waits]
+    p = plan.lane_prev[i]
+    if p >= 0:
+        rel = plan.release.get(p)
+        out.append((p, rel is None, 0.0 if rel is None else rel, (plan.gap if gap is None else gap)[i],
+                    "lane", "thread"))
+    return out
+
+
+def end_bounds(plan: Plan, i: int) -> list[tuple[int, float]]:
+    """Every bound on the end of node ``i`` besides its own time: ``(u, tail)``, end >= end(u) + tail (a
+    finish wait: it was recorded blocked on ``u``)."""
+    return [(u, tail) for u, tail, _offset in plan.waits.get(i, ()) if tail is not None]
+
+
 def rank_plan(g: RankGraph, deps: list[tuple[int, ...]], order: list[int], use_gaps: bool) -> Plan:
     """The plan of one rank: its lanes in lane order ``order`` (a topological order of ``deps``, the
     resolved dependencies; the finish waits are taken out of that list, which is the plan's)."""
@@ -137,37 +170,58 @@ def _pieces_plan(g: RankGraph, order: Sequence[int], use_gaps: bool) -> Plan:
     streams have no gaps.  (The plan's ``deps`` are set by :func:`rank_plan`.)
     """
     n = len(g.ids)
-    durs, types = g.durations, g.types
-    ex = g.extra
-    depth = ex.get("thread_depth", {})
-    wb = ex.get("work_before_us", {})
-    tail = ex.get("tail_us", {})
-    idle = ex.get("idle_before_us", {})
-    wait_on = ex.get("wait_on", {})
-    wait_post = ex.get("wait_post_us", {})
-    frees = ex.get("frees_thread", {})
-    factor = g.factor
-    delay = g.delay
-    rd_rec = [0.0 if t == METADATA_NODE else float(d) for d, t in zip(durs, types)]
     lane_prev = [-1] * n
-    gap = [0.0] * n
-    first: dict[int, float] = {}
-    release: dict[int, float] = {}
-    after: dict[int, list[tuple[int, float]]] = {}
-    parent = [-1] * n
-    cwb: dict[int, float] = {}          # a node's children's work_before, summed
-    closed_before: dict[int, list[int]] = {}   # node -> the nodes that closed just before it, innermost first
-    timed_lanes = []
-    record_kids: list[int] = []         # children of a communication record on its thread
+    th = _walk_threads(g, order, lane_prev)
+    rd_rec, rd, scale = _leads(g, th.cwb)
+    plan = Plan(rd=rd, rd_rec=rd_rec, deps=[], gap=[0.0] * n, first={}, release={}, lane_prev=lane_prev)
+    for i in g.extra.get("frees_thread", {}):
+        if i not in th.cwb:
+            plan.release[i] = 0.0     # a record that does not hold its thread (an isend)
+    _piece_gaps(g, plan, th, scale, use_gaps)
+    _wait_bounds(g, plan, use_gaps)
+    # a communication record with children on its thread (gloo allocating, transferring, copying out):
+    # its longest piece of own time, before one of its children, is the transfer (a whole-job replay
+    # couples that piece with the peers, see the engine)
+    wb = g.extra.get("work_before_us", {})
+    for j in th.record_kids:
+        p = th.parent[j]
+        if not g.is_cpu[p]:
+            w = wb.get(j, 0) * scale.get(p, 1.0)
+            if w > 0 and (p not in plan.transfer or w > plan.transfer[p][1]):
+                plan.transfer[p] = (j, w)
+    return plan
+
+
+@dataclass(slots=True)
+class _Threads:
+    """What the walk of the host threads finds (:func:`_walk_threads`)."""
+
+    parent: list[int]                     # enclosing node on its thread (-1: none)
+    cwb: dict[int, float]                 # a node with children -> its children's work_before, summed
+    closed_before: dict[int, list[int]]   # node -> the nodes that closed just before it, innermost first
+    timed_lanes: list[list[int]]          # the lanes with thread timing, each in lane order
+    record_kids: list[int]                # children of a communication record on its thread
+
+
+def _walk_threads(g: RankGraph, order: Sequence[int], lane_prev: list[int]) -> _Threads:
+    """Each lane in lane order (its lane predecessors set in ``lane_prev``); on a lane with thread timing,
+    which node encloses which (the stack of open nodes rebuilt from ``thread_depth``).  The nodes still
+    open after the last node of the k-th timed lane are under ``closed_before[-2 - k]``."""
+    n = len(g.ids)
+    ex, types = g.extra, g.types
+    depth = ex.get("thread_depth", {})
+    idle = ex.get("idle_before_us", {})
+    wget = ex.get("work_before_us", {}).get
+    th = _Threads(parent=[-1] * n, cwb={}, closed_before={}, timed_lanes=[], record_kids=[])
+    parent, cwb, closed_before = th.parent, th.cwb, th.closed_before
     for lane, seq in lane_sequences(g.lanes, order).items():
         any(map(lane_prev.__setitem__, islice(seq, 1, None), seq))   # lane_prev[b] = a, in C
         if lane[0] != "cpu" and not any(map(depth.__contains__, seq)) \
                 and not any(map(idle.__contains__, seq)):
             continue      # a GPU stream (a host record's own lane, e.g. a gloo worker, has the timing)
-        timed_lanes.append(seq)
+        th.timed_lanes.append(seq)
         stack: list[int] = [-1]           # (a bottom that never closes)
         depths: list[float] = [-math.inf]
-        wget = wb.get
         for j, d in zip(seq, map(depth.get, seq, repeat(0))):
             if depths[-1] >= d:
                 closed = closed_before[j] = []
@@ -181,15 +235,23 @@ def _pieces_plan(g: RankGraph, order: Sequence[int], use_gaps: bool) -> Plan:
                 if w:
                     cwb[p] = cwb.get(p, 0.0) + w
                     if types[p] in COMM_TYPES:
-                        record_kids.append(j)
+                        th.record_kids.append(j)
             stack.append(j)
             depths.append(d)
         if len(stack) > 1:
-            closed_before.setdefault(-1 - len(timed_lanes), []).extend(reversed(stack[1:]))
+            closed_before.setdefault(-1 - len(th.timed_lanes), []).extend(reversed(stack[1:]))
     for p in set(parent):                  # every node with children (with or without work before them)
         if p >= 0 and p not in cwb:
             cwb[p] = 0.0
-    # a parent occupies its lane for its lead; its pieces scale with it
+    return th
+
+
+def _leads(g: RankGraph, cwb: dict[int, float]) -> tuple[list[float], list[float], dict[int, float]]:
+    """Recorded and replayed durations (a parent: its lead; what-if applied), and each parent's scale: how
+    its pieces scale with it (an edited duration below its pieces, its what-if factor)."""
+    tail = g.extra.get("tail_us", {})
+    factor, delay = g.factor, g.delay
+    rd_rec = [0.0 if t == METADATA_NODE else float(d) for d, t in zip(g.durations, g.types)]
     scale: dict[int, float] = {}
     rd = list(rd_rec)
     for i, w in cwb.items():
@@ -205,25 +267,33 @@ def _pieces_plan(g: RankGraph, order: Sequence[int], use_gaps: bool) -> Plan:
         f = factor[i] if factor is not None else 1.0
         rd[i] = lead * f
         scale[i] = r * f
-    for i in frees:
-        if i not in cwb:
-            release[i] = 0.0     # a record that does not hold its thread (an isend)
     if factor is not None:
-        for i in range(n):
+        for i in range(len(rd)):
             if i not in cwb:
                 rd[i] *= factor[i]
     if delay is not None:
-        for i in range(n):
+        for i in range(len(rd)):
             if delay[i]:
                 rd[i] += delay[i]
-    close: dict[int, tuple[int, float]] = {}   # parent -> (its last descendant, tails up to its own)
-    cget, tget, wget, iget, sget = closed_before.get, tail.get, wb.get, idle.get, scale.get
+    return rd_rec, rd, scale
+
+
+def _piece_gaps(g: RankGraph, plan: Plan, th: _Threads, scale: dict[int, float], use_gaps: bool) -> None:
+    """Each node's gap on a timed lane (the tails closed before it, its enclosing node's work before it,
+    its idle time with gaps), a lane's first offset, and each parent's close: (its last descendant, the
+    tails up to its own)."""
+    n = len(g.ids)
+    ex = g.extra
+    tail, wb, idle = ex.get("tail_us", {}), ex.get("work_before_us", {}), ex.get("idle_before_us", {})
+    gap, first, close, lane_prev, cwb, parent = plan.gap, plan.first, plan.close, plan.lane_prev, th.cwb, \
+        th.parent
+    cget, tget, wget, iget, sget = th.closed_before.get, tail.get, wb.get, idle.get, scale.get
     # a node's gap depends on its own pieces only: computed for the nodes that have some
     in_timed = bytearray(n)
-    for seq in timed_lanes:
+    for seq in th.timed_lanes:
         any(map(in_timed.__setitem__, seq, repeat(1)))
     todo = set(wb)
-    todo.update(k for k in closed_before if k >= 0)
+    todo.update(k for k in th.closed_before if k >= 0)
     if use_gaps:
         todo.update(idle)
     for j in todo:
@@ -248,40 +318,34 @@ def _pieces_plan(g: RankGraph, order: Sequence[int], use_gaps: bool) -> Plan:
                 t += x
         if t:
             gap[j] = t
-    for li, seq in enumerate(timed_lanes):
+    for li, seq in enumerate(th.timed_lanes):
         if gap[seq[0]]:
             first[seq[0]] = gap[seq[0]]
             gap[seq[0]] = 0.0
         t = 0.0
-        for o in closed_before.get(-2 - li, ()):       # still open after the lane's last node
-            tl = tail.get(o)
+        for o in cget(-2 - li, ()):       # still open after the lane's last node
+            tl = tget(o)
             if tl:
-                t += tl * scale.get(o, 1.0)
+                t += tl * sget(o, 1.0)
             if o in cwb:
                 close[o] = (seq[-1], t)
-    if wait_on:
-        ids = g.ids
-        for j, uid in wait_on.items():
-            u = _find_id(ids, uid)          # (ids increase: a bisection, no id -> index table)
-            if u is None or uid not in g.deps[j]:
-                continue
-            post = float(wait_post.get(j, 0)) + (idle.get(j, 0) if use_gaps else 0.0)
-            c = close.get(u)
-            if c is not None and c[0] >= 0 and c[0] not in release:
-                u, post = c[0], post + c[1]
-            after.setdefault(j, []).append((u, post))
-    # a communication record with children on its thread (gloo allocating, transferring, copying out):
-    # its longest piece of own time, before one of its children, is the transfer (a whole-job replay
-    # couples that piece with the peers, see the engine)
-    transfer: dict[int, tuple[int, float]] = {}
-    for j in record_kids:
-        p = parent[j]
-        if not g.is_cpu[p]:
-            w = wb.get(j, 0) * scale.get(p, 1.0)
-            if w > 0 and (p not in transfer or w > transfer[p][1]):
-                transfer[p] = (j, w)
-    return Plan(rd=rd, rd_rec=rd_rec, deps=[], gap=gap, first=first, release=release, after=after,
-                lane_prev=lane_prev, close=close, transfer=transfer)
+
+
+def _wait_bounds(g: RankGraph, plan: Plan, use_gaps: bool) -> None:
+    """``wait_on``: start no earlier than the waited node's end (a parent's: when its tail ends) plus the
+    recorded latency (and the idle time with gaps)."""
+    ex = g.extra
+    wait_on, wait_post, idle = ex.get("wait_on", {}), ex.get("wait_post_us", {}), ex.get("idle_before_us", {})
+    ids = g.ids
+    for j, uid in wait_on.items():
+        u = _find_id(ids, uid)          # (ids increase: a bisection, no id -> index table)
+        if u is None or uid not in g.deps[j]:
+            continue
+        post = float(wait_post.get(j, 0)) + (idle.get(j, 0) if use_gaps else 0.0)
+        c = plan.close.get(u)
+        if c is not None and c[0] >= 0 and c[0] not in plan.release:
+            u, post = c[0], post + c[1]
+        plan.after.setdefault(j, []).append((u, post))
 
 
 def _find_id(ids: Sequence[int], nid: int) -> int | None:

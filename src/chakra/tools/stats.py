@@ -26,9 +26,9 @@ The op rows and those sum to the length.
 
 ``dependency_only_us`` is that replay without the queues (every node still starts and ends by the replay's
 rules: dependencies, waits, the start and end bounds of an op recorded running while a dependency finished),
-so it is never longer than the path.  Taking every dependency as end-to-start instead (what the path falls
-back to when the replay refuses a graph) counts the overlap of a kernel with its launch call, and a
-synchronize's wait, twice, and can exceed every run of the trace.
+so it is never longer than the path.  Taking every dependency as end-to-start instead counts the overlap of
+a kernel with its launch call, and a synchronize's wait, twice, and can exceed every run of the trace: a
+graph the replay refuses (a repeated id) has no critical path (``length_us`` null), with a warning.
 
 Choices worth knowing:
 - A node's CPU/GPU side is its ``is_cpu_op`` attribute; without one, COMM nodes count as GPU (the simulator
@@ -56,7 +56,7 @@ import os
 import re
 import sys
 import zlib
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -308,79 +308,24 @@ def load_graph(path: str | os.PathLike[str]) -> EtGraph:
 
 
 # -------------------------------------------------------------------------------------------- computing
-def critical_path(nodes: Sequence[GraphNode]) -> dict[str, Any]:
-    """Longest path by duration over ctrl + data deps.
+def graph_checks(nodes: Sequence[GraphNode]) -> dict[str, int]:
+    """What is wrong with a file's dependencies: ``dangling_deps`` (dependencies on ids not in the file),
+    ``cycle_blocked_nodes`` (nodes on a cycle or behind one: the replay's lane order cannot place them,
+    :func:`chakra.replay.engine.lane_order`) and, when there are such nodes, ``dropped_back_edges`` (the
+    dependencies on a node not earlier in the file, which the critical path then leaves out)."""
+    from chakra.replay.engine import lane_order
 
-    Returns ``{"length_us", "path": [node ids, first to last], "dangling_deps", "cycle_blocked_nodes",
-    "dropped_back_edges"}``.  When the dependencies hold a cycle (Kahn's order stalls),
-    ``cycle_blocked_nodes`` counts the nodes on a cycle or behind one, and the path is computed again
-    keeping only the dependencies that point to an earlier node of the file (``dropped_back_edges`` says how
-    many others were ignored), so a figure is still given but marked as approximate by a non-zero count.
-    """
     index = {n.id: i for i, n in enumerate(nodes)}
-    result = _longest(nodes, index, forward_only=False)
-    if result["length_us"] is None:
-        blocked = result["blocked"]
-        result = _longest(nodes, index, forward_only=True)
-        result["cycle_blocked_nodes"] = blocked
-    else:
-        result["cycle_blocked_nodes"] = 0
-    del result["blocked"]
-    return result
-
-
-def _longest(nodes: Sequence[GraphNode], index: dict[int, int], forward_only: bool) -> dict[str, Any]:
-    count = len(nodes)
-    succ: list[list[int]] = [[] for _ in range(count)]
-    indeg = [0] * count
     dangling = 0
-    dropped = 0
-    for i, n in enumerate(nodes):
-        seen: set[int] = set()
-        for d in n.ctrl_deps + n.data_deps:
-            j = index.get(d)
-            if j is None:
-                dangling += 1
-                continue
-            if j in seen:
-                continue
-            seen.add(j)
-            if forward_only and j >= i:
-                dropped += 1
-                continue
-            succ[j].append(i)
-            indeg[i] += 1
-    dist = [0.0] * count
-    best_pred = [-1] * count
-    queue = deque(i for i in range(count) if indeg[i] == 0)
-    for i in queue:
-        dist[i] = nodes[i].dur
-    done = 0
-    while queue:
-        i = queue.popleft()
-        done += 1
-        di = dist[i]
-        for s in succ[i]:
-            cand = di + nodes[s].dur
-            if best_pred[s] == -1 or cand > dist[s]:
-                dist[s] = cand
-                best_pred[s] = i
-            indeg[s] -= 1
-            if indeg[s] == 0:
-                queue.append(s)
-    base = {"dangling_deps": dangling, "dropped_back_edges": dropped, "blocked": count - done}
-    if done < count:
-        return {"length_us": None, "path": None, **base}
-    if count == 0:
-        return {"length_us": 0.0, "path": [], **base}
-    end = max(range(count), key=lambda k: (dist[k], -k))
-    path = []
-    k = end
-    while k != -1:
-        path.append(nodes[k].id)
-        k = best_pred[k]
-    path.reverse()
-    return {"length_us": dist[end], "path": path, **base}
+    deps: list[tuple[int, ...]] = []
+    for n in nodes:
+        found = [index.get(d) for d in n.ctrl_deps + n.data_deps]
+        dangling += found.count(None)
+        deps.append(tuple(dict.fromkeys(j for j in found if j is not None)))
+    placed = len(lane_order([n.start for n in nodes], deps))
+    blocked = len(nodes) - placed
+    dropped = sum(j >= i for i, d in enumerate(deps) for j in d) if blocked else 0
+    return {"dangling_deps": dangling, "cycle_blocked_nodes": blocked, "dropped_back_edges": dropped}
 
 
 def _top(totals: dict[str, list[float]], top: int) -> list[dict[str, Any]]:
@@ -548,22 +493,17 @@ BETWEEN_LABELS = {
 
 
 def _critical_report(graph: EtGraph, top: int) -> dict[str, Any]:
-    cp = critical_path(graph.nodes)
-    warn_graph_problems(graph, cp)
-    out: dict[str, Any] = {"length_us": cp["length_us"], "dangling_deps": cp["dangling_deps"],
-                           "cycle_blocked_nodes": cp["cycle_blocked_nodes"],
-                           "dropped_back_edges": cp["dropped_back_edges"],
-                           "dependency_only_us": cp["length_us"], "model": "dependencies only"}
-    path = cp["path"]
-    by_id = {n.id: n for n in graph.nodes}
-    adds = [by_id[nid].dur for nid in path]
-    between: dict[str, float] = {}
+    checks = graph_checks(graph.nodes)
+    warn_graph_problems(graph, checks)
+    out: dict[str, Any] = {"length_us": None, **checks, "dependency_only_us": None, "model": None}
     try:
-        sched = scheduled_path(graph, forward_only=bool(cp["cycle_blocked_nodes"]))
-    except ChakraError as exc:          # a graph the replay refuses: the dependency-only figure stays
-        log.warning("%s: no stream-aware critical path (%s); the one over the dependencies alone is shown",
-                    graph.path, exc)
+        sched = scheduled_path(graph, forward_only=bool(checks["cycle_blocked_nodes"]))
+    except ChakraError as exc:          # a graph the replay refuses (a repeated id)
+        log.warning("%s: no critical path (%s)", graph.path, exc)
         sched = None
+    path: list[int] = []
+    adds: list[float] = []
+    between: dict[str, float] = {}
     if sched is not None:
         path, adds = sched["path"], sched["adds"]
         between = {k: v for k, v in sched["between"].items() if v > 1e-6}
@@ -572,6 +512,7 @@ def _critical_report(graph: EtGraph, top: int) -> dict[str, Any]:
                    end_links=sched["end_links"], dependency_only_us=sched["dependency_only_us"],
                    model="one op at a time per CPU thread and GPU stream (the replay's schedule, no "
                          "idle gaps)")
+    by_id = {n.id: n for n in graph.nodes}
     contrib: dict[str, list[float]] = {}
     for nid, add in zip(path, adds):
         _add(contrib, base_name(by_id[nid].name), add)
@@ -584,14 +525,13 @@ def _critical_report(graph: EtGraph, top: int) -> dict[str, Any]:
     return out
 
 
-def warn_graph_problems(graph: EtGraph, cp: dict[str, Any] | None = None) -> None:
+def warn_graph_problems(graph: EtGraph, checks: dict[str, int] | None = None) -> None:
     """Log (warning) duplicate ids, dependencies on missing nodes and cycles of ``graph``.
 
     Stats and drawings of a broken graph are still made (they are how one looks into it), but the user
-    hears why they are approximate.  ``cp``: an already computed ``critical_path(graph.nodes)``.
+    hears why they are approximate.  ``checks``: an already computed ``graph_checks(graph.nodes)``.
     """
-    if cp is None:
-        cp = critical_path(graph.nodes)
+    cp = graph_checks(graph.nodes) if checks is None else checks
     ids: set[int] = set()
     dup = None
     for n in graph.nodes:
@@ -675,84 +615,6 @@ def render(report: dict[str, Any], file: IO[str] | None = None, width: int | Non
     from rich.table import Table
 
     console = Console(file=file or sys.stdout, width=width)
-
-    def ops_table(title: str, rows: list[dict[str, Any]], share: bool = False,
-                  others: Sequence[dict[str, Any]] = ()) -> Table:
-        """``others``: rows after a line (time on the critical path that no op holds)."""
-        t = Table(title=title, title_justify="left")
-        t.add_column("op", overflow="ellipsis", max_width=40 if share else 48, no_wrap=True)
-        t.add_column("count", justify="right", no_wrap=True, min_width=5)
-        t.add_column("total µs", justify="right", no_wrap=True, min_width=10)
-        if share:
-            t.add_column("share", justify="right", no_wrap=True, min_width=6)
-        for k, r in enumerate([*rows, *others]):
-            if k == len(rows) and rows:
-                t.add_section()
-            cells = [r["name"], str(r["count"]), f"{r['total_us']:,.1f}"]
-            if share:
-                cells.append(f"{100 * r['share']:.1f}%")
-            t.add_row(*cells)
-        return t
-
-    def comm_table(title: str, table: dict[str, dict[str, int]], key: str) -> Table:
-        t = Table(title=title, title_justify="left")
-        t.add_column(key)
-        t.add_column("nodes", justify="right")
-        t.add_column("bytes", justify="right")
-        t.add_column("size", justify="right")
-        for k, v in table.items():
-            t.add_row(k if k else "(none)", str(v["count"]), f"{v['bytes']:,}", _fmt_bytes(v["bytes"]))
-        return t
-
-    def section(rep: dict[str, Any], title: str) -> None:
-        console.rule(title)
-        kinds = ", ".join(f"{k} {v}" for k, v in rep["node_types"].items())
-        console.print(f"{rep['nodes']} nodes: {kinds}")
-        console.print(f"{_ops_text(rep, 'cpu')}; {_ops_text(rep, 'gpu')}")
-        if rep["top_kernels"]:
-            console.print(ops_table("top GPU ops by total duration", rep["top_kernels"]))
-        if rep["top_cpu_ops"]:
-            console.print(ops_table("top CPU ops by total duration", rep["top_cpu_ops"]))
-        comm = rep["comm"]
-        if comm["nodes"]:
-            impls = ", ".join(f"{k} {v['count']:,}" for k, v in comm["by_implementation"].items())
-            console.print(f"communication: {comm['nodes']} nodes ({impls}), {comm['bytes']:,} bytes "
-                          f"({_fmt_bytes(comm['bytes'])})")
-            console.print(comm_table("per process group", comm["by_pg"], "pg_name"))
-            console.print(comm_table("per collective type", comm["by_type"], "type"))
-        else:
-            console.print("communication: none")
-        cp = rep.get("critical_path")
-        if cp is None:
-            console.print("critical path: n/a (no dependency graph in this file)")
-        elif "per_rank" in cp:
-            per = ", ".join(f"{k}: {v:,.1f}" for k, v in cp["per_rank"].items())
-            console.print(f"critical path: longest {cp['max_us']:,.1f} µs on rank {cp['rank']} "
-                          f"(µs per rank: {per})")
-        else:
-            extra = f", {cp['dangling_deps']} dangling deps ignored" if cp["dangling_deps"] else ""
-            if cp["cycle_blocked_nodes"]:
-                console.print(f"[yellow]warning:[/] the dependencies hold cycles "
-                              f"({cp['cycle_blocked_nodes']} nodes on or behind one); the path below ignores "
-                              f"the {cp['dropped_back_edges']} dependencies on later nodes of the file "
-                              "(approximate)")
-            console.print(f"critical path: {cp['length_us']:,.1f} µs over {cp['nodes']} nodes "
-                          f"(ids {cp['first_id']} -> {cp['last_id']}){extra}")
-            if "lane_links" in cp:
-                more = "".join(f", {cp[k]} {text}" for k, text in (
-                    ("start_links", "start while an op they depend on runs"),
-                    ("end_links", "end after an op they were blocked on")) if cp.get(k))
-                console.print(f"  {cp['model']}: {cp['lane_links']} steps wait for the op before on the "
-                              f"thread or stream, {cp['dep_links']} for a dependency{more}; over the "
-                              f"dependencies alone {cp['dependency_only_us']:,.1f} µs")
-            if cp["top"]:
-                length = cp["length_us"] or 0.0
-                extra = [{"name": BETWEEN_LABELS.get(k, k), "count": "", "total_us": v,
-                          "share": v / length if length else 0.0}
-                         for k, v in cp.get("between_ops_us", {}).items()]
-                console.print(ops_table("critical path: top contributors (their time on it)", cp["top"],
-                                        share=True, others=extra))
-
     files = report["files"]
     if len(files) > 1:
         t = Table(title="per rank", title_justify="left")
@@ -766,9 +628,102 @@ def render(report: dict[str, Any], file: IO[str] | None = None, width: int | Non
                       str(r["comm"]["nodes"]), f"{r['comm']['bytes']:,}", cpv, Path(r["path"]).name)
         console.print(t)
     for i, r in enumerate(files):
-        section(r, f"rank {_label(r, i)}: {r['path']} ({r['format']})")
+        _section(console, r, f"rank {_label(r, i)}: {r['path']} ({r['format']})")
     if report["all"] is not None:
-        section(report["all"], f"all ranks ({len(files)} files)")
+        _section(console, report["all"], f"all ranks ({len(files)} files)")
+
+
+def _ops_table(title: str, rows: list[dict[str, Any]], share: bool = False,
+               others: Sequence[dict[str, Any]] = ()) -> Any:
+    """``others``: rows after a line (time on the critical path that no op holds)."""
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left")
+    t.add_column("op", overflow="ellipsis", max_width=40 if share else 48, no_wrap=True)
+    t.add_column("count", justify="right", no_wrap=True, min_width=5)
+    t.add_column("total µs", justify="right", no_wrap=True, min_width=10)
+    if share:
+        t.add_column("share", justify="right", no_wrap=True, min_width=6)
+    for k, r in enumerate([*rows, *others]):
+        if k == len(rows) and rows:
+            t.add_section()
+        cells = [r["name"], str(r["count"]), f"{r['total_us']:,.1f}"]
+        if share:
+            cells.append(f"{100 * r['share']:.1f}%")
+        t.add_row(*cells)
+    return t
+
+
+def _comm_table(title: str, table: dict[str, dict[str, int]], key: str) -> Any:
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left")
+    t.add_column(key)
+    t.add_column("nodes", justify="right")
+    t.add_column("bytes", justify="right")
+    t.add_column("size", justify="right")
+    for k, v in table.items():
+        t.add_row(k if k else "(none)", str(v["count"]), f"{v['bytes']:,}", _fmt_bytes(v["bytes"]))
+    return t
+
+
+def _section(console: Any, rep: dict[str, Any], title: str) -> None:
+    """One file's figures (or the figures across ranks)."""
+    console.rule(title)
+    kinds = ", ".join(f"{k} {v}" for k, v in rep["node_types"].items())
+    console.print(f"{rep['nodes']} nodes: {kinds}")
+    console.print(f"{_ops_text(rep, 'cpu')}; {_ops_text(rep, 'gpu')}")
+    if rep["top_kernels"]:
+        console.print(_ops_table("top GPU ops by total duration", rep["top_kernels"]))
+    if rep["top_cpu_ops"]:
+        console.print(_ops_table("top CPU ops by total duration", rep["top_cpu_ops"]))
+    comm = rep["comm"]
+    if comm["nodes"]:
+        impls = ", ".join(f"{k} {v['count']:,}" for k, v in comm["by_implementation"].items())
+        console.print(f"communication: {comm['nodes']} nodes ({impls}), {comm['bytes']:,} bytes "
+                      f"({_fmt_bytes(comm['bytes'])})")
+        console.print(_comm_table("per process group", comm["by_pg"], "pg_name"))
+        console.print(_comm_table("per collective type", comm["by_type"], "type"))
+    else:
+        console.print("communication: none")
+    cp = rep.get("critical_path")
+    if cp is None:
+        console.print("critical path: n/a (no dependency graph in this file)")
+    elif "per_rank" in cp:
+        per = ", ".join(f"{k}: {v:,.1f}" for k, v in cp["per_rank"].items())
+        console.print(f"critical path: longest {cp['max_us']:,.1f} µs on rank {cp['rank']} "
+                      f"(µs per rank: {per})")
+    else:
+        _critical_section(console, cp)
+
+
+def _critical_section(console: Any, cp: dict[str, Any]) -> None:
+    """One file's critical path: its length, how its steps were released, its top contributors."""
+    extra = f", {cp['dangling_deps']} dangling deps ignored" if cp["dangling_deps"] else ""
+    if cp["cycle_blocked_nodes"]:
+        console.print(f"[yellow]warning:[/] the dependencies hold cycles "
+                      f"({cp['cycle_blocked_nodes']} nodes on or behind one); the path below ignores "
+                      f"the {cp['dropped_back_edges']} dependencies on later nodes of the file "
+                      "(approximate)")
+    if cp["length_us"] is None:
+        console.print(f"critical path: n/a (the replay refused the graph, see the warning){extra}")
+        return
+    console.print(f"critical path: {cp['length_us']:,.1f} µs over {cp['nodes']} nodes "
+                  f"(ids {cp['first_id']} -> {cp['last_id']}){extra}")
+    if "lane_links" in cp:
+        more = "".join(f", {cp[k]} {text}" for k, text in (
+            ("start_links", "start while an op they depend on runs"),
+            ("end_links", "end after an op they were blocked on")) if cp.get(k))
+        console.print(f"  {cp['model']}: {cp['lane_links']} steps wait for the op before on the "
+                      f"thread or stream, {cp['dep_links']} for a dependency{more}; over the "
+                      f"dependencies alone {cp['dependency_only_us']:,.1f} µs")
+    if cp["top"]:
+        length = cp["length_us"] or 0.0
+        extra_rows = [{"name": BETWEEN_LABELS.get(k, k), "count": "", "total_us": v,
+                       "share": v / length if length else 0.0}
+                      for k, v in cp.get("between_ops_us", {}).items()]
+        console.print(_ops_table("critical path: top contributors (their time on it)", cp["top"],
+                                 share=True, others=extra_rows))
 
 
 def run_stats(paths: Sequence[str | os.PathLike[str]], as_json: bool = False, top: int = 10,

@@ -1,0 +1,235 @@
+"""The lanes-mode scheduler: each node's start and end, computed once, from the ranks' plans.
+
+Every rule of a lanes-mode replay is a bound of the form "start (or end) no earlier than some other node's
+start or end plus a delay" (:class:`chakra.replay.plan.Plan` lists them; the engine's module docstring says
+why each one holds).  Such times do not need an event loop: a node's start is the largest of its start
+bounds once every node they name is placed, and its end likewise.  So each rank is walked in its lane order
+(a topological order of its dependencies and lanes): a node whose bounds are all known is placed there and
+then; one that names a node not yet placed (a wait redirected to a parent's last descendant that the
+recording placed later; a node after a collective whose peers have not all arrived) waits for it and is
+placed when it is.  A coupled node (whole job) arrives at its group when it starts and ends when the
+group's transfer does (:class:`chakra.replay.coupling.Coupling`); a rank whose walk left a node waiting
+hands over to the next rank, so the ranks of a job reach their collectives together and few nodes wait.
+What no node can ever satisfy (a deadlock between ranks) stays unplaced: the engine reports it.
+
+The bounds are the plan's (:func:`chakra.replay.plan.start_bounds`, :func:`~chakra.replay.plan.end_bounds`,
+which the critical path reads too); the walk's short way for a node with nothing but dependencies and a
+lane predecessor (:meth:`_Lanes.walk`) takes the same sums, inline (most nodes take it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from chakra.replay.coupling import Coupling
+from chakra.replay.plan import Plan, end_bounds, start_bounds
+
+_WAITING, _STARTED, _ENDED = 0, 1, 2
+
+
+@dataclass(slots=True)
+class LaneRun:
+    """What :func:`run_lanes` gives: global start and end of every node (index = rank offset + local),
+    how many ended (fewer than all: a deadlock) and when each parent's tail ends."""
+
+    starts: list[float]
+    ends: list[float]
+    done: int
+    closes: dict[int, float]
+
+
+def run_lanes(plans: Sequence[Plan], orders: Sequence[list[int]], offsets: Sequence[int],
+              bases: Sequence[float], gaps: Sequence[list[float]] | None = None,
+              coupling: Coupling | None = None, group_of: list[int] | None = None) -> LaneRun:
+    """Place every node of the ranks ``plans`` (each rank begins at its ``bases`` entry); ``gaps``
+    replaces the plans' gaps (a whole job's coupled transfers change some), ``coupling`` / ``group_of``
+    tie nodes of different ranks (global indices)."""
+    run = _Lanes(plans, offsets, bases, gaps, coupling, group_of)
+    at = [0] * len(orders)                  # each rank's walk goes on from there
+    while True:
+        moved = False
+        for r, order in enumerate(orders):
+            if at[r] < len(order):
+                at[r] = run.walk(r, order, at[r])
+                moved = True
+        if not moved:
+            break
+    starts: list[float] = []
+    ends: list[float] = []
+    closes: dict[int, float] = {}
+    for r, (plan, off) in enumerate(zip(plans, offsets)):
+        s, e = run.start[r], run.end[r]
+        if len(plans) == 1:
+            starts, ends = s, e
+        else:
+            starts += s
+            ends += e
+        closes.update((off + x, e[last] + t) for x, (last, t) in plan.close.items())
+    return LaneRun(starts, ends, sum(run.ended), closes)
+
+
+class _Lanes:
+    """The state of a lanes-mode replay: per rank, each node's start, end and state."""
+
+    def __init__(self, plans: Sequence[Plan], offsets: Sequence[int], bases: Sequence[float],
+                 gaps: Sequence[list[float]] | None, coupling: Coupling | None,
+                 group_of: list[int] | None) -> None:
+        self.plans = plans
+        self.offsets = offsets
+        self.gaps = [p.gap for p in plans] if gaps is None else gaps
+        self.coupling = coupling
+        self.group_of = group_of
+        self.start: list[list[float]] = []
+        self.end: list[list[float]] = []
+        self.state: list[bytearray] = []
+        self.ready: list[list[float]] = []        # a node's earliest start: its rank's base, its offset
+        for p, b in zip(plans, bases):
+            n = len(p.rd)
+            ready = [b] * n
+            for i, v in p.first.items():
+                ready[i] += v
+            self.ready.append(ready)
+            self.start.append([0.0] * n)
+            self.end.append([-1.0] * n)
+            self.state.append(bytearray(n))
+        self.special: list[set[int]] = []       # per rank: the nodes the walk never places the short way
+        for p, off in zip(plans, offsets):
+            special = set(p.after)
+            special.update(p.waits, p.ff_min)
+            if group_of is not None:
+                special.update(i for i in range(len(p.rd)) if group_of[off + i] >= 0)
+            self.special.append(special)
+        self.walked = [0] * len(plans)           # per rank: nodes the walk reached
+        self.ended = [0] * len(plans)            # per rank: nodes placed (start and end)
+        self.own_end: dict[tuple[int, int], float] = {}   # started, its end waits for a finish wait's
+        self.waiters: dict[tuple[int, int], list[tuple[int, int]]] = {}   # node -> nodes waiting for it
+        self.todo: list[tuple[int, int]] = []
+        if coupling is not None:
+            coupling.start_run()
+
+    def walk(self, r: int, order: list[int], at: int) -> int:
+        """Rank ``r`` in lane order from ``order[at]``, until a node is left waiting (for a peer, or a node
+        later in the order): where the walk goes on (the other ranks take their turn in between, so that a
+        whole job's ranks reach their collectives together).  While every node the walk reached has ended,
+        a node with nothing but dependencies and a lane predecessor (both earlier in the order) is placed
+        the short way."""
+        p = self.plans[r]
+        rd, deps, lane_prev, gap = p.rd, p.deps, p.lane_prev, self.gaps[r]
+        ready, start, end, state = self.ready[r], self.start[r], self.end[r], self.state[r]
+        rget = p.release.get
+        special = self.special[r]
+        walked, ended, todo, drain = self.walked, self.ended, self.todo, self.drain
+        pending = walked[r] - ended[r]        # nodes the walk reached that have not ended
+        short = 0
+        k = at
+        for k in range(at, len(order)):
+            i = order[k]
+            if pending or i in special:
+                walked[r] += 1
+                todo.append((r, i))
+                drain()
+                pending = walked[r] - ended[r]
+                if pending:
+                    break
+                continue
+            t = ready[i]
+            for j in deps[i]:
+                e = end[j]
+                if e > t:
+                    t = e
+            j = lane_prev[i]
+            if j >= 0:
+                rel = rget(j)
+                c = (end[j] if rel is None else start[j] + rel) + gap[i]
+                if c > t:
+                    t = c
+            start[i] = t
+            end[i] = t + rd[i]
+            state[i] = _ENDED
+            short += 1
+        else:
+            k = len(order) - 1
+        ended[r] += short
+        walked[r] += short
+        return k + 1
+
+    def drain(self) -> None:
+        todo = self.todo
+        while todo:
+            r, i = todo.pop()
+            if self.state[r][i] == _WAITING:
+                t = self.start_of(r, i)
+                if t is None:
+                    continue
+                self.started(r, i, t)
+            else:
+                self.finish(r, i, self.own_end.pop((r, i)))
+
+    def wait_for(self, r: int, j: int, i: int) -> None:
+        """Node ``i`` of rank ``r`` needs node ``j`` placed further: it is tried again when ``j`` is."""
+        self.waiters.setdefault((r, j), []).append((r, i))
+
+    def wake(self, r: int, j: int) -> None:
+        w = self.waiters.pop((r, j), None)
+        if w is not None:
+            self.todo.extend(w)
+
+    def start_of(self, r: int, i: int) -> float | None:
+        """The start of node ``i`` of rank ``r``: the latest of its start bounds (None: one names a node
+        not placed that far; ``i`` then waits for it)."""
+        start, end, state = self.start[r], self.end[r], self.state[r]
+        t = self.ready[r][i]
+        for u, at_end, lead, delay, _link, _between in start_bounds(self.plans[r], i, self.gaps[r]):
+            if state[u] == _WAITING or (at_end and state[u] != _ENDED):
+                return self.wait_for(r, u, i)
+            c = ((end[u] if at_end else start[u]) + lead) + delay
+            if c > t:
+                t = c
+        return t
+
+    def started(self, r: int, i: int, t: float) -> None:
+        """Node ``i`` of rank ``r`` starts at ``t``: a coupled node arrives at its group, any other runs
+        its replayed duration (or its own time after what it waits for)."""
+        self.start[r][i] = t
+        self.state[r][i] = _STARTED
+        self.wake(r, i)
+        p = self.plans[r]
+        c = self.coupling
+        gi = self.offsets[r] + i
+        group = self.group_of[gi] if self.group_of is not None else -1
+        if c is None or group < 0:
+            self.finish(r, i, t + p.ff_min.get(i, p.rd[i]))
+            return
+        if c.arrive(gi, t, group):
+            ends = c.ends(group)
+        else:
+            ends = []
+        if gi == c.eager[group]:                # a send does not wait for its receiver
+            self.finish(r, i, t + p.ff_min.get(i, p.rd[i]))
+        if ends:
+            for m, e in ends:
+                rm = _rank_of(self.offsets, m)
+                self.finish(rm, m - self.offsets[rm], e)
+
+    def finish(self, r: int, i: int, e: float) -> None:
+        """Node ``i`` of rank ``r`` would end at ``e`` by its own time; it ends no earlier than each node
+        it was recorded blocked on, plus its tail (a finish wait)."""
+        end, state = self.end[r], self.state[r]
+        for u, tail in end_bounds(self.plans[r], i):
+            if state[u] != _ENDED:
+                self.own_end[(r, i)] = e
+                self.wait_for(r, u, i)
+                return
+            if end[u] + tail > e:
+                e = end[u] + tail
+        end[i] = e
+        state[i] = _ENDED
+        self.ended[r] += 1
+        self.wake(r, i)
+
+
+def _rank_of(offsets: Sequence[int], gi: int) -> int:
+    from bisect import bisect_right
+
+    return bisect_right(offsets, gi) - 1
