@@ -6,7 +6,8 @@
 
 Reports seconds per stage, on the path ``convert_file`` takes (load = ``convert.columns.load_columns``:
 each node read by the host loader and put into per-node columns and pre-serialised pieces, in
-``chakra.io.forkmap.parts()`` pieces (CHAKRA_PARTS=1: one process); synthetic traces are written to a temporary JSON file first;
+``chakra.io.forkmap.parts()`` pieces (CHAKRA_PARTS=1: one process); synthetic traces are written to a
+temporary JSON file first;
 passes = tree, timing, comm, deps, thread timing, cycle check; build+write = the node messages assembled
 from their pieces and written, in ``parts()`` ranges too),
 µs per node, peak RSS, and the ratio of per-node cost between the largest and
