@@ -263,15 +263,12 @@ class _Keys(dict):
         return self.key_of(raw)
 
 
-_ATTR_KEYS = READER_ATTRS_MAX   # cached attributes with a key (one character each, below the surrogates)
-
-
 @dataclass(frozen=True)
 class CacheSizes:
     """What the attribute caches of a reading hold.  The defaults suit any trace; smaller caches give the
     same columns, taking the uncached ways sooner (decoded where they occur; a full cache emptied)."""
 
-    attrs: int = _ATTR_KEYS     # distinct attributes cached (at most _ATTR_KEYS)
+    attrs: int = READER_ATTRS_MAX   # distinct attributes cached (at most READER_ATTRS_MAX)
     values: int = READER_VALUES_MAX   # distinct values cached per name; beyond: decoded where they occur
 
 
@@ -411,7 +408,7 @@ class ColumnBuilder:
     def learn(self, raw: bytes, info: tuple[int, Any, Any]) -> bool:
         """Give one attribute's bytes a key; False when no key is left."""
         k = len(self.kinfo)
-        if k >= min(self.sizes.attrs, _ATTR_KEYS):
+        if k >= min(self.sizes.attrs, READER_ATTRS_MAX):
             return False
         self.kcache[raw] = chr(k)
         self.kinfo.append(info)
