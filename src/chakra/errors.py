@@ -7,6 +7,8 @@ data) or 2 (bad usage) without a traceback unless ``--debug`` is given.
 
 from __future__ import annotations
 
+import os
+
 #: the option (validate, replay --job, pipeline) that goes on with a job of which ranks are missing; the
 #: error that refuses such a job names it
 MISSING_RANKS_OPTION = "--allow-missing-ranks"
@@ -17,7 +19,7 @@ class ChakraError(Exception):
 
     exit_code = 1
 
-    def __init__(self, message: str, path: str | None = None) -> None:
+    def __init__(self, message: str, path: str | os.PathLike[str] | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.path = str(path) if path is not None else None

@@ -52,7 +52,7 @@ import signal
 import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from chakra.errors import ChakraError
 from chakra.tunables import FORK_RESULT_BUFFER_BYTES
@@ -61,6 +61,19 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+class Sink(Protocol):
+    """Where :func:`fork_map` appends the pieces' bytes: a binary file open for writing at its end, or an
+    object with the same four methods (the ET+ writer's, which compresses on a thread of its own)."""
+
+    def write(self, data: bytes, /) -> Any: ...
+
+    def flush(self) -> None: ...
+
+    def fileno(self) -> int: ...
+
+    def seek(self, offset: int, whence: int = ..., /) -> int: ...
 
 _ENV = "CHAKRA_PARTS"
 _UNPICKLABLE = 3   # a child's exit code: its result did not pickle
@@ -104,7 +117,7 @@ def split(n: int, min_size: int, k: int | None = None) -> list[range]:
     return out
 
 
-def fork_map(fn: Callable[..., R], pieces: Sequence[T], what: str, sink: BinaryIO | None = None) -> list[R]:
+def fork_map(fn: Callable[..., R], pieces: Sequence[T], what: str, sink: Sink | None = None) -> list[R]:
     """``[fn(p) for p in pieces]``, the first piece here, each other one in a forked child (module doc).
 
     ``what`` names the work in error messages (e.g. "decoding nodes of x.json").  ``fn``'s result must
@@ -160,7 +173,7 @@ def _may_fork(what: str) -> bool:
 _told = False
 
 
-def _here(fn: Callable[..., R], piece: Any, sink: BinaryIO | None) -> R:
+def _here(fn: Callable[..., R], piece: Any, sink: Sink | None) -> R:
     return fn(piece) if sink is None else fn(piece, sink.write)
 
 
@@ -295,7 +308,7 @@ def _error_payload(exc: BaseException) -> bytes:
         return pickle.dumps((False, ChakraError(text)), protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def _collect(child: tuple[int, int, str], what: str, sink: BinaryIO | None = None, mask: Any = None) -> Any:
+def _collect(child: tuple[int, int, str], what: str, sink: Sink | None = None, mask: Any = None) -> Any:
     """The result of a child (its exception raised here), once it has exited, its bytes appended to
     ``sink``; the child reaped and its file closed whatever happens.  ``mask``: the signal mask to restore
     once this function answers for the child (the caller held signals back until then)."""
@@ -341,7 +354,7 @@ def _collect(child: tuple[int, int, str], what: str, sink: BinaryIO | None = Non
     raise ChakraError(f"the process {what} died ({how}); {_ENV}=1 does all the work in one process")
 
 
-def _append(fd: int, size: int, sink: BinaryIO) -> None:
+def _append(fd: int, size: int, sink: Sink) -> None:
     """The first ``size`` bytes of the file ``fd`` appended to ``sink``: copied by the kernel
     (``os.copy_file_range``), else (another system, a kernel that refuses it between these two file
     systems, a sink without a file descriptor of its own such as a compressing one) read and written

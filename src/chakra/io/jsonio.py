@@ -115,7 +115,8 @@ def top_level_array(data: Any, key: str, missing: str, path: str | os.PathLike[s
 
 
 def _json_name(t: type) -> str:
-    return {dict: "object", list: "array"}.get(t, t.__name__)
+    names: dict[type, str] = {dict: "object", list: "array"}
+    return names.get(t, t.__name__)
 
 
 def dump_json(path: str | os.PathLike[str], data: Any, *, indent: bool = False) -> None:

@@ -283,6 +283,7 @@ class FrameFile:
                     index += 1
                 if at_end:
                     return None     # (the last frame may run past the end: damage found by its reading)
+                assert fh is not None   # (whole data in memory is at its end)
                 base += pos
                 fh.seek(base)
                 buf = fh.read(chunk)

@@ -219,6 +219,7 @@ def _scan(root: Path, naming: RankNaming | None = None) -> tuple[dict[int, Path]
                 if not m or not p.is_file():
                     continue
                 prefix = m.group(1)
+                kind: str | None
                 if prefix in _HOST_NAMES:
                     kind = "host"
                 elif prefix in _KINETO_NAMES:
