@@ -271,7 +271,7 @@ def schema_arg_names(op_schema: str) -> tuple[str, ...]:
         return ()
     names = []
     depth = 0
-    cur = []
+    cur: list[str] = []
     for ch in m.group(1) + ",":
         if ch in "([":
             depth += 1

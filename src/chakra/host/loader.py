@@ -438,7 +438,8 @@ class _Builder:
         io = core[13]
         if len(io) == 2:   # raw_io
             io = self.io8(*io)
-        return HostOp(*core[:11], None, None, attrs, core[12], index, io)
+        # (one argument tuple: the core fields' count is not in their type)
+        return HostOp(*(core[:11] + (None, None, attrs, core[12], index, io)))
 
 
 _NO_IO4 = (b"[]", b"[]", b"[]", None)

@@ -8,7 +8,7 @@ knows the schema families.  ``__slots__`` keeps a million ops in well under a GB
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import orjson
 
@@ -35,6 +35,38 @@ class IOInfo:
 
 #: ``HostOp.io`` of an op without inputs and outputs (the flat layout's lists all empty)
 EMPTY_IO = (b"[]", b"[]", b"[]", None, b"[]", b"[]", b"[]", None)
+
+
+class _LazyIO:
+    """``HostOp.inputs`` / ``outputs``: parsed from the op's ``io`` text on first use, then kept; assigning
+    one drops the text (the other is parsed first, so both stay what they were)."""
+
+    def __init__(self, slot: str, at: int) -> None:
+        self.slot = slot
+        self.at = at
+
+    @overload
+    def __get__(self, op: None, owner: type | None = None) -> _LazyIO: ...
+
+    @overload
+    def __get__(self, op: HostOp, owner: type | None = None) -> IOInfo: ...
+
+    def __get__(self, op: HostOp | None, owner: type | None = None) -> IOInfo | _LazyIO:
+        if op is None:
+            return self
+        value = getattr(op, self.slot)
+        if value is None:
+            assert op.io is not None   # (an op has its lists or its text)
+            value = _parse_io(op.io, self.at)
+            setattr(op, self.slot, value)
+        return value
+
+    def __set__(self, op: HostOp, value: IOInfo) -> None:
+        if op.io is not None:
+            HostOp.inputs.__get__(op)
+            HostOp.outputs.__get__(op)
+            op.io = None
+        setattr(op, self.slot, value)
 
 
 class HostOp:
@@ -77,8 +109,8 @@ class HostOp:
         self.attr_types = attr_types if attr_types is not None else {}  # name -> ET type where known
         self.index = index            # position in the file's node list
 
-    inputs: IOInfo   # (descriptors below: parsed from ``io`` on first use)
-    outputs: IOInfo
+    inputs = _LazyIO("_inputs", 0)    # (parsed from ``io`` on first use)
+    outputs = _LazyIO("_outputs", 4)
 
     @property
     def is_comm(self) -> bool:
@@ -89,39 +121,11 @@ class HostOp:
             return NotImplemented
         return all(getattr(self, k) == getattr(other, k) for k in _COMPARED)
 
-    __hash__ = None  # type: ignore[assignment]  (mutable, compared by value)
+    __hash__ = None  # type: ignore[assignment]  # (mutable, compared by value: unhashable)
 
     def __repr__(self) -> str:
         return f"HostOp({', '.join(f'{k}={getattr(self, k)!r}' for k in _COMPARED)})"
 
-
-class _LazyIO:
-    """``HostOp.inputs`` / ``outputs``: parsed from the op's ``io`` text on first use, then kept; assigning
-    one drops the text (the other is parsed first, so both stay what they were)."""
-
-    def __init__(self, slot: str, at: int) -> None:
-        self.slot = slot
-        self.at = at
-
-    def __get__(self, op: HostOp | None, owner: type | None = None) -> Any:
-        if op is None:
-            return self
-        value = getattr(op, self.slot)
-        if value is None:
-            value = _parse_io(op.io, self.at)  # type: ignore[arg-type]
-            setattr(op, self.slot, value)
-        return value
-
-    def __set__(self, op: HostOp, value: IOInfo) -> None:
-        if op.io is not None:
-            HostOp.inputs.__get__(op)  # type: ignore[attr-defined]
-            HostOp.outputs.__get__(op)  # type: ignore[attr-defined]
-            op.io = None
-        setattr(op, self.slot, value)
-
-
-HostOp.inputs = _LazyIO("_inputs", 0)  # type: ignore[assignment,misc]
-HostOp.outputs = _LazyIO("_outputs", 4)  # type: ignore[assignment,misc]
 
 _COMPARED = ("id", "name", "parent", "kind", "rf_id", "tid", "fw_parent", "seq_id", "scope", "fw_tid",
              "op_schema", "inputs", "outputs", "attrs", "attr_types", "index")
@@ -129,9 +133,9 @@ _COMPARED = ("id", "name", "parent", "kind", "rf_id", "tid", "fw_parent", "seq_i
 
 def _parse_io(io: tuple[bytes | None, ...], at: int) -> IOInfo:
     loads = orjson.loads
-    strides = io[at + 3]
-    return IOInfo(loads(io[at]), loads(io[at + 1]), loads(io[at + 2]),
-                  loads(strides) if strides is not None else None)
+    values, shapes, types, strides = io[at:at + 4]
+    assert values is not None and shapes is not None and types is not None   # (only strides may be None)
+    return IOInfo(loads(values), loads(shapes), loads(types), loads(strides) if strides is not None else None)
 
 
 def is_comm_name(name: str) -> bool:
