@@ -119,13 +119,18 @@ Document = msgspec.defstruct(
     + [("events", list[msgspec.Raw] | msgspec.UnsetType, msgspec.field(default=UNSET, name="traceEvents"))],
     gc=False)
 
-_document_decoder = msgspec.json.Decoder(Document)
+# (``Document`` is made at run time from TOP_KEYS: its fields are not known statically)
+_document_decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder(Document)
 #: decodes one event's bytes (``traceEvents[i]``) into an :data:`Event`; raises msgspec.DecodeError
 #: (ValidationError) when a value is not of the usual type: :func:`lenient_event` then reads it
 event_decoder = msgspec.json.Decoder(Event)
 _lenient_decoder = msgspec.json.Decoder(LenientEvent)
-_ArgsText = msgspec.defstruct("_ArgsText", [("args", msgspec.Raw, msgspec.field(default=msgspec.Raw(b"")))],
-                              gc=False)
+
+
+class _ArgsText(msgspec.Struct, gc=False):
+    args: msgspec.Raw = msgspec.Raw(b"")
+
+
 _args_text_decoder = msgspec.json.Decoder(_ArgsText)
 
 

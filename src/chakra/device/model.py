@@ -121,7 +121,7 @@ class KinetoEvent(msgspec.Struct, gc=False):
     def args(self) -> dict[str, Any]:
         """The event's ``args`` object (see ``args_source``); a new dict on each call for GPU events."""
         src = self.args_source
-        return orjson.loads(src) if type(src) is bytes else src
+        return orjson.loads(src) if isinstance(src, bytes) else src
 
     @property
     def end(self) -> float:

@@ -11,6 +11,8 @@ protoc produces from ``schema/protobuf/et_def.proto``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 _F = descriptor_pb2.FieldDescriptorProto
@@ -136,12 +138,14 @@ _POOL.Add(build_file_descriptor())
 DESCRIPTOR = _POOL.FindFileByName(_FILE_NAME)
 
 
-def _message_class(name: str):
+def _message_class(name: str) -> Any:
+    """The message class ``name``: Any to a type checker, whose fields are made here at run time."""
     desc = _POOL.FindMessageTypeByName(f"{_PKG}.{name}")
     get = getattr(message_factory, "GetMessageClass", None)
     if get is not None:  # protobuf >= 4.22
         return get(desc)
-    return message_factory.MessageFactory(_POOL).GetPrototype(desc)  # protobuf 4.21
+    factory: Any = message_factory.MessageFactory(_POOL)   # (the newer runtime's stubs lack GetPrototype)
+    return factory.GetPrototype(desc)  # protobuf 4.21
 
 
 AttributeProto = _message_class("AttributeProto")

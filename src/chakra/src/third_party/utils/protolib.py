@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import gzip
 import os
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from chakra.errors import TraceFormatError
 from chakra.io.pbstream import encode_varint
@@ -41,7 +41,7 @@ def openFileRd(in_file: str | os.PathLike[str]) -> IO[bytes]:  # noqa: N802 (the
             from None
     if fh.read(2) == _GZIP_MAGIC:
         fh.close()
-        return gzip.open(in_file, "rb")
+        return cast(IO[bytes], gzip.open(in_file, "rb"))   # (a binary file; the stubs do not say IO)
     fh.seek(0)
     return fh
 
