@@ -112,6 +112,9 @@ class ArgumentParser(argparse.ArgumentParser):
     has several names.
     """
 
+    #: the metavar of the inputs :func:`add_inputs` added (at least one is needed), checked after parsing
+    _needs_inputs: str | None = None
+
     def __init__(self, *args: Any, examples: str = "", version: bool = True, **kwargs: Any) -> None:
         if _UMBRELLA:
             kwargs["prog"] = _UMBRELLA[-1]
@@ -152,7 +155,7 @@ class ArgumentParser(argparse.ArgumentParser):
     def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
                    namespace: argparse.Namespace | None = None) -> argparse.Namespace:
         ns = super().parse_args(args, namespace)
-        if getattr(self, "_needs_inputs", False) and not (ns.inputs or ns.input_filename):
+        if self._needs_inputs and not (ns.inputs or ns.input_filename):
             self.error(f"give at least one {self._needs_inputs} (as an argument, or with "
                        "-i/--input_filename)")
         return ns
@@ -201,10 +204,10 @@ def add_missing_ranks(parser: argparse.ArgumentParser, doing: str) -> None:
                              "refuse, naming the missing ranks)")
 
 
-def add_inputs(parser: argparse.ArgumentParser, metavar: str, help: str) -> None:
+def add_inputs(parser: ArgumentParser, metavar: str, help: str) -> None:
     """Input files as positionals and/or ``-i``/``--input``/``--input_filename`` (the 2024 tools' form)."""
     parser.add_argument("inputs", nargs="*", metavar=metavar, help=help)
-    parser._needs_inputs = metavar  # type: ignore[attr-defined]  # checked after parsing
+    parser._needs_inputs = metavar   # checked after parsing
     parser.add_argument("-i", "--input", "--input-filename", dest="input_filename", action="extend",
                         nargs="+", default=[], metavar="FILE", help="the same inputs given as an option")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -69,7 +69,7 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
     return p
 
 
-def _list(text: str, every: Sequence[str], what: str) -> list[str]:
+def _list(text: str, every: Collection[str], what: str) -> list[str]:
     items = [t.strip().lower() for t in text.split(",") if t.strip()]
     if not items:
         raise UsageError(f"--{what} is empty")

@@ -33,8 +33,11 @@ class IOInfo:
     strides: list[Any] | None = None
 
 
+#: ``HostOp.io``: the input values, shapes, types and strides, then the outputs' (strides None when absent)
+IOText = tuple[bytes, bytes, bytes, bytes | None, bytes, bytes, bytes, bytes | None]
+
 #: ``HostOp.io`` of an op without inputs and outputs (the flat layout's lists all empty)
-EMPTY_IO = (b"[]", b"[]", b"[]", None, b"[]", b"[]", b"[]", None)
+EMPTY_IO: IOText = (b"[]", b"[]", b"[]", None, b"[]", b"[]", b"[]", None)
 
 
 class _LazyIO:
@@ -90,7 +93,7 @@ class HostOp:
                  tid: int = 0, fw_parent: int = 0, seq_id: int = -1, scope: int = 0, fw_tid: int = 0,
                  op_schema: str = "", inputs: IOInfo | None = None, outputs: IOInfo | None = None,
                  attrs: dict[str, Any] | None = None, attr_types: dict[str, str] | None = None,
-                 index: int = 0, io: tuple[bytes | None, ...] | None = None) -> None:
+                 index: int = 0, io: IOText | None = None) -> None:
         self.id = id
         self.name = name
         self.parent = parent          # ctrl_deps (1.0.2+) or parent (1.0.1); the process root is its own
@@ -131,7 +134,7 @@ _COMPARED = ("id", "name", "parent", "kind", "rf_id", "tid", "fw_parent", "seq_i
              "op_schema", "inputs", "outputs", "attrs", "attr_types", "index")
 
 
-def _parse_io(io: tuple[bytes | None, ...], at: int) -> IOInfo:
+def _parse_io(io: IOText, at: int) -> IOInfo:
     loads = orjson.loads
     values, shapes, types, strides = io[at:at + 4]
     assert values is not None and shapes is not None and types is not None   # (only strides may be None)

@@ -38,6 +38,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from chakra import schema as pb
 from chakra.convert.graph import CycleError, topological_order
@@ -47,8 +48,11 @@ from chakra.formats import COMM_ATTRS
 from chakra.io import atomic_output
 from chakra.io.pbstream import write_messages
 from chakra.job.etfile import COMM_NODE_TYPES, EtFile, node_attrs, rank_comms, read_et
-from chakra.job.match import Instance, JobMatch, match_job, world_pg
+from chakra.job.match import Instance, JobMatch, UnknownGroup, match_job, world_pg
 from chakra.schema import COLLECTIVE_NAMES
+
+if TYPE_CHECKING:
+    from chakra.convert import ConvertReport
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +135,8 @@ def _to_comp(node: pb.Node, why: str) -> None:
     A = pb.AttributeProto
     if node.type == pb.COMM_COLL_NODE:
         ct = a.get("comm_type")
-        node.attr.append(A(name="orig_collective", string_val=COLLECTIVE_NAMES.get(ct, str(ct))))
+        name = COLLECTIVE_NAMES.get(ct, str(ct)) if ct is not None else str(ct)
+        node.attr.append(A(name="orig_collective", string_val=name))
         if isinstance(ct, int):
             node.attr.append(A(name="orig_comm_type", int64_val=ct))
     else:
@@ -163,7 +168,7 @@ def _topological(nodes: list[pb.Node], path: str) -> list[pb.Node]:
     return [nodes[k] for k in order]
 
 
-def prepare_job(files: Sequence[EtFile], *, unknown_group: str = "error", cross_rank: bool = True
+def prepare_job(files: Sequence[EtFile], *, unknown_group: UnknownGroup = "error", cross_rank: bool = True
                 ) -> tuple[JobMatch, AstrasimReport]:
     """Rewrite the decoded ranks in place for the simulator (module doc); nothing is written here.
 
@@ -343,7 +348,7 @@ def double_free_split(instances: Sequence[Instance]) -> tuple[set[str], list[tup
                 split.add(g)
             else:
                 kept.update((r, g) for r in members[g])
-    conflicts = []
+    conflicts: list[tuple[int, int, set[str]]] = []
     for r in sorted(use):
         after: dict[int, set[str]] = {}
         for ctype, pgs in use[r].items():
@@ -453,7 +458,7 @@ def write_job(files: Sequence[EtFile], prefix: str | os.PathLike[str], report: A
 
 def convert_for_astrasim(input_path: str | os.PathLike[str], output_path: str | os.PathLike[str], *,
                          comm_group_path: str | os.PathLike[str] | None = None
-                         ) -> tuple[object, AstrasimReport]:
+                         ) -> tuple[ConvertReport, AstrasimReport]:
     """``chakra_converter --astrasim``: convert one rank, then the per-rank part of the target (no
     METADATA node, runnable collectives only, ``comm_group.json`` beside it).  One rank alone cannot be
     checked against its peers: ``chakra pipeline --astrasim`` (or :func:`astrasim_job` over every rank's
@@ -487,7 +492,7 @@ def convert_for_astrasim(input_path: str | os.PathLike[str], output_path: str | 
 
 
 def astrasim_job(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLike[str], *,
-                 unknown_group: str = "error", comm_groups: dict[str, tuple[int, ...]] | None = None,
+                 unknown_group: UnknownGroup = "error", comm_groups: dict[str, tuple[int, ...]] | None = None,
                  comm_group_path: str | os.PathLike[str] | None = None) -> AstrasimReport:
     """Read every rank's ``.et`` (``inputs`` in rank order unless their metadata says otherwise), make the
     set runnable (module doc) and write it as ``PREFIX.<rank>.et`` (+ ``comm_group.json``)."""

@@ -102,7 +102,7 @@ def input_files(prefix: str) -> list[str]:
     """``PREFIX.0.et .. PREFIX.(n-1).et`` (``PREFIX`` may also be given as its ``.0.et`` file)."""
     if prefix.endswith(".0.et") and os.path.isfile(prefix):
         prefix = prefix[: -len(".0.et")]
-    out = []
+    out: list[str] = []
     while os.path.isfile(f"{prefix}.{len(out)}.et"):
         out.append(f"{prefix}.{len(out)}.et")
     if not out:
@@ -184,7 +184,7 @@ def job_groups(sources: Sequence[_Source], comm_group: str | None
             groups[name] = ranks
         where = f"{comm_group}" + (" and the files' tables" if where else "")
     alias = {a: name for a, name in alias.items() if a not in groups}
-    used = set()
+    used: set[str] = set()
     for r, s in enumerate(sources):
         for nd in s.nodes.values():
             a = _attrs(nd)
@@ -193,13 +193,13 @@ def job_groups(sources: Sequence[_Source], comm_group: str | None
             peer = a.get("comm_dst" if nd.type == pb.COMM_SEND_NODE else "comm_src")
             if nd.type in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE) and isinstance(peer, int) and 0 <= peer < n:
                 hints.pairs.add((min(r, peer), max(r, peer)))
-    for pg in sorted(used):
-        if pg in groups or pg in alias:
+    for used_pg in sorted(used):
+        if used_pg in groups or used_pg in alias:
             continue
-        if pg in ("", "0"):
+        if used_pg in ("", "0"):
             continue           # the world by ASTRA-sim's convention
-        raise UsageError(f"collectives of process group {pg!r}, which no table lists: give the groups with "
-                         "--comm-group FILE", sources[0].path)
+        raise UsageError(f"collectives of process group {used_pg!r}, which no table lists: give the groups "
+                         "with --comm-group FILE", sources[0].path)
     return groups, alias, hints, where or "none listed (the world alone)"
 
 

@@ -37,12 +37,16 @@ import heapq
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from chakra.errors import ChakraError
 from chakra.schema import COLLECTIVE_NAMES, COMM_COLL_NODE, COMM_SEND_NODE
 from chakra.tunables import MATCH_EXHAUSTIVE_PAIRS
 
 WORLD = ""
+
+#: what a collective on a process group no table lists is: an error, or one of the world's
+UnknownGroup = Literal["error", "world"]
 
 
 class JobMatchError(ChakraError):
@@ -274,7 +278,7 @@ def _match_sequences(seqs: dict[int, list[Comm]], what: str, same: Callable[[Com
     return out
 
 
-def match_job(ranks: Sequence[RankComms], *, unknown_group: str = "error") -> JobMatch:
+def match_job(ranks: Sequence[RankComms], *, unknown_group: UnknownGroup = "error") -> JobMatch:
     """Match the communication nodes of all ranks of a job (see the module doc).
 
     ``unknown_group``: what a collective on a process group no rank lists means: ``"error"``, or
@@ -348,7 +352,9 @@ def match_job(ranks: Sequence[RankComms], *, unknown_group: str = "error") -> Jo
             spread: dict[int, list[int]] = {}
             for r, s in sorted(sizes.items()):
                 spread.setdefault(s, []).append(r)
-            notes.append(f"{label} ({COLLECTIVE_NAMES.get(inst.comm_type, 'send/recv')}): comm_size differs "
+            ct = inst.comm_type
+            what = 'send/recv' if ct is None else COLLECTIVE_NAMES.get(ct, 'send/recv')
+            notes.append(f"{label} ({what}): comm_size differs "
                          "across ranks: " + ", ".join(f"{s:,} B on rank(s) {rs}" for s, rs in
                                                       sorted(spread.items(), key=lambda x: -len(x[1])))
                          + f"; using the largest, {inst.size:,} B")
@@ -392,10 +398,10 @@ def _global_order(ranks: Sequence[RankComms], instances: list[Instance]) -> list
                 heapq.heappush(heap, (prio(b), b))
     if len(order) < len(instances):
         stuck = [k for k in range(len(instances)) if indeg[k] > 0]
-        a = instances[stuck[0]]
+        first_stuck = instances[stuck[0]]
         detail = "; ".join(
             f"rank {r} issues " + ", ".join(instances[k].label for k in seqs[r] if k in set(stuck[:6]))
-            for r in sorted(a.members))
+            for r in sorted(first_stuck.members))
         raise JobMatchError("the ranks issue collectives of different process groups in contradicting "
                             f"orders (a simulator would wait forever): {detail}")
     return [instances[k] for k in order]

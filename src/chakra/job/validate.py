@@ -33,6 +33,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TextIO
 
 from chakra import schema as pb
 from chakra.convert.attrs import FIXED_FIELDS
@@ -173,9 +174,9 @@ def _file_checks(f: EtFile, groups: dict[str, tuple[int, ...]], world: tuple[int
                     bad(f"collective node {n.id} uses process group {pg!r} whose ranks {list(groups[pg])} do "
                         f"not include rank {r}")
         else:
-            for k in ("comm_src", "comm_dst", "comm_tag"):
-                if not isinstance(a.get(k), int):
-                    bad(f"{'send' if n.type == pb.COMM_SEND_NODE else 'recv'} node {n.id} has no {k}")
+            for key in ("comm_src", "comm_dst", "comm_tag"):
+                if not isinstance(a.get(key), int):
+                    bad(f"{'send' if n.type == pb.COMM_SEND_NODE else 'recv'} node {n.id} has no {key}")
             own = a.get("comm_src" if n.type == pb.COMM_SEND_NODE else "comm_dst")
             if isinstance(own, int) and own != r:
                 side = "send" if n.type == pb.COMM_SEND_NODE else "recv"
@@ -231,18 +232,18 @@ def _job_checks(ranks: list[RankComms], groups: dict[str, tuple[int, ...]], out:
         if absent:
             out.append(Problem(None, f"process group {label}: rank(s) {absent} are members, not in the job"))
             continue
-        members = sorted(seqs)
-        ref = members[0]
-        counts = {x: len(seqs[x]) for x in members}
+        in_group = sorted(seqs)
+        ref = in_group[0]
+        counts = {x: len(seqs[x]) for x in in_group}
         if len(set(counts.values())) > 1:
             listed = ", ".join(f"{k} on rank {x}" for x, k in counts.items())
             out.append(Problem(None, f"process group {label}: the ranks issue different numbers of "
                                      f"collectives: {listed}"))
         differ = 0
         for k in range(max(counts.values())):
-            row = {x: (seqs[x][k] if k < len(seqs[x]) else None) for x in members}
+            row = {x: (seqs[x][k] if k < len(seqs[x]) else None) for x in in_group}
             first = row[ref]
-            odd = next((x for x in members[1:] if first is None or row[x] is None
+            odd = next((x for x in in_group[1:] if first is None or row[x] is None
                         or first.comm_type != row[x].comm_type or first.size != row[x].size), None)  # type: ignore[union-attr]
             if odd is None:
                 instances.append(Instance(label=f"collective #{k} of process group {label}", pg=pg,
@@ -283,7 +284,7 @@ def _job_checks(ranks: list[RankComms], groups: dict[str, tuple[int, ...]], out:
                         types.setdefault((r, c.comm_type), set()).add(pg)
     for (r, ctype), pgs in sorted(types.items()):
         if len(pgs) > 1:
-            what = COLLECTIVE_NAMES.get(ctype, ctype)
+            what = COLLECTIVE_NAMES.get(ctype, str(ctype))
             text = (f"runs {what} in process groups {sorted(pgs)}, both smaller than the world: this "
                     "ASTRA-sim build frees memory twice at exit and may abort (exit 134); --astrasim "
                     "rewrites all-reduces to avoid it")
@@ -400,23 +401,23 @@ def _network_checks(path: str | os.PathLike[str], ranks: list[int], groups: dict
 
 
 def validate_command(inputs: Sequence[str], *, comm_group: str | None = None, limit: int = 20,
-                     stream: object = None, network: str | None = None, allow_missing_ranks: bool = False
-                     ) -> int:
+                     stream: TextIO | None = None, network: str | None = None,
+                     allow_missing_ranks: bool = False) -> int:
     import sys
 
     out = stream if stream is not None else sys.stdout
     res = validate(expand_inputs(inputs), comm_group=comm_group, network=network,
                    allow_missing_ranks=allow_missing_ranks)
     for note in res.notes:
-        out.write(f"note: {note}\n")   # type: ignore[attr-defined]
+        out.write(f"note: {note}\n")
     if res.ok:
-        out.write(res.summary() + "\n")   # type: ignore[attr-defined]
+        out.write(res.summary() + "\n")
         return 0
     for p in res.problems[:limit]:
-        out.write(f"{p}\n")   # type: ignore[attr-defined]
+        out.write(f"{p}\n")
     if len(res.problems) > limit:
-        out.write(f"... and {len(res.problems) - limit} more problem(s)\n")   # type: ignore[attr-defined]
-    out.write(f"not ok: {len(res.problems)} problem(s) in {len(res.ranks)} rank(s)\n")   # type: ignore[attr-defined]
+        out.write(f"... and {len(res.problems) - limit} more problem(s)\n")
+    out.write(f"not ok: {len(res.problems)} problem(s) in {len(res.ranks)} rank(s)\n")
     return 1
 
 

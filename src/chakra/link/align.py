@@ -228,9 +228,9 @@ def _resync(
         for di in range(span_a - k + 1):
             if best is not None and di >= best[0] + best[1]:
                 break
-            dj = first_b.get(tuple(a[i + di : i + di + k]))
-            if dj is not None and (best is None or di + dj < best[0] + best[1]):
-                best = (di, dj)
+            at_b = first_b.get(tuple(a[i + di : i + di + k]))
+            if at_b is not None and (best is None or di + at_b < best[0] + best[1]):
+                best = (di, at_b)
         if best is not None:
             return i + best[0], j + best[1]
     return None

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 from orjson import Fragment
 
-from chakra.host.model import HostOp, IOInfo
+from chakra.host.model import HostOp, IOInfo, IOText
 from chakra.io.jsonio import dumps_kept
 
 FLAT = "flat"
@@ -214,7 +214,7 @@ def host_text(op: HostOp, layout: str, tail: bytes = b"") -> bytes:
     else:
         std = _CHAKRA_STD % (rf, fw, seq, sc, tid, ftid, schema)
     return b"".join((b'{"id":%d,"name":%b,"ctrl_deps":%d,"inputs":{"values":' % (nid, name, parent),
-                     iv, b',"shapes":', ish, b',"types":', ity,   # type: ignore[list-item]
+                     iv, b',"shapes":', ish, b',"types":', ity,
                      b',"strides":' if ist is not None else b"", ist or b"",
                      b'},"outputs":{"values":', ov, b',"shapes":', osh, b',"types":', oty,
                      b',"strides":' if ost is not None else b"", ost or b"",
@@ -241,7 +241,7 @@ def add_io(node: dict[str, Any], op: HostOp, layout: str) -> None:
         node["outputs"] = _io_chakra(op.outputs)
 
 
-def io_text(io: tuple[bytes | None, ...], layout: str) -> bytes:
+def io_text(io: IOText, layout: str) -> bytes:
     """The JSON text that follows ``"inputs":`` in a node of ``layout``, up to the last inputs/outputs key:
     the value of ``inputs`` and then the other input/output keys with their values, from the canonical
     pieces of ``HostOp.io``.  As the value of ``"inputs"`` in an ``orjson.Fragment`` it makes the node
@@ -250,7 +250,7 @@ def io_text(io: tuple[bytes | None, ...], layout: str) -> bytes:
     if layout == FLAT:
         return b"".join((iv, b',"input_shapes":', ish, b',"input_types":', ity, b',"outputs":', ov,
                          b',"output_shapes":', osh, b',"output_types":', oty))
-    return b"".join((b'{"values":', iv, b',"shapes":', ish, b',"types":', ity,   # type: ignore[arg-type]
+    return b"".join((b'{"values":', iv, b',"shapes":', ish, b',"types":', ity,
                      b',"strides":' if ist is not None else b"", ist or b"",
                      b'},"outputs":{"values":', ov, b',"shapes":', osh, b',"types":', oty,
                      b',"strides":' if ost is not None else b"", ost or b"", b"}"))

@@ -107,6 +107,7 @@ def kineto_order(kineto: KinetoTrace, positions: list[int]) -> list[int]:
     start time, longer first on ties)."""
     events = kineto.events
     evs = [events[p] for p in positions]
+    keyed: list[tuple[Any, float, int]]   # (External id, else start time: each orders its own list)
     if all(ev.external_id is not None for ev in evs):
         keyed = [(ev.external_id, ev.ts, p) for ev, p in zip(evs, positions)]
     else:

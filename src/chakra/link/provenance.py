@@ -56,7 +56,8 @@ def host_wall_time(host: HostTrace) -> float | None:
     if m is None:
         return None
     try:
-        t = _dt.datetime(*map(int, m.groups()), tzinfo=_dt.timezone.utc)
+        year, month, day, hour, minute, second = map(int, m.groups())
+        t = _dt.datetime(year, month, day, hour, minute, second, tzinfo=_dt.timezone.utc)
     except ValueError:   # out of range (month 13, ...)
         return None
     return t.timestamp()

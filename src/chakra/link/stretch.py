@@ -213,8 +213,8 @@ def _votes(h: list[int], k: list[int], q: int) -> list[tuple[int, int, int]]:
         else:
             at[g] = i
     unique = {g: i for g, i in at.items() if g not in repeated} or at
-    return sorted((j - i, i, j) for j, g in enumerate(zip(*(k[s:] for s in range(q))))
-                  if (i := unique.get(g)) is not None)
+    return sorted((j - at_h, at_h, j) for j, g in enumerate(zip(*(k[s:] for s in range(q))))
+                  if (at_h := unique.get(g)) is not None)
 
 
 def _align(h: list[int], k: list[int], lo: int, hi: int) -> _Aligned | None:

@@ -339,11 +339,12 @@ def box_label(box: Box, nodes: Sequence[GraphNode], origin: float | None) -> str
         pg = f" pg {first.pg_name}" if first.pg_name else ""
         return "\n".join([f"{first.comm}{size}{pg}", _short(first.name), f"{busy:,.0f} µs" + (
             f", {when}" if when else "")])
-    heavy: Counter[str] = Counter()
+    heavy: dict[str, float] = {}   # name -> busy time (as Counter.most_common orders it: ties by first seen)
     for n in members:
-        heavy[_short(n.name)] += n.dur or 1e-4
+        name = _short(n.name)
+        heavy[name] = heavy.get(name, 0) + (n.dur or 1e-4)
     lines = [f"{len(members)} op{'s' if len(members) > 1 else ''}, {busy:,.0f} µs busy"]
-    lines += [name for name, _ in heavy.most_common(COARSE_TOP_NAMES)]
+    lines += sorted(heavy, key=heavy.__getitem__, reverse=True)[:COARSE_TOP_NAMES]
     why = {"idle": f"(idle {box.gap:,.0f} µs)", "sync": "(waited)", "cycle": "(waited)"}.get(box.why, "")
     last = " ".join(x for x in (when, why) if x)
     if last:

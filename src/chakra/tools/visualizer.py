@@ -285,7 +285,7 @@ def _lane_lines(sel: Selection) -> list[str]:
 def write_graphml(sel: Selection, path: str | os.PathLike[str]) -> None:
     import networkx as nx
 
-    g = nx.MultiDiGraph()
+    g: nx.MultiDiGraph[int] = nx.MultiDiGraph()
     for n in sel.nodes:
         g.add_node(n.id, name=n.name, type=n.kind, duration_micros=n.dur,
                    side={True: "cpu", False: "gpu", None: ""}[n.is_cpu], comm=n.comm or "",
