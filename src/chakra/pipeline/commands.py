@@ -6,18 +6,21 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from chakra.errors import UsageError
 from chakra.io.ranks import RankNaming
 from chakra.pipeline.report import _print_result
 from chakra.pipeline.run import run_pipeline
 
+if TYPE_CHECKING:
+    from chakra.replay.modes import Mode
+
 log = logging.getLogger(__name__)
 
 
 def pipeline_command(folder: str, output_dir: str, *, jobs: int | None = None, scheduler: str | None = None,
-                     job_replay: bool = False, mode: str = "lanes", progress: bool = False,
+                     job_replay: bool = False, mode: Mode = "lanes", progress: bool = False,
                      name: str | None = None, stream: TextIO | None = None, astrasim: bool = False,
                      simulator: str | None = None, naming: RankNaming | None = None,
                      step: int | None = None, whatif: Any = None, force: bool = False,

@@ -140,7 +140,7 @@ def build_experiment(et_paths: Sequence[str | os.PathLike[str]], prefix: str | o
                 if whatif.bandwidth_gbps is not None else None)
         lat = whatif.latency_us * 1000.0 if whatif.latency_us is not None else None
         net = fitted.changed(gbps=gbps, latency_ns=lat)
-    originals = {}
+    originals: dict[int, tuple[Any, list[Any]]] = {}
     for p in et_paths:
         md, nodes = read_messages(p, pb.GlobalMetadata, pb.Node)
         rank = next((pb.attr_value(a) for a in md.attr if a.name == "rank"), None)

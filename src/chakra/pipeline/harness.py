@@ -21,9 +21,12 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from chakra.errors import ChakraError, TraceFormatError, UsageError
+
+if TYPE_CHECKING:
+    from chakra.replay.modes import Mode
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +120,7 @@ def extract_job(tgz: Path, target: Path) -> Path:
                                f"are not all at its top level (top-level entries: {shown or 'none'})", tgz)
 
 
-def process_rank(rank: int, host: str | None, kineto: str, workdir: str, mode: str = "lanes",
+def process_rank(rank: int, host: str | None, kineto: str, workdir: str, mode: Mode = "lanes",
                  gaps: bool = True) -> RankOutcome:
     """Link, convert and replay one rank (the worker of :mod:`chakra.pipeline`, the harness's file names)."""
     from chakra.pipeline.model import RankTask
@@ -134,12 +137,12 @@ def process_rank(rank: int, host: str | None, kineto: str, workdir: str, mode: s
                        nodes=res.nodes)
 
 
-def _rank_task(args: tuple[int, str, str, str, str, bool]) -> RankOutcome:
+def _rank_task(args: tuple[int, str | None, str, str, Mode, bool]) -> RankOutcome:
     """One rank in a worker; looks ``process_rank`` up at call time (tests replace it)."""
     return process_rank(*args)
 
 
-def _replay_each(outcomes: list[RankOutcome], mode: str, gaps: bool) -> None:
+def _replay_each(outcomes: list[RankOutcome], mode: Mode, gaps: bool) -> None:
     """Replay every rank again, alone (after the ASTRA-sim pass rewrote the files), and rewrite its log."""
     from chakra.replay.api import replay_file
     from chakra.replay.output import read_completion_time, write_completion_log
@@ -149,7 +152,7 @@ def _replay_each(outcomes: list[RankOutcome], mode: str, gaps: bool) -> None:
         o.replayed_us = read_completion_time(o.log)
 
 
-def _job_replay(outcomes: list[RankOutcome], mode: str, gaps: bool) -> None:
+def _job_replay(outcomes: list[RankOutcome], mode: Mode, gaps: bool) -> None:
     """Whole-job mode: replay all converted ranks together and rewrite their logs."""
     from chakra.replay.api import replay_job
     from chakra.replay.output import read_completion_time, write_completion_log
@@ -207,7 +210,7 @@ def validation_line(log_path: str, replayed_us: int, expected_us: float,
 
 def run_integration(tgz_path: str | os.PathLike[str], num_ranks: int, tolerance: float,
                     expected_times_ms: Sequence[float] | None = None, *, against_measured: bool = False,
-                    jobs: int | None = None, mode: str = "lanes", gaps: bool = True, job: bool = False,
+                    jobs: int | None = None, mode: Mode = "lanes", gaps: bool = True, job: bool = False,
                     extract_dir: str | os.PathLike[str] | None = None, out: TextIO | None = None,
                     workers: int | None = None, astrasim: bool = False) -> int:
     """Extract, link, convert, replay and validate every rank; return the exit code (0 = all within).

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from chakra.replay.modes import Mode
 
 
 @dataclass(slots=True)
@@ -17,7 +20,7 @@ class RankTask:
     et_plus: str
     et: str | None = None
     log: str | None = None
-    mode: str = "lanes"
+    mode: Mode = "lanes"
     gaps: bool = True
     annotation: str | None = None
     timeline: bool = False       # also return the rank's timeline events (per-rank replay)
@@ -58,7 +61,7 @@ class PipelineResult:
     name: str
     out_dir: Path
     ranks: list[RankResult]
-    mode: str
+    mode: Mode
     job_replay: bool
     files: dict[str, str]         # kind -> file name in out_dir
     summary: dict[str, Any]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from chakra.io.ranks import RankFiles
 from chakra.pipeline.model import SUMMARY_JSON, SUMMARY_MD, TIMELINE, PipelineResult, RankResult
@@ -19,6 +19,9 @@ from chakra.replay.output import (
     overrun_note,
 )
 
+if TYPE_CHECKING:
+    from chakra.replay.modes import Mode
+
 log = logging.getLogger(__name__)
 
 
@@ -31,7 +34,7 @@ def _relative(path: Path | None, root: Path) -> str | None:
         return path.name
 
 
-def _summary(name: str, folder: Path, files: list[RankFiles], results: list[RankResult], mode: str,
+def _summary(name: str, folder: Path, files: list[RankFiles], results: list[RankResult], mode: Mode,
              gaps: bool, job_replay: bool, out_files: dict[str, str], whatif: bool = False) -> dict[str, Any]:
     """Everything here is a pure function of the inputs: no time, no absolute path, no executor.
 

@@ -7,13 +7,16 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chakra.errors import ChakraError, UsageError
 from chakra.io.executor import auto_jobs, run_ranks
 from chakra.io.ranks import RankNaming, find_ranks
 from chakra.pipeline.model import SUMMARY_JSON, SUMMARY_MD, TIMELINE, PipelineResult, RankResult, RankTask
 from chakra.pipeline.report import _summary, summary_markdown
+
+if TYPE_CHECKING:
+    from chakra.replay.modes import Mode
 
 log = logging.getLogger(__name__)
 
@@ -34,22 +37,23 @@ def process_rank(task: RankTask) -> RankResult:
         return res
     from chakra.convert import convert_file
 
+    log_path = task.log
     read = None
-    if task.log is not None:   # replayed: the nodes read as they are written (not read back)
+    if log_path is not None:   # replayed: the nodes read as they are written (not read back)
         from chakra.replay.reader import ReadAsWritten
 
         read = ReadAsWritten()
     conv = convert_file(task.et_plus, task.et, reader=read)
     res.et = task.et
     res.nodes = conv.stats.nodes
-    if read is None:
+    if read is None or log_path is None:
         return res
     from chakra.replay.api import replay_rank
     from chakra.replay.output import timeline, write_completion_log
 
     rep = replay_rank(read.graph(), mode=task.mode, gaps=task.gaps, whatif=task.whatif)
-    write_completion_log(task.log, [rep])
-    res.log = task.log
+    write_completion_log(log_path, [rep])
+    res.log = log_path
     _set_replay(res, rep)
     if task.timeline:
         res.timeline_events = timeline([rep])["traceEvents"]
@@ -76,7 +80,7 @@ def _check_name(name: str) -> str:
 
 
 def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str], *, jobs: int | None = None,
-                 scheduler: Any = None, job_replay: bool = False, mode: str = "lanes", gaps: bool = True,
+                 scheduler: Any = None, job_replay: bool = False, mode: Mode = "lanes", gaps: bool = True,
                  progress: bool = False, name: str | None = None, annotation: str | None = None,
                  astrasim: bool = False, simulator: str | os.PathLike[str] | None = None,
                  naming: RankNaming | None = None, step: int | None = None, whatif: Any = None,
@@ -177,7 +181,7 @@ def _executor(jobs: int | None, scheduler: Any, files: list[Any]) -> tuple[int |
     return jobs, f"dask ({scheduler if isinstance(scheduler, str) else 'client'})"
 
 
-def _job_level(results: list[RankResult], prefix: Path, astrasim: bool, job_replay: bool, mode: str,
+def _job_level(results: list[RankResult], prefix: Path, astrasim: bool, job_replay: bool, mode: Mode,
                gaps: bool, bars: Any, whatif: Any, allow_missing_ranks: bool
                ) -> tuple[list[dict[str, Any]], Any, Any, dict[str, Any] | None]:
     """What is done with all ranks at once: the ASTRA-sim target and experiment (``--astrasim``), the
@@ -208,7 +212,7 @@ def _job_level(results: list[RankResult], prefix: Path, astrasim: bool, job_repl
 
 def _write_summary(job_name: str, src: Path, out: Path, files: list[Any], results: list[RankResult],
                    target: Any, experiment: Any, simulator: str | os.PathLike[str] | None,
-                   whole_job: dict[str, Any] | None, whatif: Any, *, mode: str, gaps: bool, job_replay: bool,
+                   whole_job: dict[str, Any] | None, whatif: Any, *, mode: Mode, gaps: bool, job_replay: bool,
                    astrasim: bool) -> tuple[dict[str, str], dict[str, Any]]:
     """Run the simulator when asked, and write ``summary.json`` and ``summary.md``: ``(files, summary)``."""
     from chakra.io import atomic_output, dump_json
@@ -298,7 +302,7 @@ def _adopt_job(results: list[RankResult], out: Path, job: Any) -> tuple[list[dic
     return timeline(job)["traceEvents"], job.times()
 
 
-def _replay_job(results: list[RankResult], out: Path, mode: str, gaps: bool, bars: Any, whatif: Any = None,
+def _replay_job(results: list[RankResult], out: Path, mode: Mode, gaps: bool, bars: Any, whatif: Any = None,
                 allow_missing_ranks: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Whole-job replay in this process (collectives couple the ranks): logs, timeline events, and the
     job's numbers (:meth:`chakra.replay.api.JobResult.times`)."""

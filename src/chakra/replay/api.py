@@ -22,6 +22,15 @@ from chakra.job.etfile import read_comm_groups as load_comm_groups
 from chakra.replay.coupling import rank_of
 from chakra.replay.engine import ReplayError, SimOutput, simulate
 from chakra.replay.graph import COMM_TYPES, WORLD_PG_NAMES, NodeSpec, RankGraph, graph_from_specs
+from chakra.replay.modes import (
+    COLLECTIVE_CHOICES,
+    UNKNOWN_GROUP_CHOICES,
+    CollectiveDuration,
+    CollectiveRule,
+    Missing,
+    Mode,
+    UnknownGroup,
+)
 from chakra.replay.reader import graph_from_protobuf, load_graph
 from chakra.replay.whatif import WhatIf, WhatIfReport, apply_whatif, check_ranks
 from chakra.schema import COMM_COLL_NODE, METADATA_NODE
@@ -46,7 +55,7 @@ class ReplayResult:
     graph: RankGraph
     starts: list[float]
     ends: list[float]
-    mode: str = "lanes"
+    mode: Mode = "lanes"
     gaps: bool = True
     job: bool = False
     comm_wait: dict[int, float] = field(default_factory=dict)
@@ -206,13 +215,13 @@ class JobResult:
     """All ranks of a job replayed together (or side by side)."""
 
     ranks: dict[int, ReplayResult]
-    mode: str = "lanes"
+    mode: Mode = "lanes"
     gaps: bool = True
     coupled: bool = True
     groups: int = 0          # matched collectives + send/recv pairs
     groups_members: list[list[tuple[int, int]]] = field(default_factory=list)  # each group: (rank, node id)
     whatif: WhatIfReport | None = None   # what the what-if (and the communication model) did
-    collective: str | None = None        # coupled: the rule that timed the collectives ("net" or "min")
+    collective: CollectiveDuration | None = None   # coupled: the rule that timed the collectives
     collective_note: str = ""            # ... and why (collective_rule), for the output
 
     @property
@@ -238,7 +247,7 @@ class JobResult:
         reps = list(self)
         replayed = max((r.clock_offset + r.replayed_us for r in reps), default=0.0)
         measured = _job_span(reps, [r.measured_us for r in reps])
-        out = {
+        out: dict[str, Any] = {
             "measured_us": measured,
             "replayed_us": replayed,
             "error_pct": 100.0 * (replayed - measured) / measured if measured else None,
@@ -313,7 +322,7 @@ def round_us(t: float) -> int:
     return int(math.floor(t + 0.5))
 
 
-def _results(graphs: Sequence[RankGraph], out: SimOutput, mode: str, gaps: bool, job: bool
+def _results(graphs: Sequence[RankGraph], out: SimOutput, mode: Mode, gaps: bool, job: bool
              ) -> list[ReplayResult]:
     results = []
     for ri, g in enumerate(graphs):
@@ -346,8 +355,8 @@ def as_graph(nodes: Any, metadata: Any = None, *, rank: int | None = None) -> Ra
     return graph_from_protobuf(nodes, metadata, rank=rank)
 
 
-def replay_rank(nodes: Any, *, metadata: Any = None, mode: str = "lanes", gaps: bool = True,
-                missing: str = "error", rank: int | None = None, whatif: WhatIf | None = None,
+def replay_rank(nodes: Any, *, metadata: Any = None, mode: Mode = "lanes", gaps: bool = True,
+                missing: Missing = "error", rank: int | None = None, whatif: WhatIf | None = None,
                 keep_plan: bool = False) -> ReplayResult:
     """Replay one rank on its own: collectives and send/recv take their recorded durations (those
     recorded without one, the communication model's: :mod:`chakra.replay.whatif`).  ``keep_plan``: the
@@ -357,7 +366,7 @@ def replay_rank(nodes: Any, *, metadata: Any = None, mode: str = "lanes", gaps: 
     return _replay_alone(apply_whatif([g], whatif)[0][0], mode, gaps, missing, keep_plan)
 
 
-def _replay_alone(g: RankGraph, mode: str, gaps: bool, missing: str, keep_plan: bool = False
+def _replay_alone(g: RankGraph, mode: Mode, gaps: bool, missing: Missing, keep_plan: bool = False
                   ) -> ReplayResult:
     """Replay one rank whose what-if (and communication model) is already applied."""
     with gc_paused():  # millions of acyclic tuples/lists: the cyclic GC would only rescan them
@@ -366,16 +375,16 @@ def _replay_alone(g: RankGraph, mode: str, gaps: bool, missing: str, keep_plan: 
         return _results([g], out, mode, gaps, job=False)[0]
 
 
-def replay_nodes(specs: Iterable[NodeSpec], *, mode: str = "lanes", gaps: bool = True,
-                 missing: str = "error", rank: int | None = None, measured_us: float | None = None,
+def replay_nodes(specs: Iterable[NodeSpec], *, mode: Mode = "lanes", gaps: bool = True,
+                 missing: Missing = "error", rank: int | None = None, measured_us: float | None = None,
                  world_size: int | None = None, whatif: WhatIf | None = None) -> ReplayResult:
     """Replay hand-written nodes (see :class:`NodeSpec`)."""
     g = graph_from_specs(specs, rank=rank, measured_us=measured_us, world_size=world_size)
     return replay_rank(g, mode=mode, gaps=gaps, missing=missing, whatif=whatif)
 
 
-def replay_file(path: str | os.PathLike[str], *, mode: str = "lanes", gaps: bool = True,
-                missing: str = "error", whatif: WhatIf | None = None) -> ReplayResult:
+def replay_file(path: str | os.PathLike[str], *, mode: Mode = "lanes", gaps: bool = True,
+                missing: Missing = "error", whatif: WhatIf | None = None) -> ReplayResult:
     """Read and replay one Chakra ET file on its own."""
     return replay_rank(load_graph(path), mode=mode, gaps=gaps, missing=missing, whatif=whatif)
 
@@ -406,15 +415,19 @@ def load_job(inputs: Any) -> list[RankGraph]:
         if g.rank in seen:
             raise ChakraError(f"two inputs claim rank {g.rank}: {seen[g.rank]} and {g.path}")
         seen[g.rank] = g.path
-    graphs.sort(key=lambda g: g.rank)  # type: ignore[arg-type, return-value]
+    graphs.sort(key=lambda g: g.rank or 0)   # (each has its rank)
     return graphs
 
 
-UNKNOWN_GROUP_CHOICES = ("error", "world")
+def _ranks(graphs: Sequence[RankGraph]) -> list[int]:
+    """The ranks of graphs :func:`load_job` made (each has one)."""
+    ranks = [g.rank for g in graphs if g.rank is not None]
+    assert len(ranks) == len(graphs)
+    return ranks
 
 
 def apply_comm_groups(graphs: Sequence[RankGraph], groups: Mapping[str, Sequence[int]] | None = None,
-                      unknown_group: str = "error") -> None:
+                      unknown_group: UnknownGroup = "error") -> None:
     """Give every rank the process groups its collectives use, before a whole-job replay.
 
     ``groups`` (a comm-group file, :func:`load_comm_groups`) is added to each rank's own table and wins
@@ -452,10 +465,8 @@ def apply_comm_groups(graphs: Sequence[RankGraph], groups: Mapping[str, Sequence
                 "--unknown-group world to couple all ranks", g.path)
 
 
-COLLECTIVE_CHOICES = ("auto", "net", "min")
-
-
-def collective_rule(graphs: Sequence[RankGraph], collective: str = "auto") -> tuple[str, str]:
+def collective_rule(graphs: Sequence[RankGraph], collective: CollectiveRule = "auto"
+                    ) -> tuple[CollectiveDuration, str]:
     """The rule that times the coupled collectives of a whole-job replay, and a line that says why.
 
     ``"auto"``: ``"net"`` (each participant's recording less its recorded wait for the last arrival)
@@ -503,10 +514,10 @@ def job_claims(graphs: Sequence[RankGraph]) -> list[RankClaim]:
     return out
 
 
-def replay_job(inputs: Any, *, mode: str = "lanes", gaps: bool = True, missing: str = "error",
-               couple: bool = True, align: bool = True, collective: str = "auto",
+def replay_job(inputs: Any, *, mode: Mode = "lanes", gaps: bool = True, missing: Missing = "error",
+               couple: bool = True, align: bool = True, collective: CollectiveRule = "auto",
                comm_groups: Mapping[str, Sequence[int]] | str | os.PathLike[str] | None = None,
-               unknown_group: str = "error", whatif: WhatIf | None = None, keep_plan: bool = False,
+               unknown_group: UnknownGroup = "error", whatif: WhatIf | None = None, keep_plan: bool = False,
                allow_missing_ranks: bool | None = None) -> JobResult:
     """Replay every rank of a job; ``couple=False`` replays them side by side, independently.
 
@@ -536,11 +547,11 @@ def replay_job(inputs: Any, *, mode: str = "lanes", gaps: bool = True, missing: 
         if allow_missing_ranks is not None:
             from chakra.io.ranks import check_complete
 
-            check_complete([g.rank for g in graphs], job_claims(graphs),  # type: ignore[misc]
+            check_complete(_ranks(graphs), job_claims(graphs),
                            allow=allow_missing_ranks, doing="replaying")
     rule, note = collective_rule(graphs, collective)
     graphs, report = apply_whatif(graphs, whatif)
-    ranks = [g.rank for g in graphs]
+    ranks = _ranks(graphs)
     if couple:
         starts = [g.measured_start_us for g in graphs]
         base = None
@@ -548,7 +559,7 @@ def replay_job(inputs: Any, *, mode: str = "lanes", gaps: bool = True, missing: 
             first = min(starts)  # type: ignore[type-var]
             base = [s - first for s in starts]  # type: ignore[operator]
         with gc_paused():
-            out = simulate(graphs, ranks=ranks, mode=mode, gaps=gaps, missing=missing,  # type: ignore[arg-type]
+            out = simulate(graphs, ranks=ranks, mode=mode, gaps=gaps, missing=missing,
                            couple=True, base=base, collective=rule, unknown_group=unknown_group,
                            keep_plans=keep_plan)
             results = _results(graphs, out, mode, gaps, job=True)
@@ -566,13 +577,13 @@ def replay_job(inputs: Any, *, mode: str = "lanes", gaps: bool = True, missing: 
 def _coupled_ids(graphs: Sequence[RankGraph], out: SimOutput) -> list[list[tuple[int, int]]]:
     """The coupled groups as (rank, node id) pairs."""
     offsets = out.offsets
+    ranks = _ranks(graphs)
     where = []
     for gi_members in out.members:   # (members in rank order)
         grp = []
         for gi in gi_members:
             ri = rank_of(offsets, gi)
-            g = graphs[ri]
-            grp.append((g.rank, g.ids[gi - offsets[ri]]))   # type: ignore[arg-type]
+            grp.append((ranks[ri], graphs[ri].ids[gi - offsets[ri]]))
         where.append(grp)
     return where
 

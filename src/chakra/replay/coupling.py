@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from chakra.job.match import Comm, JobMatchError, RankComms, match_job
+from chakra.job.match import Comm, JobMatchError, RankComms, UnknownGroup, match_job
 from chakra.replay.graph import RankGraph, ReplayError
 from chakra.schema import COMM_RECV_NODE, COMM_SEND_NODE
 
@@ -70,7 +70,7 @@ class Coupling:
 
 
 def build_coupling(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: Sequence[int],
-                    orders: Sequence[list[int]], durations: list[float], unknown_group: str = "error"
+                    orders: Sequence[list[int]], durations: list[float], unknown_group: UnknownGroup = "error"
                     ) -> tuple[Coupling, list[int]]:
     """Match collectives and send/recv pairs across ranks (:func:`chakra.job.match.match_job`: by recorded
     sequence number, else by order with trimming at the window edges); return groups and node -> group.
@@ -190,7 +190,8 @@ def stall_message(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: Se
         if arrived[grp] == 0 or arrived[grp] == len(members) or shown >= 3:
             continue
         shown += 1
-        waiting, missing = [], []
+        waiting: list[str] = []
+        missing: list[str] = []
         for m in members:
             ri = rank_of(offsets, m)
             desc = f"rank {ranks[ri]} node {graphs[ri].ids[m - offsets[ri]]}"

@@ -11,6 +11,7 @@ from chakra.errors import TraceFormatError
 from chakra.io import atomic_output, dump_json, read_bytes
 from chakra.replay.api import ReplayResult
 from chakra.replay.graph import COMM_STREAM
+from chakra.replay.modes import CollectiveRule, Missing, Mode, UnknownGroup
 from chakra.schema import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, METADATA_NODE
 
 COMPLETION_RE = re.compile(r"Node ID (\d+) completed at (\d+)us")
@@ -214,11 +215,11 @@ def overrun_note(rank: Any, measured_us: float | None, recorded_end_us: float | 
             f"that end; against the window's end it is {fmt_pct(100.0 * (replayed_us - m) / m)}")
 
 
-def replay_report(paths: list[str], *, job: bool = False, mode: str = "lanes", gaps: bool = True,
-                  align: bool = True, collective: str = "auto", missing: str = "error",
+def replay_report(paths: list[str], *, job: bool = False, mode: Mode = "lanes", gaps: bool = True,
+                  align: bool = True, collective: CollectiveRule = "auto", missing: Missing = "error",
                   timeline_path: str | None = None,
                   log_path: str | None = None, as_json: bool = False, stream: Any = None,
-                  comm_groups: str | None = None, unknown_group: str = "error", whatif: Any = None,
+                  comm_groups: str | None = None, unknown_group: UnknownGroup = "error", whatif: Any = None,
                   allow_missing_ranks: bool = False) -> int:
     """What ``chakra replay`` does: replay, write the requested files, print a table (or JSON).
 
@@ -237,21 +238,22 @@ def replay_report(paths: list[str], *, job: bool = False, mode: str = "lanes", g
 
         raise UsageError("--comm-group and --unknown-group are for the whole-job replay: add --job")
     if whatif is not None and not whatif.empty:
-        graphs = load_job(paths)
-        kw = {"mode": mode, "gaps": gaps, "missing": missing, "couple": job, "align": align,
-              "collective": collective}
-        if job:
-            kw.update(comm_groups=comm_groups, unknown_group=unknown_group,
-                      allow_missing_ranks=allow_missing_ranks)
         from dataclasses import replace
+        from functools import partial
 
         from chakra.replay.whatif import WhatIf
 
-        kw["keep_plan"] = True          # the report walks each rank's critical path
-        base = replay_job(graphs, whatif=WhatIf(model=whatif.model), **kw)
+        graphs = load_job(paths)
+        # keep_plan: the report walks each rank's critical path
+        again = partial(replay_job, graphs, mode=mode, gaps=gaps, missing=missing, couple=job, align=align,
+                        collective=collective, keep_plan=True)
+        if job:
+            again = partial(again, comm_groups=comm_groups, unknown_group=unknown_group,
+                            allow_missing_ranks=allow_missing_ranks)
+        base = again(whatif=WhatIf(model=whatif.model))
         if base.whatif is not None and base.whatif.model is not None:   # one model for both (fitted once)
             whatif = replace(whatif, model=base.whatif.model)
-        result = replay_job(graphs, whatif=whatif, **kw)
+        result = again(whatif=whatif)
         return _whatif_output(base, result, whatif, out, as_json, log_path, timeline_path)
     result = replay_job(paths, mode=mode, gaps=gaps, missing=missing, couple=job, align=align,
                         collective=collective, comm_groups=comm_groups, unknown_group=unknown_group,
