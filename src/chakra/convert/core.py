@@ -73,7 +73,7 @@ from chakra.convert.deps import add_deps, add_thread_timing, output_order
 from chakra.convert.plan import ET_VERSION, UNSIMULATED_COMM_TYPES, Comm, ConvertStats, Deps, Plan, Timing
 from chakra.convert.serial import GPU_CATS, Serializer
 from chakra.convert.tree import build_tree, compute_timing, index_ops
-from chakra.convert.write import SerialNodes, iter_nodes, metadata
+from chakra.convert.write import FrameReader, SerialNodes, iter_nodes, metadata
 from chakra.host.model import HostTrace
 from chakra.io import gc_paused
 
@@ -137,7 +137,7 @@ def stream_serialized(trace: HostTrace, *, astrasim_safe: bool = False, columns:
         order, tm, cm, dp = run_passes(cv)
         meta = metadata(cv, tm, cm, dp)
 
-    def write_nodes(fh: BinaryIO, path: str, reader: Any = None) -> list[Any] | None:
+    def write_nodes(fh: BinaryIO, path: str, reader: FrameReader[Any] | None = None) -> list[Any] | None:
         with gc_paused(), _malformed(trace):
             return SerialNodes(cv, order, tm, cm, dp).write_parts(fh, path, reader)
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chakra.convert.core import ConvertStats, stream_serialized
+from chakra.convert.write import FrameReader, WriteNodes
 from chakra.io import atomic_output
 from chakra.io.pbstream import write_frames
 
@@ -54,7 +55,7 @@ class ConvertReport:
 
 
 def convert_file(input_path: str | os.PathLike[str], output_path: str | os.PathLike[str], *,
-                 astrasim_safe: bool = False, reader: Any = None) -> ConvertReport:
+                 astrasim_safe: bool = False, reader: FrameReader[Any] | None = None) -> ConvertReport:
     """Convert one ET+ JSON (or bare host ET; ``.json`` or gzip) into a Chakra protobuf ET.
 
     The output appears complete or not at all.  With ``astrasim_safe`` the collectives the simulator
@@ -72,7 +73,7 @@ def convert_file(input_path: str | os.PathLike[str], output_path: str | os.PathL
 
 
 def _convert_file(input_path: str | os.PathLike[str], output_path: str | os.PathLike[str],
-                  astrasim_safe: bool, reader: Any) -> ConvertReport:
+                  astrasim_safe: bool, reader: FrameReader[Any] | None) -> ConvertReport:
     from chakra.convert.columns import load_columns
 
     t0 = time.perf_counter()
@@ -94,7 +95,8 @@ def _convert_file(input_path: str | os.PathLike[str], output_path: str | os.Path
     return report
 
 
-def write_et(output_path: str | os.PathLike[str], meta: Any, write_nodes: Any, reader: Any = None) -> None:
+def write_et(output_path: str | os.PathLike[str], meta: Any, write_nodes: WriteNodes,
+             reader: FrameReader[Any] | None = None) -> None:
     """The GlobalMetadata and the nodes (``stream_serialized``'s writer) as a length-delimited file,
     atomically.
 
@@ -105,6 +107,7 @@ def write_et(output_path: str | os.PathLike[str], meta: Any, write_nodes: Any, r
         write_frames(fh.write, (meta,), path)
         pieces = write_nodes(fh, path, reader)
     if reader is not None:
+        assert pieces is not None   # (a list of the pieces' results when there is a reader)
         reader.written(path, pieces, meta)
 
 

@@ -234,7 +234,9 @@ class Serializer:
     def gpu_attrs(self, op: HostOp) -> list[bytes]:
         cached = self.attr_cache.framed
         a = op.attrs
-        args = a.get("args") if isinstance(a.get("args"), dict) else {}
+        args = a.get("args")
+        if not isinstance(args, dict):
+            args = {}
         stream = a.get("stream", args.get("stream", a.get("tid", op.tid)))
         device = a.get("device", args.get("device"))
         out = [self.gpu_block(stream, device, a.get("cat"))]

@@ -357,6 +357,8 @@ def build_rank(wl: TextWorkload, rank: int, plan: GroupPlan, num_passes: int,
     g = _Graph(cycle_ns)
     skipped: dict[str, int] = {}
     dlrm = wl.kind in _DLRM
+    # DLRM: the first top-MLP layer (after the last bottom one: the parser requires it of a DLRM workload)
+    first_top = wl.dlrm_last_bottom + 1 if wl.dlrm_last_bottom is not None else -1
     layers = wl.layers
 
     def coll(layer: Layer, tag: str, phase: Phase, scope: str | None,
@@ -399,7 +401,7 @@ def build_rank(wl: TextWorkload, rank: int, plan: GroupPlan, num_passes: int,
         emb_a2a: int | None = None
         for i, layer in enumerate(layers):
             deps = [*prev, updated[i]]
-            if dlrm and i == wl.dlrm_last_bottom + 1:
+            if dlrm and i == first_top:
                 deps.append(emb_a2a)
             f = g.comp(f"{layer.name}.FWD", layer.fwd.cycles, deps)
             c = coll(layer, "FWD", layer.fwd, scopes(i)[0], [f])
@@ -420,7 +422,7 @@ def build_rank(wl: TextWorkload, rank: int, plan: GroupPlan, num_passes: int,
                 if i > 0:
                     ig = g.comp(f"{layer.name}.IG", layer.ig.cycles, [w])
                     prev = [ig]
-                    if dlrm and i == wl.dlrm_last_bottom + 1:
+                    if dlrm and i == first_top:
                         emb_ig = coll(layers[0], "IG", layers[0].ig, scopes(0)[1], [ig])
             else:
                 ig = g.comp(f"{layer.name}.IG", layer.ig.cycles, prev)

@@ -7,9 +7,9 @@ import json
 import logging
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
-from typing import Any
+from typing import Any, BinaryIO, Protocol, TypeVar
 
 import orjson
 
@@ -42,7 +42,7 @@ from chakra.formats import (
     attr_name_field,
 )
 from chakra.host.model import HostOp
-from chakra.io.forkmap import fork_map, split
+from chakra.io.forkmap import Sink, fork_map, split
 from chakra.io.pbstream import write_frames
 from chakra.tunables import ET_WRITE_PIECE_NODES, ET_WRITE_READ_PIECE_NODES
 
@@ -64,6 +64,36 @@ def iter_serialized(cv: Plan, order: list[int], tm: Timing, cm: Comm, dp: Deps) 
     edges = [0, 0]
     yield from nodes.bodies(range(len(order)), edges)
     nodes.count(edges)
+
+
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
+
+
+class PieceReader(Protocol[R_co]):
+    """Reads the frames of one range of the nodes, in the process that writes that range."""
+
+    def add(self, first: int, frames: list[bytes]) -> None:
+        """``frames``: the next framed nodes written, the first of them message ``first`` of the file."""
+
+    def result(self) -> R_co:
+        """What the reading of the range made (sent back to the writing process: it must pickle)."""
+        ...
+
+
+class FrameReader(Protocol[R]):
+    """Reads an ET's node frames while they are written (``chakra_converter --simulate``: the replay's
+    ``chakra.replay.reader.ReadAsWritten``): a :class:`PieceReader` for each range written, then the
+    file's name, the ranges' results in order and the GlobalMetadata once the file is in place."""
+
+    def piece(self, path: str) -> PieceReader[R]: ...
+
+    def written(self, path: str, pieces: list[R], metadata: Any) -> None: ...
+
+
+#: what appends the nodes to an open ET file (:func:`chakra.convert.core.stream_serialized`'s): the file, its
+#: name and a reader of the frames; the reader's results
+WriteNodes = Callable[[BinaryIO, str, "FrameReader[Any] | None"], "list[Any] | None"]
 
 
 class SerialNodes:
@@ -96,7 +126,7 @@ class SerialNodes:
         self.cm = cm
         self.dp = dp
 
-    def write_parts(self, fh: Any, path: Any, reader: Any = None) -> list[Any] | None:
+    def write_parts(self, fh: Sink, path: str, reader: FrameReader[R] | None = None) -> list[R] | None:
         """Append the framed nodes to the file ``fh`` (``path``: its name, in messages), the ranges of the
         order serialised over the cores, then set the statistics' counts.
 
@@ -106,16 +136,18 @@ class SerialNodes:
         pieces = split(len(self.order), ET_WRITE_PIECE_NODES if reader is None else ET_WRITE_READ_PIECE_NODES)
         done = fork_map(partial(self.write_range, path, reader), pieces, f"writing {path}", sink=fh)
         self.count([sum(e[0] for e in done), sum(e[1] for e in done)])
-        return None if reader is None else [e[2] for e in done]
+        return None if reader is None else [r for e in done for r in e[2]]
 
-    def write_range(self, path: Any, reader: Any, piece: range, write: Any) -> tuple[int, int, Any]:
+    def write_range(self, path: str, reader: FrameReader[R] | None, piece: range,
+                    write: Callable[[bytes], Any]) -> tuple[int, int, list[R]]:
         """Give ``write`` the framed nodes of ``order[piece]`` (``path``: the file they go to, named in
-        errors); (ctrl, data) dependencies written, and what ``reader`` (if any) made of the frames."""
+        errors); (ctrl, data) dependencies written, and what ``reader`` (if any) made of the frames (a list
+        of that one result, empty without a reader)."""
         edges = [0, 0]
         got = None if reader is None else reader.piece(path)
         write_frames(write, self.bodies(piece, edges), path, piece.start + 1,
                      None if got is None else got.add)
-        return edges[0], edges[1], None if got is None else got.result()
+        return edges[0], edges[1], [] if got is None else [got.result()]
 
     def count(self, edges: list[int]) -> None:
         """The statistics' counts, given the dependencies written (ctrl, data)."""
@@ -190,6 +222,7 @@ class SerialNodes:
                 continue
             f = comm.get(i)
             op = full[i]
+            assert op is not None   # (a node kept whole is loaded with its op)
             if is_gpu[i]:
                 attrs = ser.gpu_attrs(op)
             elif t == meta_t:

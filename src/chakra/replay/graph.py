@@ -150,6 +150,7 @@ def resolve_deferred_lanes(lanes: list[Any], types: Sequence[int], deferred: Ite
     stream (module doc); equal lanes are one tuple (``known``: the lanes made so far)."""
     threads = {int_or_none(t) or 0 for t in host_tids}
     interned = {lane: lane for lane in known}
+    lane: tuple[str, int] | tuple[str, int, int]   # a host thread's, or a GPU stream's
     for i, tid in deferred:
         if tid is None:    # nothing says where it ran: a device op, communication apart from compute
             lane = ("gpu", 0, COMM_STREAM if types[i] in COMM_TYPES else 0)
@@ -233,7 +234,7 @@ def scalar(v: Any) -> Any:
 
 def positions(seq: Sequence[Any], value: Any) -> list[int]:
     """Indices of ``value`` in ``seq`` (meant for few of them: found with ``list.index``, in C)."""
-    out = []
+    out: list[int] = []
     k = -1
     while True:
         try:
