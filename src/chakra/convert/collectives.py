@@ -39,6 +39,13 @@ _NO_OP = TensorSize(-1, -1)   # (an op the trace does not hold: matches only ano
 
 
 # -- 3. communication -----------------------------------------------------------------------------
+def _op(cv: Plan, i: int) -> HostOp:
+    """The HostOp of comm op ``i`` (the columns keep every comm op whole)."""
+    op = cv.full[i]
+    assert op is not None
+    return op
+
+
 def comm_chain(cv: Plan, par: list[int], j: int) -> list[int]:
     """``j`` and its ancestors while they are host comm ops (record_param_comms, nccl:*, c10d::*...)."""
     names, is_gpu = cv.names, cv.is_gpu
@@ -99,7 +106,7 @@ def find_comm(cv: Plan, tree: Tree) -> Comm:
     cm.gloo_pairs = pairs
     cm.gloo_extra = extra
     for i in infos:
-        op = full[i]
+        op = _op(cv, i)
         if not is_run_record(op.name) or i in gpu_children or i in extra:
             continue
         chain = comm_chain(cv, par, i)
@@ -131,7 +138,7 @@ def bare_calls(cv: Plan, cm: Comm, par: list[int], launchers: set[int], covered:
     for i in calls:
         if i in launchers or i in covered or i in above or i in cm.comm:
             continue
-        f = comm_fields(cv, cm, comm_chain(cv, par, i), cv.full[i], None, kernel=False)
+        f = comm_fields(cv, cm, comm_chain(cv, par, i), _op(cv, i), None, kernel=False)
         if f is not None:
             set_comm(cv, cm, i, f)
             cm.cpu_comm.add(i)
@@ -185,7 +192,7 @@ def comm_fields(cv: Plan, cm: Comm, chain: list[int], own: HostOp, c10d_pair: in
     (``collective_name``/``comm_size``/``pg_name`` on the node), record_param_comms, the ``run``
     record's name and tensors, the call (``c10d::*``, ``vllm::all_reduce``), the kernel name.
     """
-    names, full, infos = cv.names, cv.full, cm.infos
+    names, infos = cv.names, cm.infos
     backend = rpc = c10d = None   # the chain's innermost run record, record_param_comms and call
     for j in chain:
         name = names[j]
@@ -233,7 +240,7 @@ def comm_fields(cv: Plan, cm: Comm, chain: list[int], own: HostOp, c10d_pair: in
     size = 0
     if backend is not None:   # an op of the table by name has its size in its info (host.comm module doc)
         named = infos.get(backend) if names[backend] in OP_NAMES else None
-        size = comm_size_bytes(named) if named is not None else op_tensor_bytes(full[backend])
+        size = comm_size_bytes(named) if named is not None else op_tensor_bytes(_op(cv, backend))
     if _num(oa.get("comm_size")):
         size = max(size, int(oa["comm_size"]))
     if rpc is not None:

@@ -118,7 +118,9 @@ def is_comm_candidate(gpu: bool, name: str, collective_name: Any) -> bool:
 
 
 def _gpu_key(a: dict[str, Any], tid: Any) -> tuple[Any, Any]:
-    args = a.get("args") if isinstance(a.get("args"), dict) else {}
+    args = a.get("args")
+    if not isinstance(args, dict):
+        args = {}
     stream = a.get("stream", args.get("stream", a.get("tid", tid)))
     device = a.get("device", args.get("device"))
     return (device, stream)
@@ -359,7 +361,7 @@ def _extend(c: Columns, more: Columns, interned: dict[Any, Any]) -> None:
     if type(c.parents) is not type(more.parents):   # a parent id beyond int64 in one of them: plain lists
         c.parents = list(c.parents)
         more.parents = list(more.parents)
-    c.parents.extend(more.parents)   # type: ignore[arg-type]
+    c.parents.extend(more.parents)
     c.ids.extend(more.ids)
     intern = interned.setdefault
     c.names.extend([intern(x, x) for x in more.names])

@@ -5,8 +5,9 @@ check)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 from chakra import schema as pb
 from chakra.convert.graph import CycleError, kahn_order, topological_order
@@ -34,13 +35,13 @@ def chain_by_start(tree: Tree, tm: Timing, cv: Plan, data: list[list[int]], memb
     starts = list(map(ts.__getitem__, members))
     if None not in starts and len(set(starts)) == len(starts):
         # distinct starts: the first key decides alone (C-level key, no Python call per member)
-        members.sort(key=ts.__getitem__)
+        members.sort(key=cast(Sequence[float], ts).__getitem__)   # (every member is timed here)
     elif None not in starts:
         durs, dur_x = cv.cols.dur, cv.cols.dur_x
         L = CORRUPT_TIME_US
 
         def key(i: int) -> tuple[float, float, int]:   # _time_key, with its lookups hoisted
-            d = durs[i]
+            d: Any = durs[i]   # (the float column's value, else the raw one)
             if d != d:
                 d = dur_x.get(i)
             tt = type(d)
@@ -278,7 +279,7 @@ def add_thread_timing(cv: Plan, tree: Tree, tm: Timing, cm: Comm, dp: Deps) -> T
             lane[i] = setkey(key, key)
         if t is None:
             continue
-        d = raw_dur[i]
+        d: Any = raw_dur[i]   # (the float column's value, else the raw one)
         if d != d:
             d = dur_x.get(i)
             tt = type(d)
@@ -304,24 +305,24 @@ def add_thread_timing(cv: Plan, tree: Tree, tm: Timing, cm: Comm, dp: Deps) -> T
                       is_gpu=is_gpu, sync_lanes=sync_lanes,
                       launcher=[p if g else -1 for p, g in zip(tree.par, is_gpu)],
                       gpu_comm={i for i in cm.comm if is_gpu[i]})
-    tt = thread_timing(inp)
+    timing = thread_timing(inp)
     data, ctrl, soft = dp.data, dp.ctrl, dp.soft
     # an op whose synchronize became a wait of the node after it no longer waits itself: its sync_dep
     # (a start dependency on a GPU op that was recorded still running) goes
-    for o in tt.synced:
+    for o in timing.synced:
         _, sd = cols.xdeps.get(o, (None, None))
         for d in sd if isinstance(sd, list) else [sd]:
             j = index.get(d) if type(d) is int else None
             if j is not None and (o, j) in soft and j in data[o]:
                 data[o].remove(j)
                 soft.discard((o, j))
-    for j, u in tt.wait_on.items():
+    for j, u in timing.wait_on.items():
         if u != ctrl[j] and u not in data[j]:
             data[j].append(u)
             soft.add((j, u))
-    cv.stats.waits = len(tt.wait_on)
-    cv.stats.waited_us = tt.waited_us
-    return tt
+    cv.stats.waits = len(timing.wait_on)
+    cv.stats.waited_us = timing.waited_us
+    return timing
 
 
 # -- 5. order and cycle check ---------------------------------------------------------------------

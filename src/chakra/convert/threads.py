@@ -75,7 +75,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
-from typing import Any
+from typing import Any, cast
 
 from chakra.tunables import LONG_WAIT_US, MIN_WAIT_US, STREAM_SLACK_US, WAIT_SLACK_US, WAKE_US
 
@@ -207,8 +207,9 @@ class _EndIndex:
     def __init__(self, inp: ThreadInput) -> None:
         end, start, lane, on_thread = inp.end, inp.start, inp.lane, inp.on_thread
         timed = [i for i, e in enumerate(end) if e is not None and lane[i] is not None]
-        timed.sort(key=end.__getitem__)
-        self.keys = [end[i] for i in timed]
+        known = cast(Sequence[int], end)    # (at the timed nodes)
+        timed.sort(key=known.__getitem__)
+        self.keys = [known[i] for i in timed]
         self.nodes = timed
         spans: dict[Any, list[tuple[int, int]]] = {}
         for i in timed:
@@ -297,9 +298,8 @@ def _sweep(inp: ThreadInput, members: list[int], ends: _EndIndex, out: ThreadTim
                 wait_post[j] = post
         if stack:
             depth[j] = len(stack)
-        e = end[j]
-        if e is None or e < s:
-            e = s
+        ej = end[j]
+        e = s if ej is None or ej < s else ej
         if not is_cpu[j] and e > s:
             # a communication record that outlasts its enclosing op, or that the next node of the thread
             # outlasts, is not holding its thread (an isend): the thread goes on at its start
@@ -408,9 +408,9 @@ def _wait_target(inp: ThreadInput, j: int, lane: Any, a: int, b: int, kind: str,
     if kind == "idle":
         best: tuple[int, int, bool] | None = None
         for u in deps_j:
-            if inp.lane[u] == lane or end[u] is None:
-                continue
             eu = end[u]
+            if inp.lane[u] == lane or eu is None:
+                continue
             if a < eu <= b:
                 cand = (u, eu, True)
             elif eu > b and a < start[u] <= b:

@@ -112,8 +112,12 @@ def compute_timing(cv: Plan, tree: Tree) -> Timing:
     c = cv.cols
     raw_ts, raw_dur, raw_excl, threads = c.ts, c.dur, c.excl, c.threads
     ts_x, dur_x, excl_x = c.ts_x, c.dur_x, c.excl_x
-    lo = hi = None
+    lo: float | None = None
+    hi: float | None = None
     bad: list[int] = []  # ids of nodes whose ts/dur is NaN, infinite, negative or out of range
+    t: Any   # ts, dur, exclusive_dur: a float column's value, else the raw value (any JSON value or None)
+    d: Any
+    e: Any
     L = CORRUPT_TIME_US
     dur = [0] * n
     missing_threads: set[Any] = set()   # threads with a timed op that has no exclusive_dur
@@ -175,6 +179,7 @@ def compute_timing(cv: Plan, tree: Tree) -> Timing:
     origin = lo
     if isinstance(measured, dict) and _num(measured.get("start_us")):
         origin = measured["start_us"]
+    assert hi is not None   # (set with lo)
     timing = Timing(ts, start, dur, float(origin), float(lo), float(hi))
     for i in tree.preorder:
         t = ts[i]
@@ -206,7 +211,7 @@ def compute_timing(cv: Plan, tree: Tree) -> Timing:
 
 def time_key(cv: Plan, tree: Tree, tm: Timing, i: int) -> tuple[float, float, int]:
     """Start order of timed ops: earlier first, then the longer (enclosing) one, then the ET parent."""
-    d = cv.cols.dur[i]
+    d: Any = cv.cols.dur[i]   # (the float column's value, else the raw one)
     if d != d:
         d = cv.cols.dur_x.get(i)
     tt = type(d)
