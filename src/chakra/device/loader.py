@@ -473,7 +473,7 @@ def _classify_launches(trace: KinetoTrace, calls: list[int], kinds: list[int]) -
             ev.kind = LAUNCH
             promoted += 1
         if corr in launch_by_corr:
-            duplicates.append(corr)  # type: ignore[arg-type]
+            duplicates.append(corr)
         else:
             launch_by_corr[corr] = pos  # type: ignore[index]
 

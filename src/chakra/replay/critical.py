@@ -29,9 +29,8 @@ previous node of each lane by replayed start.
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from chakra.replay.api import ReplayResult
 from chakra.replay.engine import _topo_order
@@ -62,7 +61,7 @@ class CriticalPath:
 
     total_us: float = 0.0
     by_category: dict[str, float] = field(default_factory=lambda: dict.fromkeys(CATEGORIES, 0.0))
-    by_name: Counter[str] = field(default_factory=Counter)
+    by_name: dict[str, float] = field(default_factory=dict)   # op name -> its time on the path (µs)
     nodes: list[int] = field(default_factory=list)     # node ids, first to last
     charges: list[float] = field(default_factory=list)  # own µs of each node on the path
     links: list[str] = field(default_factory=list)     # how each node released the next
@@ -211,7 +210,8 @@ class _Walk:
         kind = node_kind(g, i)
         if kind in cat:
             cat[kind] += own
-            out.by_name[g.names[i]] += own
+            name = g.names[i]
+            out.by_name[name] = out.by_name.get(name, 0) + own
             self.charges.append(own)
         else:                               # a METADATA node takes no time of its own
             out.between["slack"] += own
@@ -266,7 +266,14 @@ def dependency_only_us(res: ReplayResult) -> float | None:
     return max((end[i] for i in queue if g.types[i] != METADATA_NODE), default=0.0)
 
 
-def compare_paths(before: CriticalPath, after: CriticalPath, top: int = 5) -> dict[str, object]:
+class PathChange(TypedDict):
+    """What :func:`compare_paths` says."""
+
+    categories: dict[str, tuple[float, float]]   # category -> (before, after) µs
+    moved: list[tuple[str, float]]               # op name, change of its time on the path (µs), largest first
+
+
+def compare_paths(before: CriticalPath, after: CriticalPath, top: int = 5) -> PathChange:
     """Category totals before/after and the op names whose time on the path changed most (by name among
     equal changes)."""
     cats = {c: (before.by_category[c], after.by_category[c]) for c in CATEGORIES}
@@ -280,11 +287,11 @@ def describe_change(before: CriticalPath, after: CriticalPath, top: int = 5) -> 
     """Lines: critical path total, per category (before -> after), the ops that moved most."""
     cmp = compare_paths(before, after, top)
     parts = []
-    for c, (b, a) in cmp["categories"].items():  # type: ignore[union-attr]
+    for c, (b, a) in cmp["categories"].items():
         if b or a:
             parts.append(f"{c} {b:,.0f}->{a:,.0f}")
     lines = [f"critical path {before.total_us:,.0f} -> {after.total_us:,.0f} µs: " + ", ".join(parts)]
-    moved: Sequence[tuple[str, float]] = cmp["moved"]  # type: ignore[assignment]
+    moved = cmp["moved"]
     if moved:
         lines.append("moved most: " + "; ".join(f"{k[:48]} {d:+,.0f} µs" for k, d in moved))
     return lines

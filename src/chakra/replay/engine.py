@@ -132,6 +132,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import chain, repeat
+from typing import cast
 
 from chakra.errors import ChakraError
 from chakra.job.network import ring_finish, ring_steps
@@ -145,14 +146,21 @@ from chakra.replay.coupling import (
 )
 from chakra.replay.graph import COMM_TYPES, RankGraph, ReplayError
 from chakra.replay.lanes import run_lanes
+from chakra.replay.modes import (
+    COLLECTIVE_DURATIONS,
+    MISSING,
+    MODES,
+    CollectiveDuration,
+    Missing,
+    Mode,
+    UnknownGroup,
+)
 from chakra.replay.plan import Plan, rank_plan
 from chakra.schema import BROADCAST, COMM_COLL_NODE, MEM_LOAD_NODE, MEM_STORE_NODE, METADATA_NODE
 from chakra.tunables import IDS_LISTED_MAX
 
 log = logging.getLogger(__name__)
 
-MODES = ("lanes", "astrasim")
-COLLECTIVE_DURATIONS = ("min", "net")
 _CPU, _GPU_COMP, _GPU_COMM = 0, 1, 2
 
 __all__ = ["COLLECTIVE_DURATIONS", "MODES", "ReplayError", "SimOutput", "simulate"]
@@ -174,10 +182,10 @@ class SimOutput:
     plans: list[Plan] = field(default_factory=list)             # lanes mode: each rank's plan (read only)
 
 
-def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None, mode: str = "lanes",
-             gaps: bool = True, missing: str = "error", couple: bool = False,
-             base: Sequence[float] | None = None, collective: str = "net", unknown_group: str = "error",
-             keep_plans: bool = False) -> SimOutput:
+def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None, mode: Mode = "lanes",
+             gaps: bool = True, missing: Missing = "error", couple: bool = False,
+             base: Sequence[float] | None = None, collective: CollectiveDuration = "net",
+             unknown_group: UnknownGroup = "error", keep_plans: bool = False) -> SimOutput:
     """Replay ``graphs`` (one per rank) together; ``couple`` ties collectives/send/recv across ranks.
 
     ``base`` (lanes mode) is the time at which each rank's replay begins on the common
@@ -191,7 +199,7 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
         raise ChakraError(f"unknown replay mode {mode!r} (expected one of {', '.join(MODES)})")
     if collective not in COLLECTIVE_DURATIONS:
         raise ChakraError(f"unknown collective duration {collective!r} (expected min or net)")
-    if missing not in ("error", "ignore"):
+    if missing not in MISSING:
         raise ChakraError(f"missing must be 'error' or 'ignore', not {missing!r}")
     if ranks is None:
         ranks = list(range(len(graphs)))
@@ -230,8 +238,8 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
 
 
 def _coupling(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: list[int],
-              orders: Sequence[list[int]], dur: list[float], bases: list[float], collective: str,
-              unknown_group: str) -> tuple[Coupling, list[int]]:
+              orders: Sequence[list[int]], dur: list[float], bases: list[float],
+              collective: CollectiveDuration, unknown_group: UnknownGroup) -> tuple[Coupling, list[int]]:
     """The groups of a whole job and node -> group; ``dur``: each node's duration when coupled."""
     c, group_of = build_coupling(graphs, ranks, offsets, orders, dur, unknown_group)
     if collective == "net":
@@ -240,8 +248,9 @@ def _coupling(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: list[i
 
 
 def _couple_lanes(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: list[int],
-                  plans: Sequence[Plan], orders: Sequence[list[int]], bases: list[float], collective: str,
-                  unknown_group: str) -> tuple[list[list[float]], Coupling, list[int]]:
+                  plans: Sequence[Plan], orders: Sequence[list[int]], bases: list[float],
+                  collective: CollectiveDuration, unknown_group: UnknownGroup
+                  ) -> tuple[list[list[float]], Coupling, list[int]]:
     """The coupling of a lanes-mode job, and each rank's gaps with the coupled transfers taken out."""
     rdur = list(chain.from_iterable(p.rd for p in plans))
     dur = list(rdur)            # a coupled node lasts as long as on its own ...
@@ -265,13 +274,13 @@ def _fmt_ids(ids: Sequence[int]) -> str:
     return shown + (f", ... ({len(ids)} in all)" if len(ids) > IDS_LISTED_MAX else "")
 
 
-def _resolve_deps(g: RankGraph, missing: str) -> list[tuple[int, ...]]:
+def _resolve_deps(g: RankGraph, missing: Missing) -> list[tuple[int, ...]]:
     """Dependency ids -> local indices; unknown ids per ``missing`` (an error, or dropped with a warning)."""
     n = len(g.ids)
     index = dict(zip(g.ids, range(n)))
-    out = list(map(tuple, map(map, repeat(index.get), g.deps)))
+    out: list[tuple[int | None, ...]] = list(map(tuple, map(map, repeat(index.get), g.deps)))
     if None not in chain.from_iterable(out):
-        return out
+        return cast(list[tuple[int, ...]], out)   # (every id known)
     unknown: dict[int, list[int]] = {}
     for i, (res, deps) in enumerate(zip(out, g.deps)):
         if None in res:
@@ -286,7 +295,7 @@ def _resolve_deps(g: RankGraph, missing: str) -> list[tuple[int, ...]]:
     if missing == "error":
         raise ReplayError(msg + " (use missing='ignore' / --ignore-missing-deps to drop them)", g.path)
     log.warning("%s: %s; dropped", g.path or f"rank {g.rank}", msg)
-    return out
+    return cast(list[tuple[int, ...]], out)   # (the unknown ones dropped)
 
 
 def _topo_order(g: RankGraph, deps: list[tuple[int, ...]]) -> list[int]:
@@ -393,7 +402,7 @@ class _Job:
     @classmethod
     def astrasim(cls, graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: list[int],
                  deps: Sequence[list[tuple[int, ...]]], orders: Sequence[list[int]], couple: bool,
-                 collective: str, unknown_group: str) -> _Job:
+                 collective: CollectiveDuration, unknown_group: UnknownGroup) -> _Job:
         """The job of an ASTRA-sim-rule replay: recorded durations (what-if applied), one resource per
         kind and rank."""
         job = cls(offsets[-1])

@@ -39,10 +39,10 @@ from __future__ import annotations
 import operator
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import chain, compress, count, islice, repeat
-from typing import Any
+from typing import Any, cast
 
 from chakra import formats as wire
 from chakra.errors import TraceFormatError
@@ -117,7 +117,8 @@ def _lean_classes() -> tuple[Any, Any, Any, Any]:
         get = getattr(message_factory, "GetMessageClass", None)
         if get is not None:
             return get(desc)
-        return message_factory.MessageFactory(pool).GetPrototype(desc)  # pragma: no cover - protobuf 4.21
+        factory: Any = message_factory.MessageFactory(pool)   # (the newer runtime's stubs lack GetPrototype)
+        return factory.GetPrototype(desc)  # pragma: no cover - protobuf 4.21
 
     return cls("MergedBatch"), cls("FullMerged"), cls("AttrAll"), cls("NodeBatch")
 
@@ -563,7 +564,7 @@ class ColumnBuilder:
                 return None              # an empty attribute in the file: split
             keyed = text.replace(_DIRECT_KEY, "").split(_SENT_KEY) if direct else pieces
         ncache = self.ncache
-        out = list(map(ncache.get, islice(keyed, n)))
+        out: list[Any] = list(map(ncache.get, islice(keyed, n)))   # each node's info (None: made below)
         if None in out:
             kinfo = self.kinfo
             for k in positions(out, None):
@@ -690,7 +691,9 @@ def _grouped(values: list, n: int) -> list[tuple] | None:
         return list(map(_NO_DEP.get, before, zip(before)))
     pos = list(compress(count(), is_sent))
     firsts = chain((0,), map(operator.add, pos, repeat(1)))
-    return list(map(operator.getitem, repeat(tuple(values)), map(slice, firsts, pos)))
+    # (map cannot pick getitem's slice overload: a tuple's slice is a tuple)
+    piece = cast(Callable[[tuple[Any, ...], slice], tuple[Any, ...]], operator.getitem)
+    return list(map(piece, repeat(tuple(values)), map(slice, firsts, pos)))
 
 
 _NO_DEP = {0: ()}

@@ -182,7 +182,8 @@ class _Lanes:
         t = self.ready[r][i]
         for u, at_end, lead, delay, _link, _between in start_bounds(self.plans[r], i, self.gaps[r]):
             if state[u] == _WAITING or (at_end and state[u] != _ENDED):
-                return self.wait_for(r, u, i)
+                self.wait_for(r, u, i)
+                return None
             c = ((end[u] if at_end else start[u]) + lead) + delay
             if c > t:
                 t = c

@@ -307,8 +307,8 @@ def whatif_summary(base: Any, pred: Any, paths: dict[Any, tuple[Any, Any]] | Non
             "change_pct": (100.0 * (res.replayed_us - b.replayed_us) / b.replayed_us
                            if b.replayed_us else None),
             "critical_path_us": [before.total_us, after.total_us],
-            "critical_path_by_category": {k: list(v) for k, v in cmp["categories"].items()},  # type: ignore[union-attr]
-            "moved_most": [{"name": k, "delta_us": d} for k, d in cmp["moved"]],  # type: ignore[union-attr]
+            "critical_path_by_category": {k: list(v) for k, v in cmp["categories"].items()},
+            "moved_most": [{"name": k, "delta_us": d} for k, d in cmp["moved"]],
         })
     return {"job": pred.coupled, "mode": pred.mode, "gaps": pred.gaps,
             **({"collective": pred.collective, "collective_rule": pred.collective_note}

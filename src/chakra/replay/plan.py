@@ -300,10 +300,10 @@ def _piece_gaps(g: RankGraph, plan: Plan, th: _Threads, scale: dict[int, float],
         if not in_timed[j]:
             continue
         t = 0.0
-        closed = cget(j)
-        if closed:
+        closed_j = cget(j)
+        if closed_j:
             last = lane_prev[j]
-            for o in closed:
+            for o in closed_j:
                 tl = tget(o)
                 if tl:
                     t += tl * sget(o, 1.0)

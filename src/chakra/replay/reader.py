@@ -18,7 +18,7 @@ import operator
 import os
 import sys
 from itertools import compress, count, islice, repeat
-from typing import Any
+from typing import Any, cast
 
 from chakra.errors import TraceFormatError
 from chakra.job.etfile import groups_from_metadata_node, parse_process_groups
@@ -149,9 +149,7 @@ def graph_from_columns(cols: EtColumns, rank: int | None = None) -> RankGraph:
         rank = rank_from_filename(where)
     g = graph_for_metadata(cols.metadata, where, rank)
     ids, types, lanes = cols.ids, cols.types, cols.lanes
-    cpu = cols.cpu
-    if None in cpu:
-        cpu = list(map(bool, cpu))
+    cpu = list(map(bool, cols.cpu)) if None in cols.cpu else cast(list[bool], cols.cpu)
     if cols.deferred:
         resolve_deferred_lanes(lanes, types, cols.deferred, cols.host_tids, cols.lane_cache.values())
     comm: dict[int, CommInfo] = {}
@@ -175,7 +173,7 @@ def graph_from_columns(cols: EtColumns, rank: int | None = None) -> RankGraph:
         g.parents = parents
     del sel
     xpairs = cols.xpairs
-    cols_l = [ids, cols.names, types, cols.durs, cols.starts, deps, cpu, lanes, xpairs]
+    cols_l: list[list[Any]] = [ids, cols.names, types, cols.durs, cols.starts, deps, cpu, lanes, xpairs]
     perm = _id_order(ids, where)
     if perm is not None:
         m = len(perm)
