@@ -76,3 +76,18 @@ def test_umbrella_command(tmp_path, capsys):
     p0, _ = job(tmp_path)
     assert chakra_main(["replay", str(p0), "--json", "-q"]) == 0
     assert json.loads(capsys.readouterr().out)["ranks"][0]["nodes"] == 5
+
+
+def test_the_cli_offers_exactly_the_modes_the_replay_takes() -> None:
+    """The choices of --mode, --collective and --unknown-group are the values of the replay's Literal types
+    (a mode added to one and not the other would be refused by argparse, or reach the replay unchecked).
+    The CLI spells them out: its --help imports no stage (tests/cli/test_lazy_imports.py)."""
+    from typing import get_args
+
+    from chakra.cli.replay import build_parser
+    from chakra.replay.modes import CollectiveRule, Mode, UnknownGroup
+
+    choices = {a.dest: tuple(a.choices) for a in build_parser()._actions if a.choices is not None}
+    assert choices["mode"] == get_args(Mode) == ("lanes", "astrasim")
+    assert choices["collective"] == get_args(CollectiveRule) == ("auto", "net", "min")
+    assert choices["unknown_group"] == get_args(UnknownGroup) == ("error", "world")
