@@ -18,6 +18,8 @@ class ChakraError(Exception):
     """Base class of all errors the toolkit reports to a user."""
 
     exit_code = 1
+    #: the ranks whose work failed, when the error stands for several ranks' (chakra.io.executor.run_ranks)
+    failed_ranks: list[int] | None = None
 
     def __init__(self, message: str, path: str | os.PathLike[str] | None = None) -> None:
         super().__init__(message)

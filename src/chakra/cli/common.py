@@ -24,7 +24,7 @@ import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 
 from chakra import __version__
 from chakra.errors import MISSING_RANKS_OPTION, ChakraError, TraceFormatError, UsageError
@@ -85,6 +85,7 @@ def _columns() -> int:
         columns = 0
     if columns <= 0:
         try:
+            # (type: ignore: no __stdout__ raises the AttributeError caught below)
             columns = os.get_terminal_size(sys.__stdout__.fileno()).columns   # type: ignore[union-attr]
         except (AttributeError, ValueError, OSError):
             columns = 0
@@ -125,7 +126,7 @@ class ArgumentParser(argparse.ArgumentParser):
             self.add_argument("--version", action="version", version=f"%(prog)s {__version__}",
                               help="print the toolkit version and exit")
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         """Exit 2 with the usage and a one-line message (argparse's own default, kept explicit)."""
         self.print_usage(sys.stderr)
         sys.stderr.write(f"{self.prog}: error: {message}\n")
@@ -147,6 +148,7 @@ class ArgumentParser(argparse.ArgumentParser):
                 for alt in other_spellings(opt):
                     table.setdefault(alt, action)
 
+    # (type: ignore: the stubs overload these on the namespace's type; the toolkit passes none or a Namespace)
     def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
                          namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
         self._add_other_spellings()

@@ -91,7 +91,7 @@ def whatif_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser |
 
     parser = parser or build_parser()
     try:
-        model: object = None
+        model: str | tuple[float, float] | None = None
         if args.comm_model:
             if args.comm_model == "fit":
                 model = "fit"
@@ -101,7 +101,7 @@ def whatif_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser |
         w = WhatIf(scale=[parse_rule(r) for r in args.scale],
                    delay=[parse_rule(r, "delay (µs)") for r in args.delay],
                    comm_size=[parse_rule(r) for r in args.comm_size],
-                   bandwidth_gbps=args.bandwidth, latency_us=args.latency, model=model)  # type: ignore[arg-type]
+                   bandwidth_gbps=args.bandwidth, latency_us=args.latency, model=model)
     except (WhatIfError, ValueError) as exc:
         msg = str(exc) if isinstance(exc, WhatIfError) else f"--comm-model {args.comm_model!r}: expected " \
             "'fit' or LATENCY_US,GBPS"

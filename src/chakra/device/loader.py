@@ -464,6 +464,7 @@ def _classify_launches(trace: KinetoTrace, calls: list[int], kinds: list[int]) -
     for pos in calls:
         ev = events[pos]
         corr = ev.correlation
+        assert corr is not None   # (calls: the events with a correlation id)
         if ev.kind != LAUNCH:
             if corr not in gpu_by_corr:
                 continue
@@ -475,7 +476,7 @@ def _classify_launches(trace: KinetoTrace, calls: list[int], kinds: list[int]) -
         if corr in launch_by_corr:
             duplicates.append(corr)
         else:
-            launch_by_corr[corr] = pos  # type: ignore[index]
+            launch_by_corr[corr] = pos
 
     stats = trace.stats
     stats["promoted_launches"] = promoted
@@ -535,9 +536,10 @@ def _sweep_threads(trace: KinetoTrace) -> None:
         if pid != last_pid or tid != last_tid:  # runs of events of one thread are the usual case
             last_pid = pid
             last_tid = tid
-            thread = threads.get((pid, tid))  # type: ignore[assignment]
-            if thread is None:
-                thread = threads[(pid, tid)] = []
+            known = threads.get((pid, tid))
+            if known is None:
+                known = threads[(pid, tid)] = []
+            thread = known
         ts = ev.ts
         thread.append((ts, -ev.dur, pos, ev, kind <= ANNOTATION or ev.is_sync))
 

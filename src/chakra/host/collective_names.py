@@ -27,7 +27,7 @@ compute nodes.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 RECORD = "record"
 CALL = "call"
@@ -180,9 +180,9 @@ _RULES: dict[str, OpRule | None] = {}
 
 def op_rule(name: str) -> OpRule | None:
     """What the table says of host op ``name`` (None: not a communication op)."""
-    hit = _RULES.get(name, False)
+    hit: OpRule | None | Literal[False] = _RULES.get(name, False)   # (False: not seen yet)
     if hit is not False:
-        return hit  # type: ignore[return-value]
+        return hit
     rule: OpRule | None = None
     named = OP_NAMES.get(name)
     if named is not None:
@@ -242,9 +242,9 @@ _KERNEL_CACHE: dict[str, KernelMatch | None] = {}
 def comm_kernel(name: str) -> KernelMatch | None:
     """The implementation and collective of a communication kernel, by its name; None for any other
     kernel.  Remembered per name (a trace repeats a few kernel names many times)."""
-    hit = _KERNEL_CACHE.get(name, False)
+    hit: KernelMatch | None | Literal[False] = _KERNEL_CACHE.get(name, False)   # (False: not seen yet)
     if hit is not False:
-        return hit  # type: ignore[return-value]
+        return hit
     found: KernelMatch | None = None
     for impl, expr, coll in _KERNEL_RES:
         m = expr.search(name)

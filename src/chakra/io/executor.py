@@ -202,7 +202,7 @@ def run_ranks(func: Callable[[Any], Any], tasks: Sequence[Any], *, jobs: int | N
                           os.fspath(where) if where is not None else None)
         if all(code == UsageError.exit_code for _, _, code in errors):
             exc.exit_code = UsageError.exit_code
-        exc.failed_ranks = [r for r, _, _ in errors]   # type: ignore[attr-defined]
+        exc.failed_ranks = [r for r, _, _ in errors]
         raise exc
     return results
 

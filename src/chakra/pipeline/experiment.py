@@ -202,8 +202,10 @@ def breakdown(et_paths: Sequence[str | os.PathLike[str]], offsets: dict[int, flo
     neither does (the gaps, wake-ups and waits the experiment wrote as nodes, and waiting for peers); µs
     from the rank's start, summing to its time."""
     job = replay_job(list(et_paths), mode="astrasim")
-    out = {}
+    out: dict[int, dict[str, float]] = {}
     for rep in job:
+        rank = rep.rank
+        assert rank is not None   # (each rank of a job has its number)
         g = rep.graph
         comp: list[tuple[float, float]] = []
         comm: list[tuple[float, float]] = []
@@ -214,13 +216,13 @@ def breakdown(et_paths: Sequence[str | os.PathLike[str]], offsets: dict[int, flo
                 comm.append((s, e))
             elif not name.startswith("chakra:"):
                 comp.append((s, e))
-        off = offsets.get(rep.rank, 0.0)   # type: ignore[arg-type]
+        off = offsets.get(rank, 0.0)
         span = rep.replayed_us - off
         busy_comp = _union(comp)
         busy_all = _union(comp + comm)
-        out[rep.rank] = {"compute": busy_comp, "exposed_comm": busy_all - busy_comp,
+        out[rank] = {"compute": busy_comp, "exposed_comm": busy_all - busy_comp,
                          "idle": max(0.0, span - busy_all)}
-    return out   # type: ignore[return-value]
+    return out
 
 
 def _union(spans: list[tuple[float, float]]) -> float:

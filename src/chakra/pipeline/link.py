@@ -116,7 +116,8 @@ def link_command(
     ]
     if missing:
         raise UsageError("missing " + ", ".join(missing))
-    report = link_files(None if kineto_only else host, kineto, output,  # type: ignore[arg-type]
+    assert kineto is not None and output is not None   # (else named missing above)
+    report = link_files(None if kineto_only else host, kineto, output,
                         rank=rank, annotation=annotation, strict=strict, step=step, force=force)
     if not quiet:
         sys.stdout.write(f"{report.summary()} -> {output}\n")

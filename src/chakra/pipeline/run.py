@@ -7,7 +7,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from chakra.errors import ChakraError, UsageError
 from chakra.io.executor import auto_jobs, run_ranks
@@ -195,8 +195,9 @@ def _job_level(results: list[RankResult], prefix: Path, astrasim: bool, job_repl
         from chakra.job.astrasim import astrasim_job
         from chakra.pipeline.experiment import build_experiment
 
-        target = astrasim_job([r.et for r in results], prefix)  # type: ignore[misc]
-        experiment = build_experiment([r.et for r in results], prefix,  # type: ignore[misc]
+        ets = cast(list[str], [r.et for r in results])   # (every rank is converted by now)
+        target = astrasim_job(ets, prefix)
+        experiment = build_experiment(ets, prefix,
                                       npus=len(target.ranks), comm_group=target.comm_group, whatif=whatif)
         events, times = _adopt_job(results, out, experiment.job)
         if job_replay:
