@@ -482,7 +482,10 @@ class ColumnBuilder:
                 cols.comm[index] = {**cols.comm.get(index, {}), name: value}   # (cached dicts are shared)
         cols.ids += ids
         cols.types += types
-        cols.starts += map(float, starts)
+        if any(starts):
+            cols.starts += map(float, starts)
+        else:               # (no recorded times, as in generated files: one float object for all)
+            cols.starts += repeat(0.0, n)
         cols.durs += map(self.fdur.__getitem__, durs)
         cols.names += map(sys.intern, names)
         cols.deps += map(operator.add, ctrl, data)

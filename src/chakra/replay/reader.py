@@ -23,7 +23,17 @@ from typing import Any
 from chakra.errors import TraceFormatError
 from chakra.job.etfile import groups_from_metadata_node, parse_process_groups
 from chakra.replay.etdecode import DEFER, CacheSizes, ColumnBuilder, EtColumns, extras_of
-from chakra.replay.graph import COMM_TYPES, CommInfo, RankGraph, graph_for_metadata, resolve_deferred_lanes
+from chakra.replay.graph import (
+    COMM_TYPES,
+    SPARSE_EXTRAS,
+    CommInfo,
+    CommTable,
+    DepsCSR,
+    RankGraph,
+    SparseColumn,
+    graph_for_metadata,
+    resolve_deferred_lanes,
+)
 from chakra.tunables import READER_SPAN_MIN_BYTES
 
 __all__ = ["SPAN_BYTES", "CacheSizes", "EtColumns", "ReadAsWritten", "columns_from_messages",
@@ -32,6 +42,7 @@ __all__ = ["SPAN_BYTES", "CacheSizes", "EtColumns", "ReadAsWritten", "columns_fr
 log = logging.getLogger(__name__)
 
 _first = operator.itemgetter(0)
+_NO_ATTRS: dict[str, Any] = {}
 
 
 # ---- reading -----------------------------------------------------------------------------------------------
@@ -157,10 +168,14 @@ def graph_from_columns(cols: EtColumns, rank: int | None = None) -> RankGraph:
     comm: dict[int, CommInfo] = {}
     if not COMM_TYPES.isdisjoint(types):
         raw = cols.comm
+        made: dict[int, CommInfo] = {}      # id of an attribute dict (cached ones are shared) -> its info
         for i in compress(count(), map(COMM_TYPES.__contains__, types)):
-            attrs = raw.get(i, {})
+            attrs = raw.get(i, _NO_ATTRS)
             if "timing_piece" not in attrs:
-                comm[i] = CommInfo.from_attrs(attrs)
+                info = made.get(id(attrs))
+                if info is None:
+                    info = made[id(attrs)] = CommInfo.from_attrs(attrs)
+                comm[i] = info
     direct = cols.extra
     # the ctrl_deps of CPU ops: their parents (by id: display, critical path, finish waits)
     deps, nctrl = cols.deps, cols.nctrl
@@ -187,8 +202,12 @@ def graph_from_columns(cols: EtColumns, rank: int | None = None) -> RankGraph:
         direct = {name: dict(zip(map(new.__getitem__, d), d.values())) for name, d in direct.items()}
     ids, names, types, durs, starts, deps, cpu, lanes, xpairs = cols_l
     g.ids, g.names, g.types, g.durations, g.starts = ids, names, types, durs, starts
-    g.deps, g.is_cpu, g.lanes, g.comm = deps, cpu, lanes, comm
-    g.extra = extras_of(xpairs, direct)    # (built in id order: no table to carry through the order)
+    g.is_cpu, g.lanes = cpu, lanes
+    g.deps = DepsCSR.of(deps)
+    g.comm = CommTable.of(comm)
+    del deps, comm
+    g.extra = {name: SparseColumn.of(d) if name in SPARSE_EXTRAS else d
+               for name, d in extras_of(xpairs, direct).items()}   # (made in id order)
     if not g.process_groups and cols.meta_payload:
         groups = groups_from_metadata_node(cols.meta_payload, where)
         if groups:
