@@ -22,7 +22,7 @@ from chakra.job.etfile import read_comm_groups as load_comm_groups
 from chakra.replay.coupling import rank_of
 from chakra.replay.engine import ReplayError, SimOutput, simulate
 from chakra.replay.graph import COMM_TYPES, WORLD_PG_NAMES, NodeSpec, RankGraph, graph_from_specs
-from chakra.replay.reader import graph_from_protobuf, load_graph
+from chakra.replay.reader import graph_from_protobuf, load_graph, load_graphs
 from chakra.replay.whatif import WhatIf, WhatIfReport, apply_whatif, check_ranks
 from chakra.schema import COMM_COLL_NODE, METADATA_NODE
 from chakra.tunables import RUN_ON_SHARE
@@ -381,12 +381,18 @@ def replay_file(path: str | os.PathLike[str], *, mode: str = "lanes", gaps: bool
 
 
 def load_job(inputs: Any) -> list[RankGraph]:
-    """Paths, RankGraphs, or {rank: (metadata, nodes) | RankGraph | [NodeSpec]} -> graphs with ranks set."""
+    """Paths, RankGraphs, or {rank: (metadata, nodes) | RankGraph | [NodeSpec]} -> graphs with ranks set.
+
+    The files among the inputs are read together, spread over the cores (:func:`load_graphs`)."""
     graphs: list[RankGraph] = []
     if isinstance(inputs, Mapping):
-        for rank in sorted(inputs):
+        order = sorted(inputs)
+        read = _read_paths([inputs[rank] for rank in order], order)
+        for rank in order:
             item = inputs[rank]
-            if isinstance(item, tuple) and len(item) == 2:
+            if id(item) in read:
+                g = read[id(item)]
+            elif isinstance(item, tuple) and len(item) == 2:
                 g = as_graph(item[1], item[0], rank=rank)
             else:
                 g = as_graph(item, rank=rank)
@@ -395,8 +401,10 @@ def load_job(inputs: Any) -> list[RankGraph]:
             g.rank = rank
             graphs.append(g)
     else:
-        for pos, item in enumerate(inputs):
-            g = as_graph(item)
+        items = list(inputs)
+        read = _read_paths(items, None)
+        for pos, item in enumerate(items):
+            g = read[id(item)] if id(item) in read else as_graph(item)
             if g.rank is None:
                 g.rank = pos
             graphs.append(g)
@@ -408,6 +416,15 @@ def load_job(inputs: Any) -> list[RankGraph]:
         seen[g.rank] = g.path
     graphs.sort(key=lambda g: g.rank)  # type: ignore[arg-type, return-value]
     return graphs
+
+
+def _read_paths(items: Sequence[Any], ranks: Sequence[int] | None) -> dict[int, RankGraph]:
+    """id of each item that is a path -> its graph (``ranks``: the rank each item is read as)."""
+    where = [k for k, item in enumerate(items) if isinstance(item, (str, os.PathLike))]
+    if len(set(map(id, (items[k] for k in where)))) < len(where):
+        where = []         # (the same path object twice: read each where it occurs)
+    graphs = load_graphs([items[k] for k in where], None if ranks is None else [ranks[k] for k in where])
+    return {id(items[k]): g for k, g in zip(where, graphs)}
 
 
 UNKNOWN_GROUP_CHOICES = ("error", "world")

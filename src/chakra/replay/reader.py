@@ -17,7 +17,8 @@ import logging
 import operator
 import os
 import sys
-from itertools import compress, count, islice, repeat
+from collections.abc import Sequence
+from itertools import accumulate, chain, compress, count, islice, repeat
 from typing import Any
 
 from chakra.errors import TraceFormatError
@@ -37,7 +38,7 @@ from chakra.replay.graph import (
 from chakra.tunables import READER_SPAN_MIN_BYTES
 
 __all__ = ["SPAN_BYTES", "CacheSizes", "EtColumns", "ReadAsWritten", "columns_from_messages",
-           "graph_from_columns", "graph_from_protobuf", "load_graph", "read_columns"]
+           "graph_from_columns", "graph_from_protobuf", "load_graph", "load_graphs", "read_columns"]
 
 log = logging.getLogger(__name__)
 
@@ -242,6 +243,37 @@ def load_graph(path: str | os.PathLike[str], rank: int | None = None, **how: Any
 
     with gc_paused():      # the finish step builds millions of tuples too: no GC rescans of them
         return _graph(read_columns(path, **how), rank)
+
+
+def load_graphs(paths: Sequence[str | os.PathLike[str]],
+                ranks: Sequence[int | None] | None = None) -> list[RankGraph]:
+    """:func:`load_graph` of several files (``ranks``: each one's ``rank`` argument), the files spread over
+    the cores: a job's ranks are cut into :func:`chakra.io.forkmap.parts` runs of consecutive files of
+    about equal bytes, each run read file after file (each file in one span) in a process of its own,
+    the graphs coming back pickled (their columns are arrays: pickled as bytes).  One file, or one part:
+    :func:`load_graph` of each (a file's spans spread over the cores).  The error of a file that cannot
+    be read is the one :func:`load_graph` gives, the first in file order."""
+    from chakra.io import gc_paused
+    from chakra.io.forkmap import fork_map, parts
+
+    todo = list(zip(paths, ranks if ranks is not None else repeat(None)))
+    k = min(parts(), len(todo))
+    if k <= 1:
+        return [load_graph(path, rank) for path, rank in todo]
+    sizes = [os.stat(path).st_size for path, _ in todo]
+    total = sum(sizes) or 1
+    ends = [bisect.bisect_left(list(accumulate(sizes)), total * j / k) + 1 for j in range(1, k)]
+    cuts = sorted({0, *ends, len(todo)})
+    runs = [todo[a:b] for a, b in zip(cuts, cuts[1:]) if a < b]
+    with gc_paused():      # (unpickling builds as many objects as reading does)
+        pieces = fork_map(_load_run, runs, f"reading {len(todo)} ranks")
+    return list(chain.from_iterable(pieces))
+
+
+def _load_run(run: list[tuple[str | os.PathLike[str], int | None]]) -> list[RankGraph]:
+    """The graphs of consecutive files, read one after the other, each in one span (this is one of the
+    processes :func:`load_graphs` spreads them over)."""
+    return [load_graph(path, rank, span_bytes=sys.maxsize) for path, rank in run]    # (one span a file)
 
 
 def _graph(cols: EtColumns, rank: int | None) -> RankGraph:
