@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import random
+from array import array
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from chakra.errors import ChakraError
 from chakra.io import read_messages
 from chakra.io.naming import rank_from_filename
 from chakra.io.pbstream import encode_varint as V
-from chakra.replay.graph import DepsCSR
+from chakra.replay.graph import DepsCSR, IntColumn
 from chakra.replay.reader import CacheSizes, load_graph
 from chakra.schema import AttributeProto, GlobalMetadata, Node
 
@@ -147,7 +148,7 @@ def _fields(g):
             v = sorted(v)
         elif isinstance(v, Mapping):
             v = sorted(v.items())
-        elif isinstance(v, DepsCSR):
+        elif isinstance(v, (DepsCSR, array)):
             v = list(v)
         out.append(repr(v))
     out.append(repr(sorted((name, sorted(d.items())) for name, d in g.extra.items())))
@@ -320,9 +321,10 @@ def test_dependencies_on_node_0_keep_the_merged_reading(tmp_path: Path, monkeypa
 
 
 def test_read_graph_holds_columns_that_read_like_lists_and_dicts(tmp_path: Path) -> None:
-    """A read graph's dependencies are rows of one array (DepsCSR), its comm infos one table of the
-    distinct ones (CommTable: the collectives of one group share an info), and comm_type/comm_size sparse
-    arrays: each reads back what the lists and dicts held (same values, same types)."""
+    """A read graph's ids and types are arrays (IntColumn), its dependencies rows of one array (DepsCSR),
+    its comm infos one table of the distinct ones (CommTable: the collectives of one group share an
+    info), and comm_type/comm_size sparse arrays: each reads back what the lists and dicts held (same
+    values, same types)."""
     def node(nid: int, ntype: int, deps: list[int], *attrs: AttributeProto) -> Node:
         n = Node(id=nid, name=f"n{nid}", type=ntype, duration_micros=3, data_deps=deps)
         n.attr.extend(attrs)
@@ -339,6 +341,10 @@ def test_read_graph_holds_columns_that_read_like_lists_and_dicts(tmp_path: Path)
     path = tmp_path / "c.0.et"
     path.write_bytes(b"".join(V(len(m.SerializeToString())) + m.SerializeToString() for m in frames))
     g = load_graph(path)
+    assert isinstance(g.ids, IntColumn) and isinstance(g.types, IntColumn)
+    assert g.ids == [0, 1, 2, 3, 4] and not g.ids != [0, 1, 2, 3, 4] and g.ids != [0, 1, 2, 3]
+    assert g.types == [4, 7, 4, 7, 7] and g.ids.index(3) == 3 and type(g.ids[1]) is int
+    assert IntColumn.of("Q", [1, -1]) == [1, -1]          # (not uint64: kept as the list)
     assert isinstance(g.deps, DepsCSR)
     assert g.deps == [(), (0,), (0, 1), (2,), (3,)] and g.deps[2] == (0, 1) and g.deps[-1] == (3,)
     assert list(g.deps) == [(), (0,), (0, 1), (2,), (3,)] and len(g.deps) == 5

@@ -21,6 +21,7 @@ Lanes (the resource a node runs on):
 
 from __future__ import annotations
 
+import operator
 from array import array
 from bisect import bisect_left
 from collections.abc import ItemsView, Iterable, Iterator, Mapping, Sequence
@@ -104,6 +105,31 @@ class CommInfo:
         return cls(pg_name=str(raw.get("pg_name") or ""), src=int_or_none(raw.get("comm_src")),
                    dst=int_or_none(raw.get("comm_dst")), tag=int_or_none(raw.get("comm_tag")) or 0,
                    seq=seq if type(seq) is int else None)
+
+
+class IntColumn(array):
+    """An ``array`` of ints that equals the list of the same ints (a read graph's ``ids`` and ``types``:
+    8 and 4 bytes a node instead of a list slot and an int object)."""
+
+    __slots__ = ()
+
+    @classmethod
+    def of(cls, typecode: str, values: list[int]) -> IntColumn | list[int]:
+        """``values`` packed, or the list itself when some value does not fit ``typecode``."""
+        try:
+            return cls(typecode, values)
+        except OverflowError:
+            return values
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, list):
+            return len(self) == len(other) and all(map(operator.eq, self, other))
+        return array.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 class DepsCSR(Sequence[tuple[int, ...]]):
@@ -276,14 +302,14 @@ class CommTable(SparseColumn):
 class RankGraph:
     """One rank's nodes as parallel columns, index order = id order.
 
-    A graph read from a file (:mod:`chakra.replay.reader`) holds ``deps`` as a :class:`DepsCSR`, ``comm``
-    as a :class:`CommTable` and the :data:`SPARSE_EXTRAS` of ``extra`` as :class:`SparseColumn`: each
-    reads like the list or dict it replaces; one built by hand (:func:`graph_from_specs`) holds lists and
-    dicts."""
+    A graph read from a file (:mod:`chakra.replay.reader`) holds ``ids`` and ``types`` as
+    :class:`IntColumn`, ``deps`` as a :class:`DepsCSR`, ``comm`` as a :class:`CommTable` and the
+    :data:`SPARSE_EXTRAS` of ``extra`` as :class:`SparseColumn`: each reads like the list or dict it
+    replaces; one built by hand (:func:`graph_from_specs`) holds lists and dicts."""
 
-    ids: list[int] = field(default_factory=list)
+    ids: Sequence[int] = field(default_factory=list)        # (read: an IntColumn)
     names: list[str] = field(default_factory=list)
-    types: list[int] = field(default_factory=list)
+    types: Sequence[int] = field(default_factory=list)      # (read: an IntColumn)
     durations: list[float] = field(default_factory=list)
     starts: list[float] = field(default_factory=list)       # recorded start_time_micros
     deps: Sequence[tuple[int, ...]] = field(default_factory=list)  # dependency node ids (ctrl + data)
@@ -367,10 +393,13 @@ def graph_from_specs(specs: Iterable[NodeSpec], *, rank: int | None = None, worl
         g.process_groups = (dict(process_groups) if isinstance(process_groups, dict)
                             else parse_process_groups(process_groups, world_size, path))
     seen: set[int] = set()
+    ids: list[int] = []
+    types: list[int] = []
     comm: dict[int, CommInfo] = {}
     deps: list[tuple[int, ...]] = []
     extra: dict[str, dict[int, Any]] = {}
-    g.comm, g.deps, g.extra = comm, deps, extra  # type: ignore[assignment]
+    g.ids, g.types, g.comm, g.deps = ids, types, comm, deps
+    g.extra = extra  # type: ignore[assignment]   # (dict is invariant: these dicts are Mappings)
     for s in sorted(specs, key=lambda s: s.id):
         if s.id in seen:
             raise TraceFormatError(f"node id {s.id} appears twice", path)
@@ -384,16 +413,16 @@ def graph_from_specs(specs: Iterable[NodeSpec], *, rank: int | None = None, worl
         else:
             lane = ("gpu", s.device, s.stream)
         if s.type in COMM_TYPES:
-            comm[len(g.ids)] = CommInfo(s.pg_name, s.comm_src, s.comm_dst, s.comm_tag)
-        g.ids.append(s.id)
+            comm[len(ids)] = CommInfo(s.pg_name, s.comm_src, s.comm_dst, s.comm_tag)
+        ids.append(s.id)
         g.names.append(s.name or f"node{s.id}")
-        g.types.append(s.type)
+        types.append(s.type)
         g.durations.append(float(s.duration))
         g.starts.append(float(s.start))
         deps.append(tuple(s.deps))
         g.is_cpu.append(bool(s.is_cpu))
         g.lanes.append(lane)
-        k = len(g.ids) - 1
+        k = len(ids) - 1
         for name, v in (("thread_depth", s.depth), ("work_before_us", s.work_before), ("tail_us", s.tail),
                         ("idle_before_us", s.idle_before), ("wait_on", s.wait_on),
                         ("wait_post_us", s.wait_post), ("frees_thread", int(s.frees_thread)),

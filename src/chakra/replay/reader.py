@@ -30,6 +30,7 @@ from chakra.replay.graph import (
     CommInfo,
     CommTable,
     DepsCSR,
+    IntColumn,
     RankGraph,
     SparseColumn,
     graph_for_metadata,
@@ -202,7 +203,8 @@ def graph_from_columns(cols: EtColumns, rank: int | None = None) -> RankGraph:
         comm = dict(zip(map(new.__getitem__, comm), comm.values()))
         direct = {name: dict(zip(map(new.__getitem__, d), d.values())) for name, d in direct.items()}
     ids, names, types, durs, starts, deps, cpu, lanes, xpairs = cols_l
-    g.ids, g.names, g.types, g.durations, g.starts = ids, names, types, durs, starts
+    g.ids, g.types = IntColumn.of("Q", ids), IntColumn.of("i", types)   # (8 and 4 B a node; a list: 36, 8)
+    g.names, g.durations, g.starts = names, durs, starts
     g.is_cpu, g.lanes = cpu, lanes
     g.deps = DepsCSR.of(deps)
     g.comm = CommTable.of(comm)
