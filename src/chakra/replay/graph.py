@@ -129,7 +129,7 @@ class IntColumn(array):
     def __ne__(self, other: object) -> bool:
         return not self == other
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None
 
 
 class DepsCSR(Sequence[tuple[int, ...]]):
@@ -193,7 +193,7 @@ class _SortedItems(ItemsView[int, Any]):
     per item."""
 
     def __iter__(self) -> Iterator[tuple[int, Any]]:
-        return self._mapping.pairs()  # type: ignore[attr-defined, no-any-return]
+        return self._mapping.pairs()  # type: ignore[attr-defined]
 
 
 class SparseColumn(Mapping[int, Any]):
