@@ -222,23 +222,23 @@ class SparseColumn(Mapping[int, Any]):
             pass
         return cls(array("q", keys), col)
 
-    def _at(self, i: Any) -> int:
+    # (the lookups are written out in each method: they are called once per communication node)
+    def __getitem__(self, i: int) -> Any:
         pos = self.pos
         k = bisect_left(pos, i)
-        return k if k < len(pos) and pos[k] == i else -1
-
-    def __getitem__(self, i: int) -> Any:
-        k = self._at(i)
-        if k < 0:
-            raise KeyError(i)
-        return self.vals[k]
+        if k < len(pos) and pos[k] == i:
+            return self.vals[k]
+        raise KeyError(i)
 
     def get(self, i: int, default: Any = None) -> Any:
-        k = self._at(i)
-        return default if k < 0 else self.vals[k]
+        pos = self.pos
+        k = bisect_left(pos, i)
+        return self.vals[k] if k < len(pos) and pos[k] == i else default
 
     def __contains__(self, i: object) -> bool:
-        return self._at(i) >= 0
+        pos = self.pos
+        k = bisect_left(pos, i)
+        return k < len(pos) and pos[k] == i
 
     def __iter__(self) -> Iterator[int]:
         return iter(self.pos)
@@ -285,14 +285,16 @@ class CommTable(SparseColumn):
         return cls(array("q", keys), which, infos)
 
     def __getitem__(self, i: int) -> CommInfo:
-        k = self._at(i)
-        if k < 0:
-            raise KeyError(i)
-        return self.infos[self.vals[k]]
+        pos = self.pos
+        k = bisect_left(pos, i)
+        if k < len(pos) and pos[k] == i:
+            return self.infos[self.vals[k]]
+        raise KeyError(i)
 
     def get(self, i: int, default: Any = None) -> Any:
-        k = self._at(i)
-        return default if k < 0 else self.infos[self.vals[k]]
+        pos = self.pos
+        k = bisect_left(pos, i)
+        return self.infos[self.vals[k]] if k < len(pos) and pos[k] == i else default
 
     def pairs(self) -> Iterator[tuple[int, CommInfo]]:
         return zip(self.pos, map(self.infos.__getitem__, self.vals))
