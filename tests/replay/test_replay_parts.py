@@ -117,3 +117,38 @@ def test_synthetic_trace_replays_the_same_in_one_and_three_parts(seed, tmp_path,
     lines = log.decode().splitlines()
     assert len(lines) == 2 * n
     assert f"Node ID {2 * n} completed at {10 * (n - 1) + 8}us" in lines[-1]
+
+
+def test_job_ranks_are_read_file_by_file_over_the_parts(tmp_path, monkeypatch, capsys):
+    """``chakra replay --job``: the ranks' files are handed to the cores whole (one fork_map, a run of
+    files per part; not each file cut into spans), and the replay is the same bytes as in one part.
+    Each rank: the synthetic launchers and kernels (the last kernel ends at 10 (n - 1) + 8), then an
+    all-reduce of 4 us on stream 7 after it, coupled across the two ranks: both end at 10 (n - 1) + 12."""
+    from chakra.schema import COMM_COLL_NODE
+
+    n = 300
+    files = []
+    for rank in (0, 1):
+        nodes = _synthetic(n, rank + 1)
+        nodes.append(pb_node(2 * n + 1, 4, 10 * (n - 1) + 8, deps=[2 * n], cpu=False, stream=7,
+                             ntype=COMM_COLL_NODE, pg="0"))
+        files.append(tmp_path / f"job.{rank}.et")
+        write_rank(files[-1], rank, nodes, measured=10 * (n - 1) + 12)
+    outs = []
+    for parts in (1, 2):
+        monkeypatch.setenv("CHAKRA_PARTS", str(parts))
+        pieces: list[int] = []
+        real = forkmap.fork_map
+        out = tmp_path / f"p{parts}"
+        out.mkdir()
+        log = out / "replay.log"
+        with monkeypatch.context() as m:
+            m.setattr(forkmap, "fork_map",
+                      lambda fn, p, what, seen=pieces, real=real: seen.append(len(p)) or real(fn, p, what))
+            assert main([*map(str, files), "--job", "--json", "--log", str(log), "-q"]) == 0
+        outs.append((json.loads(capsys.readouterr().out), log.read_bytes(), pieces))
+    (one, log1, pieces1), (two, log2, pieces2) = outs
+    # one part: each file in one span; two: a file per part (then this process's file, in one span)
+    assert pieces1 == [1, 1] and pieces2 == [2, 1]
+    assert one == two and log1 == log2
+    assert [r["replayed_us"] for r in one["ranks"]] == [10 * (n - 1) + 12] * 2

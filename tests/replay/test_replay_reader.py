@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import random
+from array import array
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,7 @@ from chakra.errors import ChakraError
 from chakra.io import read_messages
 from chakra.io.naming import rank_from_filename
 from chakra.io.pbstream import encode_varint as V
+from chakra.replay.graph import DepsCSR, IntColumn
 from chakra.replay.reader import CacheSizes, load_graph
 from chakra.schema import AttributeProto, GlobalMetadata, Node
 
@@ -136,14 +139,17 @@ def _new_graph(path: Path, **how):
 
 
 def _fields(g):
-    """The graph's fields, comparable: sets and dicts in a fixed order (two readers fill them in another)."""
+    """The graph's fields, comparable: sets and mappings in a fixed order (two readers fill them in another),
+    columns as lists."""
     out = []
     for f in FIELDS:
         v = getattr(g, f)
         if isinstance(v, set):
             v = sorted(v)
-        elif isinstance(v, dict):
+        elif isinstance(v, Mapping):
             v = sorted(v.items())
+        elif isinstance(v, (DepsCSR, array)):
+            v = list(v)
         out.append(repr(v))
     out.append(repr(sorted((name, sorted(d.items())) for name, d in g.extra.items())))
     return out
@@ -283,3 +289,71 @@ def test_reader_sorts_nodes_by_id(tmp_path: Path) -> None:
     assert g.lanes == [("cpu", 3), ("gpu", 0, 7), ("gpu", 0, 0), None]
     assert list(g.comm) == [1] and g.comm[1].pg_name == ""
     assert g.rank == 2
+
+
+def test_dependencies_on_node_0_keep_the_merged_reading(tmp_path: Path, monkeypatch) -> None:
+    """Node 0 is a dependency of nodes 1 and 3 (as in every generated ET): the batch is read merged, never
+    re-encoded (a dependency is written even when 0, so 0 cannot be the dependencies' sentinel; it was:
+    every such batch was re-encoded and split in halves, 1.9x the reading of a 20k-node generated rank).
+    A dependency on the sentinel itself (2^64-1) is still read, re-encoded and split."""
+    def node(nid: int, ctrl: list[int], data: list[int]) -> Node:
+        n = Node(id=nid, name=f"n{nid}", type=4, duration_micros=nid + 1, ctrl_deps=ctrl, data_deps=data)
+        n.attr.append(AttributeProto(name="is_cpu_op", bool_val=False))
+        return n
+
+    top = (1 << 64) - 1
+    ok = [node(0, [], []), node(1, [], [0]), node(2, [], []), node(3, [0], [1, 2]), node(4, [3], [])]
+    odd = [node(0, [], []), node(1, [], [top]), node(2, [0], [1])]
+    canon = etdecode._canonical
+    called: list[int] = []
+    monkeypatch.setattr(etdecode, "_canonical", lambda frames: called.append(len(frames)) or canon(frames))
+    for nodes, want_deps, want_called in ((ok, [(), (0,), (), (0, 1, 2), (3,)], []),
+                                          (odd, [(), (top,), (0, 1)], [3])):
+        called.clear()
+        frames = [GlobalMetadata(version="0.0.4"), *nodes]
+        path = tmp_path / "d.0.et"
+        path.write_bytes(b"".join(V(len(m.SerializeToString())) + m.SerializeToString() for m in frames))
+        g = load_graph(path, span_bytes=1 << 20)
+        assert g.ids == list(range(len(nodes)))
+        assert g.deps == want_deps
+        assert g.durations == [float(k + 1) for k in range(len(nodes))]
+        assert called == want_called
+
+
+def test_read_graph_holds_columns_that_read_like_lists_and_dicts(tmp_path: Path) -> None:
+    """A read graph's ids and types are arrays (IntColumn), its dependencies rows of one array (DepsCSR),
+    its comm infos one table of the distinct ones (CommTable: the collectives of one group share an
+    info), and comm_type/comm_size sparse arrays: each reads back what the lists and dicts held (same
+    values, same types)."""
+    def node(nid: int, ntype: int, deps: list[int], *attrs: AttributeProto) -> Node:
+        n = Node(id=nid, name=f"n{nid}", type=ntype, duration_micros=3, data_deps=deps)
+        n.attr.extend(attrs)
+        return n
+
+    gpu = AttributeProto(name="is_cpu_op", bool_val=False)
+    pg = AttributeProto(name="pg_name", string_val="tp")
+    coll = [AttributeProto(name="comm_type", int64_val=0),
+            AttributeProto(name="comm_size", int64_val=1 << 40)]
+    dp = [AttributeProto(name="pg_name", string_val="dp"), AttributeProto(name="comm_size", double_val=2.5)]
+    frames = [GlobalMetadata(version="0.0.4"), node(0, 4, [], gpu),
+              node(1, 7, [0], gpu, pg, *coll), node(2, 4, [0, 1], gpu),
+              node(3, 7, [2], gpu, pg, *coll), node(4, 7, [3], gpu, *dp)]
+    path = tmp_path / "c.0.et"
+    path.write_bytes(b"".join(V(len(m.SerializeToString())) + m.SerializeToString() for m in frames))
+    g = load_graph(path)
+    assert isinstance(g.ids, IntColumn) and isinstance(g.types, IntColumn)
+    assert g.ids == [0, 1, 2, 3, 4] and not g.ids != [0, 1, 2, 3, 4] and g.ids != [0, 1, 2, 3]
+    assert g.types == [4, 7, 4, 7, 7] and g.ids.index(3) == 3 and type(g.ids[1]) is int
+    assert IntColumn.of("Q", [1, -1]) == [1, -1]          # (not uint64: kept as the list)
+    assert isinstance(g.deps, DepsCSR)
+    assert g.deps == [(), (0,), (0, 1), (2,), (3,)] and g.deps[2] == (0, 1) and g.deps[-1] == (3,)
+    assert list(g.deps) == [(), (0,), (0, 1), (2,), (3,)] and len(g.deps) == 5
+    assert list(g.comm) == [1, 3, 4] and 2 not in g.comm and g.comm.get(2) is None
+    assert g.comm[1] is g.comm[3] and g.comm[1].pg_name == "tp" and g.comm[4].pg_name == "dp"
+    assert dict(g.comm.items()) == {1: g.comm[1], 3: g.comm[1], 4: g.comm[4]}
+    assert dict(g.extra["comm_type"].items()) == {1: 0, 3: 0}
+    sizes = g.extra["comm_size"]
+    assert [(i, v, type(v)) for i, v in sizes.items()] == [(1, 1 << 40, int), (3, 1 << 40, int),
+                                                           (4, 2.5, float)]
+    assert sizes.get(2, 0) == 0 and 4 in sizes and sizes[4] == 2.5
+    assert DepsCSR.of([(1,), (-1,)]) == [(1,), (-1,)]     # (not uint64: kept as the list of rows)

@@ -31,7 +31,7 @@ from chakra.replay.modes import (
     Mode,
     UnknownGroup,
 )
-from chakra.replay.reader import graph_from_protobuf, load_graph
+from chakra.replay.reader import graph_from_protobuf, load_graph, load_graphs
 from chakra.replay.whatif import WhatIf, WhatIfReport, apply_whatif, check_ranks
 from chakra.schema import COMM_COLL_NODE, METADATA_NODE
 from chakra.tunables import RUN_ON_SHARE
@@ -390,12 +390,18 @@ def replay_file(path: str | os.PathLike[str], *, mode: Mode = "lanes", gaps: boo
 
 
 def load_job(inputs: Any) -> list[RankGraph]:
-    """Paths, RankGraphs, or {rank: (metadata, nodes) | RankGraph | [NodeSpec]} -> graphs with ranks set."""
+    """Paths, RankGraphs, or {rank: (metadata, nodes) | RankGraph | [NodeSpec]} -> graphs with ranks set.
+
+    The files among the inputs are read together, spread over the cores (:func:`load_graphs`)."""
     graphs: list[RankGraph] = []
     if isinstance(inputs, Mapping):
-        for rank in sorted(inputs):
+        order = sorted(inputs)
+        read = _read_paths([inputs[rank] for rank in order], order)
+        for rank in order:
             item = inputs[rank]
-            if isinstance(item, tuple) and len(item) == 2:
+            if id(item) in read:
+                g = read[id(item)]
+            elif isinstance(item, tuple) and len(item) == 2:
                 g = as_graph(item[1], item[0], rank=rank)
             else:
                 g = as_graph(item, rank=rank)
@@ -404,8 +410,10 @@ def load_job(inputs: Any) -> list[RankGraph]:
             g.rank = rank
             graphs.append(g)
     else:
-        for pos, item in enumerate(inputs):
-            g = as_graph(item)
+        items = list(inputs)
+        read = _read_paths(items, None)
+        for pos, item in enumerate(items):
+            g = read[id(item)] if id(item) in read else as_graph(item)
             if g.rank is None:
                 g.rank = pos
             graphs.append(g)
@@ -424,6 +432,15 @@ def _ranks(graphs: Sequence[RankGraph]) -> list[int]:
     ranks = [g.rank for g in graphs if g.rank is not None]
     assert len(ranks) == len(graphs)
     return ranks
+
+
+def _read_paths(items: Sequence[Any], ranks: Sequence[int] | None) -> dict[int, RankGraph]:
+    """id of each item that is a path -> its graph (``ranks``: the rank each item is read as)."""
+    where = [k for k, item in enumerate(items) if isinstance(item, (str, os.PathLike))]
+    if len(set(map(id, (items[k] for k in where)))) < len(where):
+        where = []         # (the same path object twice: read each where it occurs)
+    graphs = load_graphs([items[k] for k in where], None if ranks is None else [ranks[k] for k in where])
+    return {id(items[k]): g for k, g in zip(where, graphs)}
 
 
 def apply_comm_groups(graphs: Sequence[RankGraph], groups: Mapping[str, Sequence[int]] | None = None,

@@ -11,13 +11,14 @@ Why it is fast: per node, Python does next to nothing; upb (C) decodes and the C
     would (on a failure the messages are decoded one by one, to name the first damaged one), and its
     unknown fields show an occurrence of a field with another wire type than declared;
   - with a lean node type whose fields are all ``repeated`` (``MergedBatch``): every field comes out as
-    ONE flat list for the batch.  The sentinel holds each field's default value (0, "", an empty
-    attribute), which a proto3 encoder never writes for a singular field: a node's values are those
+    ONE flat list for the batch.  The sentinel holds each singular field's default value (0, "", an empty
+    attribute), which a proto3 encoder never writes for a singular field, and in the dependencies the
+    largest uint64 (:data:`DEP_SENTINEL`; a dependency on node 0 is written): a node's values are those
     before its sentinel, none when it has the default.  Splitting the lists there is C loops.
 
   This is exact when the batch has no unknown field, no node has a singular field twice and no real value
   is a default (all counted).  Otherwise (files a proto3 encoder does not write) the batch is re-encoded
-  as a proto3 encoder writes it (:func:`_canonical`) and, where a dependency on node 0 or an empty
+  as a proto3 encoder writes it (:func:`_canonical`) and, where a dependency on node 2^64-1 or an empty
   attribute still hides a sentinel, split in halves: for one node the split is exact (its values are
   those before the last sentinel).  There is one way from frames to columns.
 * Attributes come as raw bytes and are looked up in a cache (:class:`_Keys`): ``is_cpu_op: true`` or
@@ -54,13 +55,18 @@ from chakra.tunables import READER_ATTR_STRINGS_MAX, READER_ATTRS_MAX, READER_SK
 
 _LEAN_PKG = "chakra_replay_lean"
 
-# The sentinel node: every field holds its default value, written out explicitly (0, "", an empty
-# attribute).  The encoder of a proto3 file never writes a default value of a singular field, so a 0
-# among a batch's ids (or an empty name, ...) is a sentinel; a file that does write one (or has a
-# dependency on node 0, or an empty attribute) is seen by counting them, and its batch re-encoded
-# (:func:`_canonical`) and, if need be, split: for one node, the last values are the sentinel's.
+# The sentinel node: every singular field holds its default value, written out explicitly (0, "", an
+# empty attribute).  The encoder of a proto3 file never writes a default value of a singular field, so a
+# 0 among a batch's ids (or an empty name, ...) is a sentinel.  The dependencies are repeated fields, in
+# which an encoder writes every value, 0 too (a dependency on node 0, which every generated file and most
+# converted ones have): their sentinel is the largest uint64 instead, which no node id of a real file
+# is.  A file that does write a default (or has a dependency on that id, or an empty attribute) is seen
+# by counting them, and its batch re-encoded (:func:`_canonical`) and, if need be, split: for one node,
+# the last values are the sentinel's.
+DEP_SENTINEL = wire.U64_MAX
+_DEP_SENT = bytes((wire.VARINT_MAX,)) + b"\xff" * (wire.VARINT_MAX - 1) + b"\x01"   # packed: DEP_SENTINEL
 _SENT_BODY = b"".join((wire.NODE_ID, b"\x00", wire.NODE_NAME, b"\x00", wire.NODE_TYPE, b"\x00",
-                       wire.NODE_CTRL_DEPS, b"\x01\x00", wire.NODE_DATA_DEPS, b"\x01\x00",
+                       wire.NODE_CTRL_DEPS, _DEP_SENT, wire.NODE_DATA_DEPS, _DEP_SENT,
                        wire.NODE_START, b"\x00", wire.NODE_DURATION, b"\x00", wire.NODE_ATTR, b"\x00"))
 _SENT = bytes((len(_SENT_BODY),)) + _SENT_BODY
 _SEP = wire.REPEATED_1 + _SENT + wire.REPEATED_1
@@ -167,7 +173,7 @@ def _validated(first: int, frames: list[bytes], merged: bytes, path: Any) -> boo
 def _canonical(frames: list[bytes]) -> list[bytes]:
     """Valid frames as a proto3 encoder writes them: each field once, no default value, no unknown field,
     dependencies packed, each attribute's name once (the values the full ``Node`` reads, as the merged
-    reading takes them).  A dependency on node 0 may still need the batch split."""
+    reading takes them).  A dependency on node :data:`DEP_SENTINEL` may still need the batch split."""
     from chakra.io.pbstream import encode_varint
 
     batch = _lean()[3].FromString(wire.REPEATED_1 + wire.REPEATED_1.join(frames))
@@ -477,7 +483,10 @@ class ColumnBuilder:
                 cols.comm[index] = {**cols.comm.get(index, {}), name: value}   # (cached dicts are shared)
         cols.ids += ids
         cols.types += types
-        cols.starts += map(float, starts)
+        if any(starts):
+            cols.starts += map(float, starts)
+        else:               # (no recorded times, as in generated files: one float object for all)
+            cols.starts += repeat(0.0, n)
         cols.durs += map(self.fdur.__getitem__, durs)
         cols.names += map(sys.intern, names)
         cols.deps += map(operator.add, ctrl, data)
@@ -675,19 +684,19 @@ def _singular(values: list, n: int) -> list | None:
 
 
 def _grouped(values: list, n: int) -> list[tuple] | None:
-    """A tuple per node from a merged repeated field (its values, then a sentinel 0); None if a value is 0
-    (the node's: not told from a sentinel, but for one node)."""
+    """A tuple per node from a merged repeated field (its values, then :data:`DEP_SENTINEL`); None if a
+    value is the sentinel's (the node's: not told from a sentinel, but for one node)."""
     if n == 1:
         return [tuple(values[:-1])]
-    if values.count(0) != n:
+    if values.count(DEP_SENTINEL) != n:
         return None
-    if len(values) == 2 * n and not any(values[1::2]):
-        return list(zip(values[0::2]))         # one value per node
     if len(values) == n:
         return [()] * n
-    is_sent = list(map(operator.not_, values))
-    before = list(compress(chain((0,), values), is_sent))
-    if len(values) - n == n - before.count(0):      # none or one value per node
+    if len(values) == 2 * n and values[1::2].count(DEP_SENTINEL) == n:
+        return list(zip(values[0::2]))         # one value per node
+    is_sent = list(map(DEP_SENTINEL.__eq__, values))
+    before = list(compress(chain((DEP_SENTINEL,), values), is_sent))
+    if len(values) - n == n - before.count(DEP_SENTINEL):      # none or one value per node
         return list(map(_NO_DEP.get, before, zip(before)))
     pos = list(compress(count(), is_sent))
     firsts = chain((0,), map(operator.add, pos, repeat(1)))
@@ -696,4 +705,4 @@ def _grouped(values: list, n: int) -> list[tuple] | None:
     return list(map(piece, repeat(tuple(values)), map(slice, firsts, pos)))
 
 
-_NO_DEP = {0: ()}
+_NO_DEP = {DEP_SENTINEL: ()}

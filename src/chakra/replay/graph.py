@@ -21,9 +21,13 @@ Lanes (the resource a node runs on):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import operator
+from array import array
+from bisect import bisect_left
+from collections.abc import ItemsView, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from itertools import accumulate, chain, islice
+from typing import Any, overload
 
 from chakra.errors import ChakraError, TraceFormatError
 from chakra.formats import THREAD_TIMING, THREAD_TIMING_ATTRS
@@ -38,6 +42,10 @@ WORLD_PG_NAMES = frozenset(("", "0"))
 # converter (chakra.convert.threads), the size and kind of a collective (the communication model) and the
 # size of its process group where the producer recorded it (how many ranks a whole job has)
 EXTRA_ATTRS = frozenset((*THREAD_TIMING_ATTRS, "comm_type", "comm_size", "pg_size"))
+# the EXTRA_ATTRS of communication nodes: a read graph holds them as a :class:`SparseColumn` (one value
+# per comm node of a generated rank: a dict entry each was ~75 B of a node's ~380); the thread timing
+# stays in dicts (read per node on the CPU lanes, where a dict's lookup is the fastest)
+SPARSE_EXTRAS = frozenset(("comm_type", "comm_size", "pg_size"))
 
 
 class ReplayError(ChakraError):
@@ -99,19 +107,217 @@ class CommInfo:
                    seq=seq if type(seq) is int else None)
 
 
+class IntColumn(array):
+    """An ``array`` of ints that equals the list of the same ints (a read graph's ``ids`` and ``types``:
+    8 and 4 bytes a node instead of a list slot and an int object)."""
+
+    __slots__ = ()
+
+    @classmethod
+    def of(cls, typecode: str, values: list[int]) -> IntColumn | list[int]:
+        """``values`` packed, or the list itself when some value does not fit ``typecode``."""
+        try:
+            return cls(typecode, values)
+        except OverflowError:
+            return values
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, list):
+            return len(self) == len(other) and all(map(operator.eq, self, other))
+        return array.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = None
+
+
+class DepsCSR(Sequence[tuple[int, ...]]):
+    """Each node's dependency ids, in compressed rows: node i's are ``flat[ptr[i]:ptr[i + 1]]``.
+
+    16 bytes a node with one dependency (a list of tuples: ~90).  Reads as the list of tuples it stands
+    for: ``deps[i]`` (a tuple), iteration (tuples made in C), ``len``, equality with a sequence."""
+
+    __slots__ = ("ptr", "flat")
+
+    def __init__(self, ptr: array, flat: array) -> None:
+        self.ptr = ptr        # array('q'), len = nodes + 1
+        self.flat = flat      # array('Q'): the ids, row after row
+
+    @classmethod
+    def of(cls, rows: Sequence[tuple[int, ...]]) -> DepsCSR | list[tuple[int, ...]]:
+        """The rows in compressed form; the rows themselves (as a list) when an id is no uint64."""
+        try:
+            flat = array("Q", chain.from_iterable(rows))
+        except (OverflowError, TypeError):
+            return list(rows)
+        return cls(array("q", accumulate(map(len, rows), initial=0)), flat)
+
+    def __len__(self) -> int:
+        return len(self.ptr) - 1
+
+    @overload
+    def __getitem__(self, i: int) -> tuple[int, ...]: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[tuple[int, ...]]: ...
+
+    def __getitem__(self, i: int | slice) -> tuple[int, ...] | list[tuple[int, ...]]:
+        if isinstance(i, slice):
+            return list(islice(self, *i.indices(len(self))))
+        ptr = self.ptr
+        if i < 0:
+            i += len(ptr) - 1
+        if not 0 <= i < len(ptr) - 1:
+            raise IndexError("dependency row out of range")
+        return tuple(self.flat[ptr[i]:ptr[i + 1]])
+
+    def __iter__(self) -> Iterator[tuple[int, ...]]:
+        ptr = self.ptr
+        return map(tuple, map(self.flat.__getitem__, map(slice, ptr, islice(ptr, 1, None))))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, DepsCSR):
+            return self.ptr == other.ptr and self.flat == other.flat
+        if isinstance(other, Sequence):
+            return len(self) == len(other) and all(map(tuple.__eq__, self, map(tuple, other)))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"DepsCSR({list(self)!r})"
+
+
+class _SortedItems(ItemsView[int, Any]):
+    """``items()`` of a :class:`SparseColumn` or :class:`CommTable`: in position order, without a lookup
+    per item."""
+
+    def __iter__(self) -> Iterator[tuple[int, Any]]:
+        return self._mapping.pairs()  # type: ignore[attr-defined]
+
+
+class SparseColumn(Mapping[int, Any]):
+    """Node index -> value for the nodes that have one: the positions ascending (``array('q')``) and the
+    values (an ``array('q')`` when all are ints, ``array('d')`` when all are floats, else a list; the
+    value read back is the one stored, of the same type).  16 bytes an entry (a dict: ~75)."""
+
+    __slots__ = ("pos", "vals")
+
+    def __init__(self, pos: array, vals: Sequence[Any]) -> None:
+        self.pos = pos
+        self.vals = vals
+
+    @classmethod
+    def of(cls, d: Mapping[int, Any]) -> SparseColumn:
+        keys = sorted(d)
+        vals: list[Any] = list(map(d.__getitem__, keys))
+        kinds = set(map(type, vals))
+        col: Sequence[Any] = vals
+        try:
+            if kinds == {int}:
+                col = array("q", vals)
+            elif kinds == {float}:
+                col = array("d", vals)
+        except OverflowError:
+            pass
+        return cls(array("q", keys), col)
+
+    # (the lookups are written out in each method: they are called once per communication node)
+    def __getitem__(self, i: int) -> Any:
+        pos = self.pos
+        k = bisect_left(pos, i)
+        if k < len(pos) and pos[k] == i:
+            return self.vals[k]
+        raise KeyError(i)
+
+    def get(self, i: int, default: Any = None) -> Any:
+        pos = self.pos
+        k = bisect_left(pos, i)
+        return self.vals[k] if k < len(pos) and pos[k] == i else default
+
+    def __contains__(self, i: object) -> bool:
+        pos = self.pos
+        k = bisect_left(pos, i)
+        return k < len(pos) and pos[k] == i
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.pos)
+
+    def __len__(self) -> int:
+        return len(self.pos)
+
+    def items(self) -> _SortedItems:
+        return _SortedItems(self)
+
+    def pairs(self) -> Iterator[tuple[int, Any]]:
+        return zip(self.pos, self.vals)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({dict(self.pairs())!r})"
+
+
+class CommTable(SparseColumn):
+    """Node index -> :class:`CommInfo` of the communication nodes: positions ascending and, per node, the
+    index of its info in a table of the distinct ones (equal infos are one object: nodes read from the
+    same attributes share it).  12 bytes a node (a dict of an info per node: ~150)."""
+
+    __slots__ = ("infos",)
+
+    def __init__(self, pos: array, which: array, infos: list[CommInfo]) -> None:
+        super().__init__(pos, which)
+        self.infos = infos
+
+    @classmethod
+    def of(cls, d: Mapping[int, Any]) -> CommTable:
+        """From index -> info (equal infos stored once)."""
+        keys = sorted(d)
+        table: dict[tuple[Any, ...], int] = {}
+        infos: list[CommInfo] = []
+        which = array("l")
+        for k in keys:
+            info = d[k]
+            key = (info.pg_name, info.src, info.dst, info.tag, info.seq)
+            j = table.get(key)
+            if j is None:
+                j = table[key] = len(infos)
+                infos.append(info)
+            which.append(j)
+        return cls(array("q", keys), which, infos)
+
+    def __getitem__(self, i: int) -> CommInfo:
+        pos = self.pos
+        k = bisect_left(pos, i)
+        if k < len(pos) and pos[k] == i:
+            return self.infos[self.vals[k]]
+        raise KeyError(i)
+
+    def get(self, i: int, default: Any = None) -> Any:
+        pos = self.pos
+        k = bisect_left(pos, i)
+        return self.infos[self.vals[k]] if k < len(pos) and pos[k] == i else default
+
+    def pairs(self) -> Iterator[tuple[int, CommInfo]]:
+        return zip(self.pos, map(self.infos.__getitem__, self.vals))
+
+
 @dataclass(slots=True)
 class RankGraph:
-    """One rank's nodes as parallel lists, index order = id order."""
+    """One rank's nodes as parallel columns, index order = id order.
 
-    ids: list[int] = field(default_factory=list)
+    A graph read from a file (:mod:`chakra.replay.reader`) holds ``ids`` and ``types`` as
+    :class:`IntColumn`, ``deps`` as a :class:`DepsCSR`, ``comm`` as a :class:`CommTable` and the
+    :data:`SPARSE_EXTRAS` of ``extra`` as :class:`SparseColumn`: each reads like the list or dict it
+    replaces; one built by hand (:func:`graph_from_specs`) holds lists and dicts."""
+
+    ids: Sequence[int] = field(default_factory=list)        # (read: an IntColumn)
     names: list[str] = field(default_factory=list)
-    types: list[int] = field(default_factory=list)
+    types: Sequence[int] = field(default_factory=list)      # (read: an IntColumn)
     durations: list[float] = field(default_factory=list)
     starts: list[float] = field(default_factory=list)       # recorded start_time_micros
-    deps: list[tuple[int, ...]] = field(default_factory=list)  # dependency node ids (ctrl + data)
+    deps: Sequence[tuple[int, ...]] = field(default_factory=list)  # dependency node ids (ctrl + data)
     is_cpu: list[bool] = field(default_factory=list)
     lanes: list[Any] = field(default_factory=list)           # None for METADATA nodes
-    comm: dict[int, CommInfo] = field(default_factory=dict)  # index -> comm info (COMM_* nodes only)
+    comm: Mapping[int, CommInfo] = field(default_factory=dict)  # index -> comm info (COMM_* nodes only)
     parents: set[int] = field(default_factory=set)  # ids of CPU ops that are the ctrl_dep of a CPU op
     ctrl_parent: dict[int, int] = field(default_factory=dict)  # CPU op id -> its parent's id (display only)
     rank: int | None = None
@@ -121,7 +327,7 @@ class RankGraph:
     measured_start_us: float | None = None
     path: str | None = None
     # index -> value of the EXTRA_ATTRS a node carries, per attribute name (absent: 0 / none)
-    extra: dict[str, dict[int, Any]] = field(default_factory=dict)
+    extra: dict[str, Mapping[int, Any]] = field(default_factory=dict)
     thread_timing: bool = False   # the nodes carry the thread timing (idle, pieces, waits) as data
     # what-if (chakra.replay.whatif), per node index: multiplies all of a node's own time / adds to it
     factor: list[float] | None = None
@@ -190,6 +396,13 @@ def graph_from_specs(specs: Iterable[NodeSpec], *, rank: int | None = None, worl
         g.process_groups = (dict(process_groups) if isinstance(process_groups, dict)
                             else parse_process_groups(process_groups, world_size, path))
     seen: set[int] = set()
+    ids: list[int] = []
+    types: list[int] = []
+    comm: dict[int, CommInfo] = {}
+    deps: list[tuple[int, ...]] = []
+    extra: dict[str, dict[int, Any]] = {}
+    g.ids, g.types, g.comm, g.deps = ids, types, comm, deps
+    g.extra = extra  # type: ignore[assignment]   # (dict is invariant: these dicts are Mappings)
     for s in sorted(specs, key=lambda s: s.id):
         if s.id in seen:
             raise TraceFormatError(f"node id {s.id} appears twice", path)
@@ -203,23 +416,23 @@ def graph_from_specs(specs: Iterable[NodeSpec], *, rank: int | None = None, worl
         else:
             lane = ("gpu", s.device, s.stream)
         if s.type in COMM_TYPES:
-            g.comm[len(g.ids)] = CommInfo(s.pg_name, s.comm_src, s.comm_dst, s.comm_tag)
-        g.ids.append(s.id)
+            comm[len(ids)] = CommInfo(s.pg_name, s.comm_src, s.comm_dst, s.comm_tag)
+        ids.append(s.id)
         g.names.append(s.name or f"node{s.id}")
-        g.types.append(s.type)
+        types.append(s.type)
         g.durations.append(float(s.duration))
         g.starts.append(float(s.start))
-        g.deps.append(tuple(s.deps))
+        deps.append(tuple(s.deps))
         g.is_cpu.append(bool(s.is_cpu))
         g.lanes.append(lane)
-        k = len(g.ids) - 1
+        k = len(ids) - 1
         for name, v in (("thread_depth", s.depth), ("work_before_us", s.work_before), ("tail_us", s.tail),
                         ("idle_before_us", s.idle_before), ("wait_on", s.wait_on),
                         ("wait_post_us", s.wait_post), ("frees_thread", int(s.frees_thread)),
                         ("comm_type", s.comm_type),
                         ("comm_size", s.comm_size)):
             if v or (name == "comm_type" and v is not None):
-                g.extra.setdefault(name, {})[k] = v
+                extra.setdefault(name, {})[k] = v
     if thread_timing is None:
         thread_timing = any(name in g.extra for name in ("thread_depth", "work_before_us", "tail_us",
                                                          "idle_before_us", "wait_on"))

@@ -17,21 +17,34 @@ import logging
 import operator
 import os
 import sys
-from itertools import compress, count, islice, repeat
+from collections.abc import Sequence
+from itertools import accumulate, chain, compress, count, islice, repeat
 from typing import Any, cast
 
 from chakra.errors import TraceFormatError
 from chakra.job.etfile import groups_from_metadata_node, parse_process_groups
 from chakra.replay.etdecode import DEFER, CacheSizes, ColumnBuilder, EtColumns, extras_of
-from chakra.replay.graph import COMM_TYPES, CommInfo, RankGraph, graph_for_metadata, resolve_deferred_lanes
+from chakra.replay.graph import (
+    COMM_TYPES,
+    SPARSE_EXTRAS,
+    CommInfo,
+    CommTable,
+    DepsCSR,
+    IntColumn,
+    RankGraph,
+    SparseColumn,
+    graph_for_metadata,
+    resolve_deferred_lanes,
+)
 from chakra.tunables import READER_SPAN_MIN_BYTES
 
 __all__ = ["SPAN_BYTES", "CacheSizes", "EtColumns", "ReadAsWritten", "columns_from_messages",
-           "graph_from_columns", "graph_from_protobuf", "load_graph", "read_columns"]
+           "graph_from_columns", "graph_from_protobuf", "load_graph", "load_graphs", "read_columns"]
 
 log = logging.getLogger(__name__)
 
 _first = operator.itemgetter(0)
+_NO_ATTRS: dict[str, Any] = {}
 
 
 # ---- reading -----------------------------------------------------------------------------------------------
@@ -155,10 +168,14 @@ def graph_from_columns(cols: EtColumns, rank: int | None = None) -> RankGraph:
     comm: dict[int, CommInfo] = {}
     if not COMM_TYPES.isdisjoint(types):
         raw = cols.comm
+        made: dict[int, CommInfo] = {}      # id of an attribute dict (cached ones are shared) -> its info
         for i in compress(count(), map(COMM_TYPES.__contains__, types)):
-            attrs = raw.get(i, {})
+            attrs = raw.get(i, _NO_ATTRS)
             if "timing_piece" not in attrs:
-                comm[i] = CommInfo.from_attrs(attrs)
+                info = made.get(id(attrs))
+                if info is None:
+                    info = made[id(attrs)] = CommInfo.from_attrs(attrs)
+                comm[i] = info
     direct = cols.extra
     # the ctrl_deps of CPU ops: their parents (by id: display, critical path, finish waits)
     deps, nctrl = cols.deps, cols.nctrl
@@ -184,9 +201,14 @@ def graph_from_columns(cols: EtColumns, rank: int | None = None) -> RankGraph:
         comm = dict(zip(map(new.__getitem__, comm), comm.values()))
         direct = {name: dict(zip(map(new.__getitem__, d), d.values())) for name, d in direct.items()}
     ids, names, types, durs, starts, deps, cpu, lanes, xpairs = cols_l
-    g.ids, g.names, g.types, g.durations, g.starts = ids, names, types, durs, starts
-    g.deps, g.is_cpu, g.lanes, g.comm = deps, cpu, lanes, comm
-    g.extra = extras_of(xpairs, direct)    # (built in id order: no table to carry through the order)
+    g.ids, g.types = IntColumn.of("Q", ids), IntColumn.of("i", types)   # (8 and 4 B a node; a list: 36, 8)
+    g.names, g.durations, g.starts = names, durs, starts
+    g.is_cpu, g.lanes = cpu, lanes
+    g.deps = DepsCSR.of(deps)
+    g.comm = CommTable.of(comm)
+    del deps, comm
+    g.extra = {name: SparseColumn.of(d) if name in SPARSE_EXTRAS else d
+               for name, d in extras_of(xpairs, direct).items()}   # (made in id order)
     if not g.process_groups and cols.meta_payload:
         groups = groups_from_metadata_node(cols.meta_payload, where)
         if groups:
@@ -221,6 +243,37 @@ def load_graph(path: str | os.PathLike[str], rank: int | None = None, **how: Any
 
     with gc_paused():      # the finish step builds millions of tuples too: no GC rescans of them
         return _graph(read_columns(path, **how), rank)
+
+
+def load_graphs(paths: Sequence[str | os.PathLike[str]],
+                ranks: Sequence[int | None] | None = None) -> list[RankGraph]:
+    """:func:`load_graph` of several files (``ranks``: each one's ``rank`` argument), the files spread over
+    the cores: a job's ranks are cut into :func:`chakra.io.forkmap.parts` runs of consecutive files of
+    about equal bytes, each run read file after file (each file in one span) in a process of its own,
+    the graphs coming back pickled (their columns are arrays: pickled as bytes).  One file, or one part:
+    :func:`load_graph` of each (a file's spans spread over the cores).  The error of a file that cannot
+    be read is the one :func:`load_graph` gives, the first in file order."""
+    from chakra.io import gc_paused
+    from chakra.io.forkmap import fork_map, parts
+
+    todo = list(zip(paths, ranks if ranks is not None else repeat(None)))
+    k = min(parts(), len(todo))
+    if k <= 1:
+        return [load_graph(path, rank) for path, rank in todo]
+    sizes = [os.stat(path).st_size for path, _ in todo]
+    total = sum(sizes) or 1
+    ends = [bisect.bisect_left(list(accumulate(sizes)), total * j / k) + 1 for j in range(1, k)]
+    cuts = sorted({0, *ends, len(todo)})
+    runs = [todo[a:b] for a, b in zip(cuts, cuts[1:]) if a < b]
+    with gc_paused():      # (unpickling builds as many objects as reading does)
+        pieces = fork_map(_load_run, runs, f"reading {len(todo)} ranks")
+    return list(chain.from_iterable(pieces))
+
+
+def _load_run(run: list[tuple[str | os.PathLike[str], int | None]]) -> list[RankGraph]:
+    """The graphs of consecutive files, read one after the other, each in one span (this is one of the
+    processes :func:`load_graphs` spreads them over)."""
+    return [load_graph(path, rank, span_bytes=sys.maxsize) for path, rank in run]    # (one span a file)
 
 
 def _graph(cols: EtColumns, rank: int | None) -> RankGraph:
