@@ -66,13 +66,13 @@ def patch() -> None:
     engine._resolve_deps = timed("  deps -> indices", engine._resolve_deps)
     engine._topo_order = timed("  lane order (topo)", engine._topo_order)
     engine.rank_plan = timed("  rank plans", engine.rank_plan)
-    engine._Job.lanes = classmethod(timed("  job build (lanes)", engine._Job.lanes.__func__, keep="job"))
+    engine._couple_lanes = timed("  couple (lanes)", engine._couple_lanes)
     engine.build_coupling = timed("    couple: build_coupling", engine.build_coupling, keep="coupling")
     coupling.match_job = timed("      match_job", coupling.match_job)
     match_mod._match_sequences = timed("        _match_sequences", match_mod._match_sequences)
     match_mod._global_order = timed("        _global_order", match_mod._global_order)
     engine.net_durations = timed("    couple: net_durations", engine.net_durations)
-    engine._Job.run_lanes = timed("  event loop (run_lanes)", engine._Job.run_lanes)
+    engine.run_lanes = timed("  scheduler (run_lanes)", engine.run_lanes)
     api._results = timed("results (_results)", api._results, keep="results")
     api._coupled_ids = timed("coupled ids", api._coupled_ids)
 
@@ -107,15 +107,12 @@ def sizes(total_nodes: int) -> list[tuple[str, float]]:
     for f in fields:
         b = sum(deep_size(getattr(g, f), seen) for g in graphs)
         rows.append((f"graph.{f}", b))
-    job = kept.get("job")
-    if job is not None:
-        for f in engine._Job.__slots__ if hasattr(engine._Job, "__slots__") else vars(job):
-            if f == "coupling":
-                continue
-            rows.append((f"job.{f}", deep_size(getattr(job, f), seen)))
-        c = job.coupling
+    built = kept.get("coupling")
+    if built is not None:
+        c = built[0]
         for f in c.__slots__:
             rows.append((f"coupling.{f}", deep_size(getattr(c, f), seen)))
+        rows.append(("coupling: node -> group", deep_size(built[1], seen)))
     res = kept.get("results") or []
     rows.append(("results (ReplayResult: starts, ends, comm_wait, ...)",
                  sum(deep_size(r, seen) for r in res)))
