@@ -23,7 +23,7 @@ class Coupling:
     schedulers: :meth:`arrive` and :meth:`ends`."""
 
     __slots__ = ("members", "dur", "label", "eager", "member_dur", "after", "arrived", "latest",
-                 "arrived_nodes", "comm_start")
+                 "waiting", "comm_start")
 
     def __init__(self) -> None:
         self.members: list[list[int]] = []
@@ -34,24 +34,33 @@ class Coupling:
         self.after: dict[int, float] = {}   # a coupled child -> its own time after the transfer
         self.arrived: list[int] = []        # per group: members arrived so far
         self.latest: list[float] = []       # per group: the latest arrival so far
-        self.arrived_nodes: set[int] = set()
+        self.waiting: dict[int, list[int]] = {}   # a group some but not all members reached -> those
         self.comm_start: dict[int, float] = {}   # coupled node -> start of its transfer
 
     def start_run(self) -> None:
         """Nobody has arrived yet."""
         self.arrived = [0] * len(self.members)
         self.latest = [0.0] * len(self.members)
+        self.waiting = {}
 
     def arrive(self, gi: int, t: float, group: int) -> bool:
         """Node ``gi`` reaches its group at ``t``; True when it is the last to (the transfer starts at
         the latest arrival).  A send does not wait for its receiver: its transfer starts when it arrives."""
-        self.arrived_nodes.add(gi)
-        self.arrived[group] += 1
+        n = self.arrived[group] + 1
+        self.arrived[group] = n
         if t > self.latest[group]:
             self.latest[group] = t
         if gi == self.eager[group]:
             self.comm_start[gi] = t
-        return self.arrived[group] == len(self.members[group])
+        if n == len(self.members[group]):
+            self.waiting.pop(group, None)
+            return True
+        w = self.waiting.get(group)
+        if w is None:
+            self.waiting[group] = [gi]
+        else:
+            w.append(gi)
+        return False
 
     def ends(self, group: int) -> list[tuple[int, float]]:
         """Each waiting member of a group every member reached and when its transfer ends (its own time
@@ -183,7 +192,7 @@ def rank_of(offsets: Sequence[int], gi: int) -> int:
 def stall_message(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: Sequence[int],
                    coupling: Coupling, n_stuck: int) -> str:
     """Explain a whole-job deadlock: which coupled groups are waiting for whom."""
-    arrived, arrived_nodes = coupling.arrived, coupling.arrived_nodes
+    arrived = coupling.arrived
     parts = [f"replay stalled: {n_stuck} node(s) can never start (the ranks wait for each other)"]
     shown = 0
     for grp, members in enumerate(coupling.members):
@@ -191,6 +200,7 @@ def stall_message(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: Se
             continue
         shown += 1
         waiting, missing = [], []
+        arrived_nodes = set(coupling.waiting.get(grp, ()))
         for m in members:
             ri = rank_of(offsets, m)
             desc = f"rank {ranks[ri]} node {graphs[ri].ids[m - offsets[ri]]}"

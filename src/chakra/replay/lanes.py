@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import compress
 
 from chakra.replay.coupling import Coupling
 from chakra.replay.plan import Plan, end_bounds, start_bounds
@@ -94,12 +95,15 @@ class _Lanes:
             self.end.append([-1.0] * n)
             self.state.append(bytearray(n))
         self.special: list[set[int]] = []       # per rank: the nodes the walk never places the short way
+        self.bounded: list[set[int]] = []       # ... of them, those with bounds beyond deps and lane
         for p, off in zip(plans, offsets):
-            special = set(p.after)
-            special.update(p.waits, p.ff_min)
+            bounded = set(p.after)
+            bounded.update(p.waits, p.ff_min)
+            special = set(bounded)
             if group_of is not None:
-                special.update(i for i in range(len(p.rd)) if group_of[off + i] >= 0)
+                special.update(compress(range(len(p.rd)), map((0).__le__, group_of[off:off + len(p.rd)])))
             self.special.append(special)
+            self.bounded.append(bounded)
         self.walked = [0] * len(plans)           # per rank: nodes the walk reached
         self.ended = [0] * len(plans)            # per rank: nodes placed (start and end)
         self.own_end: dict[tuple[int, int], float] = {}   # started, its end waits for a finish wait's
@@ -118,8 +122,8 @@ class _Lanes:
         rd, deps, lane_prev, gap = p.rd, p.deps, p.lane_prev, self.gaps[r]
         ready, start, end, state = self.ready[r], self.start[r], self.end[r], self.state[r]
         rget = p.release.get
-        special = self.special[r]
-        walked, ended, todo, drain = self.walked, self.ended, self.todo, self.drain
+        special, bounded = self.special[r], self.bounded[r]
+        walked, ended, todo, drain, started = self.walked, self.ended, self.todo, self.drain, self.started
         pending = walked[r] - ended[r]        # nodes the walk reached that have not ended
         short = 0
         k = at
@@ -127,7 +131,21 @@ class _Lanes:
             i = order[k]
             if pending or i in special:
                 walked[r] += 1
-                todo.append((r, i))
+                if pending or i in bounded:
+                    todo.append((r, i))
+                else:   # a coupled node: its start bounds are all placed; it arrives at its group
+                    t = ready[i]
+                    for j in deps[i]:
+                        e = end[j]
+                        if e > t:
+                            t = e
+                    j = lane_prev[i]
+                    if j >= 0:
+                        rel = rget(j)
+                        c = (end[j] if rel is None else start[j] + rel) + gap[i]
+                        if c > t:
+                            t = c
+                    started(r, i, t)
                 drain()
                 pending = walked[r] - ended[r]
                 if pending:
