@@ -8,6 +8,7 @@ explains a job that deadlocks.  The rules are in :mod:`chakra.replay.engine` ("W
 from __future__ import annotations
 
 import logging
+from bisect import bisect_right
 from collections.abc import Sequence
 
 from chakra.job.match import Comm, JobMatchError, RankComms, match_job
@@ -179,14 +180,8 @@ def net_durations(c: Coupling, graphs: Sequence[RankGraph], offsets: Sequence[in
 
 
 def rank_of(offsets: Sequence[int], gi: int) -> int:
-    lo, hi = 0, len(offsets) - 2
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if offsets[mid] <= gi:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    """The rank (position in ``offsets``) whose nodes hold global index ``gi`` (an empty rank holds none)."""
+    return bisect_right(offsets, gi) - 1
 
 
 def stall_message(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: Sequence[int],

@@ -19,6 +19,7 @@ lane predecessor (:meth:`_Lanes.walk`) takes the same sums, inline (most nodes t
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import compress
@@ -226,15 +227,17 @@ class _Lanes:
         if gi == c.eager[group]:                # a send does not wait for its receiver
             self.finish(r, i, t + p.ff_min.get(i, p.rd[i]))
         if ends:
+            offsets = self.offsets
             for m, e in ends:
-                rm = _rank_of(self.offsets, m)
-                self.finish(rm, m - self.offsets[rm], e)
+                rm = bisect_right(offsets, m) - 1
+                self.finish(rm, m - offsets[rm], e)
 
     def finish(self, r: int, i: int, e: float) -> None:
         """Node ``i`` of rank ``r`` would end at ``e`` by its own time; it ends no earlier than each node
         it was recorded blocked on, plus its tail (a finish wait)."""
         end, state = self.end[r], self.state[r]
-        for u, tail in end_bounds(self.plans[r], i):
+        plan = self.plans[r]
+        for u, tail in end_bounds(plan, i) if i in plan.waits else ():
             if state[u] != _ENDED:
                 self.own_end[(r, i)] = e
                 self.wait_for(r, u, i)
@@ -245,9 +248,3 @@ class _Lanes:
         state[i] = _ENDED
         self.ended[r] += 1
         self.wake(r, i)
-
-
-def _rank_of(offsets: Sequence[int], gi: int) -> int:
-    from bisect import bisect_right
-
-    return bisect_right(offsets, gi) - 1
