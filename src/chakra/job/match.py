@@ -355,9 +355,10 @@ def match_job(ranks: Sequence[RankComms], *, unknown_group: str = "error") -> Jo
         first = next(iter(t.values()))
         inst = Instance(label=label, pg=pg, kind=kind, members=t,
                         comm_type=first.comm_type if kind == COMM_COLL_NODE else None)
-        sizes = inst.sizes
-        inst.size = max(sizes.values())
-        if min(sizes.values()) != inst.size:
+        each = [c.size for c in t.values()]
+        inst.size = max(each)
+        if min(each) != inst.size:
+            sizes = inst.sizes
             spread: dict[int, list[int]] = {}
             for r, s in sorted(sizes.items()):
                 spread.setdefault(s, []).append(r)
@@ -404,15 +405,15 @@ def _global_order(ranks: Sequence[RankComms], instances: list[Instance]) -> list
 
     A rank waits in a collective or a receive until its peers arrive; an order two ranks contradict is a
     wait that never ends.  A send is eager (posted, not waited for), so it orders nothing after it."""
-    where: dict[tuple[int, int], int] = {}
+    where: dict[int, int] = {}   # id of a member's Comm -> its instance (the Comms live through the call)
     for k, inst in enumerate(instances):
-        for r, c in inst.members.items():
-            where[(r, c.pos)] = k
+        for c in inst.members.values():
+            where[id(c)] = k
     succ: list[list[int]] = [[] for _ in instances]
     indeg = [0] * len(instances)
     seqs: dict[int, list[int]] = {}
     for rc in ranks:
-        chain = [(where[(rc.rank, c.pos)], c.kind) for c in rc.comms if (rc.rank, c.pos) in where]
+        chain = [(where[id(c)], c.kind) for c in rc.comms if id(c) in where]
         seqs[rc.rank] = [k for k, _ in chain]
         for (a, kind), (b, _) in zip(chain, chain[1:]):
             if kind != COMM_SEND_NODE:   # a send does not wait for its receiver: what follows need not either

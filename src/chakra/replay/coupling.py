@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from bisect import bisect_right
 from collections.abc import Sequence
+from itertools import compress
 
 from chakra.job.match import Comm, JobMatchError, RankComms, match_job
 from chakra.replay.graph import RankGraph, ReplayError
@@ -94,10 +95,8 @@ def build_coupling(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: S
         comms = []
         base = g.measured_start_us
         ctypes, csizes = g.extra.get("comm_type", {}), g.extra.get("comm_size", {})
-        for i in order:
-            info = g.comm.get(i)
-            if info is None:
-                continue
+        infos = list(map(g.comm.get, order))
+        for i, info in zip(compress(order, infos), filter(None, infos)):   # the comm nodes, in lane order
             ntype = g.types[i]
             if ntype == COMM_SEND_NODE and info.dst is None:
                 raise ReplayError(f"send node {g.ids[i]} has no comm_dst", g.path)
