@@ -326,13 +326,9 @@ def _results(graphs: Sequence[RankGraph], out: SimOutput, mode: str, gaps: bool,
     closes_of = _by_rank(out.closes, offsets)
     results = []
     for ri, g in enumerate(graphs):
-        lo, hi = offsets[ri], offsets[ri + 1]
-        ids, starts_all = g.ids, out.starts
-        waits = {ids[gi - lo]: cs - starts_all[gi] for gi, cs in waits_of[ri]}
-        if lo == 0 and hi == len(out.starts):
-            starts, ends = out.starts, out.ends   # one rank: no copy
-        else:
-            starts, ends = out.starts[lo:hi], out.ends[lo:hi]
+        lo = offsets[ri]
+        ids, starts, ends = g.ids, out.rank_starts[ri], out.rank_ends[ri]
+        waits = {ids[gi - lo]: cs - starts[gi - lo] for gi, cs in waits_of[ri]}
         b = out.base[ri] if out.base else 0.0
         if b:
             starts = [x - b for x in starts]

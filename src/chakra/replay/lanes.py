@@ -32,13 +32,30 @@ _WAITING, _STARTED, _ENDED = 0, 1, 2
 
 @dataclass(slots=True)
 class LaneRun:
-    """What :func:`run_lanes` gives: global start and end of every node (index = rank offset + local),
-    how many ended (fewer than all: a deadlock) and when each parent's tail ends."""
+    """What :func:`run_lanes` gives: each rank's start and end of every node (local index), how many ended
+    (fewer than all: a deadlock) and when each parent's tail ends (global index = rank offset + local)."""
 
-    starts: list[float]
-    ends: list[float]
+    rank_starts: list[list[float]]
+    rank_ends: list[list[float]]
     done: int
     closes: dict[int, float]
+
+    @property
+    def starts(self) -> list[float]:
+        """Every node's start, by global index."""
+        return join_ranks(self.rank_starts)
+
+    @property
+    def ends(self) -> list[float]:
+        """Every node's end, by global index."""
+        return join_ranks(self.rank_ends)
+
+
+def join_ranks(lists: Sequence[list[float]]) -> list[float]:
+    """Per-rank lists as one, by global index (one rank: its list itself)."""
+    if len(lists) == 1:
+        return lists[0]
+    return [x for one in lists for x in one]
 
 
 def run_lanes(plans: Sequence[Plan], orders: Sequence[list[int]], offsets: Sequence[int],
@@ -57,18 +74,10 @@ def run_lanes(plans: Sequence[Plan], orders: Sequence[list[int]], offsets: Seque
                 moved = True
         if not moved:
             break
-    starts: list[float] = []
-    ends: list[float] = []
     closes: dict[int, float] = {}
-    for r, (plan, off) in enumerate(zip(plans, offsets)):
-        s, e = run.start[r], run.end[r]
-        if len(plans) == 1:
-            starts, ends = s, e
-        else:
-            starts += s
-            ends += e
+    for plan, off, e in zip(plans, offsets, run.end):
         closes.update((off + x, e[last] + t) for x, (last, t) in plan.close.items())
-    return LaneRun(starts, ends, sum(run.ended), closes)
+    return LaneRun(run.start, run.end, sum(run.ended), closes)
 
 
 class _Lanes:
