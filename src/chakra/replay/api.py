@@ -322,33 +322,34 @@ def round_us(t: float) -> int:
 def _results(graphs: Sequence[RankGraph], out: SimOutput, mode: str, gaps: bool, job: bool
              ) -> list[ReplayResult]:
     offsets = out.offsets
-    waits_of = _by_rank(out.comm_start, offsets)   # each rank's own coupled nodes: one pass over the job's
-    closes_of = _by_rank(out.closes, offsets)
+    comm_start, all_closes = out.comm_start, out.closes
+    waits_of = _by_rank(comm_start, offsets)   # each rank's own coupled nodes: one pass over the job's
+    closes_of = _by_rank(all_closes, offsets)
     results = []
     for ri, g in enumerate(graphs):
         lo = offsets[ri]
         ids, starts, ends = g.ids, out.rank_starts[ri], out.rank_ends[ri]
-        waits = {ids[gi - lo]: cs - starts[gi - lo] for gi, cs in waits_of[ri]}
+        waits = {ids[gi - lo]: comm_start[gi] - starts[gi - lo] for gi in waits_of[ri]}
         b = out.base[ri] if out.base else 0.0
         if b:
             starts = [x - b for x in starts]
             ends = [x - b for x in ends]
-        closes = {gi - lo: e - b for gi, e in closes_of[ri]}
+        closes = {gi - lo: all_closes[gi] - b for gi in closes_of[ri]}
         results.append(ReplayResult(graph=g, starts=starts, ends=ends, mode=mode,
                                     gaps=gaps and mode == "lanes", job=job, comm_wait=waits, clock_offset=b,
                                     closes=closes, plan=out.plans[ri] if out.plans else None))
     return results
 
 
-def _by_rank(values: Mapping[int, float], offsets: Sequence[int]) -> list[list[tuple[int, float]]]:
-    """The ``(global index, value)`` items of ``values`` split by rank (``offsets``), each rank's in the
-    order of ``values``: one pass over them, not one per rank."""
-    out: list[list[tuple[int, float]]] = [[] for _ in range(len(offsets) - 1)]
+def _by_rank(values: Mapping[int, float], offsets: Sequence[int]) -> list[list[int]]:
+    """The global indices that key ``values`` split by rank (``offsets``), each rank's in the order of
+    ``values``: one pass over them, not one per rank."""
+    out: list[list[int]] = [[] for _ in range(len(offsets) - 1)]
     if len(out) == 1:
-        out[0] = list(values.items())
+        out[0] = list(values)
         return out
-    for gi, v in values.items():
-        out[bisect_right(offsets, gi) - 1].append((gi, v))
+    for gi in values:
+        out[bisect_right(offsets, gi) - 1].append(gi)
     return out
 
 
