@@ -75,6 +75,7 @@ def test_match_job_equals_the_offset_search_on_random_groups(kind):
 
 def test_in_step_groups_keep_every_collective_k_th_with_k_th():
     seqs = {r: [_comm(10 * r + i, TYPES[i % 2], 100, None) for i in range(5)] for r in range(3)}
+    assert match._in_step(seqs, 0)
     m = match_job([RankComms(r, seqs[r]) for r in range(3)])
     assert [{r: c.pos for r, c in inst.members.items()} for inst in m.instances] == \
         [{0: i, 1: 10 + i, 2: 20 + i} for i in range(5)]
