@@ -35,7 +35,7 @@ import chakra.replay.coupling as coupling
 import chakra.replay.engine as engine
 
 PAGE = 4096
-stats: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])   # name -> [s, rss growth MB, calls]
+stats: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0, 0.0])   # name -> [s, rss MB, calls, cpu s]
 kept: dict[str, Any] = {}
 
 
@@ -46,12 +46,13 @@ def rss_mb() -> float:
 
 def timed(name: str, fn: Any, keep: str | None = None) -> Any:
     def wrapper(*a: Any, **kw: Any) -> Any:
-        r0, t0 = rss_mb(), time.perf_counter()
+        r0, t0, c0 = rss_mb(), time.perf_counter(), time.process_time()
         out = fn(*a, **kw)
         s = stats[name]
         s[0] += time.perf_counter() - t0
         s[1] += rss_mb() - r0
         s[2] += 1
+        s[3] += time.process_time() - c0
         if keep:
             kept[keep] = a[0] if keep == "self" else out
         return out
@@ -66,13 +67,13 @@ def patch() -> None:
     engine._resolve_deps = timed("  deps -> indices", engine._resolve_deps)
     engine._topo_order = timed("  lane order (topo)", engine._topo_order)
     engine.rank_plan = timed("  rank plans", engine.rank_plan)
-    engine._Job.lanes = classmethod(timed("  job build (lanes)", engine._Job.lanes.__func__, keep="job"))
+    engine._couple_lanes = timed("  couple (lanes)", engine._couple_lanes)
     engine.build_coupling = timed("    couple: build_coupling", engine.build_coupling, keep="coupling")
     coupling.match_job = timed("      match_job", coupling.match_job)
     match_mod._match_sequences = timed("        _match_sequences", match_mod._match_sequences)
     match_mod._global_order = timed("        _global_order", match_mod._global_order)
     engine.net_durations = timed("    couple: net_durations", engine.net_durations)
-    engine._Job.run_lanes = timed("  event loop (run_lanes)", engine._Job.run_lanes)
+    engine.run_lanes = timed("  scheduler (run_lanes)", engine.run_lanes)
     api._results = timed("results (_results)", api._results, keep="results")
     api._coupled_ids = timed("coupled ids", api._coupled_ids)
 
@@ -107,15 +108,12 @@ def sizes(total_nodes: int) -> list[tuple[str, float]]:
     for f in fields:
         b = sum(deep_size(getattr(g, f), seen) for g in graphs)
         rows.append((f"graph.{f}", b))
-    job = kept.get("job")
-    if job is not None:
-        for f in engine._Job.__slots__ if hasattr(engine._Job, "__slots__") else vars(job):
-            if f == "coupling":
-                continue
-            rows.append((f"job.{f}", deep_size(getattr(job, f), seen)))
-        c = job.coupling
+    built = kept.get("coupling")
+    if built is not None:
+        c = built[0]
         for f in c.__slots__:
             rows.append((f"coupling.{f}", deep_size(getattr(c, f), seen)))
+        rows.append(("coupling: node -> group", deep_size(built[1], seen)))
     res = kept.get("results") or []
     rows.append(("results (ReplayResult: starts, ends, comm_wait, ...)",
                  sum(deep_size(r, seen) for r in res)))
@@ -135,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         files = files[:a.ranks]
     patch()
     gc.disable()                      # as the console script does
-    r0, t0 = rss_mb(), time.perf_counter()
+    r0, t0, c0 = rss_mb(), time.perf_counter(), time.process_time()
     def call() -> Any:
         return api.replay_job([str(f) for f in files], comm_groups=str(d / "tp.comm_group.json"),
                               allow_missing_ranks=bool(a.ranks))
@@ -148,14 +146,15 @@ def main(argv: list[str] | None = None) -> int:
     else:
         res = call()
     wall = time.perf_counter() - t0
+    cpu = time.process_time() - c0
     nodes = sum(r.num_nodes for r in res)
     with open("/proc/self/status") as f:
         hwm = next(int(x.split()[1]) / 1024 for x in f if x.startswith("VmHWM"))
-    print(f"{len(files)} ranks, {nodes:,} nodes: {wall:.1f} s ({nodes / wall:,.0f} nodes/s), RSS "
-          f"{rss_mb() - r0:,.0f} MB grown, peak {hwm:,.0f} MB; {res.groups:,} coupled groups")
-    print(f"{'phase':40s} {'s':>8s} {'% wall':>7s} {'RSS +MB':>9s} {'calls':>7s}")
-    for name, (s, mb, n) in stats.items():
-        print(f"{name:40s} {s:8.2f} {100 * s / wall:6.1f}% {mb:9.0f} {n:7d}")
+    print(f"{len(files)} ranks, {nodes:,} nodes: {wall:.1f} s, {cpu:.1f} CPU s ({nodes / wall:,.0f} "
+          f"nodes/s), RSS {rss_mb() - r0:,.0f} MB grown, peak {hwm:,.0f} MB; {res.groups:,} coupled groups")
+    print(f"{'phase':40s} {'s':>8s} {'% wall':>7s} {'CPU s':>8s} {'RSS +MB':>9s} {'calls':>7s}")
+    for name, (s, mb, n, c) in stats.items():
+        print(f"{name:40s} {s:8.2f} {100 * s / wall:6.1f}% {c:8.2f} {mb:9.0f} {n:7d}")
     if a.sizes:
         print(f"\n{'structure (alive after the replay)':52s} {'MB':>8s} {'B/node':>8s}")
         rows = sizes(nodes)

@@ -388,3 +388,20 @@ def test_the_kept_plan_is_the_one_the_critical_path_would_rebuild(tmp_path):
     assert (walked.nodes, walked.charges, walked.links, walked.between) == \
         (rebuilt.nodes, rebuilt.charges, rebuilt.links, rebuilt.between)
     assert walked.nodes == [1, 2, 3] and sum(walked.charges) + sum(walked.between.values()) == 39
+
+
+def test_the_model_reads_the_communication_nodes_only():
+    # a rank of compute, all-reduce, METADATA, send, recv: the model times nodes 1, 3 and 4 (ascending):
+    # 10 µs + 1,000 B at 10 GB/s for a send or recv (10.1 µs); an all-reduce of one rank moves nothing
+    from chakra.replay.graph import graph_from_specs
+    from chakra.replay.whatif import comm_positions
+    from chakra.schema import COMM_RECV_NODE, METADATA_NODE
+
+    specs = [NodeSpec(0, 5.0),
+             NodeSpec(1, 0.0, is_cpu=False, type=COMM_COLL_NODE, comm_type=ALL_REDUCE, comm_size=1000),
+             NodeSpec(2, 0.0, type=METADATA_NODE),
+             NodeSpec(3, 0.0, is_cpu=False, type=COMM_SEND_NODE, comm_dst=1, comm_size=1000),
+             NodeSpec(4, 0.0, is_cpu=False, type=COMM_RECV_NODE, comm_src=1, comm_size=1000)]
+    assert comm_positions(graph_from_specs(specs, rank=0)) == [1, 3, 4]
+    res = replay_nodes(specs, rank=0, whatif=WhatIf(model=(10.0, 10.0)))
+    assert [round(e - s, 6) for s, e in zip(res.starts, res.ends)] == [5.0, 10.0, 0.0, 10.1, 10.1]

@@ -249,6 +249,8 @@ def _match_sequences(seqs: dict[int, list[Comm]], what: str, same: Callable[[Com
         return out
     ref_rank = max(ranks, key=lambda r: (len(seqs[r]), -r))
     ref = seqs[ref_rank]
+    if _in_step(seqs, ref_rank):
+        return [dict(zip(ranks, t)) for t in zip(*(seqs[r] for r in ranks))]
     offsets = {r: 0 if r == ref_rank else _align(ref, seqs[r], same) for r in ranks}
     lo = max(max(0, offsets[r]) for r in ranks)
     hi = min(min(len(ref), offsets[r] + len(seqs[r])) for r in ranks)
@@ -278,6 +280,29 @@ def _match_sequences(seqs: dict[int, list[Comm]], what: str, same: Callable[[Com
     return out
 
 
+def _in_step(seqs: dict[int, list[Comm]], ref_rank: int) -> bool:
+    """Whether every rank's sequence matches the reference's k-th to k-th with nothing left out: equal
+    lengths, the same collective type and size at each place, and no pair of sequences both timed.  Then
+    :func:`_align` chooses offset 0 for every rank (cost 0 at full overlap and no shift, the least score
+    there is; or, above :data:`MATCH_EXHAUSTIVE_PAIRS` untimed, the only offset it tries) and every
+    place agrees: the order path's answer, without its search.  (Timed sequences are left to the search:
+    its end-time term can prefer a shift.)"""
+    ref = seqs[ref_rank]
+    n = len(ref)
+    if any(len(x) != n for x in seqs.values()):
+        return False
+    ref_timed = all(c.end is not None for c in ref)
+    sig = [(c.comm_type, c.size) for c in ref]
+    for r, x in seqs.items():
+        if r == ref_rank:
+            continue
+        if ref_timed and all(c.end is not None for c in x):
+            return False
+        if [(c.comm_type, c.size) for c in x] != sig:
+            return False
+    return True
+
+
 def match_job(ranks: Sequence[RankComms], *, unknown_group: UnknownGroup = "error") -> JobMatch:
     """Match the communication nodes of all ranks of a job (see the module doc).
 
@@ -292,31 +317,19 @@ def match_job(ranks: Sequence[RankComms], *, unknown_group: UnknownGroup = "erro
     by_group: dict[str, dict[int, list[Comm]]] = {}
     channels: dict[tuple[int, int, int], dict[int, list[Comm]]] = {}
     for rc in ranks:
+        # what a rank's collectives of one recorded pg go to: worked out once per (group, rank), not per
+        # node (each is O(group size))
+        bucket_of: dict[str, list[Comm] | str] = {}
         for c in rc.comms:
             if c.kind == COMM_COLL_NODE:
-                pg = WORLD if world_pg(c.pg) else c.pg
-                if pg and pg not in groups:
-                    if unknown_group != "world":
-                        raise JobMatchError(
-                            f"collective node {c.node_id} on rank {rc.rank} uses process group {c.pg!r}, "
-                            "which no rank's process-group table lists (known: "
-                            f"{sorted(groups) or 'none'}); give the groups (a comm-group JSON) or treat "
-                            "unknown groups as the world", rc.path)
-                    pg = WORLD
-                members = groups.get(pg, everyone) if pg else everyone
-                if rc.rank not in members:
-                    raise JobMatchError(f"collective node {c.node_id} on rank {rc.rank} uses process group "
-                                        f"{c.pg!r} whose ranks {list(members)} do not include {rc.rank}",
-                                        rc.path)
-                absent = [x for x in members if x not in job_set]
-                if absent:
-                    left.append(LeftOut(rc.rank, c, f"process group {c.pg!r}: rank(s) {absent} are not in "
-                                                    "the job"))
-                    continue
-                if len(members) < 2:
-                    left.append(LeftOut(rc.rank, c, f"process group {c.pg!r} has one rank: nothing to match"))
-                    continue
-                by_group.setdefault(pg, {x: [] for x in members})[rc.rank].append(c)
+                bucket = bucket_of.get(c.pg)
+                if bucket is None:
+                    bucket = bucket_of[c.pg] = _bucket(rc, c, groups, job_set, everyone, by_group,
+                                                       unknown_group)
+                if isinstance(bucket, str):
+                    left.append(LeftOut(rc.rank, c, bucket))
+                else:
+                    bucket.append(c)
             else:
                 if c.peer is None:
                     side = ("send", "dst") if c.kind == COMM_SEND_NODE else ("recv", "src")
@@ -346,9 +359,10 @@ def match_job(ranks: Sequence[RankComms], *, unknown_group: UnknownGroup = "erro
         first = next(iter(t.values()))
         inst = Instance(label=label, pg=pg, kind=kind, members=t,
                         comm_type=first.comm_type if kind == COMM_COLL_NODE else None)
-        sizes = inst.sizes
-        inst.size = max(sizes.values())
-        if min(sizes.values()) != inst.size:
+        each = [c.size for c in t.values()]
+        inst.size = max(each)
+        if min(each) != inst.size:
+            sizes = inst.sizes
             spread: dict[int, list[int]] = {}
             for r, s in sorted(sizes.items()):
                 spread.setdefault(s, []).append(r)
@@ -362,20 +376,50 @@ def match_job(ranks: Sequence[RankComms], *, unknown_group: UnknownGroup = "erro
     return JobMatch(_global_order(ranks, instances), left, notes)
 
 
+def _bucket(rc: RankComms, c: Comm, groups: dict[str, tuple[int, ...]], job_set: set[int],
+            everyone: tuple[int, ...], by_group: dict[str, dict[int, list[Comm]]], unknown_group: str
+            ) -> list[Comm] | str:
+    """Where rank ``rc``'s collectives on ``c.pg`` go: its sequence in the group's ``by_group`` entry, or,
+    when they cannot be matched, why (each is then left out).  A pg that is not the rank's own is an
+    error (named after ``c``, the first such node)."""
+    pg = WORLD if world_pg(c.pg) else c.pg
+    if pg and pg not in groups:
+        if unknown_group != "world":
+            raise JobMatchError(
+                f"collective node {c.node_id} on rank {rc.rank} uses process group {c.pg!r}, "
+                "which no rank's process-group table lists (known: "
+                f"{sorted(groups) or 'none'}); give the groups (a comm-group JSON) or treat "
+                "unknown groups as the world", rc.path)
+        pg = WORLD
+    members = groups.get(pg, everyone) if pg else everyone
+    if rc.rank not in members:
+        raise JobMatchError(f"collective node {c.node_id} on rank {rc.rank} uses process group "
+                            f"{c.pg!r} whose ranks {list(members)} do not include {rc.rank}", rc.path)
+    absent = [x for x in members if x not in job_set]
+    if absent:
+        return f"process group {c.pg!r}: rank(s) {absent} are not in the job"
+    if len(members) < 2:
+        return f"process group {c.pg!r} has one rank: nothing to match"
+    seqs = by_group.get(pg)
+    if seqs is None:
+        seqs = by_group[pg] = {x: [] for x in members}
+    return seqs[rc.rank]
+
+
 def _global_order(ranks: Sequence[RankComms], instances: list[Instance]) -> list[Instance]:
     """The instances in an order consistent with every rank's issue order (Kahn; earliest end first).
 
     A rank waits in a collective or a receive until its peers arrive; an order two ranks contradict is a
     wait that never ends.  A send is eager (posted, not waited for), so it orders nothing after it."""
-    where: dict[tuple[int, int], int] = {}
+    where: dict[int, int] = {}   # id of a member's Comm -> its instance (the Comms live through the call)
     for k, inst in enumerate(instances):
-        for r, c in inst.members.items():
-            where[(r, c.pos)] = k
+        for c in inst.members.values():
+            where[id(c)] = k
     succ: list[list[int]] = [[] for _ in instances]
     indeg = [0] * len(instances)
     seqs: dict[int, list[int]] = {}
     for rc in ranks:
-        chain = [(where[(rc.rank, c.pos)], c.kind) for c in rc.comms if (rc.rank, c.pos) in where]
+        chain = [(where[id(c)], c.kind) for c in rc.comms if id(c) in where]
         seqs[rc.rank] = [k for k, _ in chain]
         for (a, kind), (b, _) in zip(chain, chain[1:]):
             if kind != COMM_SEND_NODE:   # a send does not wait for its receiver: what follows need not either

@@ -11,9 +11,10 @@ from __future__ import annotations
 import logging
 import math
 import os
+from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import count
+from itertools import compress, count
 from typing import TYPE_CHECKING, Any
 
 from chakra.errors import ChakraError, UsageError
@@ -63,6 +64,7 @@ class ReplayResult:
     closes: dict[int, float] = field(default_factory=dict)   # parent index -> when its tail ends
     plan: Any = None   # the chakra.replay.plan.Plan the engine read, when asked (keep_plan; lanes mode)
     _end: list[float | None] = field(default_factory=list, repr=False, compare=False)  # recorded_end_us
+    _replayed: list[float] = field(default_factory=list, repr=False, compare=False)  # replayed_us
 
     @property
     def rank(self) -> int | None:
@@ -74,13 +76,17 @@ class ReplayResult:
 
     @property
     def replayed_us(self) -> float:
-        """Completion time of the rank: end of its last (non-metadata) node, from the replay start."""
-        types = self.graph.types
-        best = max(self.closes.values(), default=0.0)
-        for i, e in enumerate(self.ends):
-            if e > best and types[i] != METADATA_NODE:
-                best = e
-        return best
+        """Completion time of the rank: end of its last (non-metadata) node, from the replay start
+        (worked out once: a result's times do not change)."""
+        if not self._replayed:
+            types = self.graph.types
+            ends: Iterable[float] = self.ends
+            if METADATA_NODE in types:
+                ends = compress(ends, map(METADATA_NODE.__ne__, types))
+            best = max(self.closes.values(), default=0.0)
+            last = max(ends, default=best)
+            self._replayed.append(last if last > best else best)
+        return self._replayed[0]
 
     @property
     def measured_us(self) -> float | None:
@@ -324,23 +330,36 @@ def round_us(t: float) -> int:
 
 def _results(graphs: Sequence[RankGraph], out: SimOutput, mode: Mode, gaps: bool, job: bool
              ) -> list[ReplayResult]:
+    offsets = out.offsets
+    comm_start, all_closes = out.comm_start, out.closes
+    waits_of = _by_rank(comm_start, offsets)   # each rank's own coupled nodes: one pass over the job's
+    closes_of = _by_rank(all_closes, offsets)
     results = []
     for ri, g in enumerate(graphs):
-        lo, hi = out.offsets[ri], out.offsets[ri + 1]
-        waits = {g.ids[gi - lo]: cs - out.starts[gi] for gi, cs in out.comm_start.items() if lo <= gi < hi}
-        if lo == 0 and hi == len(out.starts):
-            starts, ends = out.starts, out.ends   # one rank: no copy
-        else:
-            starts, ends = out.starts[lo:hi], out.ends[lo:hi]
+        lo = offsets[ri]
+        ids, starts, ends = g.ids, out.rank_starts[ri], out.rank_ends[ri]
+        waits = {ids[gi - lo]: comm_start[gi] - starts[gi - lo] for gi in waits_of[ri]}
         b = out.base[ri] if out.base else 0.0
         if b:
             starts = [x - b for x in starts]
             ends = [x - b for x in ends]
-        closes = {gi - lo: e - b for gi, e in out.closes.items() if lo <= gi < hi}
+        closes = {gi - lo: all_closes[gi] - b for gi in closes_of[ri]}
         results.append(ReplayResult(graph=g, starts=starts, ends=ends, mode=mode,
                                     gaps=gaps and mode == "lanes", job=job, comm_wait=waits, clock_offset=b,
                                     closes=closes, plan=out.plans[ri] if out.plans else None))
     return results
+
+
+def _by_rank(values: Mapping[int, float], offsets: Sequence[int]) -> list[list[int]]:
+    """The global indices that key ``values`` split by rank (``offsets``), each rank's in the order of
+    ``values``: one pass over them, not one per rank."""
+    out: list[list[int]] = [[] for _ in range(len(offsets) - 1)]
+    if len(out) == 1:
+        out[0] = list(values)
+        return out
+    for gi in values:
+        out[bisect_right(offsets, gi) - 1].append(gi)
+    return out
 
 
 def as_graph(nodes: Any, metadata: Any = None, *, rank: int | None = None) -> RankGraph:

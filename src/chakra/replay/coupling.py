@@ -8,7 +8,9 @@ explains a job that deadlocks.  The rules are in :mod:`chakra.replay.engine` ("W
 from __future__ import annotations
 
 import logging
+from bisect import bisect_right
 from collections.abc import Sequence
+from itertools import compress
 
 from chakra.job.match import Comm, JobMatchError, RankComms, UnknownGroup, match_job
 from chakra.replay.graph import RankGraph, ReplayError
@@ -23,7 +25,7 @@ class Coupling:
     schedulers: :meth:`arrive` and :meth:`ends`."""
 
     __slots__ = ("members", "dur", "label", "eager", "member_dur", "after", "arrived", "latest",
-                 "arrived_nodes", "comm_start")
+                 "waiting", "comm_start")
 
     def __init__(self) -> None:
         self.members: list[list[int]] = []
@@ -34,24 +36,33 @@ class Coupling:
         self.after: dict[int, float] = {}   # a coupled child -> its own time after the transfer
         self.arrived: list[int] = []        # per group: members arrived so far
         self.latest: list[float] = []       # per group: the latest arrival so far
-        self.arrived_nodes: set[int] = set()
+        self.waiting: dict[int, list[int]] = {}   # a group some but not all members reached -> those
         self.comm_start: dict[int, float] = {}   # coupled node -> start of its transfer
 
     def start_run(self) -> None:
         """Nobody has arrived yet."""
         self.arrived = [0] * len(self.members)
         self.latest = [0.0] * len(self.members)
+        self.waiting = {}
 
     def arrive(self, gi: int, t: float, group: int) -> bool:
         """Node ``gi`` reaches its group at ``t``; True when it is the last to (the transfer starts at
         the latest arrival).  A send does not wait for its receiver: its transfer starts when it arrives."""
-        self.arrived_nodes.add(gi)
-        self.arrived[group] += 1
+        n = self.arrived[group] + 1
+        self.arrived[group] = n
         if t > self.latest[group]:
             self.latest[group] = t
         if gi == self.eager[group]:
             self.comm_start[gi] = t
-        return self.arrived[group] == len(self.members[group])
+        if n == len(self.members[group]):
+            self.waiting.pop(group, None)
+            return True
+        w = self.waiting.get(group)
+        if w is None:
+            self.waiting[group] = [gi]
+        else:
+            w.append(gi)
+        return False
 
     def ends(self, group: int) -> list[tuple[int, float]]:
         """Each waiting member of a group every member reached and when its transfer ends (its own time
@@ -84,10 +95,8 @@ def build_coupling(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: S
         comms = []
         base = g.measured_start_us
         ctypes, csizes = g.extra.get("comm_type", {}), g.extra.get("comm_size", {})
-        for i in order:
-            info = g.comm.get(i)
-            if info is None:
-                continue
+        infos = list(map(g.comm.get, order))
+        for i, info in zip(compress(order, infos), filter(None, infos)):   # the comm nodes, in lane order
             ntype = g.types[i]
             if ntype == COMM_SEND_NODE and info.dst is None:
                 raise ReplayError(f"send node {g.ids[i]} has no comm_dst", g.path)
@@ -170,20 +179,14 @@ def net_durations(c: Coupling, graphs: Sequence[RankGraph], offsets: Sequence[in
 
 
 def rank_of(offsets: Sequence[int], gi: int) -> int:
-    lo, hi = 0, len(offsets) - 2
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if offsets[mid] <= gi:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    """The rank (position in ``offsets``) whose nodes hold global index ``gi`` (an empty rank holds none)."""
+    return bisect_right(offsets, gi) - 1
 
 
 def stall_message(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: Sequence[int],
                    coupling: Coupling, n_stuck: int) -> str:
     """Explain a whole-job deadlock: which coupled groups are waiting for whom."""
-    arrived, arrived_nodes = coupling.arrived, coupling.arrived_nodes
+    arrived = coupling.arrived
     parts = [f"replay stalled: {n_stuck} node(s) can never start (the ranks wait for each other)"]
     shown = 0
     for grp, members in enumerate(coupling.members):
@@ -192,6 +195,7 @@ def stall_message(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: Se
         shown += 1
         waiting: list[str] = []
         missing: list[str] = []
+        arrived_nodes = set(coupling.waiting.get(grp, ()))
         for m in members:
             ri = rank_of(offsets, m)
             desc = f"rank {ranks[ri]} node {graphs[ri].ids[m - offsets[ri]]}"

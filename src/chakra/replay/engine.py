@@ -145,7 +145,7 @@ from chakra.replay.coupling import (
     stall_message,
 )
 from chakra.replay.graph import COMM_TYPES, RankGraph, ReplayError
-from chakra.replay.lanes import run_lanes
+from chakra.replay.lanes import join_ranks, run_lanes
 from chakra.replay.modes import (
     COLLECTIVE_DURATIONS,
     MISSING,
@@ -168,10 +168,11 @@ __all__ = ["COLLECTIVE_DURATIONS", "MODES", "ReplayError", "SimOutput", "simulat
 
 @dataclass(slots=True)
 class SimOutput:
-    """Global per-node results (index = rank offset + position in that rank's id order)."""
+    """Per-node results: each rank's starts and ends by local index (position in its id order); the global
+    index of a node, which ``comm_start``, ``members`` and ``closes`` use, is its rank's offset plus that."""
 
-    starts: list[float]
-    ends: list[float]
+    rank_starts: list[list[float]]
+    rank_ends: list[list[float]]
     offsets: list[int]
     comm_start: dict[int, float] = field(default_factory=dict)  # coupled node -> start of the transfer
     lane_order: list[list[int]] = field(default_factory=list)   # per rank: local indices in lane order
@@ -180,6 +181,22 @@ class SimOutput:
     base: list[float] = field(default_factory=list)             # per rank: its time 0 on the common clock
     closes: dict[int, float] = field(default_factory=dict)      # parent node -> when its tail ends
     plans: list[Plan] = field(default_factory=list)             # lanes mode: each rank's plan (read only)
+
+    @property
+    def starts(self) -> list[float]:
+        """Every node's start, by global index."""
+        return join_ranks(self.rank_starts)
+
+    @property
+    def ends(self) -> list[float]:
+        """Every node's end, by global index."""
+        return join_ranks(self.rank_ends)
+
+
+def _by_rank(values: list[float], offsets: Sequence[int]) -> list[list[float]]:
+    if len(offsets) == 2:
+        return [values]
+    return [values[lo:hi] for lo, hi in zip(offsets, offsets[1:])]
 
 
 def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None, mode: Mode = "lanes",
@@ -219,7 +236,8 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
         if job.done != offsets[-1]:
             raise ReplayError(stall_message(graphs, ranks, offsets, job.coupling, offsets[-1] - job.done))
         c = job.coupling
-        return SimOutput(starts=job.start, ends=job.end, offsets=offsets, comm_start=c.comm_start,
+        return SimOutput(rank_starts=_by_rank(job.start, offsets), rank_ends=_by_rank(job.end, offsets),
+                         offsets=offsets, comm_start=c.comm_start,
                          lane_order=orders, base=bases, groups=len(c.members), members=c.members)
     # (segments apply with or without gaps: they are how nested CPU ops occupy a thread)
     plans = [rank_plan(g, d, o, gaps) for g, d, o in zip(graphs, deps, orders)]
@@ -232,9 +250,9 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
         run = run_lanes(plans, orders, offsets, bases)
     if run.done != offsets[-1]:
         raise ReplayError(stall_message(graphs, ranks, offsets, c, offsets[-1] - run.done))
-    return SimOutput(starts=run.starts, ends=run.ends, offsets=offsets, comm_start=c.comm_start,
-                     lane_order=orders, base=bases, groups=len(c.members), members=c.members,
-                     closes=run.closes, plans=plans if keep_plans else [])
+    return SimOutput(rank_starts=run.rank_starts, rank_ends=run.rank_ends, offsets=offsets,
+                     comm_start=c.comm_start, lane_order=orders, base=bases, groups=len(c.members),
+                     members=c.members, closes=run.closes, plans=plans if keep_plans else [])
 
 
 def _coupling(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: list[int],

@@ -19,8 +19,10 @@ lane predecessor (:meth:`_Lanes.walk`) takes the same sums, inline (most nodes t
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import compress
 
 from chakra.replay.coupling import Coupling
 from chakra.replay.plan import Plan, end_bounds, start_bounds
@@ -30,13 +32,30 @@ _WAITING, _STARTED, _ENDED = 0, 1, 2
 
 @dataclass(slots=True)
 class LaneRun:
-    """What :func:`run_lanes` gives: global start and end of every node (index = rank offset + local),
-    how many ended (fewer than all: a deadlock) and when each parent's tail ends."""
+    """What :func:`run_lanes` gives: each rank's start and end of every node (local index), how many ended
+    (fewer than all: a deadlock) and when each parent's tail ends (global index = rank offset + local)."""
 
-    starts: list[float]
-    ends: list[float]
+    rank_starts: list[list[float]]
+    rank_ends: list[list[float]]
     done: int
     closes: dict[int, float]
+
+    @property
+    def starts(self) -> list[float]:
+        """Every node's start, by global index."""
+        return join_ranks(self.rank_starts)
+
+    @property
+    def ends(self) -> list[float]:
+        """Every node's end, by global index."""
+        return join_ranks(self.rank_ends)
+
+
+def join_ranks(lists: Sequence[list[float]]) -> list[float]:
+    """Per-rank lists as one, by global index (one rank: its list itself)."""
+    if len(lists) == 1:
+        return lists[0]
+    return [x for one in lists for x in one]
 
 
 def run_lanes(plans: Sequence[Plan], orders: Sequence[list[int]], offsets: Sequence[int],
@@ -55,18 +74,10 @@ def run_lanes(plans: Sequence[Plan], orders: Sequence[list[int]], offsets: Seque
                 moved = True
         if not moved:
             break
-    starts: list[float] = []
-    ends: list[float] = []
     closes: dict[int, float] = {}
-    for r, (plan, off) in enumerate(zip(plans, offsets)):
-        s, e = run.start[r], run.end[r]
-        if len(plans) == 1:
-            starts, ends = s, e
-        else:
-            starts += s
-            ends += e
+    for plan, off, e in zip(plans, offsets, run.end):
         closes.update((off + x, e[last] + t) for x, (last, t) in plan.close.items())
-    return LaneRun(starts, ends, sum(run.ended), closes)
+    return LaneRun(run.start, run.end, sum(run.ended), closes)
 
 
 class _Lanes:
@@ -94,12 +105,15 @@ class _Lanes:
             self.end.append([-1.0] * n)
             self.state.append(bytearray(n))
         self.special: list[set[int]] = []       # per rank: the nodes the walk never places the short way
+        self.bounded: list[set[int]] = []       # ... of them, those with bounds beyond deps and lane
         for p, off in zip(plans, offsets):
-            special = set(p.after)
-            special.update(p.waits, p.ff_min)
+            bounded = set(p.after)
+            bounded.update(p.waits, p.ff_min)
+            special = set(bounded)
             if group_of is not None:
-                special.update(i for i in range(len(p.rd)) if group_of[off + i] >= 0)
+                special.update(compress(range(len(p.rd)), map((0).__le__, group_of[off:off + len(p.rd)])))
             self.special.append(special)
+            self.bounded.append(bounded)
         self.walked = [0] * len(plans)           # per rank: nodes the walk reached
         self.ended = [0] * len(plans)            # per rank: nodes placed (start and end)
         self.own_end: dict[tuple[int, int], float] = {}   # started, its end waits for a finish wait's
@@ -118,8 +132,8 @@ class _Lanes:
         rd, deps, lane_prev, gap = p.rd, p.deps, p.lane_prev, self.gaps[r]
         ready, start, end, state = self.ready[r], self.start[r], self.end[r], self.state[r]
         rget = p.release.get
-        special = self.special[r]
-        walked, ended, todo, drain = self.walked, self.ended, self.todo, self.drain
+        special, bounded = self.special[r], self.bounded[r]
+        walked, ended, todo, drain, started = self.walked, self.ended, self.todo, self.drain, self.started
         pending = walked[r] - ended[r]        # nodes the walk reached that have not ended
         short = 0
         k = at
@@ -127,7 +141,21 @@ class _Lanes:
             i = order[k]
             if pending or i in special:
                 walked[r] += 1
-                todo.append((r, i))
+                if pending or i in bounded:
+                    todo.append((r, i))
+                else:   # a coupled node: its start bounds are all placed; it arrives at its group
+                    t = ready[i]
+                    for j in deps[i]:
+                        e = end[j]
+                        if e > t:
+                            t = e
+                    j = lane_prev[i]
+                    if j >= 0:
+                        rel = rget(j)
+                        c = (end[j] if rel is None else start[j] + rel) + gap[i]
+                        if c > t:
+                            t = c
+                    started(r, i, t)
                 drain()
                 pending = walked[r] - ended[r]
                 if pending:
@@ -209,15 +237,17 @@ class _Lanes:
         if gi == c.eager[group]:                # a send does not wait for its receiver
             self.finish(r, i, t + p.ff_min.get(i, p.rd[i]))
         if ends:
+            offsets = self.offsets
             for m, e in ends:
-                rm = _rank_of(self.offsets, m)
-                self.finish(rm, m - self.offsets[rm], e)
+                rm = bisect_right(offsets, m) - 1
+                self.finish(rm, m - offsets[rm], e)
 
     def finish(self, r: int, i: int, e: float) -> None:
         """Node ``i`` of rank ``r`` would end at ``e`` by its own time; it ends no earlier than each node
         it was recorded blocked on, plus its tail (a finish wait)."""
         end, state = self.end[r], self.state[r]
-        for u, tail in end_bounds(self.plans[r], i):
+        plan = self.plans[r]
+        for u, tail in end_bounds(plan, i) if i in plan.waits else ():
             if state[u] != _ENDED:
                 self.own_end[(r, i)] = e
                 self.wait_for(r, u, i)
@@ -228,9 +258,3 @@ class _Lanes:
         state[i] = _ENDED
         self.ended[r] += 1
         self.wake(r, i)
-
-
-def _rank_of(offsets: Sequence[int], gi: int) -> int:
-    from bisect import bisect_right
-
-    return bisect_right(offsets, gi) - 1

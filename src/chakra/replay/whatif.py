@@ -38,6 +38,7 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import compress
 from typing import Any
 
 from chakra.errors import ChakraError, UsageError
@@ -268,6 +269,21 @@ def group_size(g: RankGraph, i: int, job_ranks: int) -> int:
     return max(job_ranks, 1)
 
 
+def comm_positions(g: RankGraph) -> list[int]:
+    """The indices of ``g``'s communication nodes (COMM_COLL / SEND / RECV), ascending."""
+    return list(compress(range(len(g.types)), map(COMM_TYPES.__contains__, g.types)))
+
+
+def _time(memo: dict[tuple[Any, ...], float], model: CommModel, comm_type: Any, ntype: int, size: float,
+          n: int) -> float:
+    """``model.time(...)``, worked out once per distinct collective (a job repeats a few thousand)."""
+    key = (id(model), comm_type, ntype, size, n)
+    t = memo.get(key)
+    if t is None:
+        t = memo[key] = model.time(comm_type, ntype, size, n)
+    return t
+
+
 def _comm_samples(graphs: Sequence[RankGraph], job_ranks: int) -> list[tuple[float, float, Any]]:
     """(F * bytes, shortest recorded duration, type) per distinct (type, size, group size) of the
     collectives."""
@@ -275,8 +291,10 @@ def _comm_samples(graphs: Sequence[RankGraph], job_ranks: int) -> list[tuple[flo
     for g in graphs:
         ctype = g.extra.get("comm_type", {})
         csize = g.extra.get("comm_size", {})
-        for i, d in enumerate(g.durations):
-            if g.types[i] not in COMM_TYPES or d <= 0 or i not in csize:
+        durs = g.durations
+        for i in comm_positions(g):
+            d = durs[i]
+            if d <= 0 or i not in csize:
                 continue
             n = group_size(g, i, job_ranks)
             key = (ctype.get(i), g.types[i], csize[i], n)
@@ -404,16 +422,16 @@ def apply_whatif(graphs: Sequence[RankGraph], w: WhatIf | None) -> tuple[list[Ra
     if model is None and not (w.scale or w.delay):
         return list(graphs), report
     out = []
+    times: dict[tuple[Any, ...], float] = {}   # (model, type, node type, bytes, group size) -> its time
     for g in graphs:
         n = len(g.ids)
-        kinds = [node_kind(g, i) for i in range(n)]
+        kinds = [node_kind(g, i) for i in range(n)] if w.scale or w.delay else []
         delay_l: list[float] | None = None      # µs added: delays, and the model's re-timing of collectives
         if model is not None:
             ctype = g.extra.get("comm_type", {})
             csize = g.extra.get("comm_size", {})
-            for i in range(n):
-                if kinds[i] != "comm":
-                    continue
+            sizes: dict[str, int] = {}          # pg -> its group size
+            for i in comm_positions(g):
                 size = float(csize.get(i, 0))
                 factor = 1.0
                 for r in w.comm_size:
@@ -421,14 +439,18 @@ def apply_whatif(graphs: Sequence[RankGraph], w: WhatIf | None) -> tuple[list[Ra
                         factor *= r.value
                         report.matched[r.selector.text] += 1
                 d = g.durations[i]
-                gs = group_size(g, i, job_ranks)
+                info = g.comm.get(i)
+                pg = info.pg_name if info is not None else ""
+                gs = sizes.get(pg)
+                if gs is None:
+                    gs = sizes[pg] = group_size(g, i, job_ranks)
                 new_model = changed or model
                 if d <= 0:
-                    nd = new_model.time(ctype.get(i), g.types[i], size * factor, gs)
+                    nd = _time(times, new_model, ctype.get(i), g.types[i], size * factor, gs)
                     report.modelled += 1
                 elif factor != 1.0 or changed is not None:
-                    nd = max(0.0, d + new_model.time(ctype.get(i), g.types[i], size * factor, gs)
-                             - model.time(ctype.get(i), g.types[i], size, gs))
+                    nd = max(0.0, d + _time(times, new_model, ctype.get(i), g.types[i], size * factor, gs)
+                             - _time(times, model, ctype.get(i), g.types[i], size, gs))
                     report.retimed += 1
                 else:
                     continue
