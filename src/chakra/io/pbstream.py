@@ -139,10 +139,10 @@ def write_messages(path: str | os.PathLike[str], messages: Iterable[Any]) -> int
 
 
 def write_frames(write: Any, messages: Iterable[Any], path: Any = None, first: int = 0,
-                 observe: Any = None) -> int:
+                 observe: Any = None, batch_bytes: int = WRITE_BATCH_BYTES) -> int:
     """Frame each message (``varint(len) + bytes``; a message object is serialised first) and give the
-    frames to ``write`` about 1 MB at a time; return the count.  An empty message is refused (``path``
-    names the file in that error, ``first`` is the index of the first message in it).
+    frames to ``write`` about ``batch_bytes`` (1 MB) at a time; return the count.  An empty message is
+    refused (``path`` names the file in that error, ``first`` is the index of the first message in it).
 
     ``observe(index, frames)``, when given, also gets each batch once written: the index of its first
     message and its frames (a list of bytes)."""
@@ -170,7 +170,7 @@ def write_frames(write: Any, messages: Iterable[Any], path: Any = None, first: i
             chunks.append(head + body)
         count += 1
         size += n
-        if size >= WRITE_BATCH_BYTES:
+        if size >= batch_bytes:
             flush()
             batch_first = first + count
             chunks = []
