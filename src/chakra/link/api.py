@@ -228,13 +228,14 @@ class NodeRanges(NamedTuple):
     def all(self) -> Iterator[Any]:
         return self.make(range(self.hosts + self.gpus))
 
-    def pieces(self) -> list[range]:
-        """Ranges of positions of about the same cost, one per part, when there are few enough nodes
-        (:data:`ETPLUS_WRITE_FORKED_MAX_NODES`); a GPU node costs about twice a host node (5.9 against 3.2 us
-        at 100k)."""
+    def pieces(self, piece_cost: int = ETPLUS_WRITE_PIECE_COST,
+               forked_max: int = ETPLUS_WRITE_FORKED_MAX_NODES) -> list[range]:
+        """Ranges of positions of about the same cost (at least ``piece_cost``), one per part, when there
+        are at most ``forked_max`` nodes; a GPU node costs about twice a host node (5.9 against 3.2 us at
+        100k)."""
         n = self.hosts + self.gpus
         cost = self.hosts + 2 * self.gpus
-        k = min(parts(), cost // ETPLUS_WRITE_PIECE_COST) if n <= ETPLUS_WRITE_FORKED_MAX_NODES else 1
+        k = min(parts(), cost // piece_cost) if n <= forked_max else 1
         if k <= 1:
             return [range(n)]
         cuts = [0]
