@@ -367,7 +367,10 @@ def test_windows_cut_at_different_collectives(tmp_path):
 
 
 @needs_corpus
-@pytest.mark.parametrize("name", ["h100_owlv2_large", "mi300x_bert_small", "mi300x_resnet_act_checkpoint"])
+@pytest.mark.parametrize("name", [
+    # (the H100 trace, 9-10 s, is slow: mi300x_bert_small is the same case, a one-GPU inference trace)
+    pytest.param("h100_owlv2_large", marks=pytest.mark.slow), "mi300x_bert_small",
+    "mi300x_resnet_act_checkpoint"])
 def test_kineto_only_traces_convert_to_what_the_simulator_reads(corpus, tmp_path, name):
     # linked from the Kineto trace alone, converted with --astrasim: validate passes (the one-GPU inference
     # traces get an idle second NPU beside them, the 8-rank MI300X training rank 0 keeps its 12 collectives)

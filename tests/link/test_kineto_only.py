@@ -431,8 +431,8 @@ def test_mi300x_rccl_training_rank(corpus: Path, tmp_path: Path) -> None:
 
 @pytest.mark.corpus
 @pytest.mark.parametrize(("name", "gpu_ops", "kernels_hip"), [
-    # (the H100 trace, 14 s, is linked from Kineto alone in the quick run too: tests/job/test_job_astrasim.py
-    # test_kineto_only_traces_convert_to_what_the_simulator_reads)
+    # (the H100 trace, 14 s, is slow: the quick run links CUDA traces from Kineto alone in
+    # tests/link/test_kineto_corpus.py, the A100 ones)
     ("mi300x_bert_small", 61, True), pytest.param("h100_owlv2_large", 5165, False, marks=pytest.mark.slow)])
 def test_inference_traces_link_and_convert(corpus: Path, tmp_path: Path, name: str, gpu_ops: int,
                                            kernels_hip: bool) -> None:
