@@ -2,8 +2,8 @@
 for one another.  One line each says what it trades; docs/tunables.md says how each value was chosen (and
 what was measured).  Format values, which are fixed by the formats, are in ``chakra.formats``.
 
-The modules import the names they use (``from chakra.tunables import X``), so a test that needs a small
-value sets it on the module that reads it.
+The modules import the names they use (``from chakra.tunables import X``); where a test needs a small
+value, the function that reads it takes it as a parameter (the tunable is the default) and the test passes it.
 """
 
 from __future__ import annotations

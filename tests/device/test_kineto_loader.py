@@ -659,28 +659,29 @@ def test_sync_call_time_is_subtracted_launch_time_is_not(corpus: Path) -> None:
     assert op.excl_dur == 18.0
 
 
-def test_a_pickled_trace_comes_back_equal_across_event_chunks(tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_pickled_trace_comes_back_equal_across_event_chunks(tmp_path: Path) -> None:
     # KinetoTrace pickles its events in chunks (a forked loader sends it back pickled): 5 events in
     # chunks of 2 -> 3 pickles, every field and every event back, in order
     from chakra.device import model
 
-    monkeypatch.setattr(model, "PICKLE_CHUNK_EVENTS", 2)
     path = write(tmp_path, [X("C", 20, 10), X("A", 0, 100), X("D", 70, 20), X("B", 10, 50), X("E", 95, 1)])
     tr = load_kineto(path)
-    assert len(tr.__reduce__()[1][0][model._TRACE_FIELDS.index("events")]) == 3
-    back = pickle.loads(pickle.dumps(tr, protocol=pickle.HIGHEST_PROTOCOL))
+    rebuild, (values,) = tr.reduce_in_chunks(2)
+    assert len(values[model._TRACE_FIELDS.index("events")]) == 3
+    back = rebuild(pickle.loads(pickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL)))
     assert type(back) is model.KinetoTrace and back == tr
+    assert pickle.loads(pickle.dumps(tr, protocol=pickle.HIGHEST_PROTOCOL)) == tr   # (the default chunks)
     assert [e.name for e in back.events] == ["C", "A", "D", "B", "E"]
     # C [20,30) in B [10,60) in A [0,100); D [70,90) and E [95,96) in A
     assert [parent_name(back, e) for e in back.events] == ["B", None, "A", "A", "A"]
 
 
-def test_a_pickled_corpus_trace_comes_back_equal(corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_pickled_corpus_trace_comes_back_equal(corpus: Path) -> None:
     from chakra.device import model
 
-    monkeypatch.setattr(model, "PICKLE_CHUNK_EVENTS", 1000)
     tr = load_kineto(corpus / "dlrm_8r_v100/device/kineto_0.json.gz")
-    assert len(tr.events) == 2460   # 3 chunks
-    back = pickle.loads(pickle.dumps(tr, protocol=pickle.HIGHEST_PROTOCOL))
+    assert len(tr.events) == 2460
+    rebuild, (values,) = tr.reduce_in_chunks(1000)
+    assert len(values[model._TRACE_FIELDS.index("events")]) == 3
+    back = rebuild(pickle.loads(pickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL)))
     assert back == tr and back.events[-1] == tr.events[-1]

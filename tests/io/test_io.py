@@ -119,14 +119,12 @@ def test_atomic_output_honours_umask(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", ["items.json", "items.json.gz"])
-def test_dump_json_ranges_one_piece_is_the_documents_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                name: str) -> None:
+def test_dump_json_ranges_one_piece_is_the_documents_bytes(tmp_path: Path, name: str) -> None:
     # several batches (3 items each), items as dicts and as pre-encoded text
-    monkeypatch.setattr(jsonio, "JSON_STREAM_BATCH", 3)
     items = [{"id": i, "x": [i, 0.5]} if i % 2 else orjson.Fragment(b'{"id":%d}' % i) for i in range(10)]
     data = {"schema": "s", "nodes": None, "tail": {"k": 1}}
     out = tmp_path / name
-    dump_json_ranges(out, data, "nodes", [range(0)], lambda _: iter(items))   # one piece, items as they come
+    dump_json_ranges(out, data, "nodes", [range(0)], lambda _: iter(items), batch=3)   # one piece
     want = orjson.dumps({**data, "nodes": items})
     assert want.startswith(b'{"schema":"s","nodes":[{"id":0},{"id":1,"x":[1,0.5]},')
     if name.endswith(".gz"):
@@ -141,17 +139,15 @@ def _numbered(r: range) -> object:
 
 
 @pytest.mark.parametrize("name", ["items.json", "items.json.gz"])
-def test_dump_json_ranges_is_the_documents_bytes_for_any_pieces(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+def test_dump_json_ranges_is_the_documents_bytes_for_any_pieces(tmp_path: Path, name: str) -> None:
     # 23 items in batches of 3, in one piece, two and three (each after the first in a child of its own)
-    monkeypatch.setattr(jsonio, "JSON_STREAM_BATCH", 3)
     data = {"schema": "s", "nodes": None, "tail": {"k": 1}}
     want = orjson.dumps({**data, "nodes": list(_numbered(range(23)))})
     assert want.startswith(b'{"schema":"s","nodes":[{"id":0},{"id":1,"pid":0},{"id":2},')
     for cuts in ([0, 23], [0, 4, 23], [0, 1, 20, 23]):
         pieces = [range(a, b) for a, b in zip(cuts, cuts[1:])]
         out = tmp_path / f"{len(pieces)}-{name}"
-        jsonio.dump_json_ranges(out, data, "nodes", pieces, _numbered)
+        jsonio.dump_json_ranges(out, data, "nodes", pieces, _numbered, batch=3)
         got = gzip.decompress(out.read_bytes()) if name.endswith(".gz") else out.read_bytes()
         assert got == want, cuts
 
@@ -184,15 +180,14 @@ def test_kept_json_text_holds_its_own_size_not_orjsons_buffer() -> None:
     assert traced_bytes_per_object(lambda i: dumps_kept([i, value])) < 200
 
 
-def test_write_frames_shows_each_batch_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_write_frames_shows_each_batch_as_written() -> None:
     import chakra.io.pbstream as pbstream
 
-    monkeypatch.setattr(pbstream, "WRITE_BATCH_BYTES", 1000)   # batches of ~1000 bytes
     bodies = [bytes([k % 251 + 1]) * (k * 37 % 300 + 1) for k in range(200)] + [b"x" * 20_000]
     written: list[bytes] = []
     seen: list[tuple[int, list[bytes]]] = []
     count = pbstream.write_frames(written.append, bodies, "f.et", 5,
-                                  lambda i, frames: seen.append((i, frames)))
+                                  lambda i, frames: seen.append((i, frames)), batch_bytes=1000)
     assert count == len(bodies)
     assert len(seen) == len(written) > 10                 # one observation per write, after it
     assert [b"".join(frames) for _, frames in seen] == written

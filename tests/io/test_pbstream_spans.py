@@ -8,7 +8,6 @@ import random
 
 import pytest
 
-import chakra.io.pbstream as pbstream
 from chakra.errors import TraceFormatError
 from chakra.io.pbstream import FrameFile
 from chakra.io.pbstream import encode_varint as V
@@ -22,20 +21,20 @@ def _stream(rng: random.Random, n: int) -> tuple[bytes, list[bytes]]:
 
 
 @pytest.mark.parametrize("gz", [False, True])
-def test_spans_hold_every_frame_once(gz, tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(pbstream, "READ_CHUNK_BYTES", 4096)
-    monkeypatch.setattr(pbstream, "DECODE_BATCH_BYTES", 700)
+def test_spans_hold_every_frame_once(gz, tmp_path) -> None:
+    # chunks of 4096 bytes, batches of 700: frames cross chunk and batch ends
     for seed in range(30):
         rng = random.Random(seed)
         data, bodies = _stream(rng, rng.choice([1, 3, 40]))
         path = tmp_path / "s.et"
         path.write_bytes(gzip.compress(data) if gz else data)
-        src = FrameFile(path, GlobalMetadata)
+        src = FrameFile(path, GlobalMetadata, chunk_bytes=4096, batch_bytes=700)
         assert (src.data is not None) == (gz or len(data) < 4096)
         cuts = sorted(rng.sample(range(src.start, src.size + 5), rng.choice([1, 2, 5])))
         got: list[tuple[int, bytes]] = []
         for a, b in zip([None, *cuts], [*cuts, None]):
             for first, frames in src.batches(a, b):
+                assert sum(map(len, frames[:-1])) < 700     # a batch ends at the first frame past 700 bytes
                 got += enumerate(frames, first)
         assert [i for i, _ in got] == list(range(1, len(bodies) + 1))
         assert [f for _, f in got] == [V(len(b)) + b for b in bodies]

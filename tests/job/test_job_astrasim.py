@@ -50,8 +50,10 @@ def node_types(path: Path) -> set[int]:
     return {n.type for n in nodes}
 
 
-CORPUS_JOBS = [("dlrm_8r_v100", 8), ("cpu_gloo/tp_like_2r", 2), ("cpu_gloo/ddp_mlp_4r", 4),
-               ("cpu_gloo/fsdp_2r", 2), ("cpu_gloo/single_1r", 1)]
+# DLRM (11 s) is slow here: the quick run simulates it (tests/pipeline/test_experiment.py) and validates its
+# ASTRA-sim files (test_dlrm_uneven_all_to_all_gets_one_size_and_validate_names_it) elsewhere
+CORPUS_JOBS = [pytest.param("dlrm_8r_v100", 8, marks=pytest.mark.slow), ("cpu_gloo/tp_like_2r", 2),
+               ("cpu_gloo/ddp_mlp_4r", 4), ("cpu_gloo/fsdp_2r", 2), ("cpu_gloo/single_1r", 1)]
 
 
 @needs_corpus
@@ -365,7 +367,10 @@ def test_windows_cut_at_different_collectives(tmp_path):
 
 
 @needs_corpus
-@pytest.mark.parametrize("name", ["h100_owlv2_large", "mi300x_bert_small", "mi300x_resnet_act_checkpoint"])
+@pytest.mark.parametrize("name", [
+    # (the H100 trace, 9-10 s, is slow: mi300x_bert_small is the same case, a one-GPU inference trace)
+    pytest.param("h100_owlv2_large", marks=pytest.mark.slow), "mi300x_bert_small",
+    "mi300x_resnet_act_checkpoint"])
 def test_kineto_only_traces_convert_to_what_the_simulator_reads(corpus, tmp_path, name):
     # linked from the Kineto trace alone, converted with --astrasim: validate passes (the one-GPU inference
     # traces get an idle second NPU beside them, the 8-rank MI300X training rank 0 keeps its 12 collectives)

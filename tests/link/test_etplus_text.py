@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -67,13 +70,23 @@ def test_text_is_the_node_dicts_text(layout: str, kw: dict[str, object]) -> None
     assert host_text(op, layout, b',"ts":1}') == orjson.dumps({**host_node(op, layout), "ts": 1})
 
 
+def _counted(made: dict[str, int], name: str, real: Callable[..., Any], *args: Any) -> Any:
+    made[name] += 1
+    return real(*args)
+
+
 def _dict_nodes_text(monkeypatch: pytest.MonkeyPatch, host: Path, kineto: Path, out: Path) -> bytes:
-    """The ET+ written with every node going through its dict (the route for unusual values)."""
-    monkeypatch.setattr(api, "host_text",
-                        lambda op, layout, tail: orjson.dumps(host_node(op, layout))[:-1] + tail)
-    monkeypatch.setattr(api, "_PLAIN", ())
-    link_files(host, kineto, out)
+    """The ET+ written with every node going through its dict (the route for unusual values); every host
+    node's dict is made (``host_node``) and every GPU node's with a launcher gets its inputs (``add_io``)."""
+    made = {"host_node": 0, "add_io": 0}
+    for name in made:
+        monkeypatch.setattr(api, name, partial(_counted, made, name, getattr(api, name)))
+    link_files(host, kineto, out, node_text=False)
     monkeypatch.undo()
+    nodes = orjson.loads(out.read_bytes())["nodes"]
+    gpu = [n for n in nodes if n.get("ph") == "X"]
+    assert made == {"host_node": len(nodes) - len(gpu), "add_io": len(gpu) - sum(
+        1 for n in gpu if n.get("parent", n.get("ctrl_deps")) is None)}, made
     return out.read_bytes()
 
 

@@ -66,10 +66,10 @@ def test_dlrm_rank_same_bytes_for_one_and_three_parts(corpus: Path, tmp_path: Pa
     host, kineto = d / "host" / "host_et_3.json.gz", d / "device" / "kineto_3.json.gz"
     one = _link(monkeypatch, 1, host, kineto, tmp_path / "one.json")
     assert _link(monkeypatch, 3, host, kineto, tmp_path / "three.json") == one
-    monkeypatch.setattr(api, "ETPLUS_WRITE_PIECE_COST", 150)
     cuts: list[list[range]] = []
     real_pieces = api.NodeRanges.pieces
-    monkeypatch.setattr(api.NodeRanges, "pieces", lambda self: cuts.append(real_pieces(self)) or cuts[-1])
+    monkeypatch.setattr(api.NodeRanges, "pieces",
+                        lambda self: cuts.append(real_pieces(self, 150)) or cuts[-1])
     assert _link(monkeypatch, 8, host, kineto, tmp_path / "eight.json") == one
     gpus = one.count(b'"stream":')     # (only GPU nodes have the key)
     n = cuts[0][-1].stop
@@ -140,7 +140,8 @@ def test_et_plus_written_in_pieces_is_the_same(tmp_path: Path, monkeypatch: pyte
     host, kineto = demo / "host_et_0.json.gz", demo / "kineto_0.json.gz"
     counts: list[tuple[int, int]] = []   # (nodes, pieces) of each write
     real_map = jsonio.fork_map
-    monkeypatch.setattr(api, "ETPLUS_WRITE_PIECE_COST", 5)
+    real_pieces = api.NodeRanges.pieces
+    monkeypatch.setattr(api.NodeRanges, "pieces", lambda self: real_pieces(self, piece_cost=5))
     monkeypatch.setattr(jsonio, "fork_map", lambda fn, pieces, what, sink: counts.append(
         (sum(len(p) for p in pieces), len(pieces))) or real_map(fn, pieces, what, sink))
     got = []
@@ -158,13 +159,12 @@ def test_et_plus_written_in_pieces_is_the_same(tmp_path: Path, monkeypatch: pyte
 
 def test_write_pieces_balance_host_and_gpu_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
     """A GPU node costs two host nodes: the pieces of the ET+ writer cut the cost, not the count."""
-    monkeypatch.setattr(api, "ETPLUS_WRITE_PIECE_COST", 4)
     nodes = api.NodeRanges(10, 5, lambda r: iter(()))
     monkeypatch.setenv("CHAKRA_PARTS", "2")
-    assert nodes.pieces() == [range(0, 10), range(10, 15)]          # costs 10 and 10
+    assert nodes.pieces(4) == [range(0, 10), range(10, 15)]          # costs 10 and 10
     monkeypatch.setenv("CHAKRA_PARTS", "3")
-    assert nodes.pieces() == [range(0, 6), range(6, 12), range(12, 15)]   # costs 6, 8, 6
+    assert nodes.pieces(4) == [range(0, 6), range(6, 12), range(12, 15)]   # costs 6, 8, 6
     monkeypatch.setenv("CHAKRA_PARTS", "8")
-    assert len(nodes.pieces()) == 5                                   # pieces of a cost of 4 at least
-    monkeypatch.setattr(api, "ETPLUS_WRITE_FORKED_MAX_NODES", 14)
-    assert nodes.pieces() == [range(0, 15)]                           # too many nodes to fork for
+    assert len(nodes.pieces(4)) == 5                                   # pieces of a cost of 4 at least
+    assert nodes.pieces(4, forked_max=15) == nodes.pieces(4)
+    assert nodes.pieces(4, forked_max=14) == [range(0, 15)]           # too many nodes to fork for

@@ -355,15 +355,16 @@ def test_pipeline_dlrm_8_ranks(corpus: Path, tmp_path: Path) -> None:
     assert "pre-trace: GPU ops launched before the trace began" in text
 
 
-def test_auto_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_auto_jobs() -> None:
     import os
 
     import chakra.io.executor as pl
 
     files = find_ranks(DATA / "gloo_mlp_2r")       # 65 KB in all: not worth a worker process
     assert pl.auto_jobs(files) == 1
-    monkeypatch.setattr(pl, "AUTO_POOL_MIN_BYTES", 0)
-    assert pl.auto_jobs(files) == min(os.cpu_count() or 1, 2)
+    size = sum(p.stat().st_size for f in files for p in (f.host, f.kineto) if p is not None)
+    assert pl.auto_jobs(files, min_bytes=size + 1) == 1
+    assert pl.auto_jobs(files, min_bytes=size) == min(os.cpu_count() or 1, 2)
 
 
 # ---- the rank written: the trace's own, the file name's only when the trace has none -------------------

@@ -207,8 +207,9 @@ def run_ranks(func: Callable[[Any], Any], tasks: Sequence[Any], *, jobs: int | N
     return results
 
 
-def auto_jobs(files: Sequence[RankFiles]) -> int:
-    """Worker processes for ``jobs=None``: one per core (at most one per rank), 1 for small jobs."""
+def auto_jobs(files: Sequence[RankFiles], min_bytes: int = AUTO_POOL_MIN_BYTES) -> int:
+    """Worker processes for ``jobs=None``: one per core (at most one per rank), 1 for jobs of fewer than
+    ``min_bytes`` bytes of input."""
     size = 0
     for f in files:
         for p in (f.host, f.kineto):
@@ -218,7 +219,7 @@ def auto_jobs(files: Sequence[RankFiles]) -> int:
                 size += p.stat().st_size
             except OSError:
                 pass
-    if size < AUTO_POOL_MIN_BYTES:
+    if size < min_bytes:
         return 1
     return max(1, min(os.cpu_count() or 1, len(files)))
 

@@ -153,22 +153,23 @@ def _stream_dump(path: str | os.PathLike[str], data: dict[str, Any], opts: int) 
 
 
 def dump_json_ranges(path: str | os.PathLike[str], data: dict[str, Any], key: str, pieces: list[range],
-                     make: Callable[[range], Iterable[Any]]) -> None:
+                     make: Callable[[range], Iterable[Any]], *, batch: int = JSON_STREAM_BATCH) -> None:
     """Write ``data`` with ``data[key]`` replaced by the list of the items ``make`` gives for ``pieces``
     (consecutive ranges of positions from 0: ``make(r)`` yields the items of positions ``r``, one per
     position, a batch at a time): the bytes :func:`dump_json` writes for the document holding that list,
     without the list (or the text) ever being whole in memory.  Each piece after the first is made and
     encoded in a process of its own (:mod:`chakra.io.forkmap`, the bytes of each appended to the file in
-    order).  The same bytes for any pieces.  Atomic; gzip when the name ends in ``.gz``."""
+    order).  The same bytes for any pieces.  Atomic; gzip when the name ends in ``.gz``.  ``batch``: the
+    items encoded at a time."""
     opts = orjson.OPT_SERIALIZE_NUMPY if hasattr(orjson, "OPT_SERIALIZE_NUMPY") else 0
-    if not _write_items(path, data, key, pieces, make, opts):
+    if not _write_items(path, data, key, pieces, make, opts, batch):
         whole = dict(data)
         whole[key] = [x for r in pieces for x in make(r)]
         dump_json(path, whole)
 
 
 def _write_items(path: str | os.PathLike[str], data: dict[str, Any], key: str, pieces: list[range],
-                 make: Callable[[range], Iterable[Any]], opts: int) -> bool:
+                 make: Callable[[range], Iterable[Any]], opts: int, batch: int = JSON_STREAM_BATCH) -> bool:
     """Byte-identical to ``orjson.dumps(data)`` (+ ``gzip.compress(..., 6, mtime=0)``): the document is
     encoded once with the list replaced by a sentinel string, split there, and the list is written as
     ``[`` + the items joined by ``,`` + ``]`` (orjson's compact form), the items of each piece by
@@ -187,21 +188,23 @@ def _write_items(path: str | os.PathLike[str], data: dict[str, Any], key: str, p
         sink = _Sink(fh, zlib.compressobj(6, zlib.DEFLATED, 31) if gz else None)
         try:
             sink.write_now(head + b"[")
-            fork_map(partial(_write_piece, make, opts), pieces, f"writing {os.fspath(path)}", sink=sink)
+            fork_map(partial(_write_piece, make, opts, batch), pieces, f"writing {os.fspath(path)}",
+                     sink=sink)
             sink.write(b"]" + tail)
         finally:
             sink.close()
     return True
 
 
-def _write_piece(make: Callable[[range], Iterable[Any]], opts: int, piece: range, write: Any) -> None:
+def _write_piece(make: Callable[[range], Iterable[Any]], opts: int, size: int, piece: range,
+                 write: Any) -> None:
     """The items of ``piece`` as JSON text joined by ``,`` (after a ``,`` unless the piece is the list's
-    first), a batch at a time: orjson's separators are the plain ``,``."""
+    first), ``size`` items at a time: orjson's separators are the plain ``,``."""
     it = iter(make(piece))
     dumps = orjson.dumps
     sep = piece.start > 0
     while True:
-        batch = list(islice(it, JSON_STREAM_BATCH))
+        batch = list(islice(it, size))
         if not batch:
             return
         part = dumps(batch, option=opts)

@@ -139,10 +139,10 @@ def write_messages(path: str | os.PathLike[str], messages: Iterable[Any]) -> int
 
 
 def write_frames(write: Any, messages: Iterable[Any], path: Any = None, first: int = 0,
-                 observe: Any = None) -> int:
+                 observe: Any = None, batch_bytes: int = WRITE_BATCH_BYTES) -> int:
     """Frame each message (``varint(len) + bytes``; a message object is serialised first) and give the
-    frames to ``write`` about 1 MB at a time; return the count.  An empty message is refused (``path``
-    names the file in that error, ``first`` is the index of the first message in it).
+    frames to ``write`` about ``batch_bytes`` (1 MB) at a time; return the count.  An empty message is
+    refused (``path`` names the file in that error, ``first`` is the index of the first message in it).
 
     ``observe(index, frames)``, when given, also gets each batch once written: the index of its first
     message and its frames (a list of bytes)."""
@@ -170,7 +170,7 @@ def write_frames(write: Any, messages: Iterable[Any], path: Any = None, first: i
             chunks.append(head + body)
         count += 1
         size += n
-        if size >= WRITE_BATCH_BYTES:
+        if size >= batch_bytes:
             flush()
             batch_first = first + count
             chunks = []
@@ -211,29 +211,35 @@ class FrameFile:
     stream is decompressed whole into ``data``, as is a plain file smaller than one chunk; a larger plain
     file is opened again by each :meth:`batches`.  The errors are those of :func:`iter_messages`, raised
     at the same point of the stream: a damaged frame is reported after the batch of the messages before it.
+    ``chunk_bytes`` / ``batch_bytes``: the bytes read at a time / of a batch (None: ``READ_CHUNK_BYTES`` /
+    ``DECODE_BATCH_BYTES``).
     """
 
-    def __init__(self, path: str | os.PathLike[str], first_cls: Any) -> None:
+    def __init__(self, path: str | os.PathLike[str], first_cls: Any, *, chunk_bytes: int | None = None,
+                 batch_bytes: int | None = None) -> None:
         from google.protobuf.message import DecodeError
 
         from chakra.io.jsonio import GZIP_MAGIC, open_input
 
         self.path = path
+        self.chunk = READ_CHUNK_BYTES if chunk_bytes is None else chunk_bytes
+        self.batch = DECODE_BATCH_BYTES if batch_bytes is None else batch_bytes
         with open_input(path) as fh:
             try:
-                buf = fh.read(READ_CHUNK_BYTES)
+                buf = fh.read(self.chunk)
             except IsADirectoryError:
                 raise TraceFormatError("is a directory, expected a file", path) from None
             if buf[:2] == GZIP_MAGIC:
                 buf = read_bytes(path)   # the whole stream: exactly read_bytes' errors on a damaged gzip
                 size = len(buf)
-            elif len(buf) < READ_CHUNK_BYTES:
+            elif len(buf) < self.chunk:
                 size = len(buf)
             else:
                 size = os.fstat(fh.fileno()).st_size
             if not buf:
                 raise TraceFormatError("file is empty", path)
-            head_frame, self.start, buf = _first_frame(buf, None if len(buf) == size else fh, path)
+            head_frame, self.start, buf = _first_frame(buf, None if len(buf) == size else fh, path,
+                                                       self.chunk)
         self.size = max(size, len(buf))
         self.data: bytes | None = buf if len(buf) == self.size else None
         try:
@@ -249,7 +255,7 @@ class FrameFile:
         frame before ``offset`` (a bad length varint, a frame running past the end) there is none: the
         reading of the span that holds the damage reports it, where reading the whole stream would."""
         fh = None
-        chunk = max(READ_CHUNK_BYTES, 4 * VARINT_MAX)     # (a chunk holds more than the next frame's length)
+        chunk = max(self.chunk, 4 * VARINT_MAX)     # (a chunk holds more than the next frame's length)
         if self.data is not None:
             buf, base, at_end = self.data, 0, True
         else:
@@ -296,7 +302,7 @@ class FrameFile:
     def batches(self, start: int | None = None, stop: int | None = None) -> Iterator[tuple[int, list[bytes]]]:
         """``(index of the batch's first message, frames)`` of the frames that start from byte ``start``
         (default: message 1) up to before byte ``stop`` (default: the end of the stream), about
-        ``DECODE_BATCH_BYTES`` at a time.  Spans cut at any offsets hold every frame once: a frame belongs to
+        ``batch_bytes`` at a time.  Spans cut at any offsets hold every frame once: a frame belongs to
         the span where it starts (found by :meth:`frame_at`, in whichever process reads the span)."""
         if start is None:
             first: tuple[int, int] | None = (self.start, 1)
@@ -306,20 +312,20 @@ class FrameFile:
             return iter(())
         pos, index = first
         if self.data is not None:
-            return _batches(self.data, pos, 0, stop, None, self.path, index)
+            return _batches(self.data, pos, 0, stop, None, self.path, index, self.chunk, self.batch)
         from chakra.io.jsonio import open_input
 
         fh = open_input(self.path)   # closed by the generator (or below)
         try:
             fh.seek(pos)
-            buf = fh.read(READ_CHUNK_BYTES)
+            buf = fh.read(self.chunk)
         except BaseException:
             fh.close()
             raise
-        return _batches(buf, 0, pos, stop, fh, self.path, index)
+        return _batches(buf, 0, pos, stop, fh, self.path, index, self.chunk, self.batch)
 
 
-def _first_frame(buf: bytes, fh: Any, path: Any) -> tuple[bytes, int, bytes]:
+def _first_frame(buf: bytes, fh: Any, path: Any, chunk: int) -> tuple[bytes, int, bytes]:
     """(body of message 0, position after it, buffer): reads on until message 0 is complete."""
     eof = fh is None
     while True:
@@ -328,8 +334,8 @@ def _first_frame(buf: bytes, fh: Any, path: Any) -> tuple[bytes, int, bytes]:
         except ValueError as exc:
             if eof or str(exc) != "truncated varint":
                 raise TraceFormatError(f"message 0: {exc}", path) from None
-            more = fh.read(READ_CHUNK_BYTES)
-            eof = len(more) < READ_CHUNK_BYTES
+            more = fh.read(chunk)
+            eof = len(more) < chunk
             buf += more
             continue
         end = start + length
@@ -337,25 +343,25 @@ def _first_frame(buf: bytes, fh: Any, path: Any) -> tuple[bytes, int, bytes]:
             if eof:
                 raise TraceFormatError(
                     f"message 0 is truncated: needs {length} bytes, {len(buf) - start} left", path)
-            more = fh.read(max(READ_CHUNK_BYTES, end - len(buf)))
-            eof = len(more) < max(READ_CHUNK_BYTES, end - len(buf))
+            more = fh.read(max(chunk, end - len(buf)))
+            eof = len(more) < max(chunk, end - len(buf))
             buf += more
             continue
         return buf[start:end], end, buf
 
 
 def _batches(buf: bytes, pos: int, base: int, stop: int | None, fh: Any, path: Any,
-             index: int) -> Iterator[tuple[int, list[bytes]]]:
+             index: int, chunk: int, batch: int) -> Iterator[tuple[int, list[bytes]]]:
     # buf[pos:]: frames from message ``index`` on; ``base``: the stream offset of buf[0]; the frames that
     # start before ``stop`` (None: all); fh: the file to read on from (None: buf holds all of the stream)
-    eof = fh is None or len(buf) < READ_CHUNK_BYTES
+    eof = fh is None or len(buf) < chunk
     try:
         while True:
             n = len(buf)
             last = n if stop is None else min(n, stop - base)    # frames start before this
             frames: list[bytes] = []
             append = frames.append
-            limit = pos + DECODE_BATCH_BYTES
+            limit = pos + batch
             error = None
             while pos < last:
                 b = buf[pos]
@@ -392,8 +398,8 @@ def _batches(buf: bytes, pos: int, base: int, stop: int | None, fh: Any, path: A
             if pos < last and pos >= limit:
                 continue
             # the rest of the buffer is an incomplete frame: read on
-            more = fh.read(READ_CHUNK_BYTES)
-            if len(more) < READ_CHUNK_BYTES:
+            more = fh.read(chunk)
+            if len(more) < chunk:
                 eof = True
                 fh.close()
             buf = buf[pos:] + more

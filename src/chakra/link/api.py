@@ -36,7 +36,7 @@ from chakra.link.deps import (
     sync_deps,
     unwaited_time,
 )
-from chakra.link.etplus import FLAT, add_io, host_text, io_text, json_string
+from chakra.link.etplus import FLAT, add_io, host_node, host_text, io_text, json_string
 from chakra.link.gpu import PRE_TRACE, GpuAttachment, attach_gpu_ops, window_bounds
 from chakra.link.kineto_only import KinetoHost, build_host, missing_note
 from chakra.link.match import match_ops
@@ -130,7 +130,7 @@ def parse_nodes(nodes: Iterator[Any]) -> list[dict[str, Any]]:
 def _prepare(
     host: HostTrace, kineto: KinetoTrace, rank_out: int | None, annotation: str | None,
     inter_thread_gap_us: float, prematched: KinetoHost | None = None, step: int | None = None,
-    force: bool = False
+    force: bool = False, node_text: bool = True
 ) -> tuple[dict[str, Any], NodeRanges]:
     """The ET+ document with ``"nodes"`` holding None (in its place among the keys), and its nodes
     (:class:`NodeRanges`): host nodes in file order, then GPU nodes.
@@ -140,7 +140,7 @@ def _prepare(
     JSON text (an ``orjson.Fragment``, :func:`chakra.link.etplus.host_text`) or a dict holding the
     text of its launcher's inputs/outputs (GPU nodes).  ``prematched``: a host ET made from the
     Kineto trace itself, with its window and matching (:mod:`chakra.link.kineto_only`); ``host`` is its
-    ``host``."""
+    ``host``.  ``node_text`` False: every node is made as a dict (see :func:`link_files`)."""
     if step is not None:
         if annotation is not None:
             raise UsageError("--step and --annotation both choose the window: give one")
@@ -212,8 +212,9 @@ def _prepare(
     hpos = range(len(host.ops)) if keep is None else [k for k, op in enumerate(host.ops) if op.id in keep]
     return doc, NodeRanges(len(hpos), len(gpu.ops), partial(
         _nodes_of, hpos, partial(_host_nodes, host, kineto, match.host_to_event, resolver, it_deps, s_deps,
-                                 given_back),
-        partial(_gpu_nodes, host, kineto, gpu, resolver, first_gpu_id, window_bounds(window)[0])))
+                                 given_back, text=node_text),
+        partial(_gpu_nodes, host, kineto, gpu, resolver, first_gpu_id, window_bounds(window)[0],
+                text=node_text)))
 
 
 class NodeRanges(NamedTuple):
@@ -228,13 +229,14 @@ class NodeRanges(NamedTuple):
     def all(self) -> Iterator[Any]:
         return self.make(range(self.hosts + self.gpus))
 
-    def pieces(self) -> list[range]:
-        """Ranges of positions of about the same cost, one per part, when there are few enough nodes
-        (:data:`ETPLUS_WRITE_FORKED_MAX_NODES`); a GPU node costs about twice a host node (5.9 against 3.2 us
-        at 100k)."""
+    def pieces(self, piece_cost: int = ETPLUS_WRITE_PIECE_COST,
+               forked_max: int = ETPLUS_WRITE_FORKED_MAX_NODES) -> list[range]:
+        """Ranges of positions of about the same cost (at least ``piece_cost``), one per part, when there
+        are at most ``forked_max`` nodes; a GPU node costs about twice a host node (5.9 against 3.2 us at
+        100k)."""
         n = self.hosts + self.gpus
         cost = self.hosts + 2 * self.gpus
-        k = min(parts(), cost // ETPLUS_WRITE_PIECE_COST) if n <= ETPLUS_WRITE_FORKED_MAX_NODES else 1
+        k = min(parts(), cost // piece_cost) if n <= forked_max else 1
         if k <= 1:
             return [range(n)]
         cuts = [0]
@@ -261,12 +263,12 @@ _OUR_TOP_KEYS = frozenset(("rank", "world_size", "process_groups", "measured", "
 def _host_nodes(
     host: HostTrace, kineto: KinetoTrace, host_to_event: dict[int, int], resolver: CommResolver,
     it_deps: dict[int, int], s_deps: dict[int, list[int]], given_back: dict[int, float],
-    positions: Sequence[int]
+    positions: Sequence[int], *, text: bool = True
 ) -> Iterator[Fragment]:
     """The host nodes of ``host.ops[k]`` for k in ``positions`` (in that order), in the trace's layout, with
     the timing of their matched event and their deps, as their JSON text.  ``given_back``: time of
     synchronising calls that no dependency stands for, back in their op's exclusive time
-    (:func:`chakra.link.deps.unwaited_time`)."""
+    (:func:`chakra.link.deps.unwaited_time`).  ``text`` False: the text of the node's dict instead."""
     events = kineto.events
     layout = host.layout
     dumps = orjson.dumps
@@ -295,18 +297,19 @@ def _host_nodes(
         deps = s_deps.get(oid)
         if deps is not None:
             tail += b',"sync_dep":%b' % dumps(deps)
-        yield Fragment(host_text(op, layout, tail + b"}"))
+        yield Fragment(host_text(op, layout, tail + b"}") if text
+                       else dumps(host_node(op, layout))[:-1] + tail + b"}")
 
 
 def _gpu_nodes(
     host: HostTrace, kineto: KinetoTrace, gpu: GpuAttachment, resolver: CommResolver, first_id: int,
-    window_start: float, which: range
+    window_start: float, which: range, *, text: bool = True
 ) -> Iterator[Fragment | dict[str, Any]]:
     """The nodes of the attached GPU ops ``gpu.ops[which]`` (GPU start order), op k's id ``first_id + k``
     (the ids after the largest host id).  Each copies its launcher's inputs/outputs.  Written as text
     (:data:`_GPU_TEXT`) when its numbers are plain and its launcher has its inputs/outputs as text, else as
     the node dict (the same JSON).  A GPU op launched before the trace began has no launcher
-    (:func:`_pre_trace_node`)."""
+    (:func:`_pre_trace_node`).  ``text`` False: every node as its dict."""
     events = kineto.events
     layout = host.layout
     by_id = host.by_id
@@ -314,7 +317,7 @@ def _gpu_nodes(
     cat_text = _GPU_CAT_TEXT
     parent_key = "parent" if layout == FLAT else "ctrl_deps"
     dumps = orjson.dumps
-    plain = _PLAIN
+    plain = _PLAIN if text else ()
     string = json_string
     next_id = first_id + which.start
     for g in gpu.ops[which.start:which.stop]:
@@ -428,7 +431,7 @@ def link_kineto(
 
 
 def _prepare_kineto(kineto: KinetoTrace, rank: int | None, annotation: str | None, gap_us: float,
-                    fallback_rank: int | None, step: int | None = None
+                    fallback_rank: int | None, step: int | None = None, node_text: bool = True
                     ) -> tuple[dict[str, Any], NodeRanges]:
     window = annotation
     if step is not None:   # the synthetic host ET holds that step's ops, its window is the measured one
@@ -445,7 +448,7 @@ def _prepare_kineto(kineto: KinetoTrace, rank: int | None, annotation: str | Non
         log.warning("%s: %s: writing rank %s, the rank its collectives were recorded with",
                     kineto.path, mismatch, trace_rank(host, kineto))
     return _prepare(host, kineto, resolve_rank(rank, host, kineto, fallback_rank), annotation, gap_us,
-                    prematched=kh, step=step)
+                    prematched=kh, step=step, node_text=node_text)
 
 
 def _check_paths(inputs: Sequence[str | os.PathLike[str]], output_path: str | os.PathLike[str]) -> str:
@@ -467,6 +470,7 @@ def link_files(
     fallback_rank: int | None = None,
     step: int | None = None,
     force: bool = False,
+    node_text: bool = True,
 ) -> LinkReport:
     """Load, link and write ET+ atomically (``.gz`` output when the name ends in ``.gz``).
 
@@ -479,7 +483,9 @@ def link_files(
     different pids and a ``rank`` that contradicts the trace's own rank (see :func:`link_traces`: the
     trace's wins) are linked with a warning, or refused with ``strict``.  ``fallback_rank`` is the rank to
     write when the traces have none (the pipeline passes the rank of the file names).  ``step``: the nodes
-    of ``ProfilerStep#<step>`` only.
+    of ``ProfilerStep#<step>`` only.  ``node_text`` False: every node is made as a dict and encoded by
+    orjson, the plain route that the text written by default (templates filled in) must equal byte for
+    byte; slower.
     """
     if strict and force:
         raise UsageError("--strict refuses what --force links anyway: give one")
@@ -490,7 +496,7 @@ def link_files(
     # Everything big is released before it is switched back on.
     with gc_paused():
         load = _load_kineto_only if host_path is None else partial(_load_linked, host_path, force=force)
-        doc, nodes, warnings = load(kineto_path, rank, annotation, strict, fallback_rank, step)
+        doc, nodes, warnings = load(kineto_path, rank, annotation, strict, fallback_rank, step, node_text)
         # the nodes are made while they are written (never a million node dicts at once), over the cores
         dump_json_ranges(out, doc, "nodes", nodes.pieces(), nodes.make)
         del nodes
@@ -504,7 +510,7 @@ def link_files(
 
 
 def _load_kineto_only(kineto_path: str | os.PathLike[str], rank: int | None, annotation: str | None,
-                      strict: bool, fallback_rank: int | None, step: int | None
+                      strict: bool, fallback_rank: int | None, step: int | None, node_text: bool = True
                       ) -> tuple[dict[str, Any], NodeRanges, list[str]]:
     """:func:`link_files` of a Kineto trace alone, up to the writing: (ET+ document, nodes, warnings)."""
     kineto = load_kineto(kineto_path, op_args=True)
@@ -515,13 +521,14 @@ def _load_kineto_only(kineto_path: str | os.PathLike[str], rank: int | None, ann
         if strict:
             raise TraceFormatError(what + " (refused: --strict)", os.fspath(kineto_path))
         warnings.append(f"{what} (wrote rank {own}; --strict refuses)")
-    doc, nodes = _prepare_kineto(kineto, rank, annotation, INTER_THREAD_GAP_US, fallback_rank, step)
+    doc, nodes = _prepare_kineto(kineto, rank, annotation, INTER_THREAD_GAP_US, fallback_rank, step,
+                                 node_text)
     return doc, nodes, warnings
 
 
 def _load_linked(host_path: str | os.PathLike[str], kineto_path: str | os.PathLike[str], rank: int | None,
                  annotation: str | None, strict: bool, fallback_rank: int | None, step: int | None,
-                 force: bool = False) -> tuple[dict[str, Any], NodeRanges, list[str]]:
+                 node_text: bool = True, force: bool = False) -> tuple[dict[str, Any], NodeRanges, list[str]]:
     """:func:`link_files` of a host ET and its Kineto trace, up to the writing: (ET+ document, nodes,
     warnings)."""
     host, kineto = load_pair(host_path, kineto_path)
@@ -545,7 +552,7 @@ def _load_linked(host_path: str | os.PathLike[str], kineto_path: str | os.PathLi
         log.warning("%s: %s: writing rank %s, the rank its collectives were recorded with",
                     kineto.path or host.path, bad_rank, trace_rank(host, kineto))
     doc, nodes = _prepare(host, kineto, resolve_rank(rank, host, kineto, fallback_rank), annotation,
-                          INTER_THREAD_GAP_US, step=step, force=force)
+                          INTER_THREAD_GAP_US, step=step, force=force, node_text=node_text)
     return doc, nodes, list(host.warnings) + list(kineto.warnings) + mismatches
 
 
