@@ -21,6 +21,7 @@ import logging
 import sys
 
 from chakra.cli.common import ArgumentParser, add_common_args, command, setup_logging, start_logging
+from chakra.cli.entry import console_process
 from chakra.errors import TraceFormatError, UsageError
 
 PROG = "chakra_converter"
@@ -139,6 +140,10 @@ def _run(args: argparse.Namespace) -> int:
     if extra:
         raise UsageError(f"--{extra[0].replace('_', '-')} applies to Text input only")
     setup_logging(args.log_level, None, args.quiet)   # the log file: add_log_file (completion lines too)
+    if console_process():   # one file, then the process ends: nothing freed at the end
+        from chakra.io.gcpause import keep_to_exit
+
+        keep_to_exit()
     if args.log_filename:
         add_log_file(args.log_filename)
     read = None

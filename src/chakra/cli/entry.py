@@ -27,11 +27,22 @@ def console_entry(main: Callable[[], int]) -> Callable[[], NoReturn]:
     call ``main`` itself."""
 
     def run() -> NoReturn:
+        global _console
         gc.disable()   # (the module doc)
+        _console = True
         exit_process(main())
 
     run.__doc__ = f"``{main.__module__}.main()`` as a command: the process ends with its exit code"
     return run
+
+
+_console = False   # set by a console script's process (console_entry's run): it ends with exit_process
+
+
+def console_process() -> bool:
+    """Whether this is a command's own process, which ends with :func:`exit_process` (not a test or a
+    program calling ``main``)."""
+    return _console
 
 
 def exit_process(code: int | None) -> NoReturn:

@@ -53,6 +53,7 @@ from chakra.host.model import EMPTY_IO as MODEL_EMPTY_IO
 from chakra.host.model import METADATA, HostOp, HostTrace, is_comm_name
 from chakra.io import gc_paused
 from chakra.io.forkmap import fork_map, parts, split
+from chakra.io.pbstream import varint_table
 from chakra.tunables import (
     ATTR_ENTRIES_CACHE_MAX,
     DECODE_PART_MIN_BYTES,
@@ -425,6 +426,7 @@ class _Filler:
         self.comm_names: dict[str, bool] = {}
         self.piece = piece
         self.io_tails: dict[tuple[bytes, bytes], bytes] = {}   # raw (shapes, types) -> IOInfo fields 2, 3
+        self.varints = varint_table()
         # id of a (shared) attrs dict of the builder -> (the dict, its CPU entries, its GPU entries), or None
         # when it holds a node key
         self.entries: dict[int, tuple[dict[str, Any], bytes, bytes] | None] = {}
@@ -475,9 +477,22 @@ class _Filler:
             kt = None
         threads(kt if kt is not None else tid)
         is_gpu(gpu)
-        _put(c.ts, c.ts_x, i, n.ts)
-        _put(c.dur, c.dur_x, i, n.dur)
-        _put(c.excl, c.excl_x, i, n.exclusive_dur)
+        # (_put's float case inline: nearly every node's three times)
+        v = n.ts
+        if type(v) is float and v == v:
+            c.ts.append(v)
+        else:
+            _put(c.ts, c.ts_x, i, v)
+        v = n.dur
+        if type(v) is float and v == v:
+            c.dur.append(v)
+        else:
+            _put(c.dur, c.dur_x, i, v)
+        v = n.exclusive_dur
+        if type(v) is float and v == v:
+            c.excl.append(v)
+        else:
+            _put(c.excl, c.excl_x, i, v)
         ser = self.ser
         if len(io) == 2:   # the builder's raw_io
             io_field = self.io_field
@@ -521,8 +536,11 @@ class _Filler:
                 tails.clear()
             piece = self.piece
             tail = tails[key] = io_tail(piece(key[0]), piece(key[1]))
-        vn = varint(len(vb))
-        return b"".join((tag, varint(1 + len(vn) + len(vb) + len(tail)), IO_VALUES, vn, vb, tail))
+        n = len(vb)
+        small = self.varints
+        vn = small[n] if n < 16384 else varint(n)
+        n += 1 + len(vn) + len(tail)
+        return b"".join((tag, small[n] if n < 16384 else varint(n), IO_VALUES, vn, vb, tail))
 
     def attr_entries(self, attrs: dict[str, Any], types: dict[str, str]
                      ) -> tuple[dict[str, Any], bytes, bytes] | None:

@@ -11,6 +11,7 @@ from typing import Any
 from chakra.convert.core import ConvertStats, stream_serialized
 from chakra.convert.write import FrameReader, WriteNodes
 from chakra.io import atomic_output
+from chakra.io.gcpause import release
 from chakra.io.pbstream import write_frames
 
 log = logging.getLogger(__name__)
@@ -86,6 +87,9 @@ def _convert_file(input_path: str | os.PathLike[str], output_path: str | os.Path
     del trace, columns, ser   # the writer holds what it needs
     t2 = time.perf_counter()
     write_et(output_path, meta, write_nodes, reader)
+    if reader is None:   # (a --simulate replay comes next: the plan is freed first, as its memory is wanted)
+        release(write_nodes)   # kept to the end of a command's process, not freed
+    del write_nodes
     t3 = time.perf_counter()
     report = ConvertReport(os.fspath(input_path), os.fspath(output_path), stats,
                            load_s=t1 - t0, convert_s=t2 - t1, write_s=t3 - t2,

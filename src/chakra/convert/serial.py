@@ -195,21 +195,23 @@ class Serializer:
         return b
 
     def fixed_block(self, fp: Any, sq: Any, sc: Any, ft: Any, osc: Any) -> bytes:
-        """fw_parent, seq_id, scope, fw_tid, op_schema: one cached block when the values are plain."""
-        blocks = self.blocks
-        key = ((fp, sq, sc, ft, osc) if type(fp) is int and type(sq) is int and type(sc) is int
-               and type(ft) is int and type(osc) is str else None)
-        b = blocks.get(key) if key is not None else None
-        if b is None:
-            # ints without a protobuf message (seq_id and fw_parent are unique to many ops: no cache helps)
-            cached = self.attr_cache.framed
-            b = b"".join([int_attr(nf, name, v) if type(v) is int else cached(name, v)
-                          for nf, name, v in ((_FP_NAME, "fw_parent", fp), (_SQ_NAME, "seq_id", sq),
-                                              (_SC_NAME, "scope", sc), (_FT_NAME, "fw_tid", ft))]) \
-                + cached("op_schema", osc)
-            if key is not None:
+        """fw_parent, seq_id, scope, fw_tid, op_schema.  fw_parent and seq_id are unique to many ops (no cache
+        helps: int attributes without a protobuf message); scope, fw_tid and op_schema repeat, one cached
+        block when the values are plain (a cache keyed by all five filled up with one-off blocks)."""
+        if type(fp) is int and type(sq) is int and type(sc) is int and type(ft) is int and type(osc) is str:
+            key = ("fixed", sc, ft, osc)
+            blocks = self.blocks
+            b = blocks.get(key)
+            if b is None:
+                b = int_attr(_SC_NAME, "scope", sc) + int_attr(_FT_NAME, "fw_tid", ft) \
+                    + self.attr_cache.framed("op_schema", osc)
                 _keep(blocks, key, b)
-        return b
+            return int_attr(_FP_NAME, "fw_parent", fp) + int_attr(_SQ_NAME, "seq_id", sq) + b
+        cached = self.attr_cache.framed
+        return b"".join([int_attr(nf, name, v) if type(v) is int else cached(name, v)
+                         for nf, name, v in ((_FP_NAME, "fw_parent", fp), (_SQ_NAME, "seq_id", sq),
+                                             (_SC_NAME, "scope", sc), (_FT_NAME, "fw_tid", ft))]) \
+            + cached("op_schema", osc)
 
     def gpu_block(self, stream: Any, device: Any, cat: Any) -> bytes:
         stream = stream if type(stream) is int else 0

@@ -185,6 +185,11 @@ def write_frames(write: Any, messages: Iterable[Any], path: Any = None, first: i
 _VARINT_2: list[bytes] = []
 
 
+def varint_table() -> list[bytes]:
+    """The varint of every value below 2**14, by value (a list index is cheaper than a call per value)."""
+    return _VARINT_2 or _varint_table()
+
+
 def _varint_table() -> list[bytes]:
     if not _VARINT_2:
         _VARINT_2.extend([bytes((i,)) for i in range(128)]

@@ -28,6 +28,7 @@ from chakra.host.model import OP, PROCESS_ROOT, HostOp, HostTrace, IOInfo
 from chakra.io import gc_paused
 from chakra.io.atomic import check_output_path
 from chakra.io.forkmap import fork_map, parts, split
+from chakra.io.gcpause import release
 from chakra.io.jsonio import dump_json_ranges
 from chakra.link.comm import CommResolver, count_collectives, gloo_fields, is_comm_kernel, process_groups
 from chakra.link.deps import (
@@ -499,6 +500,7 @@ def link_files(
         doc, nodes, warnings = load(kineto_path, rank, annotation, strict, fallback_rank, step, node_text)
         # the nodes are made while they are written (never a million node dicts at once), over the cores
         dump_json_ranges(out, doc, "nodes", nodes.pieces(), nodes.make)
+        release(nodes)   # (the loaded traces: kept to the end of a command's process, not freed)
         del nodes
         report = report_of(doc, None if host_path is None else os.fspath(host_path), os.fspath(kineto_path),
                          out)
