@@ -188,9 +188,16 @@ def compute_timing(cv: Plan, tree: Tree) -> Timing:
             start[i] = int(v + 0.5) if v > 0 else 0
         elif par[i] >= 0:
             start[i] = start[par[i]]
-    if not missing_threads:
-        return timing
-    # Exclusive time by a stack sweep over the timed ops of each thread that lacks some.
+    if missing_threads:
+        _fill_exclusive(cv, tree, ts, dur, missing_threads)
+    return timing
+
+
+def _fill_exclusive(cv: Plan, tree: Tree, ts: list[float | None], dur: list[int],
+                    missing_threads: set[Any]) -> None:
+    """Exclusive time of the timed ops of each thread that lacks some, by a stack sweep (into ``dur``)."""
+    is_gpu, kinds, threads = cv.is_gpu, cv.kinds, cv.cols.threads
+    raw_dur, raw_excl, dur_x, excl_x = cv.cols.dur, cv.cols.excl, cv.cols.dur_x, cv.cols.excl_x
     need: dict[Any, list[tuple[float, float, int, int]]] = {th: [] for th in missing_threads}
     pos = tree.pos
     for i, t in enumerate(ts):
@@ -206,7 +213,6 @@ def compute_timing(cv: Plan, tree: Tree) -> Timing:
         for i, x in _exclusive(items).items():
             if not _num(raw(raw_excl, excl_x, i)):
                 dur[i] = int(x + 0.5) if x > 0 else 0
-    return timing
 
 
 def time_key(cv: Plan, tree: Tree, tm: Timing, i: int) -> tuple[float, float, int]:
