@@ -8,9 +8,10 @@
 Each case runs in a fresh process with ``CHAKRA_PARTS=1`` (one span, read in that process, so its CPU
 time is the whole reading); the best of ``--repeat`` runs is printed, per ``--src`` (the ``src/`` of a
 checkout, put first on ``PYTHONPATH``), the rounds interleaved so that a loaded machine weighs on all
-alike.  ``--grow N`` writes (in a temporary directory) a file of about N nodes: the first ET's nodes again and
-again with fresh ids (dependencies shifted alike), a synthetic trace with the attributes, names and
-dependency shapes of a real one.
+alike, with the bytes a node of the graphs holds once read (``tracemalloc``'s traced memory with the
+graphs alive, in a run of its own).  ``--grow N`` writes (in a temporary directory) a file of about N
+nodes: the first ET's nodes again and again with fresh ids (dependencies shifted alike), a synthetic
+trace with the attributes, names and dependency shapes of a real one.
 """
 
 from __future__ import annotations
@@ -65,6 +66,17 @@ def _one(paths: list[str]) -> None:
     print(time.process_time() - cpu, time.perf_counter() - wall, n)
 
 
+def _held(paths: list[str]) -> None:
+    """(in the child) the bytes the graphs of ``paths`` hold once read, and their nodes."""
+    import tracemalloc
+
+    from chakra.replay.reader import load_graph
+
+    tracemalloc.start()
+    graphs = [load_graph(p) for p in paths]
+    print(tracemalloc.get_traced_memory()[0], sum(map(len, graphs)))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("et", nargs="+", help="Chakra ET files (read together: one case)")
@@ -72,9 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--src", action="append", default=[], help="a checkout's src/ (repeat to compare)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--held", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        _one(args.et)
+        (_held if args.held else _one)(args.et)
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         cases = [(f"{len(args.et)} file(s)", args.et)]
@@ -98,8 +111,14 @@ def main(argv: list[str] | None = None) -> int:
             first = best[srcs[0]][0]
             for src in srcs:
                 cpu, wall, n = best[src]
+                env = dict(os.environ, CHAKRA_PARTS="1")
+                if src:
+                    env["PYTHONPATH"] = os.path.abspath(src)
+                held = int(subprocess.run([sys.executable, __file__, "--child", "--held", *paths], env=env,
+                                          capture_output=True, text=True, check=True).stdout.split()[0])
                 print(f"{label}: {src or 'installed'}: {n:,} nodes, {cpu:.3f} CPU s ({wall:.3f} s wall), "
-                      f"{n / cpu:,.0f} nodes/s, x{cpu / first:.3f} of the first")
+                      f"{n / cpu:,.0f} nodes/s, x{cpu / first:.3f} of the first; "
+                      f"{held / n:,.1f} B a node held")
     return 0
 
 

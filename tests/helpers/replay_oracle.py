@@ -50,8 +50,12 @@ def graph_from_protobuf(nodes: Iterable[Any], metadata: Any = None, *, path: str
     parents: set[int] = set()
     ctrl_parent: dict[int, int] = {}
     meta_payload = None
+    nctrl: list[int] = []
+    no_attr: list[int] = []
     for n in nodes:
         is_cpu = False
+        if not any(a.name == "is_cpu_op" for a in n.attr):
+            no_attr.append(len(ids))
         tid = stream = device = None
         for a in n.attr:
             name = a.name
@@ -78,6 +82,7 @@ def graph_from_protobuf(nodes: Iterable[Any], metadata: Any = None, *, path: str
             parents.update(cd)
             ctrl_parent[n.id] = cd[0]
         deps_l.append(cd + tuple(dd) if dd else cd)
+        nctrl.append(len(cd))
         ids.append(n.id)
         names.append(n.name)
         types.append(ntype)
@@ -132,6 +137,7 @@ def graph_from_protobuf(nodes: Iterable[Any], metadata: Any = None, *, path: str
     if perm is None:
         g.ids, g.names, g.types, g.durations, g.starts = ids, names, types, durs, starts
         g.deps, g.is_cpu, g.lanes, g.comm = deps_l, cpu_l, lanes, comm
+        g.nctrl, g.no_cpu_attr = nctrl, no_attr
     else:
         g.ids = [ids[i] for i in perm]
         g.names = [names[i] for i in perm]
@@ -143,6 +149,9 @@ def graph_from_protobuf(nodes: Iterable[Any], metadata: Any = None, *, path: str
         g.lanes = [lanes[i] for i in perm]
         where_now = {old: new for new, old in enumerate(perm)}
         g.comm = {where_now[i]: c for i, c in comm.items()}
+        g.nctrl = [nctrl[i] for i in perm]
+        g.no_cpu_attr = sorted(where_now[i] for i in no_attr)
+        g.file_pos = perm
     if extra:
         g.extra = extra_by_index(extra, g.ids)
     if not g.process_groups and meta_payload:

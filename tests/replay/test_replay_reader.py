@@ -151,6 +151,9 @@ def _fields(g):
         elif isinstance(v, (DepsCSR, array)):
             v = list(v)
         out.append(repr(v))
+    # what a read graph keeps of the file as written (the oracle's file_pos sorts all nodes, the reader's
+    # the prefix it moves: the same file order)
+    out += [repr(list(g.nctrl)), repr(list(g.no_cpu_attr)), repr(list(g.file_order()))]
     out.append(repr(sorted((name, sorted(d.items())) for name, d in g.extra.items())))
     return out
 
@@ -359,3 +362,38 @@ def test_read_graph_holds_columns_that_read_like_lists_and_dicts(tmp_path: Path)
                                                            (4, 2.5, float)]
     assert sizes.get(2, 0) == 0 and 4 in sizes and sizes[4] == 2.5
     assert DepsCSR.of([(1,), (-1,)]) == [(1,), (-1,)]     # (not uint64: kept as the list of rows)
+
+
+def test_a_file_read_as_it_is_keeps_its_order_repeats_and_split(tmp_path: Path) -> None:
+    """Messages 1-4 are nodes 3, 1, 2, 1: node 1 twice (message 4 repeats it), node 2 with ctrl_deps
+    [1] and data_deps [3, 1], node 3 without an ``is_cpu_op``.  Read strictly it is an error; read as it
+    is, the graph is in id order with the two nodes 1 in file order (durations 1 then 4), the file
+    order and the ctrl/data split are kept, and node 3 (index 3) is the one without ``is_cpu_op``."""
+    cpu = AttributeProto(name="is_cpu_op", bool_val=True)
+
+    def node(nid: int, dur: int, ctrl: list[int], data: list[int], *attrs: AttributeProto) -> Node:
+        return Node(id=nid, name=f"n{nid}", type=4, duration_micros=dur, ctrl_deps=ctrl, data_deps=data,
+                    attr=list(attrs))
+
+    frames = [GlobalMetadata(version="0.0.4"), node(3, 3, [], []), node(1, 1, [], [], cpu),
+              node(2, 2, [1], [3, 1], cpu), node(1, 4, [], [], cpu)]
+    path = tmp_path / "r.0.et"
+    path.write_bytes(b"".join(V(len(m.SerializeToString())) + m.SerializeToString() for m in frames))
+    with pytest.raises(ChakraError, match=r"node id 1 appears twice \(message 4\)"):
+        load_graph(path)
+    g = load_graph(path, strict=False)
+    assert g.ids == [1, 1, 2, 3] and g.durations == [1.0, 4.0, 2.0, 3.0]
+    assert g.repeated == (1, 4)
+    assert [g.ids[i] for i in g.file_order()] == [3, 1, 2, 1]
+    assert [g.durations[i] for i in g.file_order()] == [3.0, 1.0, 2.0, 4.0]
+    assert g.deps[2] == (1, 3, 1) and list(g.nctrl) == [0, 0, 1, 0]
+    assert list(g.no_cpu_attr) == [3] and g.is_cpu == [True, True, True, False]
+    # a file in id order keeps no file positions; one without nodes is an empty graph
+    path.write_bytes(b"".join(V(len(m.SerializeToString())) + m.SerializeToString()
+                              for m in [frames[0], frames[2], frames[3]]))
+    g = load_graph(path)
+    assert list(g.file_pos) == [] and list(g.file_order()) == [0, 1] and g.repeated is None
+    path.write_bytes(V(len(frames[0].SerializeToString())) + frames[0].SerializeToString())
+    assert len(load_graph(path, strict=False)) == 0
+    with pytest.raises(ChakraError, match="no nodes"):
+        load_graph(path)

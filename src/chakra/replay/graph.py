@@ -332,6 +332,18 @@ class RankGraph:
     # what-if (chakra.replay.whatif), per node index: multiplies all of a node's own time / adds to it
     factor: list[float] | None = None
     delay: list[float] | None = None
+    # what a read graph keeps of the file as written (chakra stats, the drawings; the replay reads none):
+    # per node, how many of its ``deps`` are ctrl_deps (the rest: data_deps; read: an IntColumn, 1 B a
+    # node; None: not known, a graph built by hand)
+    nctrl: Sequence[int] | None = None
+    # the file index of nodes 0 .. len(file_pos) - 1 (the prefix the id order moved: the nodes after it
+    # are at their own file index; empty: the file lists the nodes in id order)
+    file_pos: Sequence[int] = ()
+    # the indices of the nodes without an ``is_cpu_op`` attribute (their ``is_cpu`` is False), ascending
+    no_cpu_attr: Sequence[int] = ()
+    # (id, message) of the first repeated id of a file read as it is (reader.load_graph(strict=False));
+    # a graph that has one is not replayed (its nodes of one id are next to each other, in file order)
+    repeated: tuple[int, int] | None = None
 
     @property
     def timed(self) -> bool:
@@ -340,6 +352,15 @@ class RankGraph:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def file_order(self) -> Sequence[int]:
+        """The node indices in the order of the file's messages."""
+        fpos = self.file_pos
+        if not fpos:
+            return range(len(self.ids))
+        order = list(range(len(self.ids)))
+        any(map(order.__setitem__, fpos, range(len(fpos))))
+        return order
 
 
 def int_or_none(value: Any) -> int | None:

@@ -149,11 +149,12 @@ def columns_from_messages(nodes: Any, metadata: Any = None, path: str | None = N
     return cols
 
 
-def graph_from_columns(cols: EtColumns, rank: int | None = None) -> RankGraph:
+def graph_from_columns(cols: EtColumns, rank: int | None = None, *, strict: bool = True) -> RankGraph:
     """The one finish step: a file's columns -> the RankGraph the replay runs (index order = id order).
 
     Lanes of the non-CPU nodes without ``stream`` or ``device`` are decided here (a host thread's if
-    their ``tid`` is one, see :mod:`chakra.replay.graph`); a repeated id is an error naming the message.
+    their ``tid`` is one, see :mod:`chakra.replay.graph`); a repeated id is an error naming the message
+    (``strict`` False: the nodes are kept, in file order, and ``RankGraph.repeated`` names the first).
     Takes the columns' lists over (they are sorted in place)."""
     from chakra.io.naming import rank_from_filename
 
@@ -163,6 +164,9 @@ def graph_from_columns(cols: EtColumns, rank: int | None = None) -> RankGraph:
     g = graph_for_metadata(cols.metadata, where, rank)
     ids, types, lanes = cols.ids, cols.types, cols.lanes
     cpu = list(map(bool, cols.cpu)) if None in cols.cpu else cast(list[bool], cols.cpu)
+    unset: list[int] = []            # the nodes without an is_cpu_op attribute
+    if cpu is not cols.cpu:
+        unset = list(compress(count(), map(operator.is_, cols.cpu, repeat(None))))
     if cols.deferred:
         resolve_deferred_lanes(lanes, types, cols.deferred, cols.host_tids, cols.lane_cache.values())
     comm: dict[int, CommInfo] = {}
@@ -190,8 +194,9 @@ def graph_from_columns(cols: EtColumns, rank: int | None = None) -> RankGraph:
         g.parents = parents
     del sel
     xpairs = cols.xpairs
-    cols_l: list[list[Any]] = [ids, cols.names, types, cols.durs, cols.starts, deps, cpu, lanes, xpairs]
-    perm = _id_order(ids, where)
+    cols_l: list[list[Any]] = [ids, cols.names, types, cols.durs, cols.starts, deps, cpu, lanes, xpairs,
+                               nctrl]
+    perm, g.repeated = _id_order(ids, where, strict)
     if perm is not None:
         m = len(perm)
         for col in cols_l:
@@ -200,7 +205,11 @@ def graph_from_columns(cols: EtColumns, rank: int | None = None) -> RankGraph:
         any(map(new.__setitem__, perm, range(m)))
         comm = dict(zip(map(new.__getitem__, comm), comm.values()))
         direct = {name: dict(zip(map(new.__getitem__, d), d.values())) for name, d in direct.items()}
-    ids, names, types, durs, starts, deps, cpu, lanes, xpairs = cols_l
+        unset = sorted(map(new.__getitem__, unset))
+        g.file_pos = IntColumn.of("I", perm)      # (4 B a node moved)
+    ids, names, types, durs, starts, deps, cpu, lanes, xpairs, nctrl = cols_l
+    g.no_cpu_attr = IntColumn.of("I", unset)
+    g.nctrl = IntColumn.of("B", nctrl) if not nctrl or max(nctrl) < 256 else IntColumn.of("q", nctrl)
     g.ids, g.types = IntColumn.of("Q", ids), IntColumn.of("i", types)   # (8 and 4 B a node; a list: 36, 8)
     g.names, g.durations, g.starts = names, durs, starts
     g.is_cpu, g.lanes = cpu, lanes
@@ -216,12 +225,15 @@ def graph_from_columns(cols: EtColumns, rank: int | None = None) -> RankGraph:
     return g
 
 
-def _id_order(ids: list[int], where: str | None) -> list[int] | None:
-    """None when ``ids`` increase; else the order of the prefix ``ids[:m]`` that sorts them (the nodes
-    after it are in place).  A repeated id is an error naming the message that repeats it."""
+def _id_order(ids: list[int], where: str | None, strict: bool = True
+              ) -> tuple[list[int] | None, tuple[int, int] | None]:
+    """(None when ``ids`` increase; else the order of the prefix ``ids[:m]`` that sorts them (the nodes
+    after it are in place), the first repeated id and its message (None: none)).  A repeated id is an
+    error naming the message that repeats it, unless not ``strict`` (the sort keeps the file order of
+    the nodes of one id)."""
     descents = list(compress(count(), map(operator.ge, ids, islice(ids, 1, None))))
     if not descents:
-        return None
+        return None, None
     # ids[k:] is sorted; the nodes before k go in among the first m (those up to the largest of them)
     k = descents[-1] + 1
     m = bisect.bisect_right(ids, max(islice(ids, k)), k)
@@ -231,18 +243,28 @@ def _id_order(ids: list[int], where: str | None) -> list[int] | None:
         seen: set[int] = set()
         for index, nid in enumerate(ids):
             if nid in seen:
-                raise TraceFormatError(f"node id {nid} appears twice (message {index + 1})", where)
+                if strict:
+                    raise TraceFormatError(repeated_text(nid, index + 1), where)
+                return perm, (nid, index + 1)
             seen.add(nid)
-    return perm
+    return perm, None
 
 
-def load_graph(path: str | os.PathLike[str], rank: int | None = None, **how: Any) -> RankGraph:
+def repeated_text(nid: int, message: int) -> str:
+    """The error of a file whose message ``message`` repeats node id ``nid``."""
+    return f"node id {nid} appears twice (message {message})"
+
+
+def load_graph(path: str | os.PathLike[str], rank: int | None = None, *, strict: bool = True,
+               **how: Any) -> RankGraph:
     """Read one Chakra ET file (plain or gzipped) into the RankGraph the replay runs (``how``: the
-    keywords of :func:`read_columns`)."""
+    keywords of :func:`read_columns`).  ``strict`` False reads a file as it is, to look into it (``chakra
+    stats``): a repeated id is kept (see :func:`graph_from_columns`), a file without nodes is an empty
+    graph."""
     from chakra.io import gc_paused
 
     with gc_paused():      # the finish step builds millions of tuples too: no GC rescans of them
-        return _graph(read_columns(path, **how), rank)
+        return _graph(read_columns(path, **how), rank, strict)
 
 
 def load_graphs(paths: Sequence[str | os.PathLike[str]],
@@ -276,10 +298,10 @@ def _load_run(run: list[tuple[str | os.PathLike[str], int | None]]) -> list[Rank
     return [load_graph(path, rank, span_bytes=sys.maxsize) for path, rank in run]    # (one span a file)
 
 
-def _graph(cols: EtColumns, rank: int | None) -> RankGraph:
-    if not cols.ids:
+def _graph(cols: EtColumns, rank: int | None, strict: bool = True) -> RankGraph:
+    if not cols.ids and strict:
         raise TraceFormatError("no nodes after the GlobalMetadata (a trace cut short?)", cols.path)
-    return graph_from_columns(cols, rank)
+    return graph_from_columns(cols, rank, strict=strict)
 
 
 class ReadAsWritten:
