@@ -56,11 +56,13 @@ import os
 import re
 import sys
 import zlib
+from bisect import bisect_left
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from chakra.errors import ChakraError, TraceFormatError
 from chakra.host.collective_names import (
@@ -77,9 +79,11 @@ from chakra.schema import (
     COMM_RECV_NODE,
     COMM_SEND_NODE,
     METADATA_NODE,
-    attr_value,
 )
 from chakra.schema.et_def_pb2 import COLLECTIVE_TYPES, NODE_TYPES
+
+if TYPE_CHECKING:
+    from chakra.replay.graph import RankGraph
 
 COMM_TYPES = (COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE)
 _INDEX_SUFFIX = re.compile(r"\(\d+\)$")
@@ -91,7 +95,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(slots=True)
 class GraphNode:
-    """The few fields of a node that the statistics and the visualizer need."""
+    """A node as the statistics and the drawings see it: an ET+ file's, or a .et's for the drawings
+    (:func:`graph_nodes`; the statistics of a .et read its graph's columns)."""
 
     id: int
     name: str
@@ -114,9 +119,9 @@ class EtGraph:
     path: str
     format: str               # "et" (protobuf), "et+" (JSON) or "host ET" (JSON without timing)
     rank: int | None
-    nodes: list[GraphNode] = field(default_factory=list)
+    nodes: list[GraphNode] = field(default_factory=list)   # ET+; a .et's: :func:`graph_nodes`
     has_deps: bool = True     # False for ET+ (no dependency graph to walk)
-    source: Any = None        # protobuf ETs: the file's columns (chakra.replay.reader), for the replay
+    graph: RankGraph | None = None   # protobuf ETs: the replay's graph of the file, read as it is
 
 
 # ------------------------------------------------------------------------------------------------ loading
@@ -129,61 +134,71 @@ def base_name(name: str) -> str:
 
 
 def load_et(path: str | os.PathLike[str]) -> EtGraph:
-    """Read a Chakra protobuf ET (``.et`` or gzipped) with the replay's reader, in file order.
+    """Read a Chakra protobuf ET (``.et`` or gzipped) into the replay's graph, as it is
+    (:func:`chakra.replay.reader.load_graph` not ``strict``: repeated ids kept, the file order known).
 
     Nothing is judged here (repeated ids, dangling dependencies and cycles are reported by
-    :func:`warn_graph_problems`); the replay's finish step runs only for the critical path."""
-    from chakra.replay.graph import resolve_deferred_lanes
-    from chakra.replay.reader import read_columns
+    :func:`warn_graph_problems`)."""
+    from chakra.replay.reader import load_graph as read_graph
 
-    cols = read_columns(path)
-    lanes = cols.lanes
-    if cols.deferred:    # (a copy: the columns stay as read, for the replay)
-        lanes = list(lanes)
-        resolve_deferred_lanes(lanes, cols.types, cols.deferred, cols.host_tids, cols.lane_cache.values())
-    rank: int | None = None
-    if cols.metadata is not None:
-        for a in cols.metadata.attr:
-            if a.name == "rank":
-                v = attr_value(a)
-                if isinstance(v, int) and v >= 0:
-                    rank = v
-    if rank is None:
-        rank = rank_from_name(path)
-    extras = cols.extras()
-    comm_types = extras.get("comm_type", {})
-    comm_sizes = extras.get("comm_size", {})
-    out: list[GraphNode] = []
-    for k, (nid, name, ntype, dur, deps, nctrl, cpu, start, lane) in enumerate(zip(
-            cols.ids, cols.names, cols.types, cols.durs, cols.deps, cols.nctrl, cols.cpu, cols.starts,
-            lanes)):
+    g = read_graph(path, strict=False)
+    return EtGraph(str(path), "et", g.rank, has_deps=True, graph=g)
+
+
+# (index, kind, CPU side, name, duration, comm, pg_name, comm_size) of a node, as the statistics count it
+Row = tuple[int, str, bool | None, str, float, str | None, str, int]
+
+
+def et_rows(g: RankGraph) -> Iterator[Row]:
+    """The nodes of a read ET in file order, as the statistics count them (see the module docstring)."""
+    no_attr = set(g.no_cpu_attr)
+    comm_types = g.extra.get("comm_type", {})
+    comm_sizes = g.extra.get("comm_size", {})
+    types, names, durs, cpu = g.types, g.names, g.durations, g.is_cpu
+    for i in g.file_order():
+        ntype, name = types[i], names[i]
         kind = NODE_TYPES[ntype] if 0 <= ntype < len(NODE_TYPES) else f"TYPE_{ntype}"
         is_cpu: bool | None
         if ntype == METADATA_NODE:
             is_cpu = None
-        elif cpu is not None:
-            # a collective of a CPU backend (gloo) ran on a CPU thread: is_cpu_op false is for the simulator
-            is_cpu = bool(cpu) or is_cpu_record(base_name(name))
-        else:
+        elif i in no_attr:
             is_cpu = ntype not in COMM_TYPES
-        comm = None
-        comm_size = 0
-        pg_name = ""
-        if ntype in COMM_TYPES:
-            if ntype == COMM_SEND_NODE:
-                comm = "SEND"
-            elif ntype == COMM_RECV_NODE:
-                comm = "RECV"
-            else:
-                ct = comm_types.get(k)
-                comm = COLLECTIVE_TYPES[ct] if isinstance(ct, int) and 0 <= ct < len(COLLECTIVE_TYPES) \
-                    else "UNKNOWN"
-            comm_size = int(comm_sizes.get(k, 0))
-            pg = cols.comm.get(k, {}).get("pg_name", "")
-            pg_name = pg if isinstance(pg, str) else str(pg)
-        out.append(GraphNode(nid, name, kind, is_cpu, dur, deps[:nctrl], deps[nctrl:], comm, comm_size,
-                             pg_name, start, lane))
-    return EtGraph(str(path), "et", rank, out, True, cols)
+        else:
+            # a collective of a CPU backend (gloo) ran on a CPU thread: is_cpu_op false is for the simulator
+            is_cpu = cpu[i] or is_cpu_record(base_name(name))
+        if ntype not in COMM_TYPES:
+            yield i, kind, is_cpu, name, durs[i], None, "", 0
+            continue
+        if ntype == COMM_SEND_NODE:
+            comm = "SEND"
+        elif ntype == COMM_RECV_NODE:
+            comm = "RECV"
+        else:
+            ct = comm_types.get(i)
+            comm = COLLECTIVE_TYPES[ct] if isinstance(ct, int) and 0 <= ct < len(COLLECTIVE_TYPES) \
+                else "UNKNOWN"
+        info = g.comm.get(i)
+        yield (i, kind, is_cpu, name, durs[i], comm, info.pg_name if info is not None else "",
+               int(comm_sizes.get(i, 0)))
+
+
+def graph_nodes(graph: EtGraph) -> list[GraphNode]:
+    """A loaded file's nodes in file order (a .et's made from its graph, once: for the drawings)."""
+    g = graph.graph
+    if g is None or graph.nodes:
+        return graph.nodes
+    nctrl = g.nctrl if g.nctrl is not None else [len(d) for d in g.deps]
+    graph.nodes = [GraphNode(g.ids[i], name, kind, is_cpu, dur, g.deps[i][:nctrl[i]], g.deps[i][nctrl[i]:],
+                             comm, size, pg, g.starts[i], g.lanes[i])
+                   for i, kind, is_cpu, name, dur, comm, pg, size in et_rows(g)]
+    return graph.nodes
+
+
+def _rows(graph: EtGraph) -> Iterable[Row]:
+    if graph.graph is not None:
+        return et_rows(graph.graph)
+    return ((k, n.kind, n.is_cpu, n.name, n.dur, n.comm, n.pg_name, n.comm_size)
+            for k, n in enumerate(graph.nodes))
 
 
 def load_etplus(path: str | os.PathLike[str]) -> EtGraph:
@@ -308,24 +323,38 @@ def load_graph(path: str | os.PathLike[str]) -> EtGraph:
 
 
 # -------------------------------------------------------------------------------------------- computing
-def graph_checks(nodes: Sequence[GraphNode]) -> dict[str, int]:
-    """What is wrong with a file's dependencies: ``dangling_deps`` (dependencies on ids not in the file),
-    ``cycle_blocked_nodes`` (nodes on a cycle or behind one: the replay's lane order cannot place them,
-    :func:`chakra.replay.engine.lane_order`) and, when there are such nodes, ``dropped_back_edges`` (the
-    dependencies on a node not earlier in the file, which the critical path then leaves out)."""
+def graph_checks(ids: Sequence[int], deps: Iterable[Sequence[int]], starts: Sequence[float]
+                 ) -> dict[str, int]:
+    """What is wrong with a file's dependencies (its nodes' ids, dependencies and start times, in file
+    order): ``dangling_deps`` (dependencies on ids not in the file), ``cycle_blocked_nodes`` (nodes on a
+    cycle or behind one: the replay's lane order cannot place them, :func:`chakra.replay.engine.lane_order`)
+    and, when there are such nodes, ``dropped_back_edges`` (the dependencies on a node not earlier in the
+    file, which the critical path then leaves out)."""
     from chakra.replay.engine import lane_order
 
-    index = {n.id: i for i, n in enumerate(nodes)}
+    index = {nid: i for i, nid in enumerate(ids)}
     dangling = 0
-    deps: list[tuple[int, ...]] = []
-    for n in nodes:
-        found = [index.get(d) for d in n.ctrl_deps + n.data_deps]
+    rows: list[tuple[int, ...]] = []
+    for d in deps:
+        found = [index.get(x) for x in d]
         dangling += found.count(None)
-        deps.append(tuple(dict.fromkeys(j for j in found if j is not None)))
-    placed = len(lane_order([n.start for n in nodes], deps))
-    blocked = len(nodes) - placed
-    dropped = sum(j >= i for i, d in enumerate(deps) for j in d) if blocked else 0
+        rows.append(tuple(dict.fromkeys(j for j in found if j is not None)))
+    placed = len(lane_order(list(starts), rows))
+    blocked = len(ids) - placed
+    dropped = sum(j >= i for i, d in enumerate(rows) for j in d) if blocked else 0
     return {"dangling_deps": dangling, "cycle_blocked_nodes": blocked, "dropped_back_edges": dropped}
+
+
+def _checks(graph: EtGraph) -> dict[str, int]:
+    """:func:`graph_checks` of a loaded file."""
+    g = graph.graph
+    if g is None:
+        nodes = graph.nodes
+        return graph_checks([n.id for n in nodes], (n.ctrl_deps + n.data_deps for n in nodes),
+                            [n.start for n in nodes])
+    order = g.file_order()
+    return graph_checks(list(map(g.ids.__getitem__, order)), map(g.deps.__getitem__, order),
+                        list(map(g.starts.__getitem__, order)))
 
 
 def _top(totals: dict[str, list[float]], top: int) -> list[dict[str, Any]]:
@@ -358,24 +387,24 @@ class _Totals:
     cpu_untimed: int = 0      # ops of duration 0: roots, ops without a measured time
     gpu_untimed: int = 0
 
-    def feed(self, nodes: Iterable[GraphNode]) -> None:
-        for n in nodes:
+    def feed(self, rows: Iterable[Row]) -> None:
+        for _, kind, is_cpu, name, dur, comm, pg_name, comm_size in rows:
             self.nodes += 1
-            self.kinds[n.kind] += 1
-            if n.is_cpu is True:
-                _add(self.cpu, base_name(n.name), n.dur)
-                self.cpu_us += n.dur
-                self.cpu_untimed += not n.dur
-            elif n.is_cpu is False:
-                _add(self.gpu, base_name(n.name), n.dur)
-                self.gpu_us += n.dur
-                self.gpu_untimed += not n.dur
-            if n.comm is not None:
-                for table, key in ((self.by_pg, n.pg_name), (self.by_type, n.comm),
-                                   (self.by_impl, comm_implementation(n.name))):
+            self.kinds[kind] += 1
+            if is_cpu is True:
+                _add(self.cpu, base_name(name), dur)
+                self.cpu_us += dur
+                self.cpu_untimed += not dur
+            elif is_cpu is False:
+                _add(self.gpu, base_name(name), dur)
+                self.gpu_us += dur
+                self.gpu_untimed += not dur
+            if comm is not None:
+                for table, key in ((self.by_pg, pg_name), (self.by_type, comm),
+                                   (self.by_impl, comm_implementation(name))):
                     slot = table.setdefault(key, [0, 0])
                     slot[0] += 1
-                    slot[1] += n.comm_size
+                    slot[1] += comm_size
 
     def merge(self, other: _Totals) -> None:
         self.nodes += other.nodes
@@ -438,7 +467,7 @@ def comm_implementation(name: str) -> str:
 def graph_stats(graph: EtGraph, top: int = 10) -> dict[str, Any]:
     """The figures of one file (see the module docstring)."""
     totals = _Totals()
-    totals.feed(graph.nodes)
+    totals.feed(_rows(graph))
     rep: dict[str, Any] = {"path": graph.path, "format": graph.format, "rank": graph.rank}
     rep.update(totals.report(top))
     rep["critical_path"] = _critical_report(graph, top) if graph.has_deps else None
@@ -462,18 +491,23 @@ def scheduled_path(graph: EtGraph, forward_only: bool = False) -> dict[str, Any]
     (:func:`chakra.replay.critical.dependency_only_us`).  ``forward_only``: only the dependencies that point
     to an earlier node of the file (a graph with cycles).
     """
-    if graph.source is None:
+    g = graph.graph
+    if g is None:
         return None
+    from dataclasses import replace
+
     from chakra.replay.api import replay_rank
     from chakra.replay.critical import critical_path as replay_critical_path
     from chakra.replay.critical import dependency_only_us
-    from chakra.replay.reader import graph_from_columns
+    from chakra.replay.reader import repeated_text
 
-    g = graph_from_columns(graph.source.copy())
-    fpos = {n.id: i for i, n in enumerate(graph.nodes)}
-    g.deps = [tuple(d for d in deps if d in fpos and (not forward_only or fpos[d] < fpos[nid]))
-              for nid, deps in zip(g.ids, g.deps)]
-    res = replay_rank(g, gaps=False, missing="ignore", keep_plan=True)
+    if g.repeated is not None:
+        raise TraceFormatError(repeated_text(*g.repeated), g.path)
+    n = len(g.file_pos)
+    fpos = dict(zip(g.ids, chain(g.file_pos, range(n, len(g)))))    # id -> its file index
+    deps = [tuple(d for d in deps if d in fpos and (not forward_only or fpos[d] < fpos[nid]))
+            for nid, deps in zip(g.ids, g.deps)]
+    res = replay_rank(replace(g, deps=deps), gaps=False, missing="ignore", keep_plan=True)
     cp = replay_critical_path(res)
     links = Counter(cp.links)
     return {"length_us": cp.total_us, "path": list(cp.nodes), "adds": list(cp.charges),
@@ -493,7 +527,7 @@ BETWEEN_LABELS = {
 
 
 def _critical_report(graph: EtGraph, top: int) -> dict[str, Any]:
-    checks = graph_checks(graph.nodes)
+    checks = _checks(graph)
     warn_graph_problems(graph, checks)
     out: dict[str, Any] = {"length_us": None, **checks, "dependency_only_us": None, "model": None}
     try:
@@ -512,10 +546,11 @@ def _critical_report(graph: EtGraph, top: int) -> dict[str, Any]:
                    end_links=sched["end_links"], dependency_only_us=sched["dependency_only_us"],
                    model="one op at a time per CPU thread and GPU stream (the replay's schedule, no "
                          "idle gaps)")
-    by_id = {n.id: n for n in graph.nodes}
     contrib: dict[str, list[float]] = {}
-    for nid, add in zip(path, adds):
-        _add(contrib, base_name(by_id[nid].name), add)
+    g = graph.graph
+    if g is not None:         # (a graph with a path has no repeated id: one node per id)
+        for nid, add in zip(path, adds):
+            _add(contrib, base_name(g.names[bisect_left(g.ids, nid)]), add)
     length = out["length_us"] or 0.0
     rows = _top(contrib, top)
     for r in rows:
@@ -529,19 +564,22 @@ def warn_graph_problems(graph: EtGraph, checks: dict[str, int] | None = None) ->
     """Log (warning) duplicate ids, dependencies on missing nodes and cycles of ``graph``.
 
     Stats and drawings of a broken graph are still made (they are how one looks into it), but the user
-    hears why they are approximate.  ``checks``: an already computed ``graph_checks(graph.nodes)``.
+    hears why they are approximate.  ``checks``: an already computed :func:`graph_checks` of the file.
     """
-    cp = graph_checks(graph.nodes) if checks is None else checks
-    ids: set[int] = set()
+    cp = _checks(graph) if checks is None else checks
     dup = None
-    for n in graph.nodes:
-        if n.id in ids:
-            dup = n.id
-            break
-        ids.add(n.id)
+    if graph.graph is not None:
+        dup = graph.graph.repeated[0] if graph.graph.repeated is not None else None
+    else:
+        ids: set[int] = set()
+        for n in graph.nodes:
+            if n.id in ids:
+                dup = n.id
+                break
+            ids.add(n.id)
     if dup is not None:
         log.warning("%s: duplicate node id %d: dependencies on it are ambiguous", graph.path, dup)
-    if not graph.nodes:
+    if not (len(graph.graph) if graph.graph is not None else graph.nodes):
         log.warning("%s: no nodes", graph.path)
     if cp["dangling_deps"]:
         log.warning("%s: %d dependencies point to node ids missing from the file (ignored)", graph.path,

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from chakra.errors import ChakraError, TraceFormatError, UsageError
 from chakra.io import atomic_output
-from chakra.tools.stats import EtGraph, GraphNode, load_graph, warn_graph_problems
+from chakra.tools.stats import EtGraph, GraphNode, graph_nodes, load_graph, warn_graph_problems
 from chakra.tunables import COARSE_BOXES, DOT_SECONDS_K, DRAW_MAX_NODES, DRAW_MAX_SECONDS, LABEL_NAME_MAX
 
 log = logging.getLogger(__name__)
@@ -159,7 +159,7 @@ def select(graph: EtGraph, node_range: tuple[int | None, int | None] = (None, No
         except re.error as exc:
             raise UsageError(f"--name {name!r} is not a valid regular expression ({exc})") from None
     kept = []
-    for n in graph.nodes:
+    for n in graph_nodes(graph):
         if lo is not None and n.id < lo:
             continue
         if hi is not None and n.id > hi:
