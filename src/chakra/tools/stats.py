@@ -56,7 +56,6 @@ import os
 import re
 import sys
 import zlib
-from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -352,8 +351,11 @@ def _checks(graph: EtGraph) -> dict[str, int]:
         nodes = graph.nodes
         return graph_checks([n.id for n in nodes], (n.ctrl_deps + n.data_deps for n in nodes),
                             [n.start for n in nodes])
+    if not g.file_pos:
+        return graph_checks(g.ids, g.deps, g.starts)
     order = g.file_order()
-    return graph_checks(list(map(g.ids.__getitem__, order)), map(g.deps.__getitem__, order),
+    deps = list(g.deps)      # (tuples made in C; then in file order)
+    return graph_checks(list(map(g.ids.__getitem__, order)), map(deps.__getitem__, order),
                         list(map(g.starts.__getitem__, order)))
 
 
@@ -548,9 +550,10 @@ def _critical_report(graph: EtGraph, top: int) -> dict[str, Any]:
                          "idle gaps)")
     contrib: dict[str, list[float]] = {}
     g = graph.graph
-    if g is not None:         # (a graph with a path has no repeated id: one node per id)
+    if g is not None and path:     # (a graph with a path has no repeated id: one node per id)
+        name_of = dict(zip(g.ids, g.names))
         for nid, add in zip(path, adds):
-            _add(contrib, base_name(g.names[bisect_left(g.ids, nid)]), add)
+            _add(contrib, base_name(name_of[nid]), add)
     length = out["length_us"] or 0.0
     rows = _top(contrib, top)
     for r in rows:
