@@ -148,13 +148,14 @@ def load_et(path: str | os.PathLike[str]) -> EtGraph:
 Row = tuple[int, str, bool | None, str, float, str | None, str, int]
 
 
-def et_rows(g: RankGraph) -> Iterator[Row]:
-    """The nodes of a read ET in file order, as the statistics count them (see the module docstring)."""
+def et_rows(g: RankGraph, which: Iterable[int] | None = None) -> Iterator[Row]:
+    """The nodes of a read ET in file order (``which``: these node indices, in this order), as the
+    statistics count them (see the module docstring)."""
     no_attr = set(g.no_cpu_attr)
     comm_types = g.extra.get("comm_type", {})
     comm_sizes = g.extra.get("comm_size", {})
     types, names, durs, cpu = g.types, g.names, g.durations, g.is_cpu
-    for i in g.file_order():
+    for i in g.file_order() if which is None else which:
         ntype, name = types[i], names[i]
         kind = NODE_TYPES[ntype] if 0 <= ntype < len(NODE_TYPES) else f"TYPE_{ntype}"
         is_cpu: bool | None
@@ -181,16 +182,35 @@ def et_rows(g: RankGraph) -> Iterator[Row]:
                int(comm_sizes.get(i, 0)))
 
 
-def graph_nodes(graph: EtGraph) -> list[GraphNode]:
-    """A loaded file's nodes in file order (a .et's made from its graph, once: for the drawings)."""
+def graph_nodes(graph: EtGraph, which: Sequence[int] | None = None) -> list[GraphNode]:
+    """A loaded file's nodes in file order (a .et's made from its graph, once: for the drawings);
+    ``which``: only those at these positions of the file order."""
     g = graph.graph
-    if g is None or graph.nodes:
+    if g is None:
+        return graph.nodes if which is None else list(map(graph.nodes.__getitem__, which))
+    if which is None and graph.nodes:
         return graph.nodes
-    nctrl = g.nctrl if g.nctrl is not None else [len(d) for d in g.deps]
-    graph.nodes = [GraphNode(g.ids[i], name, kind, is_cpu, dur, g.deps[i][:nctrl[i]], g.deps[i][nctrl[i]:],
-                             comm, size, pg, g.starts[i], g.lanes[i])
-                   for i, kind, is_cpu, name, dur, comm, pg, size in et_rows(g)]
-    return graph.nodes
+    order = g.file_order()
+    # (many nodes: all the tuples made at once, in C)
+    deps = list(g.deps) if which is None or 8 * len(which) > len(order) else g.deps
+    nctrl = g.nctrl if g.nctrl is not None else [len(d) for d in deps]
+    ids, starts, lanes = g.ids, g.starts, g.lanes
+    out = [GraphNode(ids[i], name, kind, is_cpu, dur, deps[i][:nctrl[i]], deps[i][nctrl[i]:], comm, size, pg,
+                     starts[i], lanes[i])
+           for i, kind, is_cpu, name, dur, comm, pg, size in et_rows(
+               g, order if which is None else map(order.__getitem__, which))]
+    if which is None:
+        graph.nodes = out
+    return out
+
+
+def id_names(graph: EtGraph) -> Iterator[tuple[int, str]]:
+    """(id, name) of a loaded file's nodes, in file order (a .et's read off its graph's columns)."""
+    g = graph.graph
+    if g is None:
+        return ((n.id, n.name) for n in graph.nodes)
+    order = g.file_order()
+    return zip(map(g.ids.__getitem__, order), map(g.names.__getitem__, order))
 
 
 def _rows(graph: EtGraph) -> Iterable[Row]:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from chakra.errors import ChakraError, TraceFormatError, UsageError
 from chakra.io import atomic_output
-from chakra.tools.stats import EtGraph, GraphNode, graph_nodes, load_graph, warn_graph_problems
+from chakra.tools.stats import EtGraph, GraphNode, graph_nodes, id_names, load_graph, warn_graph_problems
 from chakra.tunables import COARSE_BOXES, DOT_SECONDS_K, DRAW_MAX_NODES, DRAW_MAX_SECONDS, LABEL_NAME_MAX
 
 log = logging.getLogger(__name__)
@@ -158,17 +158,19 @@ def select(graph: EtGraph, node_range: tuple[int | None, int | None] = (None, No
             pattern = re.compile(name)
         except re.error as exc:
             raise UsageError(f"--name {name!r} is not a valid regular expression ({exc})") from None
-    kept = []
-    for n in graph_nodes(graph):
-        if lo is not None and n.id < lo:
+    filtered = not (lo is None and hi is None and pattern is None and head is None)
+    which: list[int] = []
+    for k, (nid, text) in enumerate(id_names(graph) if filtered else ()):
+        if lo is not None and nid < lo:
             continue
-        if hi is not None and n.id > hi:
+        if hi is not None and nid > hi:
             continue
-        if pattern is not None and not pattern.search(n.name):
+        if pattern is not None and not pattern.search(text):
             continue
-        kept.append(n)
-        if head is not None and len(kept) >= head:
+        which.append(k)         # positions in file order (a .et's nodes are made for these only)
+        if head is not None and len(which) >= head:
             break
+    kept = graph_nodes(graph, which if filtered else None)
     ids = {n.id for n in kept}
     ctrl = [(d, n.id) for n in kept for d in dict.fromkeys(n.ctrl_deps) if d in ids]
     data = [(d, n.id) for n in kept for d in dict.fromkeys(n.data_deps) if d in ids]
