@@ -490,3 +490,25 @@ def test_dlrm_critical_path_holds_no_op_longer_than_it_ran(corpus, tmp_path):
     out = io.StringIO()
     render({"files": [rep], "all": None}, out, width=200)
     assert "(recorded wait latency after an op)" in out.getvalue()
+
+
+def test_a_file_out_of_id_order_is_seen_in_file_order(tmp_path):
+    """Messages: node 3 (5 µs, ctrl_dep 1), node 1 (7 µs, ctrl_dep 3), node 2 (1 µs, data_dep 1, no
+    is_cpu_op).  3 and 1 depend on each other and 2 is behind them; the dependency on a later node of the
+    file is 3's on 1, dropped: the path is 3 -> 1 (after 3 on thread 1) -> 2 = 13 µs (in id order it would
+    be 1 -> 3, 12 µs).  Node 2, a COMP node without is_cpu_op, counts as a CPU op; the drawings get the
+    nodes at file positions 2 and 0 with their ctrl/data split."""
+    path = tmp_path / "order.0.et"
+    write_messages(path, [_meta(), _node(3, "a", COMP_NODE, 5, cpu=True, ctrl=[1], tid=1),
+                          _node(1, "b", COMP_NODE, 7, cpu=True, ctrl=[3], tid=1),
+                          _node(2, "c", COMP_NODE, 1, data=[1])])
+    rep = compute_stats([path])["files"][0]
+    cp = rep["critical_path"]
+    assert (cp["cycle_blocked_nodes"], cp["dropped_back_edges"]) == (3, 1)
+    assert (cp["length_us"], cp["first_id"], cp["last_id"], cp["nodes"]) == (13.0, 3, 2, 3)
+    assert (rep["cpu_ops"], rep["cpu_total_us"], rep["gpu_ops"]) == (3, 13.0, 0)
+    g = load_graph(path)
+    two = graph_nodes(g, [2, 0])
+    assert [(n.id, n.is_cpu, n.ctrl_deps, n.data_deps) for n in two] == [(2, True, (), (1,)),
+                                                                          (3, True, (1,), ())]
+    assert [n.id for n in graph_nodes(g)] == [3, 1, 2]
