@@ -9,8 +9,7 @@ import pytest
 
 from chakra.io import read_messages
 from chakra.pipeline import pipeline_command, run_pipeline
-from chakra.schema import GlobalMetadata, Node
-from chakra.tools.stats import attr_value
+from chakra.schema import GlobalMetadata, Node, attr_value
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
