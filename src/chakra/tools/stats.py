@@ -134,10 +134,8 @@ def base_name(name: str) -> str:
 
 def load_et(path: str | os.PathLike[str]) -> EtGraph:
     """Read a Chakra protobuf ET (``.et`` or gzipped) into the replay's graph, as it is
-    (:func:`chakra.replay.reader.load_graph` not ``strict``: repeated ids kept, the file order known).
-
-    Nothing is judged here (repeated ids, dangling dependencies and cycles are reported by
-    :func:`warn_graph_problems`)."""
+    (:func:`chakra.replay.reader.load_graph` not ``strict``): nothing is judged here (repeated ids,
+    dangling dependencies and cycles are reported by :func:`warn_graph_problems`)."""
     from chakra.replay.reader import load_graph as read_graph
 
     g = read_graph(path, strict=False)
@@ -206,8 +204,7 @@ def graph_nodes(graph: EtGraph, which: Sequence[int] | None = None) -> list[Grap
 
 def id_names(graph: EtGraph) -> Iterator[tuple[int, str]]:
     """(id, name) of a loaded file's nodes, in file order (a .et's read off its graph's columns)."""
-    g = graph.graph
-    if g is None:
+    if (g := graph.graph) is None:
         return ((n.id, n.name) for n in graph.nodes)
     order = g.file_order()
     return zip(map(g.ids.__getitem__, order), map(g.names.__getitem__, order))
