@@ -8,8 +8,9 @@ explains a job that deadlocks.  The rules are in :mod:`chakra.replay.engine` ("W
 from __future__ import annotations
 
 import logging
+from array import array
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import MutableSequence, Sequence
 from itertools import compress
 
 from chakra.job.match import Comm, JobMatchError, RankComms, UnknownGroup, match_job
@@ -81,21 +82,24 @@ class Coupling:
 
 
 def build_coupling(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: Sequence[int],
-                    orders: Sequence[list[int]], durations: list[float], unknown_group: UnknownGroup = "error"
-                    ) -> tuple[Coupling, list[int]]:
+                    orders: Sequence[Sequence[int]], durations: Sequence[float],
+                    unknown_group: UnknownGroup = "error") -> tuple[Coupling, MutableSequence[int]]:
     """Match collectives and send/recv pairs across ranks (:func:`chakra.job.match.match_job`: by recorded
     sequence number, else by order with trimming at the window edges); return groups and node -> group.
 
     A communication node with no counterpart in another rank's trace (its window started later or ended
     earlier) runs alone for its recorded duration, with a warning saying what was left out."""
     total = offsets[-1]
-    couple = [-1] * total
+    couple = array("l", (-1,)) * total      # (8 bytes a node; a list with an int per coupled node: ~25)
     job: list[RankComms] = []
     for r, g, off, order in zip(ranks, graphs, offsets, orders):
         comms = []
         base = g.measured_start_us
-        ctypes, csizes = g.extra.get("comm_type", {}), g.extra.get("comm_size", {})
-        infos = list(map(g.comm.get, order))
+        # a rank's columns as dicts for the time of its pass (a read graph's are sorted columns, whose
+        # lookups are a bisection in Python each)
+        ctypes = dict(g.extra.get("comm_type", {}).items())
+        csizes = dict(g.extra.get("comm_size", {}).items())
+        infos = list(map(dict(g.comm.items()).get, order))
         for i, info in zip(compress(order, infos), filter(None, infos)):   # the comm nodes, in lane order
             ntype = g.types[i]
             if ntype == COMM_SEND_NODE and info.dst is None:
@@ -136,8 +140,8 @@ def build_coupling(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: S
     return c, couple
 
 
-def couple_transfers(c: Coupling, group_of: list[int], transfers: dict[int, tuple[int, float]],
-                      gap: list[float], rdur: list[float]) -> None:
+def couple_transfers(c: Coupling, group_of: MutableSequence[int], transfers: dict[int, tuple[int, float]],
+                      gap: list[float], rdur: Sequence[float]) -> None:
     """A coupled record with children on its thread couples its transfer piece, not its lead.
 
     The child ``k`` that follows the transfer stands in for the record in its group: it arrives when
@@ -160,7 +164,7 @@ def couple_transfers(c: Coupling, group_of: list[int], transfers: dict[int, tupl
 
 
 def net_durations(c: Coupling, graphs: Sequence[RankGraph], offsets: Sequence[int],
-                   durations: list[float], base: Sequence[float]) -> None:
+                   durations: Sequence[float], base: Sequence[float]) -> None:
     """``collective="net"``: each participant lasts its own recorded duration minus its recorded wait.
 
     On the common clock the recorded arrivals are ``start_time_micros + base``; a

@@ -129,7 +129,8 @@ from __future__ import annotations
 
 import heapq
 import logging
-from collections.abc import Sequence
+from array import array
+from collections.abc import MutableSequence, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, repeat
 from typing import cast
@@ -145,7 +146,7 @@ from chakra.replay.coupling import (
     stall_message,
 )
 from chakra.replay.graph import COMM_TYPES, RankGraph, ReplayError
-from chakra.replay.lanes import join_ranks, run_lanes
+from chakra.replay.lanes import as_lists, join_ranks, run_lanes
 from chakra.replay.modes import (
     COLLECTIVE_DURATIONS,
     MISSING,
@@ -175,7 +176,7 @@ class SimOutput:
     rank_ends: list[list[float]]
     offsets: list[int]
     comm_start: dict[int, float] = field(default_factory=dict)  # coupled node -> start of the transfer
-    lane_order: list[list[int]] = field(default_factory=list)   # per rank: local indices in lane order
+    lane_order: list[array[int]] = field(default_factory=list)   # per rank: local indices in lane order
     groups: int = 0                                             # coupled groups (collectives + p2p pairs)
     members: list[list[int]] = field(default_factory=list)      # each coupled group's nodes (global indices)
     base: list[float] = field(default_factory=list)             # per rank: its time 0 on the common clock
@@ -246,18 +247,23 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
         lane_gaps, c, group_of = _couple_lanes(graphs, ranks, offsets, plans, orders, bases, collective,
                                                unknown_group)
         run = run_lanes(plans, orders, offsets, bases, lane_gaps, c, group_of)
+        del lane_gaps, group_of
     else:
         run = run_lanes(plans, orders, offsets, bases)
     if run.done != offsets[-1]:
         raise ReplayError(stall_message(graphs, ranks, offsets, c, offsets[-1] - run.done))
-    return SimOutput(rank_starts=run.rank_starts, rank_ends=run.rank_ends, offsets=offsets,
+    kept = plans if keep_plans else []
+    del plans, deps      # (freed before the times become lists: a whole job's peak is here)
+    return SimOutput(rank_starts=as_lists(run.rank_starts), rank_ends=as_lists(run.rank_ends),
+                     offsets=offsets,
                      comm_start=c.comm_start, lane_order=orders, base=bases, groups=len(c.members),
-                     members=c.members, closes=run.closes, plans=plans if keep_plans else [])
+                     members=c.members, closes=run.closes, plans=kept)
 
 
 def _coupling(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: list[int],
-              orders: Sequence[list[int]], dur: list[float], bases: list[float],
-              collective: CollectiveDuration, unknown_group: UnknownGroup) -> tuple[Coupling, list[int]]:
+              orders: Sequence[Sequence[int]], dur: Sequence[float], bases: list[float],
+              collective: CollectiveDuration, unknown_group: UnknownGroup
+              ) -> tuple[Coupling, MutableSequence[int]]:
     """The groups of a whole job and node -> group; ``dur``: each node's duration when coupled."""
     c, group_of = build_coupling(graphs, ranks, offsets, orders, dur, unknown_group)
     if collective == "net":
@@ -266,12 +272,12 @@ def _coupling(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: list[i
 
 
 def _couple_lanes(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: list[int],
-                  plans: Sequence[Plan], orders: Sequence[list[int]], bases: list[float],
+                  plans: Sequence[Plan], orders: Sequence[Sequence[int]], bases: list[float],
                   collective: CollectiveDuration, unknown_group: UnknownGroup
-                  ) -> tuple[list[list[float]], Coupling, list[int]]:
+                  ) -> tuple[list[list[float]], Coupling, MutableSequence[int]]:
     """The coupling of a lanes-mode job, and each rank's gaps with the coupled transfers taken out."""
-    rdur = list(chain.from_iterable(p.rd for p in plans))
-    dur = list(rdur)            # a coupled node lasts as long as on its own ...
+    rdur = array("d", chain.from_iterable(p.rd for p in plans))
+    dur = array("d", rdur)      # a coupled node lasts as long as on its own ...
     transfers: dict[int, tuple[int, float]] = {}   # coupled record -> (child after its transfer, piece)
     for off, p in zip(offsets, plans):
         transfers.update((off + x, (off + k, w)) for x, (k, w) in p.transfer.items())
@@ -316,15 +322,16 @@ def _resolve_deps(g: RankGraph, missing: Missing) -> list[tuple[int, ...]]:
     return cast(list[tuple[int, ...]], out)   # (the unknown ones dropped)
 
 
-def _topo_order(g: RankGraph, deps: list[tuple[int, ...]]) -> list[int]:
-    """The lane order of ``g`` (:func:`lane_order`); a cycle raises ReplayError."""
+def _topo_order(g: RankGraph, deps: list[tuple[int, ...]]) -> array[int]:
+    """The lane order of ``g`` (:func:`lane_order`) as an ``array('l')`` (8 bytes a node; a list of
+    ints: 36); a cycle raises ReplayError."""
     order = lane_order(g.starts, deps)
     if len(order) != len(deps):
         placed = bytearray(len(deps))
         for i in order:
             placed[i] = 1
         raise ReplayError(_cycle_message(g, deps, placed), g.path)
-    return order
+    return array("l", order)
 
 
 def lane_order(starts: Sequence[float], deps: Sequence[tuple[int, ...]]) -> list[int]:
@@ -411,7 +418,7 @@ class _Job:
         self.res: list[int] = []                    # node -> its resource (-1: none)
         self.n_res = 0
         self.coupling = Coupling()
-        self.group_of: list[int] | None = None
+        self.group_of: MutableSequence[int] | None = None
         self.steps: list[int] = []                  # each coupled group's ring steps (0: none)
         self.arrivals: list[list[tuple[int, float]]] = []
 
@@ -419,7 +426,7 @@ class _Job:
 
     @classmethod
     def astrasim(cls, graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: list[int],
-                 deps: Sequence[list[tuple[int, ...]]], orders: Sequence[list[int]], couple: bool,
+                 deps: Sequence[list[tuple[int, ...]]], orders: Sequence[Sequence[int]], couple: bool,
                  collective: CollectiveDuration, unknown_group: UnknownGroup) -> _Job:
         """The job of an ASTRA-sim-rule replay: recorded durations (what-if applied), one resource per
         kind and rank."""

@@ -19,8 +19,9 @@ lane predecessor (:meth:`_Lanes.walk`) takes the same sums, inline (most nodes t
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import MutableSequence, Sequence
 from dataclasses import dataclass
 from itertools import compress
 
@@ -33,10 +34,12 @@ _WAITING, _STARTED, _ENDED = 0, 1, 2
 @dataclass(slots=True)
 class LaneRun:
     """What :func:`run_lanes` gives: each rank's start and end of every node (local index), how many ended
-    (fewer than all: a deadlock) and when each parent's tail ends (global index = rank offset + local)."""
+    (fewer than all: a deadlock) and when each parent's tail ends (global index = rank offset + local).
+    The times are ``array('d')`` (8 bytes a node; a list of floats: 32): :func:`as_lists` turns them into
+    lists, a rank at a time, once the plans are freed."""
 
-    rank_starts: list[list[float]]
-    rank_ends: list[list[float]]
+    rank_starts: list[MutableSequence[float]]
+    rank_ends: list[MutableSequence[float]]
     done: int
     closes: dict[int, float]
 
@@ -51,16 +54,26 @@ class LaneRun:
         return join_ranks(self.rank_ends)
 
 
-def join_ranks(lists: Sequence[list[float]]) -> list[float]:
+def join_ranks(lists: Sequence[Sequence[float]]) -> list[float]:
     """Per-rank lists as one, by global index (one rank: its list itself)."""
     if len(lists) == 1:
-        return lists[0]
+        one = lists[0]
+        return one if isinstance(one, list) else list(one)
     return [x for one in lists for x in one]
 
 
-def run_lanes(plans: Sequence[Plan], orders: Sequence[list[int]], offsets: Sequence[int],
+def as_lists(columns: list[MutableSequence[float]]) -> list[list[float]]:
+    """Each rank's times as a list, converted in place one rank at a time (each array is freed as its list
+    is made, so the job never holds both forms of more than one rank)."""
+    for r, col in enumerate(columns):
+        if not isinstance(col, list):
+            columns[r] = col.tolist() if isinstance(col, array) else list(col)
+    return columns  # type: ignore[return-value]   # (every entry is a list now)
+
+
+def run_lanes(plans: Sequence[Plan], orders: Sequence[Sequence[int]], offsets: Sequence[int],
               bases: Sequence[float], gaps: Sequence[list[float]] | None = None,
-              coupling: Coupling | None = None, group_of: list[int] | None = None) -> LaneRun:
+              coupling: Coupling | None = None, group_of: Sequence[int] | None = None) -> LaneRun:
     """Place every node of the ranks ``plans`` (each rank begins at its ``bases`` entry); ``gaps``
     replaces the plans' gaps (a whole job's coupled transfers change some), ``coupling`` / ``group_of``
     tie nodes of different ranks (global indices)."""
@@ -85,14 +98,14 @@ class _Lanes:
 
     def __init__(self, plans: Sequence[Plan], offsets: Sequence[int], bases: Sequence[float],
                  gaps: Sequence[list[float]] | None, coupling: Coupling | None,
-                 group_of: list[int] | None) -> None:
+                 group_of: Sequence[int] | None) -> None:
         self.plans = plans
         self.offsets = offsets
         self.gaps = [p.gap for p in plans] if gaps is None else gaps
         self.coupling = coupling
         self.group_of = group_of
-        self.start: list[list[float]] = []
-        self.end: list[list[float]] = []
+        self.start: list[MutableSequence[float]] = []
+        self.end: list[MutableSequence[float]] = []
         self.state: list[bytearray] = []
         self.ready: list[list[float]] = []        # a node's earliest start: its rank's base, its offset
         for p, b in zip(plans, bases):
@@ -101,17 +114,21 @@ class _Lanes:
             for i, v in p.first.items():
                 ready[i] += v
             self.ready.append(ready)
-            self.start.append([0.0] * n)
-            self.end.append([-1.0] * n)
+            self.start.append(array("d", (0.0,)) * n)
+            self.end.append(array("d", (-1.0,)) * n)
             self.state.append(bytearray(n))
-        self.special: list[set[int]] = []       # per rank: the nodes the walk never places the short way
+        self.special: list[bytearray] = []      # per rank: 1 = a node the walk never places the short way
         self.bounded: list[set[int]] = []       # ... of them, those with bounds beyond deps and lane
         for p, off in zip(plans, offsets):
             bounded = set(p.after)
             bounded.update(p.waits, p.ff_min)
-            special = set(bounded)
+            n = len(p.rd)
+            special = bytearray(n)
+            for i in bounded:
+                special[i] = 1
             if group_of is not None:
-                special.update(compress(range(len(p.rd)), map((0).__le__, group_of[off:off + len(p.rd)])))
+                for i in compress(range(n), map((0).__le__, group_of[off:off + n])):
+                    special[i] = 1
             self.special.append(special)
             self.bounded.append(bounded)
         self.walked = [0] * len(plans)           # per rank: nodes the walk reached
@@ -122,7 +139,7 @@ class _Lanes:
         if coupling is not None:
             coupling.start_run()
 
-    def walk(self, r: int, order: list[int], at: int) -> int:
+    def walk(self, r: int, order: Sequence[int], at: int) -> int:
         """Rank ``r`` in lane order from ``order[at]``, until a node is left waiting (for a peer, or a node
         later in the order): where the walk goes on (the other ranks take their turn in between, so that a
         whole job's ranks reach their collectives together).  While every node the walk reached has ended,
@@ -139,7 +156,7 @@ class _Lanes:
         k = at
         for k in range(at, len(order)):
             i = order[k]
-            if pending or i in special:
+            if pending or special[i]:
                 walked[r] += 1
                 if pending or i in bounded:
                     todo.append((r, i))

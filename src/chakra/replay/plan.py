@@ -8,8 +8,10 @@ gaps, thread timing, finish waits, what-if) are described in the engine's module
 from __future__ import annotations
 
 import math
+import operator
+from array import array
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import MutableSequence, Sequence
 from dataclasses import dataclass, field
 from itertools import islice, repeat
 from typing import Any
@@ -30,10 +32,10 @@ class Plan:
     that long after its start instead of at its end.
     """
 
-    rd: list[float]                     # replayed duration (what-if applied; a CPU parent's lead; METADATA 0)
-    rd_rec: list[float]                 # the same without the what-if (what the recording shows)
+    rd: MutableSequence[float]          # replayed duration (what-if applied; a CPU parent's lead; METADATA 0)
+    rd_rec: MutableSequence[float]      # the same without the what-if (what the recording shows)
     deps: list[tuple[int, ...]]         # dependencies whose end the node waits for
-    lane_prev: list[int]                # lane predecessor (-1: first of its lane, or no lane)
+    lane_prev: MutableSequence[int]     # lane predecessor (-1: first of its lane, or no lane)
     gap: list[float]                    # delay after the lane predecessor frees the lane
     first: dict[int, float]             # a lane's first node: its offset from the window start
     release: dict[int, float]           # node -> time after its start at which its lane is free
@@ -77,7 +79,7 @@ def end_bounds(plan: Plan, i: int) -> list[tuple[int, float]]:
     return [(u, tail) for u, tail, _offset in plan.waits.get(i, ()) if tail is not None]
 
 
-def rank_plan(g: RankGraph, deps: list[tuple[int, ...]], order: list[int], use_gaps: bool) -> Plan:
+def rank_plan(g: RankGraph, deps: list[tuple[int, ...]], order: Sequence[int], use_gaps: bool) -> Plan:
     """The plan of one rank: its lanes in lane order ``order`` (a topological order of ``deps``, the
     resolved dependencies; the finish waits are taken out of that list, which is the plan's)."""
     if g.thread_timing:
@@ -102,7 +104,7 @@ def lane_sequences(lanes: Sequence[Any], order: Sequence[int]) -> dict[Any, list
     return seqs
 
 
-def _segments_plan(g: RankGraph, order: list[int], use_gaps: bool, deps: list[tuple[int, ...]]) -> Plan:
+def _segments_plan(g: RankGraph, order: Sequence[int], use_gaps: bool, deps: list[tuple[int, ...]]) -> Plan:
     """Lanes from the recorded start times: each lane in lane order; on CPU lanes (with gaps) segments
     and gaps (the engine's "Segments and gaps").
 
@@ -112,8 +114,8 @@ def _segments_plan(g: RankGraph, order: list[int], use_gaps: bool, deps: list[tu
     n = len(g.ids)
     starts, is_cpu = g.starts, g.is_cpu
     timed = g.timed
-    rd = list(g.durations)
-    lane_prev = [-1] * n
+    rd: MutableSequence[float] = array("d", g.durations)   # (8 bytes a node; a list of floats: 32)
+    lane_prev = array("l", (-1,)) * n
     gap = [0.0] * n
     first: dict[int, float] = {}
     release: dict[int, float] = {}
@@ -149,9 +151,9 @@ def _segments_plan(g: RankGraph, order: list[int], use_gaps: bool, deps: list[tu
     rd_rec = rd
     factor, delay = g.factor, g.delay
     if factor is not None or delay is not None:
-        rd = [x * y for x, y in zip(rd, factor)] if factor is not None else list(rd)
+        rd = array("d", map(operator.mul, rd, factor)) if factor is not None else array("d", rd)
         if delay is not None:
-            rd = [x + y for x, y in zip(rd, delay)]
+            rd = array("d", map(operator.add, rd, delay))
     return Plan(rd=rd, rd_rec=rd_rec, deps=deps, lane_prev=lane_prev, gap=gap, first=first, release=release)
 
 
@@ -170,7 +172,7 @@ def _pieces_plan(g: RankGraph, order: Sequence[int], use_gaps: bool) -> Plan:
     streams have no gaps.  (The plan's ``deps`` are set by :func:`rank_plan`.)
     """
     n = len(g.ids)
-    lane_prev = [-1] * n
+    lane_prev = array("l", (-1,)) * n
     th = _walk_threads(g, order, lane_prev)
     rd_rec, rd, scale = _leads(g, th.cwb)
     plan = Plan(rd=rd, rd_rec=rd_rec, deps=[], gap=[0.0] * n, first={}, release={}, lane_prev=lane_prev)
@@ -203,7 +205,7 @@ class _Threads:
     record_kids: list[int]                # children of a communication record on its thread
 
 
-def _walk_threads(g: RankGraph, order: Sequence[int], lane_prev: list[int]) -> _Threads:
+def _walk_threads(g: RankGraph, order: Sequence[int], lane_prev: MutableSequence[int]) -> _Threads:
     """Each lane in lane order (its lane predecessors set in ``lane_prev``); on a lane with thread timing,
     which node encloses which (the stack of open nodes rebuilt from ``thread_depth``).  The nodes still
     open after the last node of the k-th timed lane are under ``closed_before[-2 - k]``."""
