@@ -289,14 +289,23 @@ def _comm_samples(graphs: Sequence[RankGraph], job_ranks: int) -> list[tuple[flo
     collectives."""
     best: dict[tuple[Any, ...], float] = {}
     for g in graphs:
-        ctype = g.extra.get("comm_type", {})
-        csize = g.extra.get("comm_size", {})
         durs = g.durations
-        for i in comm_positions(g):
+        timed = [i for i in comm_positions(g) if durs[i] > 0]
+        if not timed:
+            continue
+        ctype = dict(g.extra.get("comm_type", {}).items())   # (dicts: see apply_whatif)
+        csize = dict(g.extra.get("comm_size", {}).items())
+        comm = dict(g.comm.items())
+        sizes: dict[str, int] = {}          # pg -> its group size
+        for i in timed:
             d = durs[i]
-            if d <= 0 or i not in csize:
+            if i not in csize:
                 continue
-            n = group_size(g, i, job_ranks)
+            info = comm.get(i)
+            pg = info.pg_name if info is not None else ""
+            n = sizes.get(pg)
+            if n is None:
+                n = sizes[pg] = group_size(g, i, job_ranks)
             key = (ctype.get(i), g.types[i], csize[i], n)
             if key not in best or d < best[key]:
                 best[key] = d
@@ -428,8 +437,11 @@ def apply_whatif(graphs: Sequence[RankGraph], w: WhatIf | None) -> tuple[list[Ra
         kinds = [node_kind(g, i) for i in range(n)] if w.scale or w.delay else []
         delay_l: list[float] | None = None      # µs added: delays, and the model's re-timing of collectives
         if model is not None:
-            ctype = g.extra.get("comm_type", {})
-            csize = g.extra.get("comm_size", {})
+            # the rank's comm columns as dicts while it is worked on (a read graph's are sorted columns:
+            # a lookup in one is a bisection in Python)
+            ctype = dict(g.extra.get("comm_type", {}).items())
+            csize = dict(g.extra.get("comm_size", {}).items())
+            comm = dict(g.comm.items())
             sizes: dict[str, int] = {}          # pg -> its group size
             for i in comm_positions(g):
                 size = float(csize.get(i, 0))
@@ -439,7 +451,7 @@ def apply_whatif(graphs: Sequence[RankGraph], w: WhatIf | None) -> tuple[list[Ra
                         factor *= r.value
                         report.matched[r.selector.text] += 1
                 d = g.durations[i]
-                info = g.comm.get(i)
+                info = comm.get(i)
                 pg = info.pg_name if info is not None else ""
                 gs = sizes.get(pg)
                 if gs is None:
