@@ -15,6 +15,7 @@ from itertools import compress
 
 from chakra.job.match import Comm, JobMatchError, RankComms, UnknownGroup, match_job
 from chakra.replay.graph import RankGraph, ReplayError
+from chakra.replay.instep import couple_in_step
 from chakra.schema import COMM_RECV_NODE, COMM_SEND_NODE
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,18 @@ def build_coupling(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: S
     sequence number, else by order with trimming at the window edges); return groups and node -> group.
 
     A communication node with no counterpart in another rank's trace (its window started later or ended
-    earlier) runs alone for its recorded duration, with a warning saying what was left out."""
+    earlier) runs alone for its recorded duration, with a warning saying what was left out.
+
+    A job whose every communication node is an untimed collective without a recorded sequence number, each
+    group's ranks issuing the same types and sizes k-th for k-th (a generated job), is coupled on its
+    columns (:func:`chakra.replay.instep.couple_in_step`), with no record per node: the same groups in the
+    same order."""
+    fast = couple_in_step(graphs, ranks, offsets, orders, durations)
+    if fast is not None:
+        c = Coupling()
+        c.members, c.dur, c.label = fast.members, fast.dur, fast.label
+        c.eager = [-1] * len(c.members)
+        return c, fast.group_of
     total = offsets[-1]
     couple = array("l", (-1,)) * total      # (8 bytes a node; a list with an int per coupled node: ~25)
     job: list[RankComms] = []
