@@ -145,7 +145,7 @@ from chakra.replay.coupling import (
     rank_of,
     stall_message,
 )
-from chakra.replay.graph import COMM_TYPES, RankGraph, ReplayError
+from chakra.replay.graph import COMM_TYPES, DepsCSR, RankGraph, ReplayError
 from chakra.replay.lanes import as_lists, join_ranks, run_lanes
 from chakra.replay.modes import (
     COLLECTIVE_DURATIONS,
@@ -299,8 +299,13 @@ def _fmt_ids(ids: Sequence[int]) -> str:
 
 
 def _resolve_deps(g: RankGraph, missing: Missing) -> list[tuple[int, ...]]:
-    """Dependency ids -> local indices; unknown ids per ``missing`` (an error, or dropped with a warning)."""
+    """Dependency ids -> local indices; unknown ids per ``missing`` (an error, or dropped with a warning).
+
+    A read graph whose ids are its indices (0 to n-1: the generator's; the converter's start at 1) and whose
+    dependencies all name one of them has its rows taken as they are, without an id -> index table."""
     n = len(g.ids)
+    if _ids_are_indices(g):
+        return list(g.deps)
     index = dict(zip(g.ids, range(n)))
     out: list[tuple[int | None, ...]] = list(map(tuple, map(map, repeat(index.get), g.deps)))
     if None not in chain.from_iterable(out):
@@ -320,6 +325,17 @@ def _resolve_deps(g: RankGraph, missing: Missing) -> list[tuple[int, ...]]:
         raise ReplayError(msg + " (use missing='ignore' / --ignore-missing-deps to drop them)", g.path)
     log.warning("%s: %s; dropped", g.path or f"rank {g.rank}", msg)
     return cast(list[tuple[int, ...]], out)   # (the unknown ones dropped)
+
+
+def _ids_are_indices(g: RankGraph) -> bool:
+    """Whether ``g`` is a read graph whose ids are 0..n-1 and whose dependencies name only those (C loops)."""
+    ids, deps = g.ids, g.deps
+    n = len(ids)
+    if not isinstance(deps, DepsCSR) or not isinstance(ids, array) or not n:
+        return False
+    if ids[0] != 0 or ids[-1] != n - 1:
+        return False
+    return array.__eq__(ids, array(ids.typecode, range(n))) and (not deps.flat or max(deps.flat) < n)
 
 
 def _topo_order(g: RankGraph, deps: list[tuple[int, ...]]) -> array[int]:
