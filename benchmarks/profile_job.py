@@ -69,6 +69,7 @@ def patch() -> None:
     engine.rank_plan = timed("  rank plans", engine.rank_plan)
     engine._couple_lanes = timed("  couple (lanes)", engine._couple_lanes)
     engine.build_coupling = timed("    couple: build_coupling", engine.build_coupling, keep="coupling")
+    coupling.couple_in_step = timed("      couple_in_step (columns)", coupling.couple_in_step)
     coupling.match_job = timed("      match_job", coupling.match_job)
     match_mod._match_sequences = timed("        _match_sequences", match_mod._match_sequences)
     match_mod._global_order = timed("        _global_order", match_mod._global_order)

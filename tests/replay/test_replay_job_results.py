@@ -29,3 +29,21 @@ def test_each_rank_gets_its_own_waits():
     assert [job.ranks[r].comm_wait for r in range(3)] == [{2: 20.0}, {2: 10.0}, {2: 0.0}]
     assert [job.ranks[r].replayed_us for r in range(3)] == [44.0, 44.0, 44.0]
     assert job.replayed_us == 44.0
+
+
+def test_the_groups_as_rank_and_node_id_are_made_when_asked(monkeypatch):
+    # the job above: one collective, node 2 of each rank; its (rank, id) list is made on first access
+    # only (a tuple per member of a thousand-rank job is ~60 bytes a node), once
+    from chakra.replay import api
+
+    def rank(r):
+        return [N(1, 10 + 10 * r, start=0),
+                N(2, 5 + r, start=10 + 10 * r, deps=[1], is_cpu=False, stream=7, type=COMM_COLL_NODE)]
+
+    calls = []
+    real = api._coupled_ids
+    monkeypatch.setattr(api, "_coupled_ids", lambda *a: calls.append(1) or real(*a))
+    job = replay_job({r: rank(r) for r in range(3)}, collective="min")
+    assert calls == []
+    assert job.groups_members == [[(0, 2), (1, 2), (2, 2)]]
+    assert job.groups_members is job.groups_members and calls == [1]

@@ -225,10 +225,20 @@ class JobResult:
     gaps: bool = True
     coupled: bool = True
     groups: int = 0          # matched collectives + send/recv pairs
-    groups_members: list[list[tuple[int, int]]] = field(default_factory=list)  # each group: (rank, node id)
     whatif: WhatIfReport | None = None   # what the what-if (and the communication model) did
     collective: CollectiveDuration | None = None   # coupled: the rule that timed the collectives
     collective_note: str = ""            # ... and why (collective_rule), for the output
+    _members: list[list[int]] = field(default_factory=list, repr=False, compare=False)  # groups, global index
+    _offsets: list[int] = field(default_factory=list, repr=False, compare=False)   # each rank's first
+    _where: list[list[list[tuple[int, int]]]] = field(default_factory=list, repr=False, compare=False)
+
+    @property
+    def groups_members(self) -> list[list[tuple[int, int]]]:
+        """Each coupled group as (rank, node id) pairs, in rank order (made when first asked: a tuple per
+        member of a thousand-rank job is ~60 bytes a node)."""
+        if not self._where:
+            self._where.append(_coupled_ids([r.graph for r in self], self._members, self._offsets))
+        return self._where[0]
 
     @property
     def replayed_us(self) -> float:
@@ -599,23 +609,21 @@ def replay_job(inputs: Any, *, mode: Mode = "lanes", gaps: bool = True, missing:
                            couple=True, base=base, collective=rule, unknown_group=unknown_group,
                            keep_plans=keep_plan)
             results = _results(graphs, out, mode, gaps, job=True)
-        groups = out.groups
-        coupled = _coupled_ids(graphs, out)
+        groups, members, offsets = out.groups, out.members, out.offsets
     else:
         results = [_replay_alone(g, mode, gaps, missing, keep_plan) for g in graphs]
-        groups = 0
-        coupled = []
+        groups, members, offsets = 0, [], []
     return JobResult(ranks={r.rank: r for r in results}, mode=mode, gaps=gaps and mode == "lanes",  # type: ignore[misc]
-                     coupled=couple, groups=groups, whatif=report, groups_members=coupled,
+                     coupled=couple, groups=groups, whatif=report, _members=members, _offsets=offsets,
                      collective=rule if couple else None, collective_note=note if couple else "")
 
 
-def _coupled_ids(graphs: Sequence[RankGraph], out: SimOutput) -> list[list[tuple[int, int]]]:
-    """The coupled groups as (rank, node id) pairs."""
-    offsets = out.offsets
+def _coupled_ids(graphs: Sequence[RankGraph], members: list[list[int]], offsets: Sequence[int]
+                 ) -> list[list[tuple[int, int]]]:
+    """The coupled groups (``members``: global indices over ``offsets``) as (rank, node id) pairs."""
     ranks = _ranks(graphs)
     where = []
-    for gi_members in out.members:   # (members in rank order)
+    for gi_members in members:   # (members in rank order)
         grp = []
         for gi in gi_members:
             ri = rank_of(offsets, gi)
