@@ -216,6 +216,8 @@ class _Lanes:
         self.waiters.setdefault((r, j), []).append((r, i))
 
     def wake(self, r: int, j: int) -> None:
+        if not self.waiters:       # (most of a job: no node waits for a later one)
+            return
         w = self.waiters.pop((r, j), None)
         if w is not None:
             self.todo.extend(w)
@@ -239,7 +241,8 @@ class _Lanes:
         its replayed duration (or its own time after what it waits for)."""
         self.start[r][i] = t
         self.state[r][i] = _STARTED
-        self.wake(r, i)
+        if self.waiters:
+            self.wake(r, i)
         p = self.plans[r]
         c = self.coupling
         gi = self.offsets[r] + i
@@ -274,4 +277,5 @@ class _Lanes:
         end[i] = e
         state[i] = _ENDED
         self.ended[r] += 1
-        self.wake(r, i)
+        if self.waiters:
+            self.wake(r, i)

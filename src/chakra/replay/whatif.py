@@ -410,6 +410,53 @@ def check_ranks(w: WhatIf | None, ranks: Iterable[int | None]) -> None:
             raise UsageError(f"what-if {r.selector.text!r}: no such rank in the replay (its ranks: {have})")
 
 
+def _model_delays(g: RankGraph, w: WhatIf, model: CommModel, changed: CommModel | None,
+                  times: dict[tuple[Any, ...], float], report: WhatIfReport, job_ranks: int
+                  ) -> list[float] | None:
+    """The µs the communication model adds to each node of ``g`` (None: none): a collective recorded
+    without a duration takes the model's time, a recorded one its recording plus the model's difference
+    when its size (``w.comm_size``) or the network (``changed``) changes."""
+    # the rank's comm columns as dicts while it is worked on (a read graph's are sorted columns: a lookup
+    # in one is a bisection in Python)
+    ctype = dict(g.extra.get("comm_type", {}).items())
+    csize = dict(g.extra.get("comm_size", {}).items())
+    comm = dict(g.comm.items())
+    durs, types = g.durations, g.types
+    new_model = changed or model
+    sizes: dict[str, int] = {}          # pg -> its group size
+    delay_l: list[float] | None = None
+    modelled = retimed = 0
+    for i in comm_positions(g):
+        size = float(csize.get(i, 0))
+        factor = 1.0
+        for r in w.comm_size:
+            if r.selector.matches(g, i, "comm"):
+                factor *= r.value
+                report.matched[r.selector.text] += 1
+        d = durs[i]
+        if d > 0 and factor == 1.0 and changed is None:
+            continue                    # recorded, and nothing changes it
+        info = comm.get(i)
+        pg = info.pg_name if info is not None else ""
+        gs = sizes.get(pg)
+        if gs is None:
+            gs = sizes[pg] = group_size(g, i, job_ranks)
+        ct, nt = ctype.get(i), types[i]
+        if d <= 0:
+            nd = _time(times, new_model, ct, nt, size * factor, gs)
+            modelled += 1
+        else:
+            nd = max(0.0, d + _time(times, new_model, ct, nt, size * factor, gs)
+                     - _time(times, model, ct, nt, size, gs))
+            retimed += 1
+        if delay_l is None:
+            delay_l = [0.0] * len(durs)
+        delay_l[i] += nd - d
+    report.modelled += modelled
+    report.retimed += retimed
+    return delay_l
+
+
 def apply_whatif(graphs: Sequence[RankGraph], w: WhatIf | None) -> tuple[list[RankGraph], WhatIfReport]:
     """The graphs with ``w`` applied (copies: the inputs are left as they are) and what it did.
 
@@ -437,38 +484,7 @@ def apply_whatif(graphs: Sequence[RankGraph], w: WhatIf | None) -> tuple[list[Ra
         kinds = [node_kind(g, i) for i in range(n)] if w.scale or w.delay else []
         delay_l: list[float] | None = None      # µs added: delays, and the model's re-timing of collectives
         if model is not None:
-            # the rank's comm columns as dicts while it is worked on (a read graph's are sorted columns:
-            # a lookup in one is a bisection in Python)
-            ctype = dict(g.extra.get("comm_type", {}).items())
-            csize = dict(g.extra.get("comm_size", {}).items())
-            comm = dict(g.comm.items())
-            sizes: dict[str, int] = {}          # pg -> its group size
-            for i in comm_positions(g):
-                size = float(csize.get(i, 0))
-                factor = 1.0
-                for r in w.comm_size:
-                    if r.selector.matches(g, i, "comm"):
-                        factor *= r.value
-                        report.matched[r.selector.text] += 1
-                d = g.durations[i]
-                info = comm.get(i)
-                pg = info.pg_name if info is not None else ""
-                gs = sizes.get(pg)
-                if gs is None:
-                    gs = sizes[pg] = group_size(g, i, job_ranks)
-                new_model = changed or model
-                if d <= 0:
-                    nd = _time(times, new_model, ctype.get(i), g.types[i], size * factor, gs)
-                    report.modelled += 1
-                elif factor != 1.0 or changed is not None:
-                    nd = max(0.0, d + _time(times, new_model, ctype.get(i), g.types[i], size * factor, gs)
-                             - _time(times, model, ctype.get(i), g.types[i], size, gs))
-                    report.retimed += 1
-                else:
-                    continue
-                if delay_l is None:
-                    delay_l = [0.0] * n
-                delay_l[i] += nd - d
+            delay_l = _model_delays(g, w, model, changed, times, report, job_ranks)
         factor_l: list[float] | None = None
         for r in w.scale:
             for i in range(n):
