@@ -173,3 +173,19 @@ def test_a_generated_job_takes_the_column_paths_and_replays_as_match_job_replays
     assert fast.replayed_us == slow.replayed_us
     for a, b in zip(fast, slow):
         assert a.starts == b.starts and a.ends == b.ends and a.comm_wait == b.comm_wait
+
+
+@pytest.mark.parametrize("change", ["no comm_type", "float sizes"])
+def test_types_and_sizes_read_as_match_job_reads_them(change, monkeypatch):
+    # a collective without comm_type is "no type" on every rank (in step); a float size its int
+    graphs = [_rank(r) for r in range(4)]
+    for g in graphs:
+        if change == "no comm_type":
+            del g.extra["comm_type"]
+        else:
+            g.extra["comm_size"] = {i: float(s) for i, s in g.extra["comm_size"].items()}
+    offsets, orders = _offsets_orders(graphs)
+    assert instep.couple_in_step(graphs, [0, 1, 2, 3], offsets, orders, [0.0] * offsets[-1]) is not None
+    fast = _couple(graphs)
+    monkeypatch.setattr(coupling_mod, "couple_in_step", lambda *a: None)
+    assert _couple(graphs) == fast

@@ -20,6 +20,8 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import compress
+from operator import attrgetter
+from typing import Any
 
 from chakra.job.match import COMM_COLL_NODE, JobMatchError, RankComms, job_groups, world_pg
 from chakra.replay.graph import RankGraph
@@ -87,6 +89,7 @@ def _label(pg: str) -> str:
 
 _Sig = dict[int, tuple[bytes, bytes]]          # rank -> its collectives' types and sizes, packed
 _Issue = tuple[int, array, list[str]]          # a rank, its collectives' groups in issue order, the groups
+_SEQ, _PG = attrgetter("seq"), attrgetter("pg_name")
 
 
 def _sequences(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: Sequence[int],
@@ -109,29 +112,20 @@ def _sequences(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: Seque
             return None
         if g.measured_start_us is not None and any(g.starts[i] for i in pos):
             return None                             # timed: match_job weighs the end times
-        ctypes = dict(g.extra.get("comm_type", {}).items())
-        csizes = dict(g.extra.get("comm_size", {}).items())
+        found = list(filter(None, infos))
+        if set(map(_SEQ, found)) - {None}:
+            return None                             # recorded sequence numbers: match_job pairs by them
+        raw_pgs = list(map(_PG, found))
         mine: dict[str, int] = {}                   # recorded pg -> its position in names
         names: list[str] = []
-        cols: list[tuple[array, array, array]] = []   # per group: positions, types, sizes
-        which = array("l")
-        for i, info in zip(pos, filter(None, infos)):
-            if info.seq is not None:
+        for raw in dict.fromkeys(raw_pgs):
+            pg = _resolve(raw, r, groups, job_set, everyone)
+            if pg is None or pg in names:           # (two recorded names of one group: "" and "0")
                 return None
-            w = mine.get(info.pg_name)
-            if w is None:
-                pg = _resolve(info.pg_name, r, groups, job_set, everyone)
-                if pg is None or pg in names:     # (two recorded names of one group: "" and "0")
-                    return None
-                w = mine[info.pg_name] = len(names)
-                names.append(pg)
-                cols.append((array("q"), array("q"), array("q")))
-            which.append(w)
-            ct = ctypes.get(i)
-            col = cols[w]
-            col[0].append(off + i)
-            col[1].append(int(ct) if isinstance(ct, (int, float)) else -(2**63))
-            col[2].append(int(csizes.get(i) or 0))
+            mine[raw] = len(names)
+            names.append(pg)
+        which = array("l", map(mine.__getitem__, raw_pgs))
+        cols = _columns(g, off, pos, which, len(names))
         issue.append((r, which, names))
         for pg, (p, t, s) in zip(names, cols):
             sig, seqs = by_group.setdefault(pg, ({}, {}))
@@ -142,6 +136,33 @@ def _sequences(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: Seque
             seqs[r] = p
             sig[r] = (t.tobytes(), s.tobytes())
     return by_group, issue
+
+
+def _columns(g: RankGraph, off: int, pos: list[int], which: array, n_groups: int
+             ) -> list[tuple[array, array, array]]:
+    """Per group of a rank (``which``: each comm node's, in issue order): its nodes' global indices,
+    collective types (the lowest int64 for none) and sizes, as ``match_job``'s records read them."""
+    ctypes: list[Any] = list(map(dict(g.extra.get("comm_type", {}).items()).get, pos))
+    csizes: list[Any] = list(map(dict(g.extra.get("comm_size", {}).items()).get, pos))
+    types: array[int]
+    sizes: array[int]
+    try:
+        types = array("q", ctypes)          # (all ints: C)
+    except TypeError:
+        types = array("q", [int(ct) if isinstance(ct, (int, float)) else -(2**63) for ct in ctypes])
+    try:
+        sizes = array("q", csizes)
+    except TypeError:
+        sizes = array("q", [int(s or 0) for s in csizes])
+    at = array("q", map(off.__add__, pos))
+    if n_groups == 1:
+        return [(at, types, sizes)]
+    out = []
+    for w in range(n_groups):
+        sel = list(map(w.__eq__, which))
+        out.append((array("q", compress(at, sel)), array("q", compress(types, sel)),
+                    array("q", compress(sizes, sel))))
+    return out
 
 
 def _resolve(raw: str, rank: int, groups: dict[str, tuple[int, ...]], job_set: set[int],
