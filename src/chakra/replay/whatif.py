@@ -35,14 +35,15 @@ from __future__ import annotations
 
 import logging
 import math
+import operator
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import compress
+from itertools import compress, repeat
 from typing import Any
 
 from chakra.errors import ChakraError, UsageError
-from chakra.replay.graph import COMM_TYPES, WORLD_PG_NAMES, RankGraph
+from chakra.replay.graph import COMM_TYPES, WORLD_PG_NAMES, CommInfo, RankGraph
 from chakra.schema import (
     ALL_GATHER,
     ALL_REDUCE,
@@ -422,6 +423,8 @@ def _model_delays(g: RankGraph, w: WhatIf, model: CommModel, changed: CommModel 
     csize = dict(g.extra.get("comm_size", {}).items())
     comm = dict(g.comm.items())
     durs, types = g.durations, g.types
+    if not w.comm_size and changed is None:
+        return _untimed_delays(g, model, times, report, job_ranks, ctype, csize, comm)
     new_model = changed or model
     sizes: dict[str, int] = {}          # pg -> its group size
     delay_l: list[float] | None = None
@@ -454,6 +457,29 @@ def _model_delays(g: RankGraph, w: WhatIf, model: CommModel, changed: CommModel 
         delay_l[i] += nd - d
     report.modelled += modelled
     report.retimed += retimed
+    return delay_l
+
+
+def _untimed_delays(g: RankGraph, model: CommModel, times: dict[tuple[Any, ...], float],
+                    report: WhatIfReport, job_ranks: int, ctype: dict[int, Any], csize: dict[int, Any],
+                    comm: dict[int, CommInfo]) -> list[float] | None:
+    """:func:`_model_delays` when nothing changes sizes or the network: only the collectives recorded
+    without a duration change, each to the model's time; worked out once per distinct (type, node type,
+    size, group), the nodes mapped to it in C."""
+    durs = g.durations
+    every = comm_positions(g)
+    pos = list(compress(every, map((0.0).__ge__, map(durs.__getitem__, every))))
+    if not pos:
+        return None
+    pgs = [x.pg_name if x is not None else "" for x in map(comm.get, pos)]
+    keys = list(zip(map(ctype.get, pos), map(g.types.__getitem__, pos), map(csize.get, pos, repeat(0)), pgs))
+    sizes = {pg: group_size(g, i, job_ranks) for pg, i in dict(zip(pgs, pos)).items()}
+    nd = {k: _time(times, model, k[0], k[1], float(k[2]), sizes[k[3]]) for k in dict.fromkeys(keys)}
+    delay_l = [0.0] * len(durs)
+    # delay = 0.0 + (model's time - recorded), as _model_delays adds it
+    any(map(delay_l.__setitem__, pos, map((0.0).__add__, map(operator.sub, map(nd.__getitem__, keys),
+                                                              map(durs.__getitem__, pos)))))
+    report.modelled += len(pos)
     return delay_l
 
 
