@@ -131,11 +131,17 @@ class _Lanes:
                     special[i] = 1
             self.special.append(special)
             self.bounded.append(bounded)
+        self.columns = [(p.rd, p.deps, p.lane_prev, g, ready, start, end, state, p.release.get, special,
+                         bounded)
+                        for p, g, ready, start, end, state, special, bounded in
+                        zip(plans, self.gaps, self.ready, self.start, self.end, self.state, self.special,
+                            self.bounded)]
         self.walked = [0] * len(plans)           # per rank: nodes the walk reached
         self.ended = [0] * len(plans)            # per rank: nodes placed (start and end)
         self.own_end: dict[tuple[int, int], float] = {}   # started, its end waits for a finish wait's
         self.waiters: dict[tuple[int, int], list[tuple[int, int]]] = {}   # node -> nodes waiting for it
         self.todo: list[tuple[int, int]] = []
+        self.shared = (self.walked, self.ended, self.todo)   # (no bound method: a cycle outlives gc_paused)
         if coupling is not None:
             coupling.start_run()
 
@@ -145,12 +151,10 @@ class _Lanes:
         whole job's ranks reach their collectives together).  While every node the walk reached has ended,
         a node with nothing but dependencies and a lane predecessor (both earlier in the order) is placed
         the short way."""
-        p = self.plans[r]
-        rd, deps, lane_prev, gap = p.rd, p.deps, p.lane_prev, self.gaps[r]
-        ready, start, end, state = self.ready[r], self.start[r], self.end[r], self.state[r]
-        rget = p.release.get
-        special, bounded = self.special[r], self.bounded[r]
-        walked, ended, todo, drain, started = self.walked, self.ended, self.todo, self.drain, self.started
+        # (one unpacking: a whole job calls this about once per coupled node)
+        rd, deps, lane_prev, gap, ready, start, end, state, rget, special, bounded = self.columns[r]
+        walked, ended, todo = self.shared
+        drain, started = self.drain, self.started
         pending = walked[r] - ended[r]        # nodes the walk reached that have not ended
         short = 0
         k = at
