@@ -146,7 +146,7 @@ from chakra.replay.coupling import (
     stall_message,
 )
 from chakra.replay.graph import COMM_TYPES, DepsCSR, RankGraph, ReplayError
-from chakra.replay.lanes import as_lists, join_ranks, run_lanes
+from chakra.replay.lanes import ByRank, as_lists, run_lanes
 from chakra.replay.modes import (
     COLLECTIVE_DURATIONS,
     MISSING,
@@ -168,7 +168,7 @@ __all__ = ["COLLECTIVE_DURATIONS", "MODES", "ReplayError", "SimOutput", "simulat
 
 
 @dataclass(slots=True)
-class SimOutput:
+class SimOutput(ByRank):
     """Per-node results: each rank's starts and ends by local index (position in its id order); the global
     index of a node, which ``comm_start``, ``members`` and ``closes`` use, is its rank's offset plus that."""
 
@@ -182,16 +182,6 @@ class SimOutput:
     base: list[float] = field(default_factory=list)             # per rank: its time 0 on the common clock
     closes: dict[int, float] = field(default_factory=dict)      # parent node -> when its tail ends
     plans: list[Plan] = field(default_factory=list)             # lanes mode: each rank's plan (read only)
-
-    @property
-    def starts(self) -> list[float]:
-        """Every node's start, by global index."""
-        return join_ranks(self.rank_starts)
-
-    @property
-    def ends(self) -> list[float]:
-        """Every node's end, by global index."""
-        return join_ranks(self.rank_ends)
 
 
 def _by_rank(values: list[float], offsets: Sequence[int]) -> list[list[float]]:

@@ -31,17 +31,13 @@ from chakra.replay.plan import Plan, end_bounds, start_bounds
 _WAITING, _STARTED, _ENDED = 0, 1, 2
 
 
-@dataclass(slots=True)
-class LaneRun:
-    """What :func:`run_lanes` gives: each rank's start and end of every node (local index), how many ended
-    (fewer than all: a deadlock) and when each parent's tail ends (global index = rank offset + local).
-    The times are ``array('d')`` (8 bytes a node; a list of floats: 32): :func:`as_lists` turns them into
-    lists, a rank at a time, once the plans are freed."""
+class ByRank:
+    """``starts`` and ``ends`` by global index, of a result that holds each rank's times (``rank_starts``,
+    ``rank_ends``: by local index)."""
 
-    rank_starts: list[MutableSequence[float]]
-    rank_ends: list[MutableSequence[float]]
-    done: int
-    closes: dict[int, float]
+    __slots__ = ()
+    rank_starts: Sequence[Sequence[float]]
+    rank_ends: Sequence[Sequence[float]]
 
     @property
     def starts(self) -> list[float]:
@@ -52,6 +48,19 @@ class LaneRun:
     def ends(self) -> list[float]:
         """Every node's end, by global index."""
         return join_ranks(self.rank_ends)
+
+
+@dataclass(slots=True)
+class LaneRun(ByRank):
+    """What :func:`run_lanes` gives: each rank's start and end of every node (local index), how many ended
+    (fewer than all: a deadlock) and when each parent's tail ends (global index = rank offset + local).
+    The times are ``array('d')`` (8 bytes a node; a list of floats: 32): :func:`as_lists` turns them into
+    lists, a rank at a time, once the plans are freed."""
+
+    rank_starts: list[MutableSequence[float]]
+    rank_ends: list[MutableSequence[float]]
+    done: int
+    closes: dict[int, float]
 
 
 def join_ranks(lists: Sequence[Sequence[float]]) -> list[float]:
