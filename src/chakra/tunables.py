@@ -80,6 +80,7 @@ WHATIF_LATENCY_US = 10.0           # the communication model when nothing fits o
 WHATIF_GBPS = 10.0                 # ... and bandwidth (GB/s: 1e9 bytes/s = 1,000 bytes/µs)
 PATH_EPS = 1e-6                    # tolerance (µs) when the critical path compares replayed times
 RUN_ON_SHARE = 0.01                # recorded work ending more than this share of the window after it: its end
+PROGRESS_REDRAW_S = 0.1            # a whole-job replay's progress bar is redrawn at most this often (seconds)
 
 # ---- chakra.pipeline -------------------------------------------------------------------------------------
 TOGETHER_PP = 0.5                  # ranks start together when that moves no rank's replay by more (points)

@@ -400,10 +400,10 @@ def test_progress_bars_start_no_thread(tmp_path: Path) -> None:
     import threading
 
     from chakra.io.executor import run_ranks
-    from chakra.pipeline.run import _progress
+    from chakra.replay.progress import rich_bars
 
     before = threading.active_count()
-    bars = _progress()
+    bars = rich_bars()
     bars.start()
     try:
         assert threading.active_count() == before

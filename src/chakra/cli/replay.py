@@ -11,6 +11,7 @@ from chakra.cli.common import (
     add_missing_ranks,
     command,
     inputs_of,
+    show_progress,
     start_logging,
 )
 
@@ -122,7 +123,8 @@ def _run(args: argparse.Namespace) -> int:
                          missing="ignore" if args.ignore_missing_deps else "error",
                          timeline_path=args.timeline, log_path=args.log, as_json=args.json,
                          comm_groups=args.comm_group, unknown_group=args.unknown_group,
-                         whatif=args.whatif, allow_missing_ranks=args.allow_missing_ranks)
+                         whatif=args.whatif, allow_missing_ranks=args.allow_missing_ranks,
+                         progress=show_progress(args.quiet))
 
 
 def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -14,6 +13,7 @@ from chakra.io.executor import auto_jobs, run_ranks
 from chakra.io.ranks import RankNaming, find_ranks
 from chakra.pipeline.model import SUMMARY_JSON, SUMMARY_MD, TIMELINE, PipelineResult, RankResult, RankTask
 from chakra.pipeline.report import _summary, summary_markdown
+from chakra.replay.progress import RichSteps, log_above, restore_logging, rich_bars
 
 if TYPE_CHECKING:
     from chakra.replay.modes import Mode
@@ -138,12 +138,12 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
         for f in files
     ]
     jobs, executor = _executor(jobs, scheduler, files)
-    bars = _progress() if progress else None
+    bars = rich_bars() if progress else None
     moved: list[tuple[logging.StreamHandler[Any], Any]] = []
     try:
         if bars is not None:
             bars.start()
-            moved = _log_above(bars)
+            moved = log_above(bars)
         label = "link + convert" + ("" if job_replay or astrasim else " + replay")
         try:
             results: list[RankResult] = run_ranks(process_rank, tasks, jobs=jobs, scheduler=scheduler,
@@ -160,8 +160,7 @@ def run_pipeline(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
                                    "otherData": {"producer": "chakra replay"}})
     finally:
         if bars is not None:
-            for handler, stream in moved:
-                handler.setStream(stream)
+            restore_logging(moved)
             bars.stop()
     out_files, summary = _write_summary(job_name, src, out, files, results, target, experiment, simulator,
                                         whole_job, whatif, mode=mode, gaps=gaps, job_replay=job_replay,
@@ -265,29 +264,6 @@ def _write_summary(job_name: str, src: Path, out: Path, files: list[Any], result
     return out_files, summary
 
 
-def _progress() -> Any:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    # redrawn when a rank is done, by this thread: no refresh thread, so that the stages may fork
-    # (chakra.io.forkmap does not fork while another thread runs)
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=Console(stderr=True), transient=False, auto_refresh=False)
-
-
-def _log_above(bars: Any) -> list[tuple[logging.StreamHandler[Any], Any]]:
-    """While the bars show, log lines of this process go through rich (printed above the bars)."""
-    moved: list[tuple[logging.StreamHandler[Any], Any]] = []
-    proxy = sys.stderr          # rich's proxy while the bars show on a terminal
-    if proxy is sys.__stderr__:
-        return moved
-    for handler in logging.getLogger().handlers:
-        if type(handler) is logging.StreamHandler and handler.stream is sys.__stderr__:
-            moved.append((handler, handler.stream))
-            handler.setStream(proxy)
-    return moved
-
-
 def _adopt_job(results: list[RankResult], out: Path, job: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """A whole-job replay (:func:`_replay_job`'s, or the one an ASTRA-sim experiment was written from,
     chakra.pipeline.experiment) as the ranks' replay: completion logs, timeline events, the job's numbers."""
@@ -309,15 +285,13 @@ def _replay_job(results: list[RankResult], out: Path, mode: Mode, gaps: bool, ba
     job's numbers (:meth:`chakra.replay.api.JobResult.times`)."""
     from chakra.replay.api import replay_job
 
-    bar = bars.add_task("replay (whole job)", total=2) if bars is not None else None
-    if bars is not None:
-        bars.refresh()
+    steps = RichSteps(bars) if bars is not None else None
     # (the folder was checked for missing ranks already; refused, the files' own tables are checked too)
     job = replay_job([r.et for r in results], mode=mode, gaps=gaps, couple=True, whatif=whatif,
-                     allow_missing_ranks=None if allow_missing_ranks else False)
-    if bars is not None:
-        bars.update(bar, advance=1, refresh=True)
+                     allow_missing_ranks=None if allow_missing_ranks else False, steps=steps)
+    if steps is not None:
+        steps.phase("completion logs and timeline")
     out_ = _adopt_job(results, out, job)
-    if bars is not None:
-        bars.update(bar, advance=1, refresh=True)
+    if steps is not None:
+        steps.close()
     return out_

@@ -12,7 +12,7 @@ import logging
 import math
 import os
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
 from itertools import compress, count
 from typing import TYPE_CHECKING, Any
@@ -32,6 +32,7 @@ from chakra.replay.modes import (
     Mode,
     UnknownGroup,
 )
+from chakra.replay.progress import Steps
 from chakra.replay.reader import graph_from_protobuf, load_graph, load_graphs
 from chakra.replay.whatif import WhatIf, WhatIfReport, apply_whatif, check_ranks
 from chakra.schema import COMM_COLL_NODE, METADATA_NODE
@@ -564,7 +565,7 @@ def replay_job(inputs: Any, *, mode: Mode = "lanes", gaps: bool = True, missing:
                couple: bool = True, align: bool = True, collective: CollectiveRule = "auto",
                comm_groups: Mapping[str, Sequence[int]] | str | os.PathLike[str] | None = None,
                unknown_group: UnknownGroup = "error", whatif: WhatIf | None = None, keep_plan: bool = False,
-               allow_missing_ranks: bool | None = None) -> JobResult:
+               allow_missing_ranks: bool | None = None, steps: Steps | None = None) -> JobResult:
     """Replay every rank of a job; ``couple=False`` replays them side by side, independently.
 
     ``align`` (lanes mode, when every rank has ``measured_start_us``) starts each rank's
@@ -580,11 +581,16 @@ def replay_job(inputs: Any, *, mode: Mode = "lanes", gaps: bool = True, missing:
     (``chakra replay --job``): coupled, a job of which the files' process-group tables (world size, groups'
     ranks, a world collective's recorded ``pg_size``, :func:`job_claims`) name ranks that were not given is
     refused naming them (:func:`chakra.io.ranks.check_complete`); True: replayed over the ranks given, with a
-    warning; None (default): not checked.
+    warning; None (default): not checked.  ``steps``: where the phases of a long replay are announced
+    (:mod:`chakra.replay.progress`).
     """
+    if steps is not None:
+        steps.phase(f"reading {len(inputs):,} ranks" if isinstance(inputs, Sized) else "reading the ranks")
     graphs = load_job(inputs)
     if not graphs:
         raise ChakraError("no ranks to replay")
+    if steps is not None:
+        steps.phase("process groups and communication model")
     check_ranks(whatif, (g.rank for g in graphs))
     if couple:
         if isinstance(comm_groups, (str, os.PathLike)):
@@ -607,11 +613,19 @@ def replay_job(inputs: Any, *, mode: Mode = "lanes", gaps: bool = True, missing:
         with gc_paused():
             out = simulate(graphs, ranks=ranks, mode=mode, gaps=gaps, missing=missing,
                            couple=True, base=base, collective=rule, unknown_group=unknown_group,
-                           keep_plans=keep_plan)
+                           keep_plans=keep_plan, steps=steps)
+            if steps is not None:
+                steps.phase("per-rank results")
             results = _results(graphs, out, mode, gaps, job=True)
         groups, members, offsets = out.groups, out.members, out.offsets
     else:
-        results = [_replay_alone(g, mode, gaps, missing, keep_plan) for g in graphs]
+        if steps is not None:
+            steps.phase("replaying each rank alone", len(graphs))
+        results = []
+        for g in graphs:
+            results.append(_replay_alone(g, mode, gaps, missing, keep_plan))
+            if steps is not None:
+                steps.advance()
         groups, members, offsets = 0, [], []
     return JobResult(ranks={r.rank: r for r in results}, mode=mode, gaps=gaps and mode == "lanes",  # type: ignore[misc]
                      coupled=couple, groups=groups, whatif=report, _members=members, _offsets=offsets,

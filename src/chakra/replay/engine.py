@@ -157,6 +157,7 @@ from chakra.replay.modes import (
     UnknownGroup,
 )
 from chakra.replay.plan import Plan, rank_plan
+from chakra.replay.progress import Steps
 from chakra.schema import BROADCAST, COMM_COLL_NODE, MEM_LOAD_NODE, MEM_STORE_NODE, METADATA_NODE
 from chakra.tunables import IDS_LISTED_MAX
 
@@ -193,7 +194,8 @@ def _by_rank(values: list[float], offsets: Sequence[int]) -> list[list[float]]:
 def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None, mode: Mode = "lanes",
              gaps: bool = True, missing: Missing = "error", couple: bool = False,
              base: Sequence[float] | None = None, collective: CollectiveDuration = "net",
-             unknown_group: UnknownGroup = "error", keep_plans: bool = False) -> SimOutput:
+             unknown_group: UnknownGroup = "error", keep_plans: bool = False,
+             steps: Steps | None = None) -> SimOutput:
     """Replay ``graphs`` (one per rank) together; ``couple`` ties collectives/send/recv across ranks.
 
     ``base`` (lanes mode) is the time at which each rank's replay begins on the common
@@ -201,7 +203,8 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
     group: ``"net"`` (each participant's recording net of its recorded wait, see
     :func:`chakra.replay.coupling.net_durations`) or ``"min"`` (shortest recording, every
     participant ends together).  ``keep_plans``: ``SimOutput.plans`` holds the ranks' plans (lanes mode;
-    otherwise they are freed before the results are made).
+    otherwise they are freed before the results are made).  ``steps``: where the phases are announced
+    (:mod:`chakra.replay.progress`).
     """
     if mode not in MODES:
         raise ChakraError(f"unknown replay mode {mode!r} (expected one of {', '.join(MODES)})")
@@ -216,12 +219,18 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
     offsets = [0]
     for g in graphs:
         offsets.append(offsets[-1] + len(g.ids))
+    if steps is not None:
+        steps.phase("dependencies and lane order", len(graphs))
     deps, orders = [], []
     for g in graphs:
         d = _resolve_deps(g, missing)
         deps.append(d)
         orders.append(_topo_order(g, d))
+        if steps is not None:
+            steps.advance()
     if not lanes_mode:
+        if steps is not None:
+            steps.phase(f"replaying {offsets[-1]:,} nodes (ASTRA-sim rules)")
         job = _Job.astrasim(graphs, ranks, offsets, deps, orders, couple, collective, unknown_group)
         job.run_astrasim()
         if job.done != offsets[-1]:
@@ -231,11 +240,15 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
                          offsets=offsets, comm_start=c.comm_start,
                          lane_order=orders, base=bases, groups=len(c.members), members=c.members)
     # (segments apply with or without gaps: they are how nested CPU ops occupy a thread)
-    plans = [rank_plan(g, d, o, gaps) for g, d, o in zip(graphs, deps, orders)]
+    plans = _plans(graphs, deps, orders, gaps, steps)
     c = Coupling()
     if couple:
+        if steps is not None:
+            steps.phase("coupling the collectives")
         lane_gaps, c, group_of = _couple_lanes(graphs, ranks, offsets, plans, orders, bases, collective,
                                                unknown_group)
+        if steps is not None:
+            steps.phase(f"scheduling {offsets[-1]:,} nodes")
         run = run_lanes(plans, orders, offsets, bases, lane_gaps, c, group_of)
         del lane_gaps, group_of
     else:
@@ -248,6 +261,19 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
                      offsets=offsets,
                      comm_start=c.comm_start, lane_order=orders, base=bases, groups=len(c.members),
                      members=c.members, closes=run.closes, plans=kept)
+
+
+def _plans(graphs: Sequence[RankGraph], deps: Sequence[list[tuple[int, ...]]],
+           orders: Sequence[Sequence[int]], gaps: bool, steps: Steps | None) -> list[Plan]:
+    """Each rank's plan (:func:`chakra.replay.plan.rank_plan`), a rank at a time."""
+    if steps is None:
+        return [rank_plan(g, d, o, gaps) for g, d, o in zip(graphs, deps, orders)]
+    steps.phase("rank plans", len(graphs))
+    plans = []
+    for g, d, o in zip(graphs, deps, orders):
+        plans.append(rank_plan(g, d, o, gaps))
+        steps.advance()
+    return plans
 
 
 def _coupling(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: list[int],

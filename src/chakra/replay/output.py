@@ -220,7 +220,7 @@ def replay_report(paths: list[str], *, job: bool = False, mode: Mode = "lanes", 
                   timeline_path: str | None = None,
                   log_path: str | None = None, as_json: bool = False, stream: Any = None,
                   comm_groups: str | None = None, unknown_group: UnknownGroup = "error", whatif: Any = None,
-                  allow_missing_ranks: bool = False) -> int:
+                  allow_missing_ranks: bool = False, progress: bool = False) -> int:
     """What ``chakra replay`` does: replay, write the requested files, print a table (or JSON).
 
     With a what-if (:class:`chakra.replay.whatif.WhatIf`), the files are replayed as recorded and
@@ -231,6 +231,7 @@ def replay_report(paths: list[str], *, job: bool = False, mode: Mode = "lanes", 
     import orjson
 
     from chakra.replay.api import load_job, replay_job
+    from chakra.replay.progress import job_steps
 
     out = stream if stream is not None else sys.stdout
     if (comm_groups or unknown_group != "error") and not job:
@@ -250,15 +251,17 @@ def replay_report(paths: list[str], *, job: bool = False, mode: Mode = "lanes", 
         if job:
             again = partial(again, comm_groups=comm_groups, unknown_group=unknown_group,
                             allow_missing_ranks=allow_missing_ranks)
-        base = again(whatif=WhatIf(model=whatif.model))
-        if base.whatif is not None and base.whatif.model is not None:   # one model for both (fitted once)
-            whatif = replace(whatif, model=base.whatif.model)
-        result = again(whatif=whatif)
+        with job_steps(progress and job) as steps:
+            base = again(whatif=WhatIf(model=whatif.model), steps=steps)
+            if base.whatif is not None and base.whatif.model is not None:   # one model for both (fitted once)
+                whatif = replace(whatif, model=base.whatif.model)
+            result = again(whatif=whatif, steps=steps)
         return _whatif_output(base, result, whatif, out, as_json, log_path, timeline_path)
-    result = replay_job(paths, mode=mode, gaps=gaps, missing=missing, couple=job, align=align,
-                        collective=collective, comm_groups=comm_groups, unknown_group=unknown_group,
-                        whatif=whatif, allow_missing_ranks=allow_missing_ranks)   # (no change asked: at most
-    # the communication model)
+    with job_steps(progress and job) as steps:   # (bars: a whole job on a terminal)
+        result = replay_job(paths, mode=mode, gaps=gaps, missing=missing, couple=job, align=align,
+                            collective=collective, comm_groups=comm_groups, unknown_group=unknown_group,
+                            whatif=whatif, allow_missing_ranks=allow_missing_ranks,   # (no change asked: at
+                            steps=steps)                                             # most the comm model)
     if log_path:
         write_completion_log(log_path, result)
     if timeline_path:
