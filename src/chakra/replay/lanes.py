@@ -173,24 +173,12 @@ class _Lanes:
                 walked[r] += 1
                 if pending or i in bounded:
                     todo.append((r, i))
-                else:   # a coupled node: its start bounds are all placed; it arrives at its group
-                    t = ready[i]
-                    for j in deps[i]:
-                        e = end[j]
-                        if e > t:
-                            t = e
-                    j = lane_prev[i]
-                    if j >= 0:
-                        rel = rget(j)
-                        c = (end[j] if rel is None else start[j] + rel) + gap[i]
-                        if c > t:
-                            t = c
-                    started(r, i, t)
-                drain()
-                pending = walked[r] - ended[r]
-                if pending:
-                    break
-                continue
+                    drain()
+                    pending = walked[r] - ended[r]
+                    if pending:
+                        break
+                    continue
+            # (its start bounds are all placed: the latest of them, the short way)
             t = ready[i]
             for j in deps[i]:
                 e = end[j]
@@ -202,6 +190,13 @@ class _Lanes:
                 c = (end[j] if rel is None else start[j] + rel) + gap[i]
                 if c > t:
                     t = c
+            if special[i]:   # a coupled node: it arrives at its group
+                started(r, i, t)
+                drain()
+                pending = walked[r] - ended[r]
+                if pending:
+                    break
+                continue
             start[i] = t
             end[i] = t + rd[i]
             state[i] = _ENDED
