@@ -377,7 +377,7 @@ def match_job(ranks: Sequence[RankComms], *, unknown_group: UnknownGroup = "erro
 
 
 def _bucket(rc: RankComms, c: Comm, groups: dict[str, tuple[int, ...]], job_set: set[int],
-            everyone: tuple[int, ...], by_group: dict[str, dict[int, list[Comm]]], unknown_group: str
+            everyone: tuple[int, ...], by_group: dict[str, dict[int, list[Comm]]], unknown_group: UnknownGroup
             ) -> list[Comm] | str:
     """Where rank ``rc``'s collectives on ``c.pg`` go: its sequence in the group's ``by_group`` entry, or,
     when they cannot be matched, why (each is then left out).  A pg that is not the rank's own is an

@@ -107,11 +107,8 @@ def build_coupling(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: S
     for r, g, off, order in zip(ranks, graphs, offsets, orders):
         comms = []
         base = g.measured_start_us
-        # a rank's columns as dicts for the time of its pass (a read graph's are sorted columns, whose
-        # lookups are a bisection in Python each)
-        ctypes = dict(g.extra.get("comm_type", {}).items())
-        csizes = dict(g.extra.get("comm_size", {}).items())
-        infos = list(map(dict(g.comm.items()).get, order))
+        comm, ctypes, csizes = g.comm_lookups()
+        infos = list(map(comm.get, order))
         for i, info in zip(compress(order, infos), filter(None, infos)):   # the comm nodes, in lane order
             ntype = g.types[i]
             if ntype == COMM_SEND_NODE and info.dst is None:

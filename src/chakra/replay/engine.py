@@ -266,13 +266,13 @@ def simulate(graphs: Sequence[RankGraph], *, ranks: Sequence[int] | None = None,
 def _plans(graphs: Sequence[RankGraph], deps: Sequence[list[tuple[int, ...]]],
            orders: Sequence[Sequence[int]], gaps: bool, steps: Steps | None) -> list[Plan]:
     """Each rank's plan (:func:`chakra.replay.plan.rank_plan`), a rank at a time."""
-    if steps is None:
-        return [rank_plan(g, d, o, gaps) for g, d, o in zip(graphs, deps, orders)]
-    steps.phase("rank plans", len(graphs))
+    if steps is not None:
+        steps.phase("rank plans", len(graphs))
     plans = []
     for g, d, o in zip(graphs, deps, orders):
         plans.append(rank_plan(g, d, o, gaps))
-        steps.advance()
+        if steps is not None:
+            steps.advance()
     return plans
 
 

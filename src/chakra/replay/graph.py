@@ -353,6 +353,13 @@ class RankGraph:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def comm_lookups(self) -> tuple[dict[int, CommInfo], dict[int, Any], dict[int, Any]]:
+        """``comm`` and the ``comm_type`` / ``comm_size`` extras as plain dicts, for a pass that looks them
+        up per communication node (a read graph's are sorted columns: a lookup in one is a bisection in
+        Python)."""
+        return (dict(self.comm.items()), dict(self.extra.get("comm_type", {}).items()),
+                dict(self.extra.get("comm_size", {}).items()))
+
     def file_order(self) -> Sequence[int]:
         """The node indices in the order of the file's messages."""
         fpos = self.file_pos

@@ -104,7 +104,7 @@ def _sequences(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: Seque
     by_group: dict[str, tuple[_Sig, dict[int, array]]] = {}
     issue: list[_Issue] = []
     for r, g, off, order in zip(ranks, graphs, offsets, orders):
-        comm = dict(g.comm.items())
+        comm, ctypes, csizes = g.comm_lookups()
         infos = list(map(comm.get, order))
         pos = list(compress(order, infos))          # the comm nodes, in lane order
         types = g.types
@@ -125,7 +125,7 @@ def _sequences(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: Seque
             mine[raw] = len(names)
             names.append(pg)
         which = array("l", map(mine.__getitem__, raw_pgs))
-        cols = _columns(g, off, pos, which, len(names))
+        cols = _columns(off, pos, list(map(ctypes.get, pos)), list(map(csizes.get, pos)), which, len(names))
         issue.append((r, which, names))
         for pg, (p, t, s) in zip(names, cols):
             sig, seqs = by_group.setdefault(pg, ({}, {}))
@@ -138,12 +138,11 @@ def _sequences(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: Seque
     return by_group, issue
 
 
-def _columns(g: RankGraph, off: int, pos: list[int], which: array, n_groups: int
+def _columns(off: int, pos: list[int], ctypes: list[Any], csizes: list[Any], which: array, n_groups: int
              ) -> list[tuple[array, array, array]]:
-    """Per group of a rank (``which``: each comm node's, in issue order): its nodes' global indices,
-    collective types (the lowest int64 for none) and sizes, as ``match_job``'s records read them."""
-    ctypes: list[Any] = list(map(dict(g.extra.get("comm_type", {}).items()).get, pos))
-    csizes: list[Any] = list(map(dict(g.extra.get("comm_size", {}).items()).get, pos))
+    """Per group of a rank (``pos``: its comm nodes in issue order, ``ctypes`` / ``csizes`` theirs,
+    ``which``: the group of each): its nodes' global indices, collective types (the lowest int64 for
+    none) and sizes, as ``match_job``'s records read them."""
     types: array[int]
     sizes: array[int]
     try:

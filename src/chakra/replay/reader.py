@@ -282,9 +282,9 @@ def load_graphs(paths: Sequence[str | os.PathLike[str]],
     k = min(parts(), len(todo))
     if k <= 1:
         return [load_graph(path, rank) for path, rank in todo]
-    sizes = [os.stat(path).st_size for path, _ in todo]
-    total = sum(sizes) or 1
-    ends = [bisect.bisect_left(list(accumulate(sizes)), total * j / k) + 1 for j in range(1, k)]
+    upto = list(accumulate(os.stat(path).st_size for path, _ in todo))   # bytes of the files up to each
+    total = upto[-1] or 1
+    ends = [bisect.bisect_left(upto, total * j / k) + 1 for j in range(1, k)]
     cuts = sorted({0, *ends, len(todo)})
     runs = [todo[a:b] for a, b in zip(cuts, cuts[1:]) if a < b]
     with gc_paused():      # (unpickling builds as many objects as reading does)

@@ -294,9 +294,7 @@ def _comm_samples(graphs: Sequence[RankGraph], job_ranks: int) -> list[tuple[flo
         timed = [i for i in comm_positions(g) if durs[i] > 0]
         if not timed:
             continue
-        ctype = dict(g.extra.get("comm_type", {}).items())   # (dicts: see apply_whatif)
-        csize = dict(g.extra.get("comm_size", {}).items())
-        comm = dict(g.comm.items())
+        comm, ctype, csize = g.comm_lookups()
         sizes: dict[str, int] = {}          # pg -> its group size
         for i in timed:
             d = durs[i]
@@ -417,11 +415,7 @@ def _model_delays(g: RankGraph, w: WhatIf, model: CommModel, changed: CommModel 
     """The µs the communication model adds to each node of ``g`` (None: none): a collective recorded
     without a duration takes the model's time, a recorded one its recording plus the model's difference
     when its size (``w.comm_size``) or the network (``changed``) changes."""
-    # the rank's comm columns as dicts while it is worked on (a read graph's are sorted columns: a lookup
-    # in one is a bisection in Python)
-    ctype = dict(g.extra.get("comm_type", {}).items())
-    csize = dict(g.extra.get("comm_size", {}).items())
-    comm = dict(g.comm.items())
+    comm, ctype, csize = g.comm_lookups()
     durs, types = g.durations, g.types
     if not w.comm_size and changed is None:
         return _untimed_delays(g, model, times, report, job_ranks, ctype, csize, comm)
