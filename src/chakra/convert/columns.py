@@ -477,22 +477,16 @@ class _Filler:
             kt = None
         threads(kt if kt is not None else tid)
         is_gpu(gpu)
-        # (_put's float case inline: nearly every node's three times)
-        v = n.ts
-        if type(v) is float and v == v:
-            c.ts.append(v)
+        ts, dur, excl = n.ts, n.dur, n.exclusive_dur
+        if type(ts) is float and type(dur) is float and type(excl) is float and ts == ts and dur == dur \
+                and excl == excl:   # (nearly every node: _put's float case, the three at once)
+            c.ts.append(ts)
+            c.dur.append(dur)
+            c.excl.append(excl)
         else:
-            _put(c.ts, c.ts_x, i, v)
-        v = n.dur
-        if type(v) is float and v == v:
-            c.dur.append(v)
-        else:
-            _put(c.dur, c.dur_x, i, v)
-        v = n.exclusive_dur
-        if type(v) is float and v == v:
-            c.excl.append(v)
-        else:
-            _put(c.excl, c.excl_x, i, v)
+            _put(c.ts, c.ts_x, i, ts)
+            _put(c.dur, c.dur_x, i, dur)
+            _put(c.excl, c.excl_x, i, excl)
         ser = self.ser
         if len(io) == 2:   # the builder's raw_io
             io_field = self.io_field
