@@ -35,10 +35,11 @@ import sys
 import tarfile
 from pathlib import Path
 
-JOBS = ("mlp", "collectives")
+JOBS = ("mlp", "collectives", "pipeline", "moe")
 _PERTURB = ("hidden", "batch", "threads", "straggler_rank", "straggler_ms", "straggler_mode",
             "extra_broadcast", "alternate", "base_batch", "base_extra_broadcast", "step_barrier",
-            "window_skew", "et_iteration", "bucket_cap_mb")
+            "window_skew", "et_iteration", "bucket_cap_mb", "accum", "checkpoint", "backward_thread",
+            "microbatches", "p2p", "repeat", "moe_group")
 
 
 # --------------------------------------------------------------------------------------------- the jobs
@@ -48,6 +49,8 @@ def _mlp_job(rank: int, world_size: int, device, steps: int, prof, opts: dict | 
     what-if replays.  With ``alternate`` only odd-numbered steps are perturbed and even steps run
     ``base_batch`` / ``base_extra_broadcast`` (a perturbed and an unperturbed step side by side, under
     the same load of the machine)."""
+    import contextlib
+    import threading
     import time
 
     import torch
@@ -71,6 +74,8 @@ def _mlp_job(rank: int, world_size: int, device, steps: int, prof, opts: dict | 
                   else extra)
     perturbed = [True]
     step_barrier = bool(opts.get("step_barrier"))
+    accum = int(opts.get("accum") or 1)
+    backward_thread = bool(opts.get("backward_thread"))
 
     class Straggle(nn.Module):
         """Sleeps inside the forward on the straggling rank (a slow host: the same ops, later)."""
@@ -85,9 +90,23 @@ def _mlp_job(rank: int, world_size: int, device, steps: int, prof, opts: dict | 
                     time.sleep(sleep_s)
             return x
 
+    class Checkpointed(nn.Module):
+        """--checkpoint: the wrapped layers keep no activations; backward recomputes their forward."""
+
+        def __init__(self, inner: nn.Module) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x):  # noqa: D102 - recomputed in backward
+            from torch.utils.checkpoint import checkpoint
+
+            return checkpoint(self.inner, x, use_reentrant=opts.get("checkpoint") == "reentrant")
+
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(32, hidden), nn.ReLU(), Straggle(), nn.Linear(hidden, hidden), nn.ReLU(),
-                          nn.Linear(hidden, 8))
+    middle: nn.Module = nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU())
+    if opts.get("checkpoint"):
+        middle = Checkpointed(middle)
+    model = nn.Sequential(nn.Linear(32, hidden), nn.ReLU(), Straggle(), middle, nn.Linear(hidden, 8))
     model = model.to(device)
     cap = opts.get("bucket_cap_mb")    # smaller buckets: several gradient all_reduces in flight per step
     ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None,
@@ -102,8 +121,16 @@ def _mlp_job(rank: int, world_size: int, device, steps: int, prof, opts: dict | 
         x = torch.randn(b, 32, generator=gen).to(device)
         y = torch.randint(0, 8, (b,), generator=gen).to(device)
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(ddp(x), y)
-        loss.backward()
+        for micro in range(accum):    # --accum K: K-1 micro-batches under no_sync, the last one all-reduces
+            xs, ys = x.chunk(accum)[micro], y.chunk(accum)[micro]
+            with (ddp.no_sync() if micro < accum - 1 else contextlib.nullcontext()):
+                loss = loss_fn(ddp(xs), ys)
+                if backward_thread:  # backward run by another thread of the process (the caller waits)
+                    worker = threading.Thread(target=loss.backward, name="backward")
+                    worker.start()
+                    worker.join()
+                else:
+                    loss.backward()
         opt.step()
         sizes_now = extra if perturbed[0] else base_extra
         if sizes_now or step_barrier:
@@ -148,6 +175,108 @@ def _collectives_job(rank: int, world_size: int, device, steps: int, prof, opts:
         prof.step()
 
 
+def _pipeline_job(rank: int, world_size: int, device, steps: int, prof, opts: dict | None = None) -> None:
+    """Pipeline parallelism, one stage per rank (GPipe order): every micro-batch's activations go forward
+    from stage to stage by send/recv, then its gradients come back the other way; ``--p2p async`` posts
+    isend/irecv and waits on them, ``blocking`` (default) uses send/recv.  No DDP: each stage's optimizer
+    steps its own layer."""
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+
+    opts = opts or {}
+    hidden = int(opts.get("hidden") or 64)
+    batch = int(opts.get("batch") or 16)
+    micro = int(opts.get("microbatches") or 4)
+    is_async = opts.get("p2p") == "async"
+    first, last = rank == 0, rank == world_size - 1
+    torch.manual_seed(rank)
+    stage = nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, hidden)).to(device)
+    opt = torch.optim.SGD(stage.parameters(), lr=0.01)
+    gen = torch.Generator().manual_seed(1234)
+    mb = batch // micro
+
+    def send(t, dst: int):
+        return dist.isend(t, dst=dst) if is_async else dist.send(t, dst=dst)
+
+    def recv(t, src: int) -> None:
+        if is_async:
+            dist.irecv(t, src=src).wait()
+        else:
+            dist.recv(t, src=src)
+
+    for _ in range(steps):
+        opt.zero_grad(set_to_none=True)
+        x = torch.randn(batch, hidden, generator=gen).to(device)
+        y = torch.randn(batch, hidden, generator=gen).to(device)
+        inputs, outputs, pending = [], [], []
+        for m in range(micro):                       # forward of every micro-batch
+            if first:
+                inp = x[m * mb:(m + 1) * mb].clone()
+            else:
+                inp = torch.empty(mb, hidden, device=device)
+                recv(inp, rank - 1)
+                inp.requires_grad_(True)
+            out = stage(inp)
+            if not last:
+                pending.append(send(out.detach(), rank + 1))
+            inputs.append(inp)
+            outputs.append(out)
+        for m in reversed(range(micro)):             # backward, last micro-batch first
+            if last:
+                loss = ((outputs[m] - y[m * mb:(m + 1) * mb]) ** 2).mean()
+                loss.backward()
+            else:
+                grad = torch.empty(mb, hidden, device=device)
+                recv(grad, rank + 1)
+                outputs[m].backward(grad)
+            if not first:
+                pending.append(send(inputs[m].grad, rank - 1))
+        for w in pending:
+            if w is not None:
+                w.wait()
+        opt.step()
+        prof.step()
+
+
+def _moe_job(rank: int, world_size: int, device, steps: int, prof, opts: dict | None = None) -> None:
+    """An MoE-like step: tokens go to the experts by all_to_all_single with uneven splits inside an
+    expert-parallel sub-group (``--moe-group G`` consecutive ranks; default 2), come back by the reverse
+    all_to_all, and the dense gradients are all-reduced over the world."""
+    import torch
+    import torch.distributed as dist
+
+    opts = opts or {}
+    size = int(opts.get("moe_group") or 2)
+    if world_size % size:
+        raise SystemExit(f"--moe-group {size} does not divide --world-size {world_size}")
+    groups = [dist.new_group(ranks=list(range(g, g + size))) for g in range(0, world_size, size)]
+    group = groups[rank // size]
+    me = rank % size
+    hidden = int(opts.get("hidden") or 64)
+
+    def tokens(src: int, dst: int) -> int:   # uneven: every (sender, receiver) pair its own count
+        return 8 * (1 + src + 3 * dst)
+
+    send_splits = [tokens(me, j) * hidden for j in range(size)]
+    recv_splits = [tokens(j, me) * hidden for j in range(size)]
+    torch.manual_seed(rank)
+    expert = torch.randn(hidden, hidden, device=device)
+    dense = torch.randn(hidden * hidden, device=device)
+    for _ in range(steps):
+        x = torch.randn(sum(send_splits), device=device)
+        routed = torch.empty(sum(recv_splits), device=device)
+        dist.all_to_all_single(routed, x, output_split_sizes=recv_splits, input_split_sizes=send_splits,
+                               group=group)
+        y = (routed.view(-1, hidden) @ expert).reshape(-1)
+        back = torch.empty(sum(send_splits), device=device)
+        dist.all_to_all_single(back, y, output_split_sizes=send_splits, input_split_sizes=recv_splits,
+                               group=group)
+        grad = dense * back.sum()
+        dist.all_reduce(grad)
+        prof.step()
+
+
 # ------------------------------------------------------------------------------------------------ a rank
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -178,7 +307,15 @@ def run_rank(rank: int, world_size: int, job: str, out_dir: str, steps: int, wai
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if use_cuda else [])
     et = ExecutionTraceObserver().register_callback(str(host_path))
 
+    cycles = [0]
+
     def on_ready(p) -> None:
+        # --repeat R: called once per wait/warmup/active cycle; kineto_N.json keeps the last cycle (as a
+        # handler writing one fixed path does), cycles/kineto_N.cK.json every cycle
+        if int((opts or {}).get("repeat") or 1) > 1:
+            (out / "cycles").mkdir(exist_ok=True)
+            p.export_chrome_trace(str(out / "cycles" / f"kineto_{rank}.c{cycles[0]}.json"))
+            cycles[0] += 1
         p.export_chrome_trace(str(kineto_path))
 
     # --window-skew R:K: rank R starts (and stops) profiling K steps later than the others, as on-demand
@@ -187,7 +324,7 @@ def run_rank(rank: int, world_size: int, job: str, out_dir: str, steps: int, wai
     skew = int(skew_steps or 0)
     late = skew if rank == int(skew_rank) else 0
     total = max(steps, wait + warmup + active) + skew
-    run = _mlp_job if job == "mlp" else _collectives_job
+    run = {"mlp": _mlp_job, "collectives": _collectives_job, "pipeline": _pipeline_job, "moe": _moe_job}[job]
     one = (opts or {}).get("et_iteration")
     if one is not None:
         # --et-iteration K: the profiler runs over all iterations without a schedule (no prof.step(), so no
@@ -196,7 +333,9 @@ def run_rank(rank: int, world_size: int, job: str, out_dir: str, steps: int, wai
         with profile(activities=activities, on_trace_ready=on_ready, record_shapes=True):
             run(rank, world_size, device, total, _OneIterationET(et, int(one)), opts)
     else:
-        plan = schedule(wait=wait + late, warmup=warmup, active=active, repeat=1)
+        repeat = int((opts or {}).get("repeat") or 1)
+        plan = schedule(wait=wait + late, warmup=warmup, active=active, repeat=repeat)
+        total = max(total, (wait + warmup + active) * repeat + skew)
         with profile(activities=activities, schedule=plan, on_trace_ready=on_ready, record_shapes=True,
                      execution_trace_observer=et) as prof:
             run(rank, world_size, device, total, prof, opts)
@@ -394,6 +533,22 @@ def main(argv: list[str] | None = None) -> int:
                    help="the profiler records all --steps iterations without a schedule (no ProfilerStep "
                         "windows), the ET observer iteration K alone (0-based): a host ET of one iteration "
                         "and a Kineto trace of many, as PARAM's linker test pairs are made")
+    s = c.add_argument_group("other shapes")
+    s.add_argument("--accum", type=int, metavar="K",
+                   help="--job mlp: gradient accumulation, K micro-batches per step, the first K-1 under "
+                        "DDP's no_sync (one all_reduce per step)")
+    s.add_argument("--checkpoint", choices=("reentrant", "nonreentrant"),
+                   help="--job mlp: activation checkpointing of the middle layer (backward recomputes it)")
+    s.add_argument("--backward-thread", action="store_true",
+                   help="--job mlp: run loss.backward() on another thread of the process (joined)")
+    s.add_argument("--microbatches", type=int, help="--job pipeline: micro-batches per step (default 4)")
+    s.add_argument("--p2p", choices=("blocking", "async"), default=None,
+                   help="--job pipeline: send/recv (default) or isend/irecv + wait")
+    s.add_argument("--moe-group", type=int, metavar="G",
+                   help="--job moe: ranks per expert-parallel sub-group (default 2)")
+    s.add_argument("--repeat", type=int, metavar="R",
+                   help="the profiler schedule's repeat: R wait/warmup/active cycles; the host ET holds "
+                        "every cycle's active steps, kineto_N.json the last cycle's, cycles/ each cycle's")
     c.add_argument("--archive", help="also pack NAME.tgz for the integration harness")
     p = sub.add_parser("pack", help="pack a collection folder into NAME.tgz (NAME/chakra_host_et_N.json ...)")
     p.add_argument("--src", required=True)

@@ -73,6 +73,19 @@ def test_the_project_jobs_experiments(tmp_path, job):
         assert max(abs(e) for e in errs) <= 2.0, errs
 
 
+def test_a_pipeline_jobs_experiment_pairs_each_send_with_its_receive(tmp_path):
+    """Three pipeline stages passing 3 micro-batches' activations and gradients by send/recv
+    (trace_collection, --job pipeline; 12 send/recv pairs).  A written comm node starts when it arrives and
+    lasts the network model's time: with the recorded window start kept in the written files, the rule
+    replay of them (and the breakdown) took start + duration for the ends, matched channel 1->2 shifted by
+    one and kept 10 pairs of 12 (rank 0's breakdown summed to 52,977 µs, the simulator's time 53,676 µs).
+    _check holds each rank's rule replay to the replay, its breakdown to its time and to the simulator."""
+    out = tmp_path / "out"
+    _check(DATA / "gloo_pipeline_3r", out)
+    written = replay_job([out / f"gloo_pipeline_3r.{r}.et" for r in range(3)], mode="astrasim")
+    assert len(written.groups_members) == 12
+
+
 def test_summary_md_names_the_simulator_and_the_fit(tmp_path):
     out = tmp_path / "out"
     run_pipeline(DATA / "gloo_mlp_2r", out, jobs=1, astrasim=True)

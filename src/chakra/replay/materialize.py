@@ -366,10 +366,14 @@ def _is_broadcast(nd: Any) -> bool:
 
 
 def _metadata(md: Any) -> Any:
-    """The rank's GlobalMetadata without the thread timing (the pieces are nodes now), saying so."""
+    """The rank's GlobalMetadata without the thread timing (the pieces are nodes now), saying so; and
+    without ``measured_start_us``: a written comm node starts when it arrives and lasts the network
+    model's time, so start + duration is not where it ended, and the rank's offset on the job's clock is
+    a node (``rank_start``).  With the recorded window start kept, readers that match by end times paired
+    a pipeline's sends with the next micro-batch's receives, and a lanes replay offset a rank twice."""
     out = pb.GlobalMetadata()
     out.CopyFrom(md)
-    keep = [a for a in out.attr if a.name not in ("thread_timing", "experiment_timing")]
+    keep = [a for a in out.attr if a.name not in ("thread_timing", "experiment_timing", "measured_start_us")]
     del out.attr[:]
     out.attr.extend(keep)
     out.attr.append(pb.AttributeProto(name="experiment_timing", string_val=EXPERIMENT_TIMING))
