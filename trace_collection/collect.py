@@ -313,9 +313,14 @@ def run_rank(rank: int, world_size: int, job: str, out_dir: str, steps: int, wai
         # --repeat R: called once per wait/warmup/active cycle; kineto_N.json keeps the last cycle (as a
         # handler writing one fixed path does), cycles/kineto_N.cK.json every cycle
         if int((opts or {}).get("repeat") or 1) > 1:
+            import shutil
+
             (out / "cycles").mkdir(exist_ok=True)
-            p.export_chrome_trace(str(out / "cycles" / f"kineto_{rank}.c{cycles[0]}.json"))
+            one = out / "cycles" / f"kineto_{rank}.c{cycles[0]}.json"
+            p.export_chrome_trace(str(one))      # (a trace is exported once)
             cycles[0] += 1
+            shutil.copyfile(one, kineto_path)
+            return
         p.export_chrome_trace(str(kineto_path))
 
     # --window-skew R:K: rank R starts (and stops) profiling K steps later than the others, as on-demand

@@ -120,3 +120,41 @@ def test_everyone_sends_then_receives_is_no_deadlock():
 def test_a_send_to_a_rank_outside_the_job_is_left_out():
     m = match_job([RankComms(0, [p2p(0, COMM_SEND_NODE, 5)]), RankComms(1, [])])
     assert m.instances == [] and "its peer rank 5 is not in the job" in m.left_out[0].reason
+
+
+def _channel(sends: list[tuple[float, float]], recv_ends: list[float], name: str) -> list[RankComms]:
+    """Channel 0->1: rank 0's sends (start, end) and rank 1's receives (their ends), µs on one clock."""
+    r0 = [Comm(pos=k, node_id=k, kind=COMM_SEND_NODE, comm_type=None, size=1024, pg="", peer=1, start=s,
+               end=e, name=f"{name}send") for k, (s, e) in enumerate(sends)]
+    r1 = [Comm(pos=k, node_id=k, kind=COMM_RECV_NODE, comm_type=None, size=1024, pg="", peer=0, end=e,
+               name=f"{name}recv") for k, e in enumerate(recv_ends)]
+    return [RankComms(0, r0), RankComms(1, r1)]
+
+
+def test_a_gloo_channel_places_a_send_by_its_start_not_its_end():
+    """Times (µs) read off real 3-stage gloo pipelines (trace_collection --job pipeline, channel 0->1,
+    two profiled steps of 4 micro-batches).  --p2p async: rank 0 isends each micro-batch's activations and
+    waits on the sends at the end of the step, so its send records all end there; weighed by those ends
+    the matcher shifted the channel by 4 (step 2's sends paired with step 3's receives, 4 of 8 kept).  A
+    gloo send's record starts as it is posted: placed by that, every pair is k-th to k-th.  A channel of
+    NCCL kernels (which end together) is still placed by its end times."""
+    sends = [(9239, 51448), (9943, 51460), (10376, 51475), (10833, 51485),
+             (63286, 136671), (64241, 136685), (64819, 136707), (65352, 136718)]
+    recv_ends = [11156, 15317, 19381, 23324, 65607, 71537, 80867, 87703]
+    m = match_job(_channel(sends, recv_ends, "gloo:"))
+    assert m.left_out == []
+    assert sorted((members(i)[0], members(i)[1]) for i in m.instances) == [(k, k) for k in range(8)]
+    m = match_job(_channel(sends, recv_ends, "nccl:"))   # (not CPU records: placed by the ends)
+    assert len(m.instances) == 4 and len(m.left_out) == 8
+
+
+def test_a_gloo_channel_cut_by_skewed_windows_keeps_the_shared_step():
+    """--window-skew 1:1: rank 1 profiles steps 3-4, rank 0 steps 2-3 (blocking send/recv).  The four pairs
+    of step 3 are matched (rank 0's sends 4-7 with rank 1's receives 0-3), the rest left out: by order
+    alone the channel paired step 2's sends with step 3's receives (+88% on rank 0)."""
+    sends = [(1994, 2275), (2754, 2780), (3538, 3716), (4263, 4288),
+             (17583, 19171), (19930, 20851), (21582, 22557), (23451, 23486)]
+    recv_ends = [18110, 19990, 21651, 23494, 49385, 55646, 56889, 57913]
+    m = match_job(_channel(sends, recv_ends, "gloo:"))
+    assert sorted((members(i)[0], members(i)[1]) for i in m.instances) == [(4, 0), (5, 1), (6, 2), (7, 3)]
+    assert len(m.left_out) == 8

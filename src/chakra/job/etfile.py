@@ -162,15 +162,16 @@ def comm_of(node: Any, pos: int, base: float | None, attrs: dict[str, Any] | Non
     kind = node.type
     peer = (_int_or_none(a.get("comm_dst" if kind == pb.COMM_SEND_NODE else "comm_src"))
             if kind != pb.COMM_COLL_NODE else None)
-    end = None
+    end = start = None
     if base is not None and node.start_time_micros:
-        end = base + node.start_time_micros + node.duration_micros
+        start = base + node.start_time_micros
+        end = start + node.duration_micros
     seq = a.get("comm_seq")
     return Comm(pos=pos, node_id=node.id, kind=kind,
                 comm_type=_int_or_none(a.get("comm_type")) if kind == pb.COMM_COLL_NODE else None,
                 size=_int_or_none(a.get("comm_size")) or 0, pg=str(a.get("pg_name") or ""), peer=peer,
                 tag=_int_or_none(a.get("comm_tag")) or 0, seq=seq if isinstance(seq, int) else None, end=end,
-                name=node.name)
+                start=start, name=node.name)
 
 
 def is_timing_piece(node: Any) -> bool:

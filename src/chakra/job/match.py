@@ -25,9 +25,15 @@ ways this module repairs or reports:
   instances are put in a topological order of the per-rank issue orders; a
   contradiction is a :class:`JobMatchError` naming the ranks and collectives.
 
-Send/recv pairs are matched per channel (source, destination, tag) the same way,
-by order.  Everything here works on small records (:class:`Comm`), whoever
-produced the graph: the replay builds them from its graphs, the ASTRA-sim pass and
+Send/recv pairs are matched per channel (source, destination, tag) the same way;
+in a channel of CPU records (gloo's ``gloo:send``/``gloo:recv``) a send is placed by
+its start, not its end: such a send's record does not end with its receive (an
+isend's ends when the sender waits on it), so ends would shift a pipeline's
+micro-batches against each other; it starts just after it was posted, and its
+receive ends once the data is there.  (NCCL's send and receive kernels run, and
+end, together.)
+Everything here works on small records (:class:`Comm`), whoever produced the
+graph: the replay builds them from its graphs, the ASTRA-sim pass and
 ``chakra validate`` from ``.et`` files.
 """
 
@@ -40,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from chakra.errors import ChakraError
+from chakra.host.collective_names import is_cpu_record
 from chakra.schema import COLLECTIVE_NAMES, COMM_COLL_NODE, COMM_SEND_NODE
 from chakra.tunables import MATCH_EXHAUSTIVE_PAIRS
 
@@ -71,6 +78,7 @@ class Comm:
     tag: int = 0
     seq: int | None = None    # the process group's collective sequence number, when recorded
     end: float | None = None  # absolute end, µs on the job's common clock, when known
+    start: float | None = None   # absolute start, likewise
     name: str = ""
 
     def describe(self) -> str:
@@ -155,7 +163,18 @@ def job_groups(ranks: Sequence[RankComms]) -> dict[str, tuple[int, ...]]:
     return out
 
 
-def _align(ref: list[Comm], seq: list[Comm], same: Callable[[Comm, Comm], bool]) -> int:
+def _end(c: Comm) -> float | None:
+    return c.end
+
+
+def _posted(c: Comm) -> float | None:
+    """When a gloo send's record starts (it was posted just before; its end is when it was waited on, which
+    its receive does not share), a receive's end."""
+    return c.start if c.kind == COMM_SEND_NODE else c.end
+
+
+def _align(ref: list[Comm], seq: list[Comm], same: Callable[[Comm, Comm], bool],
+           when: Callable[[Comm], float | None] = _end) -> int:
     """The offset ``d`` placing ``seq[i]`` against ``ref[i + d]``: the one of least cost, then the longest
     overlap, then the smallest shift.
 
@@ -168,21 +187,22 @@ def _align(ref: list[Comm], seq: list[Comm], same: Callable[[Comm, Comm], bool])
     small overlap agrees more easily than a large one.
     """
     n, m = len(ref), len(seq)
-    timed = all(c.end is not None for c in ref) and all(c.end is not None for c in seq)
+    tr, ts = [when(c) for c in ref], [when(c) for c in seq]
+    timed = None not in tr and None not in ts
     if n * m <= MATCH_EXHAUSTIVE_PAIRS:
         candidates: Iterable[int] = range(-(m - 1), n)
     elif timed:
-        ends = [c.end for c in ref]
+        ends = tr
         cand: set[int] = set()
         for i in (0, m // 2, m - 1):
-            k = _nearest(ends, seq[i].end)  # type: ignore[arg-type]
+            k = _nearest(ends, ts[i])  # type: ignore[arg-type]
             cand.update(k - i + s for s in (-2, -1, 0, 1, 2))
         candidates = sorted(cand)
     else:
         candidates = (0,)
     spacing = 1.0
     if timed and n > 1:
-        steps = sorted(abs(b.end - a.end) for a, b in zip(ref, ref[1:]))  # type: ignore[operator]
+        steps = sorted(abs(b - a) for a, b in zip(tr, tr[1:]))  # type: ignore[operator]
         spacing = max(steps[len(steps) // 2], 1.0)
     best: tuple | None = None
     best_d = 0
@@ -196,7 +216,7 @@ def _align(ref: list[Comm], seq: list[Comm], same: Callable[[Comm, Comm], bool])
         cost += sum(1 for i in range(lo, hi) if ref[i + d].size != seq[i].size) / overlap
         cost += 2.0 * (1.0 - overlap / shorter)
         if timed:
-            gaps = sum(abs(ref[i + d].end - seq[i].end) for i in range(lo, hi))  # type: ignore[operator]
+            gaps = sum(abs(tr[i + d] - ts[i]) for i in range(lo, hi))  # type: ignore[operator]
             cost += gaps / overlap / spacing
         score = (round(cost, 6), -overlap, abs(d))
         if best is None or score < best:
@@ -224,8 +244,10 @@ def _any(a: Comm, b: Comm) -> bool:
 
 
 def _match_sequences(seqs: dict[int, list[Comm]], what: str, same: Callable[[Comm, Comm], bool],
-                     notes: list[str], left: list[LeftOut]) -> list[dict[int, Comm]]:
-    """Match one group's sequences (rank -> its comms in issue order); return the aligned tuples."""
+                     notes: list[str], left: list[LeftOut], when: Callable[[Comm], float | None] = _end
+                     ) -> list[dict[int, Comm]]:
+    """Match one group's sequences (rank -> its comms in issue order); return the aligned tuples
+    (``when``: the time of a node :func:`_align` weighs)."""
     ranks = sorted(seqs)
     if all(c.seq is not None for r in ranks for c in seqs[r]) and all(
             len({c.seq for c in seqs[r]}) == len(seqs[r]) for r in ranks):
@@ -249,9 +271,9 @@ def _match_sequences(seqs: dict[int, list[Comm]], what: str, same: Callable[[Com
         return out
     ref_rank = max(ranks, key=lambda r: (len(seqs[r]), -r))
     ref = seqs[ref_rank]
-    if _in_step(seqs, ref_rank):
+    if _in_step(seqs, ref_rank, when):
         return [dict(zip(ranks, t)) for t in zip(*(seqs[r] for r in ranks))]
-    offsets = {r: 0 if r == ref_rank else _align(ref, seqs[r], same) for r in ranks}
+    offsets = {r: 0 if r == ref_rank else _align(ref, seqs[r], same, when) for r in ranks}
     lo = max(max(0, offsets[r]) for r in ranks)
     hi = min(min(len(ref), offsets[r] + len(seqs[r])) for r in ranks)
     out = []
@@ -280,7 +302,7 @@ def _match_sequences(seqs: dict[int, list[Comm]], what: str, same: Callable[[Com
     return out
 
 
-def _in_step(seqs: dict[int, list[Comm]], ref_rank: int) -> bool:
+def _in_step(seqs: dict[int, list[Comm]], ref_rank: int, when: Callable[[Comm], float | None] = _end) -> bool:
     """Whether every rank's sequence matches the reference's k-th to k-th with nothing left out: equal
     lengths, the same collective type and size at each place, and no pair of sequences both timed.  Then
     :func:`_align` chooses offset 0 for every rank (cost 0 at full overlap and no shift, the least score
@@ -291,12 +313,12 @@ def _in_step(seqs: dict[int, list[Comm]], ref_rank: int) -> bool:
     n = len(ref)
     if any(len(x) != n for x in seqs.values()):
         return False
-    ref_timed = all(c.end is not None for c in ref)
+    ref_timed = all(when(c) is not None for c in ref)
     sig = [(c.comm_type, c.size) for c in ref]
     for r, x in seqs.items():
         if r == ref_rank:
             continue
-        if ref_timed and all(c.end is not None for c in x):
+        if ref_timed and all(when(c) is not None for c in x):
             return False
         if [(c.comm_type, c.size) for c in x] != sig:
             return False
@@ -352,7 +374,8 @@ def match_job(ranks: Sequence[RankComms], *, unknown_group: UnknownGroup = "erro
             for c in seqs[src]:
                 left.append(LeftOut(src, c, f"{what}: a rank sending to itself"))
             continue
-        for k, t in enumerate(_match_sequences(seqs, what, _any, notes, left)):
+        gloo = any(is_cpu_record(c.name) for seq in seqs.values() for c in seq)
+        for k, t in enumerate(_match_sequences(seqs, what, _any, notes, left, _posted if gloo else _end)):
             tuples.append(("", f"{what} #{k}", COMM_SEND_NODE, t))
     instances = []
     for pg, label, kind, t in tuples:

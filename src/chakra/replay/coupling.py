@@ -115,13 +115,14 @@ def build_coupling(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: S
                 raise ReplayError(f"send node {g.ids[i]} has no comm_dst", g.path)
             if ntype == COMM_RECV_NODE and info.src is None:
                 raise ReplayError(f"recv node {g.ids[i]} has no comm_src", g.path)
-            end = None if base is None or not g.starts[i] else base + g.starts[i] + g.durations[i]
+            start = None if base is None or not g.starts[i] else base + g.starts[i]
+            end = None if start is None else start + g.durations[i]
             ctype = ctypes.get(i)
             comms.append(Comm(pos=off + i, node_id=g.ids[i], kind=ntype,
                               comm_type=int(ctype) if isinstance(ctype, (int, float)) else None,
                               size=int(csizes.get(i) or 0), pg=info.pg_name,
                               peer=info.dst if ntype == COMM_SEND_NODE else info.src, tag=info.tag,
-                              seq=info.seq, end=end, name=g.names[i]))
+                              seq=info.seq, end=end, start=start, name=g.names[i]))
         job.append(RankComms(r, comms, dict(g.process_groups), g.path))
     try:
         match = match_job(job, unknown_group=unknown_group)
