@@ -19,7 +19,8 @@ from chakra.replay.api import replay_job
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 CORPUS_JOBS = ["dlrm_8r_v100", "cpu_gloo/tp_like_2r", "cpu_gloo/ddp_mlp_4r", "cpu_gloo/fsdp_2r"]
-OWN_JOBS = ["gloo_mlp_2r", "gloo_collectives_2r", "gloo_skew_2r", "gloo_ddp_cycle_4r", "gloo_one_iter_2r"]
+OWN_JOBS = ["gloo_mlp_2r", "gloo_collectives_2r", "gloo_skew_2r", "gloo_ddp_cycle_4r", "gloo_one_iter_2r",
+            "gloo_pipeline_3r"]
 
 
 def _reference(row: dict) -> float:

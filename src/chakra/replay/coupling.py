@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import logging
 from array import array
-from bisect import bisect_right
-from collections.abc import MutableSequence, Sequence
+from bisect import bisect_left, bisect_right
+from collections.abc import Container, MutableSequence, Sequence
 from itertools import compress
 
 from chakra.job.match import Comm, JobMatchError, RankComms, UnknownGroup, match_job
@@ -27,7 +27,7 @@ class Coupling:
     schedulers: :meth:`arrive` and :meth:`ends`."""
 
     __slots__ = ("members", "dur", "label", "eager", "member_dur", "after", "arrived", "latest",
-                 "waiting", "comm_start")
+                 "waiting", "comm_start", "lead")
 
     def __init__(self) -> None:
         self.members: list[list[int]] = []
@@ -40,6 +40,7 @@ class Coupling:
         self.latest: list[float] = []       # per group: the latest arrival so far
         self.waiting: dict[int, list[int]] = {}   # a group some but not all members reached -> those
         self.comm_start: dict[int, float] = {}   # coupled node -> start of its transfer
+        self.lead: dict[int, float] = {}   # group -> how long before its send's record the send was posted
 
     def start_run(self) -> None:
         """Nobody has arrived yet."""
@@ -49,13 +50,15 @@ class Coupling:
 
     def arrive(self, gi: int, t: float, group: int) -> bool:
         """Node ``gi`` reaches its group at ``t``; True when it is the last to (the transfer starts at
-        the latest arrival).  A send does not wait for its receiver: its transfer starts when it arrives."""
+        the latest arrival).  A send does not wait for its receiver: its transfer starts when it arrives,
+        or, posted ``lead`` before its record (:func:`post_leads`), counts for the group that much earlier."""
         n = self.arrived[group] + 1
         self.arrived[group] = n
-        if t > self.latest[group]:
-            self.latest[group] = t
         if gi == self.eager[group]:
             self.comm_start[gi] = t
+            t -= self.lead.get(group, 0.0)
+        if t > self.latest[group]:
+            self.latest[group] = t
         if n == len(self.members[group]):
             self.waiting.pop(group, None)
             return True
@@ -150,6 +153,39 @@ def build_coupling(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: S
     return c, couple
 
 
+def post_lead(g: RankGraph, i: int) -> tuple[int, float] | None:
+    """Where send ``i``'s record starts after the op that issued it started, the send was posted then:
+    (that op's index, the distance), else None.
+
+    gloo posts a send's buffer in ``c10d::send`` (``send`` and ``isend`` alike) and only then starts the
+    ``gloo:send`` record (its work object), so the receiver can have the data before the record begins:
+    in a real 3-stage pipeline (tests/data/gloo_pipeline_3r) receives ended up to 3 ms before their send's
+    record started, the issuing op having been descheduled once its receiver woke up.  The issuing op is a
+    CPU op the send depends on, on the send's lane, whose span holds the send's start."""
+    if g.types[i] != COMM_SEND_NODE:
+        return None
+    s, lane, ids = g.starts[i], g.lanes[i], g.ids
+    for d in g.deps[i]:
+        p = bisect_left(ids, d)
+        if p < len(ids) and ids[p] == d and g.is_cpu[p] and g.lanes[p] == lane and \
+                g.starts[p] <= s <= g.starts[p] + g.durations[p]:
+            return (p, s - g.starts[p]) if s > g.starts[p] else None
+    return None
+
+
+def post_leads(c: Coupling, graphs: Sequence[RankGraph], offsets: Sequence[int], skip: Container[int] = ()
+               ) -> None:
+    """``c.lead``: each send's :func:`post_lead` (lanes mode), but for ``skip`` (records whose transfer
+    piece is coupled instead)."""
+    for grp, gi in enumerate(c.eager):
+        if gi < 0 or gi in skip:
+            continue
+        r = rank_of(offsets, gi)
+        found = post_lead(graphs[r], gi - offsets[r])
+        if found is not None:
+            c.lead[grp] = found[1]
+
+
 def couple_transfers(c: Coupling, group_of: MutableSequence[int], transfers: dict[int, tuple[int, float]],
                       gap: list[float], rdur: Sequence[float]) -> None:
     """A coupled record with children on its thread couples its transfer piece, not its lead.
@@ -183,11 +219,12 @@ def net_durations(c: Coupling, graphs: Sequence[RankGraph], offsets: Sequence[in
     collective do not finish together; this keeps each one's recorded finish.
     """
     c.member_dur = []
-    for members in c.members:
+    for grp, members in enumerate(c.members):
         arr = []
         for m in members:
             ri = rank_of(offsets, m)
-            arr.append(graphs[ri].starts[m - offsets[ri]] + base[ri])
+            arr.append(graphs[ri].starts[m - offsets[ri]] + base[ri]
+                       - (c.lead.get(grp, 0.0) if m == c.eager[grp] else 0.0))
         last = max(arr)
         c.member_dur.append([max(0.0, durations[m] - (last - a)) for m, a in zip(members, arr)])
 

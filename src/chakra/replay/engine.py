@@ -99,7 +99,10 @@ Whole-job coupling (``replay_job``)
     send is eager: it never waits for its receiver and takes its recorded duration
     (blocking both sides would deadlock the common "everyone sends, then everyone
     receives" exchange that isend/irecv make legal).  A recv waits for its send to
-    start, then lasts the shorter of the two recorded durations.
+    start, then lasts the shorter of the two recorded durations.  In lanes mode a
+    send starts, for its receiver, when it was posted: a record that starts inside
+    the op that issued it (gloo's ``gloo:send`` in ``c10d::send``) was posted at
+    that op's start (:func:`chakra.replay.coupling.post_lead`).
 
 Clock alignment (whole job, lanes mode)
     Each rank's recorded times count from its own measured window start.  Ranks of
@@ -130,7 +133,7 @@ from __future__ import annotations
 import heapq
 import logging
 from array import array
-from collections.abc import MutableSequence, Sequence
+from collections.abc import Container, MutableSequence, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, repeat
 from typing import cast
@@ -142,6 +145,7 @@ from chakra.replay.coupling import (
     build_coupling,
     couple_transfers,
     net_durations,
+    post_leads,
     rank_of,
     stall_message,
 )
@@ -278,10 +282,14 @@ def _plans(graphs: Sequence[RankGraph], deps: Sequence[list[tuple[int, ...]]],
 
 def _coupling(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: list[int],
               orders: Sequence[Sequence[int]], dur: Sequence[float], bases: list[float],
-              collective: CollectiveDuration, unknown_group: UnknownGroup
-              ) -> tuple[Coupling, MutableSequence[int]]:
-    """The groups of a whole job and node -> group; ``dur``: each node's duration when coupled."""
+              collective: CollectiveDuration, unknown_group: UnknownGroup, posted: bool = False,
+              transfers: Container[int] = ()) -> tuple[Coupling, MutableSequence[int]]:
+    """The groups of a whole job and node -> group; ``dur``: each node's duration when coupled; ``posted``
+    (lanes mode): a send counts from when it was posted (:func:`chakra.replay.coupling.post_leads`), but
+    for the records in ``transfers``."""
     c, group_of = build_coupling(graphs, ranks, offsets, orders, dur, unknown_group)
+    if posted:
+        post_leads(c, graphs, offsets, transfers)
     if collective == "net":
         net_durations(c, graphs, offsets, dur, bases)
     return c, group_of
@@ -299,7 +307,8 @@ def _couple_lanes(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: li
         transfers.update((off + x, (off + k, w)) for x, (k, w) in p.transfer.items())
     for x, (_k, w) in transfers.items():
         dur[x] = w              # ... a record with children on its thread: its transfer
-    c, group_of = _coupling(graphs, ranks, offsets, orders, dur, bases, collective, unknown_group)
+    c, group_of = _coupling(graphs, ranks, offsets, orders, dur, bases, collective, unknown_group,
+                            posted=True, transfers=transfers)
     gap = list(chain.from_iterable(p.gap for p in plans))
     if transfers:
         couple_transfers(c, group_of, transfers, gap, rdur)

@@ -49,6 +49,7 @@ from typing import Any
 from chakra import schema as pb
 from chakra.job.network import Network, ring_finish, ring_steps
 from chakra.replay.api import JobResult, ReplayResult
+from chakra.replay.coupling import post_lead
 from chakra.replay.graph import COMM_TYPES, RankGraph
 from chakra.replay.whatif import group_size
 
@@ -150,7 +151,8 @@ def _ring_finishes(job: JobResult, net: Network) -> dict[tuple[int, int], float]
             i = index[rank][nid]
             comm = comm_of[rank].get(i, i)
             g = rep.graph
-            arrivals.append(rep.starts[i] + rep.clock_offset)
+            posted = post_lead(g, i) if comm == i else None
+            arrivals.append(rep.starts[i] + rep.clock_offset - (posted[1] if posted is not None else 0.0))
             written.append((rank, g.ids[comm]))
             if model is None:
                 ctype = g.extra.get("comm_type", {}).get(comm)
@@ -175,42 +177,13 @@ def _materialize_rank(rep: ReplayResult, md: Any, nodes: list[Any], net: Network
     base = rep.clock_offset
     ends: list[list[int]] = [[nid] for nid in ids]      # the written nodes whose end is node i's end
     head: dict[int, int] = {}                            # node -> the written node that takes its start
-    comm_time: dict[int, float] = {}                     # comm node -> duration written (µs)
-    pin: dict[int, float] = {}                           # written comm node -> when the simulator ends it
     coupled = {R.index[nid]: w for nid, w in rep.comm_wait.items()}
     stand_in = {k: x for x, (k, _w) in plan.transfer.items() if k in coupled}
-    after_k: dict[int, list[int]] = {}
-    short = 0
-    for i, w in coupled.items():
-        transfer = rep.ends[i] - (rep.starts[i] + w)
-        x = stand_in.get(i)
-        comm = x if x is not None else i
-        if x is not None:
-            transfer -= plan.rd[i]          # the child after the transfer runs its own time after it
-        model = _model_us(R, comm)
-        cs = rep.starts[i] + w + base
-        if g.extra.get("comm_type", {}).get(comm) == pb.BROADCAST or g.types[comm] not in COMM_TYPES:
-            # timed by its duration in the simulator, which does not make it wait for its peers: it
-            # lasts from its arrival to its end
-            comm_time[comm] = rep.ends[i] - rep.starts[i] - (plan.rd[i] if x is not None else 0.0)
-            continue
-        comm_time[comm] = model
-        f = finish.get((rep.rank, ids[comm]), cs + model)    # type: ignore[arg-type]
-        pin[ids[comm]] = f
-        left = cs + transfer - f          # the rank's transfer after the simulator's part of it
-        if left < -0.5:
-            short += 1
-        own = R.piece("own_time", left, [ids[comm]], COMM, ids[comm]) if left >= 0.5 else ids[comm]
-        if x is not None:
-            lead = R.piece("record_lead", plan.rd[x], [], CPU, ids[x])   # (the record's own CPU time)
-            head[x] = lead
-            ends[x] = [lead]
-            after_k[i] = [own]
-        else:
-            ends[i] = [own]
+    comm_time, pin, after_k, posted, short = _transfers(R, finish, coupled, stand_in, ends, head)
     first_node = R.piece("rank_start", base, [], CPU, 0) if base >= 0.5 else None
     head_deps: list[list[int]] = [[] for _ in range(n)]
     comm_deps: dict[int, list[int]] = {}
+    own_deps: dict[int, list[int]] = {}                 # a node's written deps, where not its head's
     for i in range(n):
         d = [e for j in plan.deps[i] for e in ends[j]]
         res = R.node_resource(i)
@@ -240,13 +213,15 @@ def _materialize_rank(rep: ReplayResult, md: Any, nodes: list[Any], net: Network
             comm_deps[stand_in[i]] = d
             d = after_k[i]
         head_deps[i] = d
+        if i in posted:                 # the send node starts with the op that posted it
+            own_deps[i] = list(head_deps[posted[i]])
     for i, pairs in plan.waits.items():       # the start-to-start halves of the finish waits
         for u, _tail, off in pairs:
             if off >= 0.5:
                 head_deps[i].append(R.piece("since", off, head_deps[u], R.node_resource(i), ids[i]))
             else:
                 head_deps[i].extend(head_deps[u])
-    written = _rewrite(R, nodes, head_deps, head, comm_deps, comm_time, plan)
+    written = _rewrite(R, nodes, {**dict(enumerate(head_deps)), **own_deps}, head, comm_deps, comm_time, plan)
     allnodes = sorted(written + R.new, key=lambda z: z.id)
     start, end, pos = _dependency_times(allnodes, pin)
     tail = base + rep.replayed_us - max(end.values(), default=0.0)
@@ -263,6 +238,56 @@ def _materialize_rank(rep: ReplayResult, md: Any, nodes: list[Any], net: Network
                         pieces=R.pieces)
 
 
+def _transfers(R: _Rank, finish: dict[tuple[int, int], float], coupled: dict[int, float],
+               stand_in: dict[int, int], ends: list[list[int]], head: dict[int, int]
+               ) -> tuple[dict[int, float], dict[int, float], dict[int, list[int]], dict[int, int], int]:
+    """The coupled nodes of a rank as the simulator should run them (module doc, "a collective's own
+    time"): each comm node's written duration, when the simulator ends it, the pieces after a record's
+    transfer, the sends posted before their record (-> the issuing op), and how many transfers were shorter
+    than the network model.  ``ends`` and ``head`` are updated in place."""
+    rep, g, plan, ids = R.rep, R.g, R.rep.plan, R.g.ids
+    assert plan is not None
+    base = rep.clock_offset
+    comm_time: dict[int, float] = {}                     # comm node -> duration written (µs)
+    pin: dict[int, float] = {}                           # written comm node -> when the simulator ends it
+    after_k: dict[int, list[int]] = {}
+    posted: dict[int, int] = {}                          # a send posted before its record -> the issuing op
+    short = 0
+    for i, w in coupled.items():
+        transfer = rep.ends[i] - (rep.starts[i] + w)
+        x = stand_in.get(i)
+        comm = x if x is not None else i
+        if x is not None:
+            transfer -= plan.rd[i]          # the child after the transfer runs its own time after it
+        model = _model_us(R, comm)
+        cs = rep.starts[i] + w + base
+        found = post_lead(g, i) if x is None else None
+        if found is not None:           # its transfer starts where it was posted (the replay's rule)
+            posted[i] = found[0]
+            cs -= found[1]
+            transfer += found[1]
+        if g.extra.get("comm_type", {}).get(comm) == pb.BROADCAST or g.types[comm] not in COMM_TYPES:
+            # timed by its duration in the simulator, which does not make it wait for its peers: it
+            # lasts from its arrival to its end
+            comm_time[comm] = rep.ends[i] - rep.starts[i] - (plan.rd[i] if x is not None else 0.0)
+            continue
+        comm_time[comm] = model
+        f = finish.get((rep.rank, ids[comm]), cs + model)    # type: ignore[arg-type]
+        pin[ids[comm]] = f
+        left = cs + transfer - f          # the rank's transfer after the simulator's part of it
+        if left < -0.5:
+            short += 1
+        own = R.piece("own_time", left, [ids[comm]], COMM, ids[comm]) if left >= 0.5 else ids[comm]
+        if x is not None:
+            lead = R.piece("record_lead", plan.rd[x], [], CPU, ids[x])   # (the record's own CPU time)
+            head[x] = lead
+            ends[x] = [lead]
+            after_k[i] = [own]
+        else:
+            ends[i] = [own]
+    return comm_time, pin, after_k, posted, short
+
+
 def _model_us(R: _Rank, i: int) -> float:
     g = R.g
     size = g.extra.get("comm_size", {}).get(i, 0)
@@ -270,7 +295,7 @@ def _model_us(R: _Rank, i: int) -> float:
     return R.net.time_us(g.extra.get("comm_type", {}).get(i), g.types[i], size, n)
 
 
-def _rewrite(R: _Rank, nodes: list[Any], head_deps: list[list[int]], head: dict[int, int],
+def _rewrite(R: _Rank, nodes: list[Any], head_deps: dict[int, list[int]], head: dict[int, int],
              comm_deps: dict[int, list[int]], comm_time: dict[int, float], plan: Any) -> list[Any]:
     """The file's own nodes with their new dependencies and durations."""
     g = R.g
