@@ -191,3 +191,18 @@ def test_gloo_all_gather_size_is_the_gathered_output(tmp_path):
     # gloo:all_gather records carry the 1024-float input (4096 B); the c10d call's output holds both
     # ranks' parts: 2048 floats = 8192 B
     assert n[45].attrs["comm_size"].value == n[71].attrs["comm_size"].value == 8192
+
+
+def test_an_all_to_all_on_an_expert_group_gets_the_group_its_split_list_spans(tmp_path):
+    """tests/data/gloo_moe_4r (trace_collection --job moe --world-size 4): per step two uneven
+    all_to_all_single on expert groups [0, 1] / [2, 3], then an all_reduce on the world.  The gloo records
+    name no group; c10d::alltoall_base_'s input_split_sizes has 2 entries and rank 2's one group of 2 is
+    pg 2 [2, 3].  The all_reduce stays the world ("", with the warning: nothing says which it used)."""
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[1] / "data" / "gloo_moe_4r" / "host_et_2.json.gz"
+    report = convert_file(src, tmp_path / "o.2.et")
+    _, nodes = check_et(tmp_path / "o.2.et")
+    pgs = [(x.name, x.attrs["pg_name"].value) for x in nodes if x.type == pb.COMM_COLL_NODE]
+    assert pgs == [("gloo:all_to_all", "2"), ("gloo:all_to_all", "2"), ("gloo:all_reduce", "")] * 2
+    assert [w for w in report.warnings if "could have been meant" in w][0].count("2 comm node(s)") == 1

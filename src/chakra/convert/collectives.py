@@ -31,7 +31,7 @@ from chakra.convert.plan import (
     _warn,
 )
 from chakra.host.collective_names import CALL, OP_NAMES, RUN, is_cpu_record, is_run_record, op_rule
-from chakra.host.model import HostOp, is_comm_name
+from chakra.host.model import CommInfo, HostOp, is_comm_name
 from chakra.tunables import COMM_CHAIN_MAX
 
 log = logging.getLogger(__name__)
@@ -184,6 +184,20 @@ def warn_world_fallback(cv: Plan, cm: Comm) -> None:
                       f"though the process groups differ; any of these could have been meant: {listed}")
 
 
+def group_of_size(cv: Plan, cm: Comm, call: CommInfo) -> str:
+    """The process group a c10d call without a named group used, when its per-rank split list says how
+    many ranks it spans and one group of this rank has that many: ``c10d::alltoall_base_``'s
+    ``input_split_sizes`` (an MoE's uneven all_to_all on an expert group; gloo's record names no group, and
+    taken for the world the job coupled the two expert groups' all_to_alls into one).  "" otherwise."""
+    n = len(call.in_split_size or call.out_split_size)
+    groups = cv.trace.process_groups
+    if not n or n == max((len(g.ranks) for g in groups), default=0):
+        return ""                       # (the world's size: the world, as without the list)
+    me = cm.rank
+    fits = {g.pg_name for g in groups if len(g.ranks) == n and (me is None or me in g.ranks)}
+    return fits.pop() if len(fits) == 1 else ""
+
+
 def comm_fields(cv: Plan, cm: Comm, chain: list[int], own: HostOp, c10d_pair: int | None, *, kernel: bool
             ) -> CommFields | None:
     """Comm attributes of the comm node ``own`` (a communication kernel, or a ``run`` host record).
@@ -260,6 +274,8 @@ def comm_fields(cv: Plan, cm: Comm, chain: list[int], own: HostOp, c10d_pair: in
             if info is not None and info.pg_name:
                 pg = info.pg_name
                 break
+    if not pg and c10d is not None and c10d in infos:
+        pg = group_of_size(cv, cm, infos[c10d])
     pg = cv.pgn.numeric(pg)
     f = CommFields(collective, comm_type_of(collective), size, pg)
     if rpc is not None:
