@@ -44,7 +44,14 @@ from chakra.link.match import match_ops
 from chakra.link.provenance import clock_mismatch, run_mismatches
 from chakra.link.report import LinkReport, link_stats, log_summary, report_of
 from chakra.link.stretch import find_stretch
-from chakra.link.window import check_step, measured, select_window, step_annotation, step_ops
+from chakra.link.window import (
+    check_step,
+    measured,
+    select_window,
+    step_annotation,
+    step_ops,
+    steps_kineto_holds,
+)
 from chakra.tunables import (
     ETPLUS_WRITE_FORKED_MAX_NODES,
     ETPLUS_WRITE_PIECE_COST,
@@ -168,6 +175,13 @@ def _prepare(
                       "host_nodes_dropped": len(host.ops) - len(keep),
                       "gpu_ops_dropped": len(gpu.ops) - len(kept_gpu)}
         gpu = replace(gpu, ops=kept_gpu)
+    elif prematched is None and annotation is None:
+        other = steps_kineto_holds(host, kineto, window, match.host_to_event)
+        if other is not None:
+            keep = other[0]
+            log.warning("%s: holds %s, which %s does not: their %d host node(s) are left out (a profiler "
+                        "schedule that repeats writes one Kineto trace per cycle); linked %s", host.path,
+                        ", ".join(other[1]), kineto.path, len(host.ops) - len(keep), window.name)
     resolver = CommResolver(host)
     collectives = count_collectives(host, kineto, gpu.ops)
     first_gpu_id = max(host.by_id, default=0) + 1

@@ -198,10 +198,11 @@ def check_step(kineto: KinetoTrace, step: int) -> StepWindow:
     return max(wins, key=lambda w: w.dur)
 
 
-def _check_steps_not_nested(host: HostTrace, name: str) -> None:
+def _check_steps_not_nested(host: HostTrace, name: str, together: frozenset[str] = frozenset()) -> None:
     """A TraceFormatError when the host ET nests ``name`` inside another ProfilerStep, or another one
     inside it: the steps' ops are then not told apart by the tree (cpu_gloo/ddp_mlp_4r rank 3 records
-    ProfilerStep#2 as a child of ProfilerStep#1), and ``--step`` would keep both steps or none."""
+    ProfilerStep#2 as a child of ProfilerStep#1), and ``--step`` would keep both steps or none.  ``together``:
+    steps kept with ``name``, whose nesting with it does not matter."""
     by_id = host.by_id
     for op in host.ops:
         if op.kind != OP or not op.name.startswith(_PROFILER_STEP):
@@ -210,7 +211,7 @@ def _check_steps_not_nested(host: HostTrace, name: str) -> None:
         seen = 0
         while parent is not None and parent is not op and seen <= len(by_id):
             if parent.kind == OP and parent.name.startswith(_PROFILER_STEP) \
-                    and name in (op.name, parent.name):
+                    and name in (op.name, parent.name) and not {op.name, parent.name} <= together | {name}:
                 raise TraceFormatError(f"{op.name} is recorded inside {parent.name} (thread {op.tid}): the "
                                        f"host ET does not tell the two steps' ops apart, so {name} cannot be "
                                        "kept alone; link without --step", host.path)
@@ -219,7 +220,8 @@ def _check_steps_not_nested(host: HostTrace, name: str) -> None:
             seen += 1
 
 
-def step_ops(host: HostTrace, kineto: KinetoTrace, host_to_event: dict[int, int], step: int) -> set[int]:
+def step_ops(host: HostTrace, kineto: KinetoTrace, host_to_event: dict[int, int], step: int,
+             together: frozenset[str] = frozenset()) -> set[int]:
     """Ids of the host nodes of one step: what ``--step N`` keeps.
 
     Roots and metadata nodes (``## process_group:init ##``) are always kept: the kept ops hang from them
@@ -249,7 +251,7 @@ def step_ops(host: HostTrace, kineto: KinetoTrace, host_to_event: dict[int, int]
         pos = host_to_event.get(op.id)
         return None if pos is None else lo <= events[pos].ts < hi
 
-    _check_steps_not_nested(host, name)
+    _check_steps_not_nested(host, name, together)
     tops = [op for op in host.ops if top_level(op)]
     marker = next((op for op in tops if op.name == name), None)
     keep_top: set[int] = set()
@@ -295,3 +297,33 @@ def step_ops(host: HostTrace, kineto: KinetoTrace, host_to_event: dict[int, int]
         if verdict:
             keep.add(op.id)
     return keep
+
+
+def steps_kineto_holds(host: HostTrace, kineto: KinetoTrace, window: Window, host_to_event: dict[int, int]
+                       ) -> tuple[set[int], list[str]] | None:
+    """When the host ET holds ``ProfilerStep#N`` nodes the Kineto trace lacks, beside those of ``window``:
+    the ids of the host nodes of the steps both hold (:func:`step_ops` of each) and the names of the steps
+    left out; else None.
+
+    A profiler schedule with ``repeat`` records every cycle's active steps in the one host ET (the
+    observer starts and stops with each cycle) but writes one Kineto trace per cycle: linked whole, the
+    other cycles' ops stayed in the ET+ without a time (a real 2-cycle run replayed +67% alone).  A step
+    left out nested in one kept, or the other way round (:func:`_check_steps_not_nested`), is not told
+    apart: None."""
+    held = [s.name for s in window.steps]
+    if not held:
+        return None
+    host_steps = {op.name for op in host.ops if op.kind == OP and op.name.startswith(_PROFILER_STEP)}
+    if not set(held) <= host_steps:
+        return None
+    extra = sorted(host_steps - set(held), key=lambda n: (len(n), n))
+    numbers = [n[len(_PROFILER_STEP):] for n in dict.fromkeys(held)]
+    if not extra or not all(x.isdigit() for x in numbers):
+        return None
+    keep: set[int] = set()
+    try:
+        for x in numbers:
+            keep |= step_ops(host, kineto, host_to_event, int(x), frozenset(held))
+    except TraceFormatError:
+        return None
+    return keep, extra
