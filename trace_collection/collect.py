@@ -39,7 +39,7 @@ JOBS = ("mlp", "collectives", "pipeline", "moe")
 _PERTURB = ("hidden", "batch", "threads", "straggler_rank", "straggler_ms", "straggler_mode",
             "extra_broadcast", "alternate", "base_batch", "base_extra_broadcast", "step_barrier",
             "window_skew", "et_iteration", "bucket_cap_mb", "accum", "checkpoint", "backward_thread",
-            "microbatches", "p2p", "repeat", "moe_group")
+            "microbatches", "p2p", "repeat", "moe_group", "dp")
 
 
 # --------------------------------------------------------------------------------------------- the jobs
@@ -189,18 +189,30 @@ def _pipeline_job(rank: int, world_size: int, device, steps: int, prof, opts: di
     batch = int(opts.get("batch") or 16)
     micro = int(opts.get("microbatches") or 4)
     is_async = opts.get("p2p") == "async"
-    first, last = rank == 0, rank == world_size - 1
-    torch.manual_seed(rank)
+    batched = opts.get("p2p") == "batch"
+    dp = int(opts.get("dp") or 1)        # --dp D: D pipeline replicas, gradients all-reduced per stage
+    if world_size % dp:
+        raise SystemExit(f"--dp {dp} does not divide --world-size {world_size}")
+    pp = world_size // dp
+    stage_groups = [dist.new_group(ranks=list(range(s, world_size, pp))) for s in range(pp)] if dp > 1 else []
+    pos = rank % pp                      # this rank's stage
+    first, last = pos == 0, pos == pp - 1
+    torch.manual_seed(pos)
     stage = nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, hidden)).to(device)
     opt = torch.optim.SGD(stage.parameters(), lr=0.01)
     gen = torch.Generator().manual_seed(1234)
     mb = batch // micro
 
     def send(t, dst: int):
+        if batched:   # batch_isend_irecv of one op (as Megatron-style schedules post them)
+            return dist.batch_isend_irecv([dist.P2POp(dist.isend, t, dst)])[0]
         return dist.isend(t, dst=dst) if is_async else dist.send(t, dst=dst)
 
     def recv(t, src: int) -> None:
-        if is_async:
+        if batched:
+            for w in dist.batch_isend_irecv([dist.P2POp(dist.irecv, t, src)]):
+                w.wait()
+        elif is_async:
             dist.irecv(t, src=src).wait()
         else:
             dist.recv(t, src=src)
@@ -235,6 +247,8 @@ def _pipeline_job(rank: int, world_size: int, device, steps: int, prof, opts: di
         for w in pending:
             if w is not None:
                 w.wait()
+        for prm in (stage_groups and stage.parameters() or ()):
+            dist.all_reduce(prm.grad, group=stage_groups[pos])
         opt.step()
         prof.step()
 
@@ -547,8 +561,11 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--backward-thread", action="store_true",
                    help="--job mlp: run loss.backward() on another thread of the process (joined)")
     s.add_argument("--microbatches", type=int, help="--job pipeline: micro-batches per step (default 4)")
-    s.add_argument("--p2p", choices=("blocking", "async"), default=None,
-                   help="--job pipeline: send/recv (default) or isend/irecv + wait")
+    s.add_argument("--p2p", choices=("blocking", "async", "batch"), default=None,
+                   help="--job pipeline: send/recv (default), isend/irecv + wait, or batch_isend_irecv")
+    s.add_argument("--dp", type=int, metavar="D",
+                   help="--job pipeline: D pipeline replicas (rank r is stage r %% (world/D)), each stage's "
+                        "gradients all-reduced over its replicas' group")
     s.add_argument("--moe-group", type=int, metavar="G",
                    help="--job moe: ranks per expert-parallel sub-group (default 2)")
     s.add_argument("--repeat", type=int, metavar="R",
