@@ -158,3 +158,20 @@ def test_a_gloo_channel_cut_by_skewed_windows_keeps_the_shared_step():
     m = match_job(_channel(sends, recv_ends, "gloo:"))
     assert sorted((members(i)[0], members(i)[1]) for i in m.instances) == [(4, 0), (5, 1), (6, 2), (7, 3)]
     assert len(m.left_out) == 8
+
+
+def test_collectives_without_a_group_in_a_job_with_sub_groups_are_flagged():
+    """gloo's records name no process group: a pipeline of 2 stages x 2 replicas all-reduces each stage's
+    gradients on [0, 2] or [1, 3], but its collectives read pg "" and are matched as the world's (a real
+    run: the first stage's ranks replayed +15%).  The matcher says so; a job whose groups are the world or
+    one rank (the corpus' tp_like_2r) gets no such note."""
+    groups = {"1": (0, 2), "2": (1, 3)}
+    m = match_job([RankComms(r, [coll(0), coll(1)], groups if r in (0, 2) else {"2": (1, 3)})
+                   for r in range(4)])
+    note = [n for n in m.notes if "name no process group" in n]
+    assert note == ["8 collective node(s) name no process group (ranks [0, 1, 2, 3]) and are matched as the "
+                    "world's, though the job has groups of some of its ranks ([0, 2], [1, 3]): where one ran "
+                    "on such a group, its coupling and the ranks' times are wrong (gloo records do not say "
+                    "which group they used)"]
+    m = match_job([RankComms(r, [coll(0)], {"0": (), "1": (), "2": (0,)}) for r in range(2)])
+    assert not [n for n in m.notes if "name no process group" in n]

@@ -396,7 +396,35 @@ def match_job(ranks: Sequence[RankComms], *, unknown_group: UnknownGroup = "erro
                                                       sorted(spread.items(), key=lambda x: -len(x[1])))
                          + f"; using the largest, {inst.size:,} B")
         instances.append(inst)
+    unnamed = _unnamed_group_note(ranks, groups, job_set)
+    if unnamed:
+        notes.append(unnamed)
     return JobMatch(_global_order(ranks, instances), left, notes)
+
+
+#: the start of the note of :func:`_unnamed_group_note` (the replay logs it as a warning)
+UNNAMED_GROUP = "collective node(s) name no process group"
+
+
+def _unnamed_group_note(ranks: Sequence[RankComms], groups: dict[str, tuple[int, ...]], job_set: set[int]
+                        ) -> str:
+    """A note when collectives without a process group (pg "": gloo's records name none) are matched as
+    the world's although the job has a group of some of its ranks: had one run on that group, its
+    coupling and times are wrong (a real gloo pipeline of 2 stages x 2 replicas, each stage's gradients
+    all-reduced on its replicas' group: coupled as the world, the first stage's ranks replayed +15%)."""
+    partial = sorted({m for m in groups.values() if 2 <= len(m) < len(job_set)})
+    if not partial:
+        return ""
+    per_rank = {rc.rank: sum(1 for c in rc.comms if c.kind == COMM_COLL_NODE and c.pg == WORLD)
+                for rc in ranks}
+    total = sum(per_rank.values())
+    if not total:
+        return ""
+    where = sorted(r for r, k in per_rank.items() if k)
+    shown = ", ".join(str(list(m)) for m in partial[:4]) + (", ..." if len(partial) > 4 else "")
+    return (f"{total} {UNNAMED_GROUP} (ranks {where}) and are matched as the world's, though the job has "
+            f"groups of some of its ranks ({shown}): where one ran on such a group, its coupling and the "
+            "ranks' times are wrong (gloo records do not say which group they used)")
 
 
 def _bucket(rc: RankComms, c: Comm, groups: dict[str, tuple[int, ...]], job_set: set[int],

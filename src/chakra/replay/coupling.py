@@ -13,7 +13,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Container, MutableSequence, Sequence
 from itertools import compress
 
-from chakra.job.match import Comm, JobMatchError, RankComms, UnknownGroup, match_job
+from chakra.job.match import UNNAMED_GROUP, Comm, JobMatchError, RankComms, UnknownGroup, match_job
 from chakra.replay.graph import RankGraph, ReplayError
 from chakra.replay.instep import couple_in_step
 from chakra.schema import COMM_RECV_NODE, COMM_SEND_NODE
@@ -132,7 +132,7 @@ def build_coupling(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: S
     except JobMatchError as exc:
         raise ReplayError(exc.message, exc.path) from None
     for note in match.notes:
-        if "outside the window" in note or "kept the" in note:
+        if "outside the window" in note or "kept the" in note or UNNAMED_GROUP in note:
             log.warning("%s", note)
     left = match.left_out_by_rank()
     for r, xs in sorted(left.items()):
