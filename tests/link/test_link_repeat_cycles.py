@@ -43,7 +43,12 @@ def test_the_steps_the_kineto_trace_lacks_are_left_out_with_a_warning(tmp_path, 
     rows = load_json(tmp_path / "out" / "summary.json")["ranks"]
     for row in rows:
         assert row["replayed_us"] == pytest.approx(row["measured_us"], rel=0.01), row["rank"]
-    names = [n["name"] for n in load_json(tmp_path / "out" / "et_plus_0.json")["nodes"]]
+    doc = load_json(tmp_path / "out" / "et_plus_0.json")
+    names = [n["name"] for n in doc["nodes"]]
     assert "ProfilerStep#3" in names and "ProfilerStep#2" not in names
+    # the match rate is the kept ops' (all 227 matched), not 227 of the host ET's 454
+    stats = doc["link_stats"]
+    assert (stats["host_ops"], stats["matched"], stats["match_rate"]) == (227, 227, 1.0)
+    assert not any("of the host ops matched" in m for m in caplog.messages)
     assert any("holds ProfilerStep#2, which" in m and "their 227 host node(s) are left out" in m
                for m in caplog.messages)

@@ -42,7 +42,7 @@ from chakra.link.gpu import PRE_TRACE, GpuAttachment, attach_gpu_ops, window_bou
 from chakra.link.kineto_only import KinetoHost, build_host, missing_note
 from chakra.link.match import match_ops
 from chakra.link.provenance import clock_mismatch, run_mismatches
-from chakra.link.report import LinkReport, link_stats, log_summary, report_of
+from chakra.link.report import LinkReport, kept_counts, link_stats, log_summary, report_of
 from chakra.link.stretch import find_stretch
 from chakra.link.window import (
     check_step,
@@ -200,9 +200,9 @@ def _prepare(
     pgs = process_groups(host, kineto.distributed_info, world)
     if world is None:
         world = next((g["group_size"] for g in pgs if g["pg_name"] == "0" and g["group_size"]), None)
-    stats = link_stats(
-        kineto, window, match, gpu, collectives, it_deps, it_skipped, inter_thread_gap_us, s_deps, s_stats
-    )
+    kept = None if keep is None else kept_counts(host, match, keep)
+    stats = link_stats(kineto, window, match, gpu, collectives, it_deps, it_skipped, inter_thread_gap_us,
+                       s_deps, s_stats, kept)
 
     doc: dict[str, Any] = {"schema": host.schema}
     for key in ("pid", "time", "start_ts", "finish_ts"):

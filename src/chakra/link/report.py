@@ -10,10 +10,11 @@ from typing import Any
 
 from chakra.device.model import KinetoTrace
 from chakra.host.collective_names import CPU_IMPLEMENTATIONS
+from chakra.host.model import HostTrace
 from chakra.link.deps import SyncStats
 from chakra.link.gpu import GpuAttachment
 from chakra.link.kineto_only import KINETO_ONLY
-from chakra.link.match import MatchResult
+from chakra.link.match import MatchResult, host_operators
 from chakra.link.window import Window
 from chakra.tunables import WARN_MATCH_RATE
 
@@ -100,6 +101,12 @@ def _collectives_text(found: dict[str, int]) -> str:
     return ", ".join(parts) or "no communication"
 
 
+def kept_counts(host: HostTrace, match: MatchResult, keep: set[int]) -> tuple[int, int]:
+    """(host ops, matched ones) among the host nodes ``keep`` holds."""
+    ops = [op.id for op in host_operators(host) if op.id in keep]
+    return len(ops), sum(1 for oid in ops if oid in match.host_to_event)
+
+
 def link_stats(
     kineto: KinetoTrace,
     window: Window,
@@ -111,8 +118,11 @@ def link_stats(
     gap_us: float,
     s_deps: dict[int, list[int]],
     s_stats: SyncStats,
+    kept: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
-    """ET+ ``link_stats``.  ``gpu_attach_rate`` counts the GPU ops that could be attached to their host
+    """ET+ ``link_stats``.  ``kept``: (host ops, matched) of the ops the ET+ keeps, when it keeps some only
+    (``--step``, or steps the Kineto trace lacks left out): the match rate is theirs.
+    ``gpu_attach_rate`` counts the GPU ops that could be attached to their host
     op: not those launched before the trace began (no launching call) nor those of iterations the host ET
     did not record; ``gpu_attach_rate_in_window`` is the share of the window's GPU ops in the graph: those
     attached and those launched before the trace (``gpu_orphans_no_launch``, no launching call) that ran
@@ -122,6 +132,7 @@ def link_stats(
     attachable = gpu.total - gpu.no_launch - gpu.outside_window
     before_window = gpu.no_launch - gpu.pre_trace
     in_window_gpu = gpu.total - gpu.outside_window - before_window
+    host_ops, matched = kept if kept is not None else (match.host_ops, match.matched)
     lo, hi = window.lo, window.hi
     if lo == -math.inf and hi == math.inf:
         in_window = len(match.event_to_host)
@@ -131,9 +142,9 @@ def link_stats(
         "strategy": match.strategy,
         "window": window.name,
         "window_reason": window.reason,
-        "host_ops": match.host_ops,
-        "matched": match.matched,
-        "match_rate": round(match.matched / match.host_ops, 6) if match.host_ops else 1.0,
+        "host_ops": host_ops,
+        "matched": matched,
+        "match_rate": round(matched / host_ops, 6) if host_ops else 1.0,
         "matched_second_round": match.second_round,
         "second_round_order_dropped": match.order_dropped,
         "rf_name_mismatch": match.rf_name_mismatch,
