@@ -157,9 +157,11 @@ class ArgumentParser(argparse.ArgumentParser):
     def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
                    namespace: argparse.Namespace | None = None) -> argparse.Namespace:
         ns = super().parse_args(args, namespace)
-        if self._needs_inputs and not (ns.inputs or ns.input_filename):
-            self.error(f"give at least one {self._needs_inputs} (as an argument, or with "
-                       "-i/--input_filename)")
+        if self._needs_inputs:
+            if not (ns.inputs or ns.input_filename):
+                self.error(f"give at least one {self._needs_inputs} (as an argument, or with "
+                           "-i/--input_filename)")
+            ns.inputs = list(ns.inputs) + list(ns.input_filename)   # positionals first
         return ns
 
     def _get_option_tuples(self, option_string: str) -> list[Any]:
@@ -207,19 +209,12 @@ def add_missing_ranks(parser: argparse.ArgumentParser, doing: str) -> None:
 
 
 def add_inputs(parser: ArgumentParser, metavar: str, help: str) -> None:
-    """Input files as positionals and/or ``-i``/``--input``/``--input_filename`` (the 2024 tools' form)."""
+    """Input files as positionals and/or ``-i``/``--input``/``--input_filename`` (the 2024 tools' form).
+    After parsing, ``args.inputs`` holds them all, the positionals first; none is a usage error."""
     parser.add_argument("inputs", nargs="*", metavar=metavar, help=help)
-    parser._needs_inputs = metavar   # checked after parsing
+    parser._needs_inputs = metavar   # checked and merged after parsing
     parser.add_argument("-i", "--input", "--input-filename", dest="input_filename", action="extend",
                         nargs="+", default=[], metavar="FILE", help="the same inputs given as an option")
-
-
-def inputs_of(args: argparse.Namespace) -> list[str]:
-    """The inputs given by :func:`add_inputs` (positionals first); at least one, or a usage error."""
-    files = list(getattr(args, "inputs", None) or []) + list(getattr(args, "input_filename", None) or [])
-    if not files:
-        raise UsageError("no input given (positional, or -i/--input_filename FILE)")
-    return files
 
 
 def start_logging(args: argparse.Namespace) -> None:

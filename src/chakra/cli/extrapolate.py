@@ -62,7 +62,7 @@ def _run(args: argparse.Namespace) -> int:
     from chakra.job.extrapolate import extrapolate
 
     start_logging(args)
-    inputs = list(args.inputs) + list(args.input_filename)
+    inputs = args.inputs
     if len(inputs) != 1:
         raise UsageError(f"give one measured job (a prefix P of P.0.et, ...), not {len(inputs)}")
     dp = None
