@@ -39,7 +39,8 @@ def metadata_info(metadata: Any) -> dict[str, Any]:
     return out
 
 
-def _int_or_none(value: Any) -> int | None:
+def int_or_none(value: Any) -> int | None:
+    """``int(value)``, or None where it has none (None, a non-numeric string)."""
     try:
         return int(value)
     except (TypeError, ValueError):
@@ -128,16 +129,24 @@ class EtFile:
     measured_start_us: float | None = None
 
 
+def job_of_metadata(info: dict[str, Any], rank: int | None, where: str | None
+                    ) -> tuple[int | None, int | None, dict[str, tuple[int, ...]]]:
+    """What the GlobalMetadata attributes ``info`` (:func:`metadata_info`) say of the job: the rank (else
+    ``rank``), the world size (None unless > 0) and the process groups."""
+    r = int_or_none(info.get("rank"))
+    ws = int_or_none(info.get("world_size"))
+    ws = ws if ws and ws > 0 else None
+    groups = parse_process_groups(info.get("process_groups"), ws, where)
+    return (r if r is not None and r >= 0 else rank), ws, groups
+
+
 def read_et(path: str | os.PathLike[str], rank: int) -> EtFile:
     """Decode one rank's ``.et``; ``rank`` is used when the metadata names none."""
     meta, nodes = read_messages(path, pb.GlobalMetadata, pb.Node)
     where = str(path)
     info = metadata_info(meta)
-    r = _int_or_none(info.get("rank"))
-    ws = _int_or_none(info.get("world_size"))
-    ws = ws if ws and ws > 0 else None
-    f = EtFile(where, meta, nodes, r if r is not None and r >= 0 else rank, ws)
-    f.groups = parse_process_groups(info.get("process_groups"), ws, where)
+    r, ws, groups = job_of_metadata(info, rank, where)
+    f = EtFile(where, meta, nodes, rank if r is None else r, ws, groups)
     if not f.groups:
         for n in nodes:
             if n.type == pb.METADATA_NODE and n.inputs.values:
@@ -160,16 +169,16 @@ def comm_of(node: Any, pos: int, base: float | None, attrs: dict[str, Any] | Non
 
     a = node_attrs(node) if attrs is None else attrs
     kind = node.type
-    peer = (_int_or_none(a.get("comm_dst" if kind == pb.COMM_SEND_NODE else "comm_src"))
+    peer = (int_or_none(a.get("comm_dst" if kind == pb.COMM_SEND_NODE else "comm_src"))
             if kind != pb.COMM_COLL_NODE else None)
     end = None
     if base is not None and node.start_time_micros:
         end = base + node.start_time_micros + node.duration_micros
     seq = a.get("comm_seq")
     return Comm(pos=pos, node_id=node.id, kind=kind,
-                comm_type=_int_or_none(a.get("comm_type")) if kind == pb.COMM_COLL_NODE else None,
-                size=_int_or_none(a.get("comm_size")) or 0, pg=str(a.get("pg_name") or ""), peer=peer,
-                tag=_int_or_none(a.get("comm_tag")) or 0, seq=seq if isinstance(seq, int) else None, end=end,
+                comm_type=int_or_none(a.get("comm_type")) if kind == pb.COMM_COLL_NODE else None,
+                size=int_or_none(a.get("comm_size")) or 0, pg=str(a.get("pg_name") or ""), peer=peer,
+                tag=int_or_none(a.get("comm_tag")) or 0, seq=seq if isinstance(seq, int) else None, end=end,
                 name=node.name)
 
 

@@ -47,7 +47,8 @@ from typing import Any, cast
 
 from chakra import formats as wire
 from chakra.errors import TraceFormatError
-from chakra.replay.graph import EXTRA_ATTRS, int_or_none, positions, scalar
+from chakra.job.etfile import int_or_none
+from chakra.replay.graph import EXTRA_ATTRS, positions, scalar
 from chakra.schema import METADATA_NODE, AttributeProto, attr_value
 from chakra.tunables import READER_ATTR_STRINGS_MAX, READER_ATTRS_MAX, READER_SKIPS_MAX, READER_VALUES_MAX
 

@@ -31,7 +31,7 @@ from typing import Any, overload
 
 from chakra.errors import ChakraError, TraceFormatError
 from chakra.formats import THREAD_TIMING, THREAD_TIMING_ATTRS
-from chakra.job.etfile import metadata_info, parse_process_groups
+from chakra.job.etfile import int_or_none, job_of_metadata, metadata_info, parse_process_groups
 from chakra.schema import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, METADATA_NODE
 
 COMM_TYPES = frozenset((COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE))
@@ -370,13 +370,6 @@ class RankGraph:
         return order
 
 
-def int_or_none(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
 def resolve_deferred_lanes(lanes: list[Any], types: Sequence[int], deferred: Iterable[tuple[int, Any]],
                            host_tids: Iterable[Any], known: Iterable[Any]) -> None:
     """Set ``lanes[i]`` of the nodes a reader left open, ``deferred`` (index, tid): non-CPU nodes without
@@ -399,11 +392,7 @@ def graph_for_metadata(metadata: Any, path: str | None, rank: int | None) -> Ran
     process groups, measured window."""
     info = metadata_info(metadata)
     g = RankGraph(path=path)
-    r = int_or_none(info.get("rank"))
-    g.rank = r if r is not None and r >= 0 else rank
-    ws = int_or_none(info.get("world_size"))
-    g.world_size = ws if ws and ws > 0 else None
-    g.process_groups = parse_process_groups(info.get("process_groups"), g.world_size, path)
+    g.rank, g.world_size, g.process_groups = job_of_metadata(info, rank, path)
     mdur = info.get("measured_dur_us")
     g.measured_us = float(mdur) if isinstance(mdur, (int, float)) and mdur > 0 else None
     mstart = info.get("measured_start_us")
