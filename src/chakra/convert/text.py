@@ -78,6 +78,14 @@ import orjson
 from chakra import schema as pb
 from chakra.convert.core import ET_VERSION
 from chakra.errors import TraceFormatError, UsageError
+from chakra.formats import (
+    ATTR_COMM_SIZE,
+    ATTR_COMM_TYPE,
+    ATTR_IS_CPU_OP,
+    ATTR_ORIG_COMM_SIZE,
+    ATTR_ORIG_COMM_TYPE,
+    ATTR_PG_NAME,
+)
 from chakra.io import read_bytes, write_messages
 from chakra.io.atomic import write_bytes_atomic
 
@@ -301,8 +309,8 @@ def plan_groups(kind: str, num_npus: int, model_parallel_size: int | None) -> Gr
 
 # ---- the graph of one rank -----------------------------------------------------------------------------
 
-_GPU = pb.AttributeProto(name="is_cpu_op", bool_val=False)
-_CPU = pb.AttributeProto(name="is_cpu_op", bool_val=True)
+_GPU = pb.AttributeProto(name=ATTR_IS_CPU_OP, bool_val=False)
+_CPU = pb.AttributeProto(name=ATTR_IS_CPU_OP, bool_val=True)
 
 
 @dataclass(slots=True)
@@ -325,12 +333,12 @@ class _Graph:
     def coll(self, name: str, comm: int, size: int, pg_name: str, deps: Sequence[int | None], *,
              orig: int | None = None) -> int:
         node = pb.Node(name=name, type=pb.COMM_COLL_NODE)
-        attrs = [pb.AttributeProto(name="comm_type", int64_val=comm),
-                 pb.AttributeProto(name="comm_size", int64_val=size),
-                 pb.AttributeProto(name="pg_name", string_val=pg_name)]
+        attrs = [pb.AttributeProto(name=ATTR_COMM_TYPE, int64_val=comm),
+                 pb.AttributeProto(name=ATTR_COMM_SIZE, int64_val=size),
+                 pb.AttributeProto(name=ATTR_PG_NAME, string_val=pg_name)]
         if orig is not None:   # half of an all-reduce written as reduce-scatter + all-gather (astrasim_safe)
-            attrs += [pb.AttributeProto(name="orig_comm_type", int64_val=pb.ALL_REDUCE),
-                      pb.AttributeProto(name="orig_comm_size", int64_val=orig)]
+            attrs += [pb.AttributeProto(name=ATTR_ORIG_COMM_TYPE, int64_val=pb.ALL_REDUCE),
+                      pb.AttributeProto(name=ATTR_ORIG_COMM_SIZE, int64_val=orig)]
         return self._add(node, deps, _GPU, *attrs)
 
     def _add(self, node: pb.Node, deps: Sequence[int | None], *attrs: pb.AttributeProto) -> int:

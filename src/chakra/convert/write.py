@@ -31,6 +31,25 @@ from chakra.convert.plan import (
 from chakra.convert.serial import int_attr
 from chakra.convert.threads import ThreadTiming
 from chakra.formats import (
+    ATTR_COMM_DST,
+    ATTR_COMM_PRIORITY,
+    ATTR_COMM_SEQ,
+    ATTR_COMM_SIZE,
+    ATTR_COMM_SRC,
+    ATTR_COMM_TAG,
+    ATTR_COMM_TYPE,
+    ATTR_IS_CPU_OP,
+    ATTR_ORIG_COLLECTIVE,
+    ATTR_ORIG_COMM_SIZE,
+    ATTR_ORIG_COMM_TYPE,
+    ATTR_ORIG_PG_NAME,
+    ATTR_PG_NAME,
+    GROUP_BACKEND,
+    GROUP_COUNT,
+    GROUP_DESC,
+    GROUP_NAME,
+    GROUP_RANKS,
+    GROUP_SIZE,
     NODE_CTRL_DEPS,
     NODE_DATA_DEPS,
     NODE_DURATION,
@@ -226,7 +245,7 @@ class SerialNodes:
             if is_gpu[i]:
                 attrs = ser.gpu_attrs(op)
             elif t == meta_t:
-                attrs = [framed("is_cpu_op", True)]
+                attrs = [framed(ATTR_IS_CPU_OP, True)]
             else:
                 attrs = ser.cpu_attrs(op, cpu=i not in cpu_comm, skip=f is not None)
             if f is not None:
@@ -308,12 +327,12 @@ def pg_records(cv: Plan) -> list[dict[str, Any]]:
     out = []
     for g in cv.trace.process_groups:
         out.append({
-            "pg_name": cv.pgn.numeric(g.pg_name) or g.pg_name,
-            "pg_desc": g.pg_desc,
-            "backend_config": g.backend,
-            "ranks": list(g.ranks),
-            "group_size": g.group_size,
-            "group_count": g.group_count,
+            GROUP_NAME: cv.pgn.numeric(g.pg_name) or g.pg_name,
+            GROUP_DESC: g.pg_desc,
+            GROUP_BACKEND: g.backend,
+            GROUP_RANKS: list(g.ranks),
+            GROUP_SIZE: g.group_size,
+            GROUP_COUNT: g.group_count,
         })
     return out
 
@@ -371,22 +390,22 @@ _FREES = _name_field("frees_thread")
 def _comm_attrs(f: CommFields, t: int) -> list[pb.AttributeProto]:
     A = pb.AttributeProto
     if t == pb.COMP_NODE:   # a collective the simulator does not run (astrasim_safe): kept for information
-        out = [A(name="orig_collective", string_val=f.collective)]
+        out = [A(name=ATTR_ORIG_COLLECTIVE, string_val=f.collective)]
         if f.comm_type is not None:
-            out.append(A(name="orig_comm_type", int64_val=f.comm_type))
-        out.append(A(name="orig_comm_size", int64_val=f.size))
-        out.append(A(name="orig_pg_name", string_val=f.pg_name))
+            out.append(A(name=ATTR_ORIG_COMM_TYPE, int64_val=f.comm_type))
+        out.append(A(name=ATTR_ORIG_COMM_SIZE, int64_val=f.size))
+        out.append(A(name=ATTR_ORIG_PG_NAME, string_val=f.pg_name))
         return out
     out = []
     if t == pb.COMM_COLL_NODE and f.comm_type is not None:
-        out.append(A(name="comm_type", int64_val=f.comm_type))
-    out.append(A(name="comm_size", int64_val=f.size))
-    out.append(A(name="pg_name", string_val=f.pg_name))
-    out.append(A(name="comm_priority", int32_val=0))
+        out.append(A(name=ATTR_COMM_TYPE, int64_val=f.comm_type))
+    out.append(A(name=ATTR_COMM_SIZE, int64_val=f.size))
+    out.append(A(name=ATTR_PG_NAME, string_val=f.pg_name))
+    out.append(A(name=ATTR_COMM_PRIORITY, int32_val=0))
     if f.seq is not None:
-        out.append(A(name="comm_seq", int64_val=f.seq))
+        out.append(A(name=ATTR_COMM_SEQ, int64_val=f.seq))
     if t in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):
-        out.append(A(name="comm_src", int32_val=f.src))
-        out.append(A(name="comm_dst", int32_val=f.dst))
-        out.append(A(name="comm_tag", int32_val=f.tag))
+        out.append(A(name=ATTR_COMM_SRC, int32_val=f.src))
+        out.append(A(name=ATTR_COMM_DST, int32_val=f.dst))
+        out.append(A(name=ATTR_COMM_TAG, int32_val=f.tag))
     return out

@@ -19,6 +19,18 @@ from typing import TYPE_CHECKING, Any
 
 from chakra import schema as pb
 from chakra.errors import TraceFormatError
+from chakra.formats import (
+    ATTR_COMM_DST,
+    ATTR_COMM_SEQ,
+    ATTR_COMM_SIZE,
+    ATTR_COMM_SRC,
+    ATTR_COMM_TAG,
+    ATTR_COMM_TYPE,
+    ATTR_PG_NAME,
+    ATTR_TIMING_PIECE,
+    GROUP_NAME,
+    GROUP_RANKS,
+)
 from chakra.io.pbstream import read_messages
 
 if TYPE_CHECKING:
@@ -67,19 +79,19 @@ def parse_process_groups(text: Any, world_size: int | None, where: str | None = 
         raise TraceFormatError("GlobalMetadata process_groups must be a JSON list", where)
     out: dict[str, tuple[int, ...]] = {}
     for i, pg in enumerate(groups):
-        if not isinstance(pg, dict) or "pg_name" not in pg:
+        if not isinstance(pg, dict) or GROUP_NAME not in pg:
             raise TraceFormatError(f"process group #{i} has no pg_name", where)
         try:
-            ranks = tuple(int(r) for r in (pg.get("ranks") or ()))
+            ranks = tuple(int(r) for r in (pg.get(GROUP_RANKS) or ()))
         except (TypeError, ValueError):
-            raise TraceFormatError(f"process group {pg['pg_name']!r} has non-integer ranks", where) from None
+            raise TraceFormatError(f"process group {pg[GROUP_NAME]!r} has non-integer ranks", where) from None
         if world_size and ranks == tuple(range(world_size)):
             ranks = ()
-        out[str(pg["pg_name"])] = ranks
+        out[str(pg[GROUP_NAME])] = ranks
     # The converter may write non-numeric group names as their position in the table (what the
     # simulator accepts); accept those too when they do not clash with a real name.
     for i, pg in enumerate(groups):
-        name = str(pg["pg_name"])
+        name = str(pg[GROUP_NAME])
         if not name.isdigit():
             out.setdefault(str(i), out[name])
     return out
@@ -169,23 +181,23 @@ def comm_of(node: Any, pos: int, base: float | None, attrs: dict[str, Any] | Non
 
     a = node_attrs(node) if attrs is None else attrs
     kind = node.type
-    peer = (int_or_none(a.get("comm_dst" if kind == pb.COMM_SEND_NODE else "comm_src"))
+    peer = (int_or_none(a.get(ATTR_COMM_DST if kind == pb.COMM_SEND_NODE else ATTR_COMM_SRC))
             if kind != pb.COMM_COLL_NODE else None)
     end = None
     if base is not None and node.start_time_micros:
         end = base + node.start_time_micros + node.duration_micros
-    seq = a.get("comm_seq")
+    seq = a.get(ATTR_COMM_SEQ)
     return Comm(pos=pos, node_id=node.id, kind=kind,
-                comm_type=int_or_none(a.get("comm_type")) if kind == pb.COMM_COLL_NODE else None,
-                size=int_or_none(a.get("comm_size")) or 0, pg=str(a.get("pg_name") or ""), peer=peer,
-                tag=int_or_none(a.get("comm_tag")) or 0, seq=seq if isinstance(seq, int) else None, end=end,
-                name=node.name)
+                comm_type=int_or_none(a.get(ATTR_COMM_TYPE)) if kind == pb.COMM_COLL_NODE else None,
+                size=int_or_none(a.get(ATTR_COMM_SIZE)) or 0, pg=str(a.get(ATTR_PG_NAME) or ""), peer=peer,
+                tag=int_or_none(a.get(ATTR_COMM_TAG)) or 0, seq=seq if isinstance(seq, int) else None,
+                end=end, name=node.name)
 
 
 def is_timing_piece(node: Any) -> bool:
     """A node an ASTRA-sim experiment added for a piece of time (chakra.replay.materialize): a COMM node
     that is not communication."""
-    return any(a.name == "timing_piece" for a in node.attr)
+    return any(a.name == ATTR_TIMING_PIECE for a in node.attr)
 
 
 def rank_comms(f: EtFile, skip: set[int] | None = None) -> RankComms:

@@ -30,7 +30,18 @@ from itertools import accumulate, chain, islice
 from typing import Any, overload
 
 from chakra.errors import ChakraError, TraceFormatError
-from chakra.formats import THREAD_TIMING, THREAD_TIMING_ATTRS
+from chakra.formats import (
+    ATTR_COMM_DST,
+    ATTR_COMM_SEQ,
+    ATTR_COMM_SIZE,
+    ATTR_COMM_SRC,
+    ATTR_COMM_TAG,
+    ATTR_COMM_TYPE,
+    ATTR_PG_NAME,
+    ATTR_PG_SIZE,
+    THREAD_TIMING,
+    THREAD_TIMING_ATTRS,
+)
 from chakra.job.etfile import int_or_none, job_of_metadata, metadata_info, parse_process_groups
 from chakra.schema import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, METADATA_NODE
 
@@ -41,11 +52,11 @@ WORLD_PG_NAMES = frozenset(("", "0"))
 # per-node numbers the replay reads when present (RankGraph.extra): the thread timing written by the
 # converter (chakra.convert.threads), the size and kind of a collective (the communication model) and the
 # size of its process group where the producer recorded it (how many ranks a whole job has)
-EXTRA_ATTRS = frozenset((*THREAD_TIMING_ATTRS, "comm_type", "comm_size", "pg_size"))
+EXTRA_ATTRS = frozenset((*THREAD_TIMING_ATTRS, ATTR_COMM_TYPE, ATTR_COMM_SIZE, ATTR_PG_SIZE))
 # the EXTRA_ATTRS of communication nodes: a read graph holds them as a :class:`SparseColumn` (one value
 # per comm node of a generated rank: a dict entry each was ~75 B of a node's ~380); the thread timing
 # stays in dicts (read per node on the CPU lanes, where a dict's lookup is the fastest)
-SPARSE_EXTRAS = frozenset(("comm_type", "comm_size", "pg_size"))
+SPARSE_EXTRAS = frozenset((ATTR_COMM_TYPE, ATTR_COMM_SIZE, ATTR_PG_SIZE))
 
 
 class ReplayError(ChakraError):
@@ -101,9 +112,9 @@ class CommInfo:
     def from_attrs(cls, raw: dict[str, Any]) -> CommInfo:
         """From the node's comm attributes (name -> value; the one constructor every reader uses).
         A collective's type and size are in ``RankGraph.extra`` (the communication model reads them too)."""
-        seq = raw.get("comm_seq")
-        return cls(pg_name=str(raw.get("pg_name") or ""), src=int_or_none(raw.get("comm_src")),
-                   dst=int_or_none(raw.get("comm_dst")), tag=int_or_none(raw.get("comm_tag")) or 0,
+        seq = raw.get(ATTR_COMM_SEQ)
+        return cls(pg_name=str(raw.get(ATTR_PG_NAME) or ""), src=int_or_none(raw.get(ATTR_COMM_SRC)),
+                   dst=int_or_none(raw.get(ATTR_COMM_DST)), tag=int_or_none(raw.get(ATTR_COMM_TAG)) or 0,
                    seq=seq if type(seq) is int else None)
 
 
@@ -357,8 +368,8 @@ class RankGraph:
         """``comm`` and the ``comm_type`` / ``comm_size`` extras as plain dicts, for a pass that looks them
         up per communication node (a read graph's are sorted columns: a lookup in one is a bisection in
         Python)."""
-        return (dict(self.comm.items()), dict(self.extra.get("comm_type", {}).items()),
-                dict(self.extra.get("comm_size", {}).items()))
+        return (dict(self.comm.items()), dict(self.extra.get(ATTR_COMM_TYPE, {}).items()),
+                dict(self.extra.get(ATTR_COMM_SIZE, {}).items()))
 
     def file_order(self) -> Sequence[int]:
         """The node indices in the order of the file's messages."""
@@ -446,9 +457,9 @@ def graph_from_specs(specs: Iterable[NodeSpec], *, rank: int | None = None, worl
         for name, v in (("thread_depth", s.depth), ("work_before_us", s.work_before), ("tail_us", s.tail),
                         ("idle_before_us", s.idle_before), ("wait_on", s.wait_on),
                         ("wait_post_us", s.wait_post), ("frees_thread", int(s.frees_thread)),
-                        ("comm_type", s.comm_type),
-                        ("comm_size", s.comm_size)):
-            if v or (name == "comm_type" and v is not None):
+                        (ATTR_COMM_TYPE, s.comm_type),
+                        (ATTR_COMM_SIZE, s.comm_size)):
+            if v or (name == ATTR_COMM_TYPE and v is not None):
                 extra.setdefault(name, {})[k] = v
     if thread_timing is None:
         thread_timing = any(name in g.extra for name in ("thread_depth", "work_before_us", "tail_us",

@@ -42,6 +42,7 @@ from typing import Any
 from chakra import schema as pb
 from chakra.convert.text import ET_VERSION, Layer, Phase, TextWorkload, write_workload
 from chakra.errors import UsageError
+from chakra.formats import ATTR_COMM_SIZE, ATTR_COMM_TYPE, ATTR_IS_CPU_OP, ATTR_PG_NAME
 from chakra.io import write_messages
 
 log = logging.getLogger(__name__)
@@ -176,7 +177,7 @@ def _meta(name: str, rank: int, n: int) -> pb.GlobalMetadata:
     ])
 
 
-_GPU = pb.AttributeProto(name="is_cpu_op", bool_val=False)
+_GPU = pb.AttributeProto(name=ATTR_IS_CPU_OP, bool_val=False)
 
 
 def _write_all(base: str, name: str, n: int, nodes: list[pb.Node]) -> Generated:
@@ -190,9 +191,9 @@ def _write_all(base: str, name: str, n: int, nodes: list[pb.Node]) -> Generated:
 def _one_collective(base: str, n: int, name: str, size: int) -> Generated:
     node = pb.Node(id=0, name=name.upper(), type=pb.COMM_COLL_NODE, attr=[
         _GPU,
-        pb.AttributeProto(name="comm_type", int64_val=COLLECTIVES[name]),
-        pb.AttributeProto(name="comm_size", int64_val=size),
-        pb.AttributeProto(name="pg_name", string_val="0"),
+        pb.AttributeProto(name=ATTR_COMM_TYPE, int64_val=COLLECTIVES[name]),
+        pb.AttributeProto(name=ATTR_COMM_SIZE, int64_val=size),
+        pb.AttributeProto(name=ATTR_PG_NAME, string_val="0"),
     ])
     return _write_all(base, f"{name}_{size_label(size)}", n, [node])
 

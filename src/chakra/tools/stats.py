@@ -64,6 +64,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from chakra.errors import ChakraError, TraceFormatError
+from chakra.formats import ATTR_COMM_SIZE, ATTR_COMM_TYPE
 from chakra.host.collective_names import (
     implementation_of,
     is_comm_kernel_name,
@@ -150,8 +151,8 @@ def et_rows(g: RankGraph, which: Iterable[int] | None = None) -> Iterator[Row]:
     """The nodes of a read ET in file order (``which``: these node indices, in this order), as the
     statistics count them (see the module docstring)."""
     no_attr = set(g.no_cpu_attr)
-    comm_types = g.extra.get("comm_type", {})
-    comm_sizes = g.extra.get("comm_size", {})
+    comm_types = g.extra.get(ATTR_COMM_TYPE, {})
+    comm_sizes = g.extra.get(ATTR_COMM_SIZE, {})
     types, names, durs, cpu = g.types, g.names, g.durations, g.is_cpu
     for i in g.file_order() if which is None else which:
         ntype, name = types[i], names[i]

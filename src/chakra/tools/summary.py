@@ -22,6 +22,7 @@ from chakra import schema as pb
 from chakra.device import model as dm
 from chakra.device.loader import build_kineto_trace, load_kineto, measured_window
 from chakra.errors import TraceFormatError
+from chakra.formats import ATTR_COMM_SIZE, ATTR_COMM_TYPE, ATTR_IS_CPU_OP, ATTR_PG_NAME
 from chakra.host.loader import build_host_trace
 from chakra.host.model import METADATA, OP, THREAD_ROOT
 from chakra.io import gc_paused, iter_messages, load_json
@@ -179,24 +180,24 @@ def _et_summary(path: str) -> dict[str, Any]:
             t_lo = node.start_time_micros if t_lo is None else min(t_lo, node.start_time_micros)
             t_hi = end if t_hi is None else max(t_hi, end)
         attrs = {a.name: a for a in node.attr}
-        cpu = attrs.get("is_cpu_op")
+        cpu = attrs.get(ATTR_IS_CPU_OP)
         if node.type == pb.COMP_NODE:
             slot = comp["unset" if cpu is None else "cpu" if pb.attr_value(cpu) else "gpu"]
             slot[0] += 1
             slot[1] += node.duration_micros
         elif node.type == pb.COMM_COLL_NODE:
-            ctype = attrs.get("comm_type")
+            ctype = attrs.get(ATTR_COMM_TYPE)
             if ctype is None:
                 no_type += 1
             else:
                 name = _COLL_TYPES.get(pb.attr_value(ctype), f"type {pb.attr_value(ctype)}")
                 entry = colls.setdefault(name, [0, 0])
                 entry[0] += 1
-                size = attrs.get("comm_size")
+                size = attrs.get(ATTR_COMM_SIZE)
                 entry[1] += int(pb.attr_value(size) or 0) if size is not None else 0
             if cpu is not None and pb.attr_value(cpu):
                 cpu_comm += 1
-            pg = attrs.get("pg_name")
+            pg = attrs.get(ATTR_PG_NAME)
             pgs.add(str(pb.attr_value(pg)) if pg is not None else "")
     dangling = sum(1 for d in deps if d not in ids)
     md = {a.name: pb.attr_value(a) for a in meta.attr}
