@@ -54,6 +54,18 @@ from chakra.host.decode import (
     read_document,
     read_part,
 )
+from chakra.host.keys import (
+    COLLECTIVE_NAME,
+    COMM_SIZE,
+    FW_PARENT,
+    FW_TID,
+    OP_SCHEMA,
+    PG_NAME,
+    RF_ID,
+    SCOPE,
+    SEQ_ID,
+    TID,
+)
 from chakra.host.model import (
     EMPTY_IO,
     METADATA,
@@ -95,7 +107,7 @@ _TOP_KEYS = frozenset({"schema", "pid", "time", "start_ts", "finish_ts", "nodes"
 
 # Node keys each layout models; any other key of a node goes into HostOp.attrs.
 _FLAT_KEYS = frozenset({
-    "name", "id", "rf_id", "parent", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schema",
+    "name", "id", RF_ID, "parent", FW_PARENT, SEQ_ID, SCOPE, TID, FW_TID, OP_SCHEMA,
     "inputs", "input_shapes", "input_types", "input_strides",
     "outputs", "output_shapes", "output_types", "output_strides",
 })
@@ -104,9 +116,9 @@ _CHAKRA_KEYS = frozenset({"id", "name", "ctrl_deps", "inputs", "outputs", "attrs
 # The other node keys the typed decoder knows, in the order the linker writes them (ET+), which is the
 # order they take in HostOp.attrs when the node did not take the generic route.
 _EXTRA_ORDER = ("cat", "ph", "ts", "dur", "inclusive_dur", "exclusive_dur", "kineto_tid", "stream",
-                "device", "tid", "pid", "args", "pg_name", "collective_name", "comm_size", "comm_backend",
-                "inter_thread_dep", "sync_dep", "parent", "ctrl_deps", "rf_id", "fw_parent", "seq_id",
-                "scope", "fw_tid", "op_schema")
+                "device", TID, "pid", "args", PG_NAME, COLLECTIVE_NAME, COMM_SIZE, "comm_backend",
+                "inter_thread_dep", "sync_dep", "parent", "ctrl_deps", RF_ID, FW_PARENT, SEQ_ID,
+                SCOPE, FW_TID, OP_SCHEMA)
 _FLAT_EXTRAS = tuple(k for k in _EXTRA_ORDER if k not in _FLAT_KEYS)
 _CHAKRA_EXTRAS = tuple(k for k in _EXTRA_ORDER if k not in _CHAKRA_KEYS)
 _GET_FLAT_EXTRAS = attrgetter(*_FLAT_EXTRAS)
@@ -443,12 +455,12 @@ class _Builder:
 
 
 _NO_IO4 = (b"[]", b"[]", b"[]", None)
-_STD_NAMES = ("rf_id", "tid", "fw_parent", "seq_id", "scope", "fw_tid", "op_schema")   # HostOp's order
+_STD_NAMES = (RF_ID, TID, FW_PARENT, SEQ_ID, SCOPE, FW_TID, OP_SCHEMA)   # HostOp's order
 _GET_FLAT_STD = attrgetter(*_STD_NAMES)
 _STD_DEFAULTS = (None, 0, 0, -1, 0, 0, "")
 _STD_AT = {name: i for i, name in enumerate(_STD_NAMES)}
 _encode = msgspec.json.encode
-_STD_ORDER = ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schema")
+_STD_ORDER = (RF_ID, FW_PARENT, SEQ_ID, SCOPE, TID, FW_TID, OP_SCHEMA)
 
 
 def _coerce_parent(p: Any) -> int:

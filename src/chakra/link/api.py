@@ -22,7 +22,9 @@ from orjson import Fragment
 from chakra.device.loader import load_kineto
 from chakra.device.model import KERNEL, MEMCPY, MEMSET, KinetoEvent, KinetoTrace
 from chakra.errors import TraceFormatError, UsageError
+from chakra.formats import GROUP_NAME, GROUP_SIZE
 from chakra.host.collective_names import CPU_RECORD_PREFIXES
+from chakra.host.keys import COLLECTIVE_NAME, COMM_SIZE, PG_NAME, TID
 from chakra.host.loader import load_host_et, self_parent_message
 from chakra.host.model import OP, PROCESS_ROOT, HostOp, HostTrace, IOInfo
 from chakra.io import gc_paused
@@ -185,7 +187,7 @@ def _prepare(
     world = kineto.world_size if kineto.world_size is not None else host.world_size
     pgs = process_groups(host, kineto.distributed_info, world)
     if world is None:
-        world = next((g["group_size"] for g in pgs if g["pg_name"] == "0" and g["group_size"]), None)
+        world = next((g[GROUP_SIZE] for g in pgs if g[GROUP_NAME] == "0" and g[GROUP_SIZE]), None)
     stats = link_stats(
         kineto, window, match, gpu, collectives, it_deps, it_skipped, inter_thread_gap_us, s_deps, s_stats
     )
@@ -357,11 +359,11 @@ def _gpu_nodes(
                 "exclusive_dur": dur,
                 "stream": stream,
                 "device": device,
-                "tid": stream,
+                TID: stream,
                 "args": ev.args,
-                "pg_name": pg_name,
-                "collective_name": coll,
-                "comm_size": size,
+                PG_NAME: pg_name,
+                COLLECTIVE_NAME: coll,
+                COMM_SIZE: size,
                 parent_key: launcher,
             }
             add_io(node, by_id[launcher], layout)
@@ -388,11 +390,11 @@ def _pre_trace_node(ev: KinetoEvent, nid: int, window_start: float, cat: str, pg
         "exclusive_dur": dur,
         "stream": ev.stream,
         "device": ev.device,
-        "tid": ev.stream,
+        TID: ev.stream,
         "args": ev.args,
-        "pg_name": pg_name,
-        "collective_name": coll,
-        "comm_size": size,
+        PG_NAME: pg_name,
+        COLLECTIVE_NAME: coll,
+        COMM_SIZE: size,
         "parent" if layout == FLAT else "ctrl_deps": 0,
     }
     add_io(node, _NO_LAUNCHER, layout)

@@ -71,6 +71,7 @@ from chakra.host.collective_names import (
     is_cpu_record,
     kernel_collective,
 )
+from chakra.host.keys import COLLECTIVE_NAME, COMM_SIZE, PG_NAME, TID
 from chakra.host.model import is_comm_name
 from chakra.io import load_json
 from chakra.io.naming import rank_from_filename
@@ -239,12 +240,12 @@ def load_etplus(path: str | os.PathLike[str]) -> EtGraph:
         if cat in _GPU_CATS:
             is_cpu: bool | None = False
             dur = _num(n.get("dur"))
-            coll = str(n.get("collective_name") or "")
+            coll = str(n.get(COLLECTIVE_NAME) or "")
             if coll or is_comm_kernel_name(name):
                 kind = "gpu_comm"
                 comm = collective_type_name(coll or kernel_collective(name) or name)
-                comm_size = int(_num(n.get("comm_size")))
-                pg_name = str(n.get("pg_name") or "")
+                comm_size = int(_num(n.get(COMM_SIZE)))
+                pg_name = str(n.get(PG_NAME) or "")
             else:
                 kind = _GPU_CATS[cat]
         else:
@@ -273,7 +274,7 @@ def _etplus_lane(n: dict[str, Any], is_cpu: bool | None) -> Any:
     if is_cpu is None:
         return None
     if is_cpu:
-        tid = n.get("tid")
+        tid = n.get(TID)
         return ("cpu", tid if isinstance(tid, int) else 0)
     device, stream = n.get("device"), n.get("stream")
     return ("gpu", device if isinstance(device, int) else 0, stream if isinstance(stream, int) else 0)
