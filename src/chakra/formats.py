@@ -1,6 +1,8 @@
 """The Chakra ET's format values that the generated bindings do not name: the wire tags of the fields that
-the fast paths write and read as bytes, the attribute names they encode, and the values of GlobalMetadata
-attributes (docs/formats.md).  The node and collective enums are the generated ones (``chakra.schema``).
+the fast paths write and read as bytes; the names of the node attributes (``ATTR_*``) and GlobalMetadata
+attributes (``META_*``) this toolkit writes or reads, and the values of GlobalMetadata attributes; the
+fields of a process-group record (``GROUP_*``) (docs/formats.md).  The node and collective enums are the
+generated ones (``chakra.schema``).  A host ET / ET+ node's keys are ``chakra.host.keys``.
 
 The field numbers are those of ``schema/protobuf/et_def.proto``; tests/schema/test_formats.py checks each
 against the generated descriptor.  They are not read off it here because this module is imported by
@@ -76,14 +78,39 @@ ATTR_TID, ATTR_STREAM, ATTR_DEVICE = "tid", "stream", "device"
 #: (string) and the id of the node it belongs to (int64)
 ATTR_TIMING_PIECE, ATTR_TIMING_OF = "timing_piece", "timing_of"
 
+#: int64: a host op's thread in the host ET, where it differs from the Kineto thread written as ``tid``
+ATTR_HOST_TID = "host_tid"
+#: a GPU op's Kineto category (string), correlation id and ``External id`` (int64)
+ATTR_CAT, ATTR_CORRELATION, ATTR_EXTERNAL_ID = "cat", "correlation", "external_id"
+#: string: why chakra.job.astrasim changed the node
+ATTR_ASTRASIM_NOTE = "astrasim_note"
+#: int64: the thread timing (meaning: chakra.convert.threads): the nesting depth on the thread, the
+#: enclosing op's work before the node, the op's own time after its last child, the idle time before it,
+#: the node it waited on and the time from that node's end, and whether a communication record lets its
+#: thread go on (1)
+(ATTR_THREAD_DEPTH, ATTR_WORK_BEFORE_US, ATTR_TAIL_US, ATTR_IDLE_BEFORE_US, ATTR_WAIT_ON, ATTR_WAIT_POST_US,
+ ATTR_FREES_THREAD) = ("thread_depth", "work_before_us", "tail_us", "idle_before_us", "wait_on",
+                       "wait_post_us", "frees_thread")
+
+# -- the names of GlobalMetadata attributes that the toolkit reads back ---------------------------------
+#: int64: the file's rank and the job's world size (-1: not known)
+META_RANK, META_WORLD_SIZE = "rank", "world_size"
+#: string: the process-group records as JSON text (their fields: GROUP_* below)
+META_PROCESS_GROUPS = "process_groups"
+#: double: the measured window (µs on the Kineto clock) and string: what it is ("span", "none", ...)
+META_MEASURED_START_US, META_MEASURED_DUR_US = "measured_start_us", "measured_dur_us"
+META_MEASURED_WINDOW = "measured_window"
+#: string: the nodes carry the thread timing (THREAD_TIMING), or an experiment's pieces of time as nodes
+META_THREAD_TIMING, META_EXPERIMENT_TIMING = "thread_timing", "experiment_timing"
+
 #: GlobalMetadata ``thread_timing``: the nodes carry the thread-timing attributes (chakra.convert.threads)
 THREAD_TIMING = "pieces-1"
 #: the attributes of a communication node, as the converter writes them (comm_type: a CollectiveCommType)
 COMM_ATTRS = frozenset({ATTR_COMM_TYPE, ATTR_COMM_SIZE, ATTR_PG_NAME, ATTR_COMM_PRIORITY, ATTR_COMM_SRC,
                         ATTR_COMM_DST, ATTR_COMM_TAG, ATTR_COMM_SEQ, ATTR_IS_CPU_OP})
 #: the node attributes of the thread timing, as the converter writes them and the replay reads them
-THREAD_TIMING_ATTRS = ("thread_depth", "work_before_us", "tail_us", "idle_before_us", "wait_on",
-                       "wait_post_us", "frees_thread")
+THREAD_TIMING_ATTRS = (ATTR_THREAD_DEPTH, ATTR_WORK_BEFORE_US, ATTR_TAIL_US, ATTR_IDLE_BEFORE_US,
+                       ATTR_WAIT_ON, ATTR_WAIT_POST_US, ATTR_FREES_THREAD)
 
 
 def attr_name_field(name: str) -> bytes:

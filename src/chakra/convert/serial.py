@@ -18,9 +18,12 @@ import orjson
 
 from chakra.convert.attrs import AttrCache, frame_attr, make_attr, varint
 from chakra.formats import (
+    ATTR_CORRELATION,
     ATTR_DEVICE,
+    ATTR_EXTERNAL_ID,
     ATTR_FW_PARENT,
     ATTR_FW_TID,
+    ATTR_HOST_TID,
     ATTR_INT64,
     ATTR_IS_CPU_OP,
     ATTR_OP_SCHEMA,
@@ -99,8 +102,8 @@ _FP_NAME = attr_name_field(ATTR_FW_PARENT)
 _SQ_NAME = attr_name_field(ATTR_SEQ_ID)
 _SC_NAME = attr_name_field(ATTR_SCOPE)
 _FT_NAME = attr_name_field(ATTR_FW_TID)
-_CORR_NAME = attr_name_field("correlation")
-_EXT_NAME = attr_name_field("external_id")
+_CORR_NAME = attr_name_field(ATTR_CORRELATION)
+_EXT_NAME = attr_name_field(ATTR_EXTERNAL_ID)
 
 
 class Serializer:
@@ -200,7 +203,7 @@ class Serializer:
             tid = kt if kt is not None else htid
             b = cached(ATTR_IS_CPU_OP, cpu) + cached(ATTR_TID, tid)
             if kt is not None and kt != htid:
-                b += cached("host_tid", htid)
+                b += cached(ATTR_HOST_TID, htid)
             if key is not None:
                 _keep(blocks, key, b)
         return b
@@ -277,7 +280,7 @@ def kineto_ids(args: dict[str, Any], out: list[bytes]) -> None:
     """A GPU node's ``correlation`` and ``external_id`` attributes, from its Kineto args (ints only)."""
     v = args.get("correlation")
     if type(v) is int:
-        out.append(int_attr(_CORR_NAME, "correlation", v))
+        out.append(int_attr(_CORR_NAME, ATTR_CORRELATION, v))
     v = args.get("External id")
     if type(v) is int:
-        out.append(int_attr(_EXT_NAME, "external_id", v))
+        out.append(int_attr(_EXT_NAME, ATTR_EXTERNAL_ID, v))

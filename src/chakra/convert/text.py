@@ -85,6 +85,8 @@ from chakra.formats import (
     ATTR_ORIG_COMM_SIZE,
     ATTR_ORIG_COMM_TYPE,
     ATTR_PG_NAME,
+    META_RANK,
+    META_WORLD_SIZE,
 )
 from chakra.io import read_bytes, write_messages
 from chakra.io.atomic import write_bytes_atomic
@@ -591,8 +593,8 @@ def write_workload(wl: TextWorkload, prefix: str | os.PathLike[str], num_npus: i
             pb.AttributeProto(name="source", string_val=source),
             pb.AttributeProto(name="input_file", string_val=os.path.basename(wl.path)),
             pb.AttributeProto(name="parallelism", string_val=wl.kind),
-            pb.AttributeProto(name="rank", int64_val=rank),
-            pb.AttributeProto(name="world_size", int64_val=num_npus),
+            pb.AttributeProto(name=META_RANK, int64_val=rank),
+            pb.AttributeProto(name=META_WORLD_SIZE, int64_val=num_npus),
             pb.AttributeProto(name="num_passes", int64_val=num_passes),
             pb.AttributeProto(name="cycle_ns", double_val=cycle_ns),
         ])

@@ -38,18 +38,32 @@ from chakra.formats import (
     ATTR_COMM_SRC,
     ATTR_COMM_TAG,
     ATTR_COMM_TYPE,
+    ATTR_FREES_THREAD,
+    ATTR_IDLE_BEFORE_US,
     ATTR_IS_CPU_OP,
     ATTR_ORIG_COLLECTIVE,
     ATTR_ORIG_COMM_SIZE,
     ATTR_ORIG_COMM_TYPE,
     ATTR_ORIG_PG_NAME,
     ATTR_PG_NAME,
+    ATTR_TAIL_US,
+    ATTR_THREAD_DEPTH,
+    ATTR_WAIT_ON,
+    ATTR_WAIT_POST_US,
+    ATTR_WORK_BEFORE_US,
     GROUP_BACKEND,
     GROUP_COUNT,
     GROUP_DESC,
     GROUP_NAME,
     GROUP_RANKS,
     GROUP_SIZE,
+    META_MEASURED_DUR_US,
+    META_MEASURED_START_US,
+    META_MEASURED_WINDOW,
+    META_PROCESS_GROUPS,
+    META_RANK,
+    META_THREAD_TIMING,
+    META_WORLD_SIZE,
     NODE_CTRL_DEPS,
     NODE_DATA_DEPS,
     NODE_DURATION,
@@ -352,10 +366,10 @@ def metadata(cv: Plan, tm: Timing, cm: Comm, dp: Deps) -> pb.GlobalMetadata:
         attrs.append(make_attr("start_ts", tr.start_ts))
     if tr.finish_ts is not None:
         attrs.append(make_attr("finish_ts", tr.finish_ts))
-    attrs.append(make_attr("rank", cm.rank if cm.rank is not None else -1))
+    attrs.append(make_attr(META_RANK, cm.rank if cm.rank is not None else -1))
     ws = tr.world_size
-    attrs.append(make_attr("world_size", ws if ws is not None else -1))
-    attrs.append(pb.AttributeProto(name="process_groups", string_val=pg_json(cv)))
+    attrs.append(make_attr(META_WORLD_SIZE, ws if ws is not None else -1))
+    attrs.append(pb.AttributeProto(name=META_PROCESS_GROUPS, string_val=pg_json(cv)))
     measured = tr.extra.get("measured")
     if isinstance(measured, dict) and _num(measured.get("start_us")):
         m_start = float(measured["start_us"])
@@ -365,11 +379,11 @@ def metadata(cv: Plan, tm: Timing, cm: Comm, dp: Deps) -> pb.GlobalMetadata:
         m_start, m_dur, window = tm.span_lo, tm.span_hi - tm.span_lo, "span"
     else:
         m_start, m_dur, window = 0.0, 0.0, "none"
-    attrs.append(pb.AttributeProto(name="measured_start_us", double_val=m_start))
-    attrs.append(pb.AttributeProto(name="measured_dur_us", double_val=m_dur))
-    attrs.append(pb.AttributeProto(name="measured_window", string_val=window))
+    attrs.append(pb.AttributeProto(name=META_MEASURED_START_US, double_val=m_start))
+    attrs.append(pb.AttributeProto(name=META_MEASURED_DUR_US, double_val=m_dur))
+    attrs.append(pb.AttributeProto(name=META_MEASURED_WINDOW, string_val=window))
     if dp.tt is not None:
-        attrs.append(pb.AttributeProto(name="thread_timing", string_val=THREAD_TIMING))
+        attrs.append(pb.AttributeProto(name=META_THREAD_TIMING, string_val=THREAD_TIMING))
     return pb.GlobalMetadata(version=ET_VERSION, attr=attrs)
 
 
@@ -378,13 +392,13 @@ def _name_field(name: str) -> tuple[bytes, str]:
     return attr_name_field(name), name
 
 
-_DEPTH = _name_field("thread_depth")
-_WORK = _name_field("work_before_us")
-_TAIL = _name_field("tail_us")
-_IDLE = _name_field("idle_before_us")
-_POST = _name_field("wait_post_us")
-_WAIT_ON = _name_field("wait_on")
-_FREES = _name_field("frees_thread")
+_DEPTH = _name_field(ATTR_THREAD_DEPTH)
+_WORK = _name_field(ATTR_WORK_BEFORE_US)
+_TAIL = _name_field(ATTR_TAIL_US)
+_IDLE = _name_field(ATTR_IDLE_BEFORE_US)
+_POST = _name_field(ATTR_WAIT_POST_US)
+_WAIT_ON = _name_field(ATTR_WAIT_ON)
+_FREES = _name_field(ATTR_FREES_THREAD)
 
 
 def _comm_attrs(f: CommFields, t: int) -> list[pb.AttributeProto]:

@@ -33,3 +33,8 @@ PG_NAME, PG_DESC = "pg_name", "pg_desc"
 PG_SIZE = "pg_size"
 #: an ET+ GPU node's bytes (the linker's: chakra.link.comm)
 COMM_SIZE = "comm_size"
+
+# -- an ET+ document's top-level keys that the linker adds and the host loader reads -----------------------
+#: the rank the collectives were recorded with, the job's world size, the process-group records
+#: (their fields: chakra.formats.GROUP_*)
+RANK, WORLD_SIZE, PROCESS_GROUPS = "rank", "world_size", "process_groups"

@@ -61,10 +61,13 @@ from chakra.host.keys import (
     FW_TID,
     OP_SCHEMA,
     PG_NAME,
+    PROCESS_GROUPS,
+    RANK,
     RF_ID,
     SCOPE,
     SEQ_ID,
     TID,
+    WORLD_SIZE,
 )
 from chakra.host.model import (
     EMPTY_IO,
@@ -696,8 +699,8 @@ def make_trace(top: dict[str, Any], layout: str, ops: list[HostOp], by_id: dict[
         extra={k: v for k, v in top.items() if k not in _TOP_KEYS},
         warnings=warnings,
     )
-    trace.rank = _opt_int(top.get("rank"))
-    trace.world_size = _opt_int(top.get("world_size"))
+    trace.rank = _opt_int(top.get(RANK))
+    trace.world_size = _opt_int(top.get(WORLD_SIZE))
     _attach_process_groups(trace, top, path)
     return trace
 
@@ -718,10 +721,10 @@ def _attach_process_groups(trace: HostTrace, data: dict[str, Any], path: str) ->
                 trace.process_groups = parse_pg_init(values[0], trace.world_size)
             except PayloadError as exc:
                 raise TraceFormatError(f"node id {op.id} '{PG_INIT_NAME}': {exc}", path) from None
-    elif isinstance(data.get("process_groups"), list):
+    elif isinstance(data.get(PROCESS_GROUPS), list):
         # An ET+ file written by our linker without the init node: its resolved table.
         try:
-            trace.process_groups = parse_pg_init(data["process_groups"], trace.world_size)
+            trace.process_groups = parse_pg_init(data[PROCESS_GROUPS], trace.world_size)
         except PayloadError as exc:
             raise TraceFormatError(f"top-level process_groups: {exc}", path) from None
     if trace.world_size is None and trace.process_groups:

@@ -45,6 +45,7 @@ from chakra.convert.graph import CycleError, topological_order
 from chakra.convert.plan import UNSIMULATED_COMM_TYPES
 from chakra.errors import ChakraError, UsageError
 from chakra.formats import (
+    ATTR_ASTRASIM_NOTE,
     ATTR_COMM_PRIORITY,
     ATTR_COMM_SIZE,
     ATTR_COMM_TYPE,
@@ -157,7 +158,7 @@ def _to_comp(node: pb.Node, why: str) -> None:
     if isinstance(a.get(ATTR_COMM_SIZE), int):
         node.attr.append(A(name=ATTR_ORIG_COMM_SIZE, int64_val=a[ATTR_COMM_SIZE]))
     node.attr.append(A(name=ATTR_ORIG_PG_NAME, string_val=str(a.get(ATTR_PG_NAME) or "")))
-    node.attr.append(A(name="astrasim_note", string_val=why))
+    node.attr.append(A(name=ATTR_ASTRASIM_NOTE, string_val=why))
     node.attr.append(A(name=ATTR_IS_CPU_OP, bool_val=False))
     node.type = pb.COMP_NODE
 
@@ -397,7 +398,7 @@ def _split_all_reduces(nodes: list[pb.Node], halves: dict[int, int]) -> list[pb.
                           pb.AttributeProto(name=ATTR_COMM_PRIORITY, int32_val=0),
                           pb.AttributeProto(name=ATTR_ORIG_COMM_TYPE, int64_val=pb.ALL_REDUCE),
                           pb.AttributeProto(name=ATTR_ORIG_COMM_SIZE, int64_val=size),
-                          pb.AttributeProto(name="astrasim_note", string_val=_HALF_NOTE)])
+                          pb.AttributeProto(name=ATTR_ASTRASIM_NOTE, string_val=_HALF_NOTE)])
         half.data_deps.append(x.id)
         renamed[x.id] = next_id
         added.append(half)
@@ -414,7 +415,7 @@ def _split_all_reduces(nodes: list[pb.Node], halves: dict[int, int]) -> list[pb.
 def _idle_node(node_id: int) -> pb.Node:
     n = pb.Node(id=node_id, name="idle", type=pb.COMP_NODE, duration_micros=0)
     n.attr.append(pb.AttributeProto(name=ATTR_IS_CPU_OP, bool_val=False))
-    n.attr.append(pb.AttributeProto(name="astrasim_note", string_val="an idle NPU"))
+    n.attr.append(pb.AttributeProto(name=ATTR_ASTRASIM_NOTE, string_val="an idle NPU"))
     return n
 
 

@@ -30,6 +30,10 @@ from chakra.formats import (
     ATTR_TIMING_PIECE,
     GROUP_NAME,
     GROUP_RANKS,
+    META_MEASURED_START_US,
+    META_PROCESS_GROUPS,
+    META_RANK,
+    META_WORLD_SIZE,
 )
 from chakra.io.pbstream import read_messages
 
@@ -145,10 +149,10 @@ def job_of_metadata(info: dict[str, Any], rank: int | None, where: str | None
                     ) -> tuple[int | None, int | None, dict[str, tuple[int, ...]]]:
     """What the GlobalMetadata attributes ``info`` (:func:`metadata_info`) say of the job: the rank (else
     ``rank``), the world size (None unless > 0) and the process groups."""
-    r = int_or_none(info.get("rank"))
-    ws = int_or_none(info.get("world_size"))
+    r = int_or_none(info.get(META_RANK))
+    ws = int_or_none(info.get(META_WORLD_SIZE))
     ws = ws if ws and ws > 0 else None
-    groups = parse_process_groups(info.get("process_groups"), ws, where)
+    groups = parse_process_groups(info.get(META_PROCESS_GROUPS), ws, where)
     return (r if r is not None and r >= 0 else rank), ws, groups
 
 
@@ -166,7 +170,7 @@ def read_et(path: str | os.PathLike[str], rank: int) -> EtFile:
                 if parsed:
                     f.groups = parse_process_groups(parsed, ws, where)
                     break
-    mstart = info.get("measured_start_us")
+    mstart = info.get(META_MEASURED_START_US)
     f.measured_start_us = float(mstart) if isinstance(mstart, (int, float)) else None
     return f
 

@@ -43,6 +43,9 @@ from chakra.formats import (
     GROUP_NAME,
     GROUP_RANKS,
     GROUP_SIZE,
+    META_PROCESS_GROUPS,
+    META_RANK,
+    META_WORLD_SIZE,
 )
 from chakra.io import atomic_output, read_bytes
 from chakra.io.atomic import check_output_path
@@ -125,7 +128,7 @@ def input_files(prefix: str) -> list[str]:
 
 def _table_of(meta: Any, nodes: dict[int, Any], path: str) -> list[dict[str, Any]] | None:
     info = metadata_info(meta)
-    text = info.get("process_groups")
+    text = info.get(META_PROCESS_GROUPS)
     if text not in (None, ""):
         try:
             table = json.loads(text)
@@ -357,12 +360,12 @@ def _plan(src: _Source, rank: int, rw: _Rewrite) -> _Plan:
 def _metadata(src: _Source, rank: int, m: int, rw: _Rewrite) -> bytes:
     meta = pb.GlobalMetadata()
     meta.CopyFrom(src.meta)
-    _set(meta, "rank", rank)
-    _set(meta, "world_size", m)
-    if src.table is not None and any(a.name == "process_groups" for a in meta.attr):
+    _set(meta, META_RANK, rank)
+    _set(meta, META_WORLD_SIZE, m)
+    if src.table is not None and any(a.name == META_PROCESS_GROUPS for a in meta.attr):
         new = rw.table(src.table)
         if new != src.table:
-            _set(meta, "process_groups", json.dumps(new))
+            _set(meta, META_PROCESS_GROUPS, json.dumps(new))
     return src.frames[0] if meta == src.meta else meta.SerializeToString()
 
 
@@ -461,7 +464,7 @@ def _check_ranks(sources: Sequence[_Source]) -> None:
     n = len(sources)
     for r, s in enumerate(sources):
         info = metadata_info(s.meta)
-        rank, ws = info.get("rank"), info.get("world_size")
+        rank, ws = info.get(META_RANK), info.get(META_WORLD_SIZE)
         if isinstance(rank, int) and rank != r:
             raise TraceFormatError(f"the metadata says rank {rank}, the name rank {r}", s.path)
         if isinstance(ws, int) and ws > n:

@@ -24,7 +24,7 @@ from chakra.device.model import KERNEL, MEMCPY, MEMSET, KinetoEvent, KinetoTrace
 from chakra.errors import TraceFormatError, UsageError
 from chakra.formats import GROUP_NAME, GROUP_SIZE
 from chakra.host.collective_names import CPU_RECORD_PREFIXES
-from chakra.host.keys import COLLECTIVE_NAME, COMM_SIZE, PG_NAME, TID
+from chakra.host.keys import COLLECTIVE_NAME, COMM_SIZE, PG_NAME, PROCESS_GROUPS, RANK, TID, WORLD_SIZE
 from chakra.host.loader import load_host_et, self_parent_message
 from chakra.host.model import OP, PROCESS_ROOT, HostOp, HostTrace, IOInfo
 from chakra.io import gc_paused
@@ -201,9 +201,9 @@ def _prepare(
         if key not in _OUR_TOP_KEYS:
             doc[key] = value
     doc["nodes"] = None
-    doc["rank"] = rank_out
-    doc["world_size"] = world
-    doc["process_groups"] = pgs
+    doc[RANK] = rank_out
+    doc[WORLD_SIZE] = world
+    doc[PROCESS_GROUPS] = pgs
     doc["measured"] = measured(kineto, window)
     if step_stats is not None:
         stats["step"] = step_stats
@@ -260,7 +260,7 @@ def _nodes_of(hpos: Sequence[int], host_nodes: Callable[[Sequence[int]], Iterato
         yield from gpu_nodes(range(max(r.start, h) - h, r.stop - h))
 
 
-_OUR_TOP_KEYS = frozenset(("rank", "world_size", "process_groups", "measured", "link_stats"))
+_OUR_TOP_KEYS = frozenset((RANK, WORLD_SIZE, PROCESS_GROUPS, "measured", "link_stats"))
 
 
 def _host_nodes(

@@ -37,8 +37,18 @@ from chakra.formats import (
     ATTR_COMM_SRC,
     ATTR_COMM_TAG,
     ATTR_COMM_TYPE,
+    ATTR_FREES_THREAD,
+    ATTR_IDLE_BEFORE_US,
     ATTR_PG_NAME,
     ATTR_PG_SIZE,
+    ATTR_TAIL_US,
+    ATTR_THREAD_DEPTH,
+    ATTR_WAIT_ON,
+    ATTR_WAIT_POST_US,
+    ATTR_WORK_BEFORE_US,
+    META_MEASURED_DUR_US,
+    META_MEASURED_START_US,
+    META_THREAD_TIMING,
     THREAD_TIMING,
     THREAD_TIMING_ATTRS,
 )
@@ -404,11 +414,11 @@ def graph_for_metadata(metadata: Any, path: str | None, rank: int | None) -> Ran
     info = metadata_info(metadata)
     g = RankGraph(path=path)
     g.rank, g.world_size, g.process_groups = job_of_metadata(info, rank, path)
-    mdur = info.get("measured_dur_us")
+    mdur = info.get(META_MEASURED_DUR_US)
     g.measured_us = float(mdur) if isinstance(mdur, (int, float)) and mdur > 0 else None
-    mstart = info.get("measured_start_us")
+    mstart = info.get(META_MEASURED_START_US)
     g.measured_start_us = float(mstart) if isinstance(mstart, (int, float)) else None
-    g.thread_timing = info.get("thread_timing") == THREAD_TIMING
+    g.thread_timing = info.get(META_THREAD_TIMING) == THREAD_TIMING
     return g
 
 
@@ -454,16 +464,17 @@ def graph_from_specs(specs: Iterable[NodeSpec], *, rank: int | None = None, worl
         g.is_cpu.append(bool(s.is_cpu))
         g.lanes.append(lane)
         k = len(ids) - 1
-        for name, v in (("thread_depth", s.depth), ("work_before_us", s.work_before), ("tail_us", s.tail),
-                        ("idle_before_us", s.idle_before), ("wait_on", s.wait_on),
-                        ("wait_post_us", s.wait_post), ("frees_thread", int(s.frees_thread)),
+        for name, v in ((ATTR_THREAD_DEPTH, s.depth), (ATTR_WORK_BEFORE_US, s.work_before),
+                        (ATTR_TAIL_US, s.tail), (ATTR_IDLE_BEFORE_US, s.idle_before),
+                        (ATTR_WAIT_ON, s.wait_on), (ATTR_WAIT_POST_US, s.wait_post),
+                        (ATTR_FREES_THREAD, int(s.frees_thread)),
                         (ATTR_COMM_TYPE, s.comm_type),
                         (ATTR_COMM_SIZE, s.comm_size)):
             if v or (name == ATTR_COMM_TYPE and v is not None):
                 extra.setdefault(name, {})[k] = v
     if thread_timing is None:
-        thread_timing = any(name in g.extra for name in ("thread_depth", "work_before_us", "tail_us",
-                                                         "idle_before_us", "wait_on"))
+        thread_timing = any(name in g.extra for name in (ATTR_THREAD_DEPTH, ATTR_WORK_BEFORE_US, ATTR_TAIL_US,
+                                                         ATTR_IDLE_BEFORE_US, ATTR_WAIT_ON))
     g.thread_timing = thread_timing
     return g
 

@@ -54,6 +54,8 @@ from chakra.formats import (
     ATTR_PG_NAME,
     ATTR_TIMING_OF,
     ATTR_TIMING_PIECE,
+    META_EXPERIMENT_TIMING,
+    META_THREAD_TIMING,
 )
 from chakra.job.network import Network, ring_finish, ring_steps
 from chakra.replay.api import JobResult, ReplayResult
@@ -375,8 +377,8 @@ def _metadata(md: Any) -> Any:
     """The rank's GlobalMetadata without the thread timing (the pieces are nodes now), saying so."""
     out = pb.GlobalMetadata()
     out.CopyFrom(md)
-    keep = [a for a in out.attr if a.name not in ("thread_timing", "experiment_timing")]
+    keep = [a for a in out.attr if a.name not in (META_THREAD_TIMING, META_EXPERIMENT_TIMING)]
     del out.attr[:]
     out.attr.extend(keep)
-    out.attr.append(pb.AttributeProto(name="experiment_timing", string_val=EXPERIMENT_TIMING))
+    out.attr.append(pb.AttributeProto(name=META_EXPERIMENT_TIMING, string_val=EXPERIMENT_TIMING))
     return out

@@ -42,7 +42,14 @@ from typing import Any
 from chakra import schema as pb
 from chakra.convert.text import ET_VERSION, Layer, Phase, TextWorkload, write_workload
 from chakra.errors import UsageError
-from chakra.formats import ATTR_COMM_SIZE, ATTR_COMM_TYPE, ATTR_IS_CPU_OP, ATTR_PG_NAME
+from chakra.formats import (
+    ATTR_COMM_SIZE,
+    ATTR_COMM_TYPE,
+    ATTR_IS_CPU_OP,
+    ATTR_PG_NAME,
+    META_RANK,
+    META_WORLD_SIZE,
+)
 from chakra.io import write_messages
 
 log = logging.getLogger(__name__)
@@ -172,8 +179,8 @@ def _meta(name: str, rank: int, n: int) -> pb.GlobalMetadata:
     return pb.GlobalMetadata(version=ET_VERSION, attr=[
         pb.AttributeProto(name="source", string_val="chakra_generator"),
         pb.AttributeProto(name="workload", string_val=name),
-        pb.AttributeProto(name="rank", int64_val=rank),
-        pb.AttributeProto(name="world_size", int64_val=n),
+        pb.AttributeProto(name=META_RANK, int64_val=rank),
+        pb.AttributeProto(name=META_WORLD_SIZE, int64_val=n),
     ])
 
 

@@ -71,7 +71,7 @@ from chakra.host.collective_names import (
     is_cpu_record,
     kernel_collective,
 )
-from chakra.host.keys import COLLECTIVE_NAME, COMM_SIZE, PG_NAME, TID
+from chakra.host.keys import COLLECTIVE_NAME, COMM_SIZE, PG_NAME, RANK, TID
 from chakra.host.model import is_comm_name
 from chakra.io import load_json
 from chakra.io.naming import rank_from_filename
@@ -225,7 +225,7 @@ def load_etplus(path: str | os.PathLike[str]) -> EtGraph:
     raw_nodes = data.get("nodes")
     if not isinstance(raw_nodes, list):
         raise TraceFormatError("no 'nodes' list at the top level (not an ET+ / host ET file)", path)
-    rank = data.get("rank")
+    rank = data.get(RANK)
     if not isinstance(rank, int) or rank < 0:
         rank = rank_from_name(path)
     out: list[GraphNode] = []

@@ -22,7 +22,14 @@ from chakra import schema as pb
 from chakra.device import model as dm
 from chakra.device.loader import build_kineto_trace, load_kineto, measured_window
 from chakra.errors import TraceFormatError
-from chakra.formats import ATTR_COMM_SIZE, ATTR_COMM_TYPE, ATTR_IS_CPU_OP, ATTR_PG_NAME
+from chakra.formats import (
+    ATTR_COMM_SIZE,
+    ATTR_COMM_TYPE,
+    ATTR_IS_CPU_OP,
+    ATTR_PG_NAME,
+    META_RANK,
+    META_WORLD_SIZE,
+)
 from chakra.host.loader import build_host_trace
 from chakra.host.model import METADATA, OP, THREAD_ROOT
 from chakra.io import gc_paused, iter_messages, load_json
@@ -314,9 +321,10 @@ def render_lines(s: dict[str, Any]) -> list[str]:
     else:
         md = s["metadata"]
         who = ""
-        if "rank" in md:
-            known = isinstance(md.get("world_size"), int) and md["world_size"] > 0   # (-1: not recorded)
-            who = f", rank {md['rank']}" + (f" of {md['world_size']}" if known else "")
+        if META_RANK in md:
+            ws = md.get(META_WORLD_SIZE)
+            known = isinstance(ws, int) and ws > 0   # (-1: not recorded)
+            who = f", rank {md[META_RANK]}" + (f" of {ws}" if known else "")
         add(f"{s['file']}: Chakra protobuf ET, version {_plain(s['version'])}{who}")
         add(f"  nodes: {_num(s['nodes'])} ({_counts(s['nodes_by_type'].items())})")
         for where, c in s["compute"].items():
@@ -330,7 +338,7 @@ def render_lines(s: dict[str, Any]) -> list[str]:
         add(f"  dependencies: {_num(s['data_deps'])} data, {_num(s['ctrl_deps'])} control")
         if s["time_span_us"] is not None:
             add(f"  recorded time span: {_us(s['time_span_us'])}")
-        extra = [f"{k} {v}" for k, v in md.items() if k not in ("rank", "world_size")
+        extra = [f"{k} {v}" for k, v in md.items() if k not in (META_RANK, META_WORLD_SIZE)
                  and isinstance(v, (str, int, float)) and len(str(v)) <= 60]
         if extra:
             add(f"  metadata: {'; '.join(extra)}")
