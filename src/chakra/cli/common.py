@@ -411,22 +411,27 @@ def run_command(func: Callable[[argparse.Namespace], int | None], args: argparse
 
 def command(run: Callable[[argparse.Namespace], int | None],
             build_parser: Callable[..., argparse.ArgumentParser], name: str,
-            check: Callable[[argparse.Namespace, argparse.ArgumentParser], None] | None = None
-            ) -> tuple[Callable[..., int], Callable[[], Any]]:
+            check: Callable[[argparse.Namespace, argparse.ArgumentParser], None] | None = None,
+            *, logs: bool = True) -> tuple[Callable[..., int], Callable[[], Any]]:
     """``(main, console)`` of the command module of ``run`` (named ``name``).  ``main(argv=None, prog=None)``
     parses ``argv`` (default: the process's arguments) with a new ``build_parser(prog)`` (``prog``: another
     program name, for a script that wraps the command such as ``ci_tools/integration_tests.py``), lets
     ``check(args, parser)`` refuse (``parser.error``) or complete them, and runs ``run(args)`` under
-    :func:`run_command`; ``console`` is what the console script calls (:func:`chakra.cli.entry.console_entry`:
-    the process ends with main's exit code)."""
+    :func:`run_command`, logging started first as the common options ask (:func:`start_logging`; ``logs``
+    False: ``run`` sets up its own); ``console`` is what the console script calls
+    (:func:`chakra.cli.entry.console_entry`: the process ends with main's exit code)."""
     from chakra.cli.entry import console_entry
+
+    def logged(args: argparse.Namespace) -> int | None:
+        start_logging(args)
+        return run(args)
 
     def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         parser = build_parser() if prog is None else build_parser(prog)
         args = parser.parse_args(argv)
         if check is not None:
             check(args, parser)
-        return run_command(run, args, name if prog is None else prog)
+        return run_command(logged if logs else run, args, name if prog is None else prog)
 
     main.__module__ = run.__module__
     main.__qualname__ = main.__name__   # the module's own ``main``: it pickles by reference

@@ -11,7 +11,6 @@ from chakra.cli.common import (
     add_missing_ranks,
     command,
     show_progress,
-    start_logging,
 )
 
 PROG = "chakra replay"
@@ -116,7 +115,6 @@ def whatif_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser |
 def _run(args: argparse.Namespace) -> int:
     from chakra.replay.output import replay_report
 
-    start_logging(args)
     return replay_report(args.inputs, job=args.job, mode=args.mode, gaps=args.gaps, align=args.align,
                          collective=args.collective,
                          missing="ignore" if args.ignore_missing_deps else "error",

@@ -10,7 +10,6 @@ from chakra.cli.common import (
     add_inputs,
     command,
     show_progress,
-    start_logging,
 )
 
 PROG = "chakra stats"
@@ -37,7 +36,6 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     from chakra.tools.stats import run_stats
 
-    start_logging(args)
     run_stats(args.inputs, as_json=args.json, top=args.top, progress=show_progress(args.quiet))
     return 0
 
