@@ -13,50 +13,29 @@ from typing import Any
 
 import orjson
 
-from chakra.formats import (
-    ATTR_COMM_DST,
-    ATTR_COMM_PRIORITY,
-    ATTR_COMM_SEQ,
-    ATTR_COMM_SIZE,
-    ATTR_COMM_SRC,
-    ATTR_COMM_TAG,
-    ATTR_COMM_TYPE,
-    ATTR_DEVICE,
-    ATTR_IS_CPU_OP,
-    ATTR_NUM_OPS,
-    ATTR_PG_NAME,
-    ATTR_RF_ID,
-    ATTR_STREAM,
-    ATTR_TENSOR_SIZE,
-    ATTR_TID,
-    I32_MAX,
-    I32_MIN,
-    I64_MAX,
-    I64_MIN,
-    NODE_ATTR,
-    U64_MAX,
-)
+from chakra import formats as wire
+from chakra.formats import I32_MAX, I32_MIN, I64_MAX, I64_MIN, NODE_ATTR, U64_MAX
 from chakra.io.pbstream import encode_varint
 from chakra.schema import AttributeProto, attr_value  # noqa: F401  (re-exported for callers)
 
 #: attribute name -> the one oneof field consumers read it from
 FIXED_FIELDS: dict[str, str] = {
-    ATTR_IS_CPU_OP: "bool_val",
-    ATTR_NUM_OPS: "int64_val",
-    ATTR_TENSOR_SIZE: "uint64_val",
-    ATTR_COMM_TYPE: "int64_val",
-    ATTR_COMM_PRIORITY: "int32_val",
-    ATTR_COMM_SIZE: "int64_val",
-    ATTR_COMM_SEQ: "int64_val",
-    ATTR_COMM_SRC: "int32_val",
-    ATTR_COMM_DST: "int32_val",
-    ATTR_COMM_TAG: "int32_val",
-    ATTR_PG_NAME: "string_val",
+    wire.ATTR_IS_CPU_OP: "bool_val",
+    wire.ATTR_NUM_OPS: "int64_val",
+    wire.ATTR_TENSOR_SIZE: "uint64_val",
+    wire.ATTR_COMM_TYPE: "int64_val",
+    wire.ATTR_COMM_PRIORITY: "int32_val",
+    wire.ATTR_COMM_SIZE: "int64_val",
+    wire.ATTR_COMM_SEQ: "int64_val",
+    wire.ATTR_COMM_SRC: "int32_val",
+    wire.ATTR_COMM_DST: "int32_val",
+    wire.ATTR_COMM_TAG: "int32_val",
+    wire.ATTR_PG_NAME: "string_val",
     # this toolkit's own (docs/formats.md, "What consumers read"): host and GPU op attributes
-    ATTR_TID: "int64_val",
-    ATTR_RF_ID: "int64_val",
-    ATTR_STREAM: "int64_val",
-    ATTR_DEVICE: "int64_val",
+    wire.ATTR_TID: "int64_val",
+    wire.ATTR_RF_ID: "int64_val",
+    wire.ATTR_STREAM: "int64_val",
+    wire.ATTR_DEVICE: "int64_val",
 }
 
 #: ET attr type string -> oneof field

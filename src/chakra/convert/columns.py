@@ -46,20 +46,9 @@ from chakra.convert.serial import (
 )
 from chakra.errors import ChakraError, TraceFormatError
 from chakra.formats import ATTR_IS_CPU_OP, ATTR_RF_ID, COMM_ATTRS, IO_VALUES
+from chakra.host import keys as hk
 from chakra.host.comm import is_comm_kernel_name
 from chakra.host.decode import Node, canonical, node_cuts, read_document
-from chakra.host.keys import (
-    COLLECTIVE_NAME,
-    COMM_SIZE,
-    FW_PARENT,
-    FW_TID,
-    OP_SCHEMA,
-    PG_NAME,
-    RF_ID,
-    SCOPE,
-    SEQ_ID,
-    TID,
-)
 from chakra.host.loader import Records, make_trace, part_links, part_records, parts_top
 from chakra.host.model import EMPTY_IO as MODEL_EMPTY_IO
 from chakra.host.model import METADATA, HostOp, HostTrace, is_comm_name
@@ -170,7 +159,7 @@ def _add_op(c: Columns, op: HostOp, ser: Serializer | None, interned: dict[Any, 
     sd = get("sync_dep")
     if itd is not None or sd is not None:
         c.xdeps[i] = (itd, sd)
-    if ser is None or op.kind == METADATA or is_comm_candidate(gpu, name, get(COLLECTIVE_NAME)):
+    if ser is None or op.kind == METADATA or is_comm_candidate(gpu, name, get(hk.COLLECTIVE_NAME)):
         c.full.append(op)
         if c.tails is not None:
             c.tails.append(None)
@@ -407,9 +396,9 @@ def _duplicate(nid: int, at: int, i: int, path: str) -> TraceFormatError:
 #: node keys the columns read: an ``attrs`` entry of one of these names (the HostOp's attribute dict would
 #: give it to the columns) or a std name out of place makes :class:`_Filler` build the HostOp
 _NODE_KEYS = frozenset(("cat", "ph", "ts", "dur", "inclusive_dur", "exclusive_dur", "kineto_tid", "stream",
-                        "device", TID, "pid", "args", PG_NAME, COLLECTIVE_NAME, COMM_SIZE,
-                        "comm_backend", "inter_thread_dep", "sync_dep", "parent", "ctrl_deps", RF_ID,
-                        FW_PARENT, SEQ_ID, SCOPE, FW_TID, OP_SCHEMA))
+                        "device", hk.TID, "pid", "args", hk.PG_NAME, hk.COLLECTIVE_NAME, hk.COMM_SIZE,
+                        "comm_backend", "inter_thread_dep", "sync_dep", "parent", "ctrl_deps", hk.RF_ID,
+                        hk.FW_PARENT, hk.SEQ_ID, hk.SCOPE, hk.FW_TID, hk.OP_SCHEMA))
 _IN_EMPTY, _OUT_EMPTY = EMPTY_IO[IN_TAG], EMPTY_IO[OUT_TAG]
 
 

@@ -16,22 +16,10 @@ from typing import Any
 
 import orjson
 
+from chakra import formats as wire
 from chakra.convert.attrs import AttrCache, frame_attr, make_attr, varint
 from chakra.formats import (
-    ATTR_CORRELATION,
-    ATTR_DEVICE,
-    ATTR_EXTERNAL_ID,
-    ATTR_FW_PARENT,
-    ATTR_FW_TID,
-    ATTR_HOST_TID,
     ATTR_INT64,
-    ATTR_IS_CPU_OP,
-    ATTR_OP_SCHEMA,
-    ATTR_RF_ID,
-    ATTR_SCOPE,
-    ATTR_SEQ_ID,
-    ATTR_STREAM,
-    ATTR_TID,
     COMM_ATTRS,
     I64_MAX,
     I64_MIN,
@@ -55,7 +43,7 @@ CPU_SKIP = frozenset({"ts", "dur", "inclusive_dur", "exclusive_dur", "kineto_tid
 GPU_SKIP = CPU_SKIP | frozenset({"cat", "ph", "args", "pid", TID, "stream", "device", "parent",
                                  "ctrl_deps", PG_NAME, COLLECTIVE_NAME, COMM_SIZE})
 
-_CPU_ENTRY_SKIP = CPU_SKIP | {ATTR_IS_CPU_OP}
+_CPU_ENTRY_SKIP = CPU_SKIP | {wire.ATTR_IS_CPU_OP}
 _GPU_ENTRY_SKIP = GPU_SKIP | COMM_ATTRS
 IN_TAG, OUT_TAG = NODE_INPUTS, NODE_OUTPUTS
 #: an IOInfo of three empty lists as the inputs / outputs field of a Node
@@ -97,13 +85,10 @@ def io_tail(shapes: bytes, types: bytes) -> bytes:
     return b"".join((IO_SHAPES, varint(len(shapes)), shapes, IO_TYPES, varint(len(types)), types))
 
 
-RF_NAME = attr_name_field(ATTR_RF_ID)
-_FP_NAME = attr_name_field(ATTR_FW_PARENT)
-_SQ_NAME = attr_name_field(ATTR_SEQ_ID)
-_SC_NAME = attr_name_field(ATTR_SCOPE)
-_FT_NAME = attr_name_field(ATTR_FW_TID)
-_CORR_NAME = attr_name_field(ATTR_CORRELATION)
-_EXT_NAME = attr_name_field(ATTR_EXTERNAL_ID)
+# the name fields, as encoded, of the host op's fields a CPU node carries and of a GPU node's Kineto ids
+RF_NAME, _FP_NAME, _SQ_NAME, _SC_NAME, _FT_NAME, _CORR_NAME, _EXT_NAME = map(attr_name_field, (
+    wire.ATTR_RF_ID, wire.ATTR_FW_PARENT, wire.ATTR_SEQ_ID, wire.ATTR_SCOPE, wire.ATTR_FW_TID,
+    wire.ATTR_CORRELATION, wire.ATTR_EXTERNAL_ID))
 
 
 class Serializer:
@@ -167,15 +152,15 @@ class Serializer:
         out = [self.cpu_block(cpu, a.get("kineto_tid"), op.tid)]
         rf = op.rf_id
         if rf is not None:
-            out.append(int_attr(RF_NAME, ATTR_RF_ID, rf) if type(rf) is int else
-                       frame_attr(make_attr(ATTR_RF_ID, rf)))
+            out.append(int_attr(RF_NAME, wire.ATTR_RF_ID, rf) if type(rf) is int else
+                       frame_attr(make_attr(wire.ATTR_RF_ID, rf)))
         out.append(self.fixed_block(op.fw_parent, op.seq_id, op.scope, op.fw_tid, op.op_schema))
         if a:
             keys = tuple(a)
             kept = self.cpu_keys.get((keys, skip))
             if kept is None:
                 kept = self.cpu_keys[(keys, skip)] = tuple(k for k in keys if not (
-                    k in CPU_SKIP or k == ATTR_IS_CPU_OP or (skip and k in COMM_ATTRS)))
+                    k in CPU_SKIP or k == wire.ATTR_IS_CPU_OP or (skip and k in COMM_ATTRS)))
             if kept:
                 types = op.attr_types
                 for k in kept:
@@ -201,9 +186,9 @@ class Serializer:
         if b is None:
             cached = self.attr_cache.framed
             tid = kt if kt is not None else htid
-            b = cached(ATTR_IS_CPU_OP, cpu) + cached(ATTR_TID, tid)
+            b = cached(wire.ATTR_IS_CPU_OP, cpu) + cached(wire.ATTR_TID, tid)
             if kt is not None and kt != htid:
-                b += cached(ATTR_HOST_TID, htid)
+                b += cached(wire.ATTR_HOST_TID, htid)
             if key is not None:
                 _keep(blocks, key, b)
         return b
@@ -217,15 +202,17 @@ class Serializer:
             blocks = self.blocks
             b = blocks.get(key)
             if b is None:
-                b = int_attr(_SC_NAME, ATTR_SCOPE, sc) + int_attr(_FT_NAME, ATTR_FW_TID, ft) \
-                    + self.attr_cache.framed(ATTR_OP_SCHEMA, osc)
+                b = int_attr(_SC_NAME, wire.ATTR_SCOPE, sc) + int_attr(_FT_NAME, wire.ATTR_FW_TID, ft) \
+                    + self.attr_cache.framed(wire.ATTR_OP_SCHEMA, osc)
                 _keep(blocks, key, b)
-            return int_attr(_FP_NAME, ATTR_FW_PARENT, fp) + int_attr(_SQ_NAME, ATTR_SEQ_ID, sq) + b
+            return int_attr(_FP_NAME, wire.ATTR_FW_PARENT, fp) + int_attr(_SQ_NAME, wire.ATTR_SEQ_ID, sq) + b
         cached = self.attr_cache.framed
         return b"".join([int_attr(nf, name, v) if type(v) is int else cached(name, v)
-                         for nf, name, v in ((_FP_NAME, ATTR_FW_PARENT, fp), (_SQ_NAME, ATTR_SEQ_ID, sq),
-                                             (_SC_NAME, ATTR_SCOPE, sc), (_FT_NAME, ATTR_FW_TID, ft))]) \
-            + cached(ATTR_OP_SCHEMA, osc)
+                         for nf, name, v in ((_FP_NAME, wire.ATTR_FW_PARENT, fp),
+                                             (_SQ_NAME, wire.ATTR_SEQ_ID, sq),
+                                             (_SC_NAME, wire.ATTR_SCOPE, sc),
+                                             (_FT_NAME, wire.ATTR_FW_TID, ft))]) \
+            + cached(wire.ATTR_OP_SCHEMA, osc)
 
     def gpu_block(self, stream: Any, device: Any, cat: Any) -> bytes:
         stream = stream if type(stream) is int else 0
@@ -239,9 +226,9 @@ class Serializer:
         b = blocks.get(key)
         if b is None:
             cached = self.attr_cache.framed
-            b = cached(ATTR_IS_CPU_OP, False) + cached(ATTR_STREAM, stream)
+            b = cached(wire.ATTR_IS_CPU_OP, False) + cached(wire.ATTR_STREAM, stream)
             if device is not None:
-                b += cached(ATTR_DEVICE, device)
+                b += cached(wire.ATTR_DEVICE, device)
             if cat is not None:
                 b += cached("cat", cat)
             _keep(blocks, key, b)
@@ -280,7 +267,7 @@ def kineto_ids(args: dict[str, Any], out: list[bytes]) -> None:
     """A GPU node's ``correlation`` and ``external_id`` attributes, from its Kineto args (ints only)."""
     v = args.get("correlation")
     if type(v) is int:
-        out.append(int_attr(_CORR_NAME, ATTR_CORRELATION, v))
+        out.append(int_attr(_CORR_NAME, wire.ATTR_CORRELATION, v))
     v = args.get("External id")
     if type(v) is int:
-        out.append(int_attr(_EXT_NAME, ATTR_EXTERNAL_ID, v))
+        out.append(int_attr(_EXT_NAME, wire.ATTR_EXTERNAL_ID, v))

@@ -17,24 +17,9 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from chakra import formats as wire
 from chakra import schema as pb
 from chakra.errors import TraceFormatError
-from chakra.formats import (
-    ATTR_COMM_DST,
-    ATTR_COMM_SEQ,
-    ATTR_COMM_SIZE,
-    ATTR_COMM_SRC,
-    ATTR_COMM_TAG,
-    ATTR_COMM_TYPE,
-    ATTR_PG_NAME,
-    ATTR_TIMING_PIECE,
-    GROUP_NAME,
-    GROUP_RANKS,
-    META_MEASURED_START_US,
-    META_PROCESS_GROUPS,
-    META_RANK,
-    META_WORLD_SIZE,
-)
 from chakra.io.pbstream import read_messages
 
 if TYPE_CHECKING:
@@ -83,19 +68,20 @@ def parse_process_groups(text: Any, world_size: int | None, where: str | None = 
         raise TraceFormatError("GlobalMetadata process_groups must be a JSON list", where)
     out: dict[str, tuple[int, ...]] = {}
     for i, pg in enumerate(groups):
-        if not isinstance(pg, dict) or GROUP_NAME not in pg:
+        if not isinstance(pg, dict) or wire.GROUP_NAME not in pg:
             raise TraceFormatError(f"process group #{i} has no pg_name", where)
         try:
-            ranks = tuple(int(r) for r in (pg.get(GROUP_RANKS) or ()))
+            ranks = tuple(int(r) for r in (pg.get(wire.GROUP_RANKS) or ()))
         except (TypeError, ValueError):
-            raise TraceFormatError(f"process group {pg[GROUP_NAME]!r} has non-integer ranks", where) from None
+            raise TraceFormatError(f"process group {pg[wire.GROUP_NAME]!r} has non-integer ranks",
+                                   where) from None
         if world_size and ranks == tuple(range(world_size)):
             ranks = ()
-        out[str(pg[GROUP_NAME])] = ranks
+        out[str(pg[wire.GROUP_NAME])] = ranks
     # The converter may write non-numeric group names as their position in the table (what the
     # simulator accepts); accept those too when they do not clash with a real name.
     for i, pg in enumerate(groups):
-        name = str(pg[GROUP_NAME])
+        name = str(pg[wire.GROUP_NAME])
         if not name.isdigit():
             out.setdefault(str(i), out[name])
     return out
@@ -149,10 +135,10 @@ def job_of_metadata(info: dict[str, Any], rank: int | None, where: str | None
                     ) -> tuple[int | None, int | None, dict[str, tuple[int, ...]]]:
     """What the GlobalMetadata attributes ``info`` (:func:`metadata_info`) say of the job: the rank (else
     ``rank``), the world size (None unless > 0) and the process groups."""
-    r = int_or_none(info.get(META_RANK))
-    ws = int_or_none(info.get(META_WORLD_SIZE))
+    r = int_or_none(info.get(wire.META_RANK))
+    ws = int_or_none(info.get(wire.META_WORLD_SIZE))
     ws = ws if ws and ws > 0 else None
-    groups = parse_process_groups(info.get(META_PROCESS_GROUPS), ws, where)
+    groups = parse_process_groups(info.get(wire.META_PROCESS_GROUPS), ws, where)
     return (r if r is not None and r >= 0 else rank), ws, groups
 
 
@@ -170,7 +156,7 @@ def read_et(path: str | os.PathLike[str], rank: int) -> EtFile:
                 if parsed:
                     f.groups = parse_process_groups(parsed, ws, where)
                     break
-    mstart = info.get(META_MEASURED_START_US)
+    mstart = info.get(wire.META_MEASURED_START_US)
     f.measured_start_us = float(mstart) if isinstance(mstart, (int, float)) else None
     return f
 
@@ -185,23 +171,23 @@ def comm_of(node: Any, pos: int, base: float | None, attrs: dict[str, Any] | Non
 
     a = node_attrs(node) if attrs is None else attrs
     kind = node.type
-    peer = (int_or_none(a.get(ATTR_COMM_DST if kind == pb.COMM_SEND_NODE else ATTR_COMM_SRC))
+    peer = (int_or_none(a.get(wire.ATTR_COMM_DST if kind == pb.COMM_SEND_NODE else wire.ATTR_COMM_SRC))
             if kind != pb.COMM_COLL_NODE else None)
     end = None
     if base is not None and node.start_time_micros:
         end = base + node.start_time_micros + node.duration_micros
-    seq = a.get(ATTR_COMM_SEQ)
+    seq = a.get(wire.ATTR_COMM_SEQ)
     return Comm(pos=pos, node_id=node.id, kind=kind,
-                comm_type=int_or_none(a.get(ATTR_COMM_TYPE)) if kind == pb.COMM_COLL_NODE else None,
-                size=int_or_none(a.get(ATTR_COMM_SIZE)) or 0, pg=str(a.get(ATTR_PG_NAME) or ""), peer=peer,
-                tag=int_or_none(a.get(ATTR_COMM_TAG)) or 0, seq=seq if isinstance(seq, int) else None,
-                end=end, name=node.name)
+                comm_type=int_or_none(a.get(wire.ATTR_COMM_TYPE)) if kind == pb.COMM_COLL_NODE else None,
+                size=int_or_none(a.get(wire.ATTR_COMM_SIZE)) or 0, pg=str(a.get(wire.ATTR_PG_NAME) or ""),
+                peer=peer, tag=int_or_none(a.get(wire.ATTR_COMM_TAG)) or 0,
+                seq=seq if isinstance(seq, int) else None, end=end, name=node.name)
 
 
 def is_timing_piece(node: Any) -> bool:
     """A node an ASTRA-sim experiment added for a piece of time (chakra.replay.materialize): a COMM node
     that is not communication."""
-    return any(a.name == ATTR_TIMING_PIECE for a in node.attr)
+    return any(a.name == wire.ATTR_TIMING_PIECE for a in node.attr)
 
 
 def rank_comms(f: EtFile, skip: set[int] | None = None) -> RankComms:

@@ -23,8 +23,8 @@ from chakra.device.loader import load_kineto
 from chakra.device.model import KERNEL, MEMCPY, MEMSET, KinetoEvent, KinetoTrace
 from chakra.errors import TraceFormatError, UsageError
 from chakra.formats import GROUP_NAME, GROUP_SIZE
+from chakra.host import keys as hk
 from chakra.host.collective_names import CPU_RECORD_PREFIXES
-from chakra.host.keys import COLLECTIVE_NAME, COMM_SIZE, PG_NAME, PROCESS_GROUPS, RANK, TID, WORLD_SIZE
 from chakra.host.loader import load_host_et, self_parent_message
 from chakra.host.model import OP, PROCESS_ROOT, HostOp, HostTrace, IOInfo
 from chakra.io import gc_paused
@@ -201,9 +201,9 @@ def _prepare(
         if key not in _OUR_TOP_KEYS:
             doc[key] = value
     doc["nodes"] = None
-    doc[RANK] = rank_out
-    doc[WORLD_SIZE] = world
-    doc[PROCESS_GROUPS] = pgs
+    doc[hk.RANK] = rank_out
+    doc[hk.WORLD_SIZE] = world
+    doc[hk.PROCESS_GROUPS] = pgs
     doc["measured"] = measured(kineto, window)
     if step_stats is not None:
         stats["step"] = step_stats
@@ -260,7 +260,7 @@ def _nodes_of(hpos: Sequence[int], host_nodes: Callable[[Sequence[int]], Iterato
         yield from gpu_nodes(range(max(r.start, h) - h, r.stop - h))
 
 
-_OUR_TOP_KEYS = frozenset((RANK, WORLD_SIZE, PROCESS_GROUPS, "measured", "link_stats"))
+_OUR_TOP_KEYS = frozenset((hk.RANK, hk.WORLD_SIZE, hk.PROCESS_GROUPS, "measured", "link_stats"))
 
 
 def _host_nodes(
@@ -359,11 +359,11 @@ def _gpu_nodes(
                 "exclusive_dur": dur,
                 "stream": stream,
                 "device": device,
-                TID: stream,
+                hk.TID: stream,
                 "args": ev.args,
-                PG_NAME: pg_name,
-                COLLECTIVE_NAME: coll,
-                COMM_SIZE: size,
+                hk.PG_NAME: pg_name,
+                hk.COLLECTIVE_NAME: coll,
+                hk.COMM_SIZE: size,
                 parent_key: launcher,
             }
             add_io(node, by_id[launcher], layout)
@@ -390,11 +390,11 @@ def _pre_trace_node(ev: KinetoEvent, nid: int, window_start: float, cat: str, pg
         "exclusive_dur": dur,
         "stream": ev.stream,
         "device": ev.device,
-        TID: ev.stream,
+        hk.TID: ev.stream,
         "args": ev.args,
-        PG_NAME: pg_name,
-        COLLECTIVE_NAME: coll,
-        COMM_SIZE: size,
+        hk.PG_NAME: pg_name,
+        hk.COLLECTIVE_NAME: coll,
+        hk.COMM_SIZE: size,
         "parent" if layout == FLAT else "ctrl_deps": 0,
     }
     add_io(node, _NO_LAUNCHER, layout)

@@ -29,29 +29,9 @@ from dataclasses import dataclass, field
 from itertools import accumulate, chain, islice
 from typing import Any, overload
 
+from chakra import formats as wire
 from chakra.errors import ChakraError, TraceFormatError
-from chakra.formats import (
-    ATTR_COMM_DST,
-    ATTR_COMM_SEQ,
-    ATTR_COMM_SIZE,
-    ATTR_COMM_SRC,
-    ATTR_COMM_TAG,
-    ATTR_COMM_TYPE,
-    ATTR_FREES_THREAD,
-    ATTR_IDLE_BEFORE_US,
-    ATTR_PG_NAME,
-    ATTR_PG_SIZE,
-    ATTR_TAIL_US,
-    ATTR_THREAD_DEPTH,
-    ATTR_WAIT_ON,
-    ATTR_WAIT_POST_US,
-    ATTR_WORK_BEFORE_US,
-    META_MEASURED_DUR_US,
-    META_MEASURED_START_US,
-    META_THREAD_TIMING,
-    THREAD_TIMING,
-    THREAD_TIMING_ATTRS,
-)
+from chakra.formats import THREAD_TIMING, THREAD_TIMING_ATTRS
 from chakra.job.etfile import int_or_none, job_of_metadata, metadata_info, parse_process_groups
 from chakra.schema import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, METADATA_NODE
 
@@ -62,11 +42,11 @@ WORLD_PG_NAMES = frozenset(("", "0"))
 # per-node numbers the replay reads when present (RankGraph.extra): the thread timing written by the
 # converter (chakra.convert.threads), the size and kind of a collective (the communication model) and the
 # size of its process group where the producer recorded it (how many ranks a whole job has)
-EXTRA_ATTRS = frozenset((*THREAD_TIMING_ATTRS, ATTR_COMM_TYPE, ATTR_COMM_SIZE, ATTR_PG_SIZE))
+EXTRA_ATTRS = frozenset((*THREAD_TIMING_ATTRS, wire.ATTR_COMM_TYPE, wire.ATTR_COMM_SIZE, wire.ATTR_PG_SIZE))
 # the EXTRA_ATTRS of communication nodes: a read graph holds them as a :class:`SparseColumn` (one value
 # per comm node of a generated rank: a dict entry each was ~75 B of a node's ~380); the thread timing
 # stays in dicts (read per node on the CPU lanes, where a dict's lookup is the fastest)
-SPARSE_EXTRAS = frozenset((ATTR_COMM_TYPE, ATTR_COMM_SIZE, ATTR_PG_SIZE))
+SPARSE_EXTRAS = frozenset((wire.ATTR_COMM_TYPE, wire.ATTR_COMM_SIZE, wire.ATTR_PG_SIZE))
 
 
 class ReplayError(ChakraError):
@@ -122,10 +102,10 @@ class CommInfo:
     def from_attrs(cls, raw: dict[str, Any]) -> CommInfo:
         """From the node's comm attributes (name -> value; the one constructor every reader uses).
         A collective's type and size are in ``RankGraph.extra`` (the communication model reads them too)."""
-        seq = raw.get(ATTR_COMM_SEQ)
-        return cls(pg_name=str(raw.get(ATTR_PG_NAME) or ""), src=int_or_none(raw.get(ATTR_COMM_SRC)),
-                   dst=int_or_none(raw.get(ATTR_COMM_DST)), tag=int_or_none(raw.get(ATTR_COMM_TAG)) or 0,
-                   seq=seq if type(seq) is int else None)
+        seq = raw.get(wire.ATTR_COMM_SEQ)
+        return cls(pg_name=str(raw.get(wire.ATTR_PG_NAME) or ""),
+                   src=int_or_none(raw.get(wire.ATTR_COMM_SRC)), dst=int_or_none(raw.get(wire.ATTR_COMM_DST)),
+                   tag=int_or_none(raw.get(wire.ATTR_COMM_TAG)) or 0, seq=seq if type(seq) is int else None)
 
 
 class IntColumn(array):
@@ -378,8 +358,8 @@ class RankGraph:
         """``comm`` and the ``comm_type`` / ``comm_size`` extras as plain dicts, for a pass that looks them
         up per communication node (a read graph's are sorted columns: a lookup in one is a bisection in
         Python)."""
-        return (dict(self.comm.items()), dict(self.extra.get(ATTR_COMM_TYPE, {}).items()),
-                dict(self.extra.get(ATTR_COMM_SIZE, {}).items()))
+        return (dict(self.comm.items()), dict(self.extra.get(wire.ATTR_COMM_TYPE, {}).items()),
+                dict(self.extra.get(wire.ATTR_COMM_SIZE, {}).items()))
 
     def file_order(self) -> Sequence[int]:
         """The node indices in the order of the file's messages."""
@@ -414,11 +394,11 @@ def graph_for_metadata(metadata: Any, path: str | None, rank: int | None) -> Ran
     info = metadata_info(metadata)
     g = RankGraph(path=path)
     g.rank, g.world_size, g.process_groups = job_of_metadata(info, rank, path)
-    mdur = info.get(META_MEASURED_DUR_US)
+    mdur = info.get(wire.META_MEASURED_DUR_US)
     g.measured_us = float(mdur) if isinstance(mdur, (int, float)) and mdur > 0 else None
-    mstart = info.get(META_MEASURED_START_US)
+    mstart = info.get(wire.META_MEASURED_START_US)
     g.measured_start_us = float(mstart) if isinstance(mstart, (int, float)) else None
-    g.thread_timing = info.get(META_THREAD_TIMING) == THREAD_TIMING
+    g.thread_timing = info.get(wire.META_THREAD_TIMING) == THREAD_TIMING
     return g
 
 
@@ -464,17 +444,18 @@ def graph_from_specs(specs: Iterable[NodeSpec], *, rank: int | None = None, worl
         g.is_cpu.append(bool(s.is_cpu))
         g.lanes.append(lane)
         k = len(ids) - 1
-        for name, v in ((ATTR_THREAD_DEPTH, s.depth), (ATTR_WORK_BEFORE_US, s.work_before),
-                        (ATTR_TAIL_US, s.tail), (ATTR_IDLE_BEFORE_US, s.idle_before),
-                        (ATTR_WAIT_ON, s.wait_on), (ATTR_WAIT_POST_US, s.wait_post),
-                        (ATTR_FREES_THREAD, int(s.frees_thread)),
-                        (ATTR_COMM_TYPE, s.comm_type),
-                        (ATTR_COMM_SIZE, s.comm_size)):
-            if v or (name == ATTR_COMM_TYPE and v is not None):
+        for name, v in ((wire.ATTR_THREAD_DEPTH, s.depth), (wire.ATTR_WORK_BEFORE_US, s.work_before),
+                        (wire.ATTR_TAIL_US, s.tail), (wire.ATTR_IDLE_BEFORE_US, s.idle_before),
+                        (wire.ATTR_WAIT_ON, s.wait_on), (wire.ATTR_WAIT_POST_US, s.wait_post),
+                        (wire.ATTR_FREES_THREAD, int(s.frees_thread)),
+                        (wire.ATTR_COMM_TYPE, s.comm_type),
+                        (wire.ATTR_COMM_SIZE, s.comm_size)):
+            if v or (name == wire.ATTR_COMM_TYPE and v is not None):
                 extra.setdefault(name, {})[k] = v
     if thread_timing is None:
-        thread_timing = any(name in g.extra for name in (ATTR_THREAD_DEPTH, ATTR_WORK_BEFORE_US, ATTR_TAIL_US,
-                                                         ATTR_IDLE_BEFORE_US, ATTR_WAIT_ON))
+        thread_timing = any(name in g.extra for name in (wire.ATTR_THREAD_DEPTH, wire.ATTR_WORK_BEFORE_US,
+                                                         wire.ATTR_TAIL_US, wire.ATTR_IDLE_BEFORE_US,
+                                                         wire.ATTR_WAIT_ON))
     g.thread_timing = thread_timing
     return g
 

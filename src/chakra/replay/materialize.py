@@ -46,17 +46,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from chakra import formats as wire
 from chakra import schema as pb
-from chakra.formats import (
-    ATTR_COMM_SIZE,
-    ATTR_COMM_TYPE,
-    ATTR_IS_CPU_OP,
-    ATTR_PG_NAME,
-    ATTR_TIMING_OF,
-    ATTR_TIMING_PIECE,
-    META_EXPERIMENT_TIMING,
-    META_THREAD_TIMING,
-)
 from chakra.job.network import Network, ring_finish, ring_steps
 from chakra.replay.api import JobResult, ReplayResult
 from chakra.replay.graph import COMM_TYPES, RankGraph
@@ -112,16 +103,16 @@ class _Rank:
         dur = max(0.0, dur_us)
         if resource == COMM:     # (module doc: a BROADCAST is a timed node of the communication resource)
             nd = pb.Node(id=nid, name=f"chakra:{kind}", type=pb.COMM_COLL_NODE)
-            nd.attr.append(pb.AttributeProto(name=ATTR_COMM_TYPE, int64_val=pb.BROADCAST))
-            nd.attr.append(pb.AttributeProto(name=ATTR_COMM_SIZE, int64_val=0))
-            nd.attr.append(pb.AttributeProto(name=ATTR_PG_NAME, string_val=""))
+            nd.attr.append(pb.AttributeProto(name=wire.ATTR_COMM_TYPE, int64_val=pb.BROADCAST))
+            nd.attr.append(pb.AttributeProto(name=wire.ATTR_COMM_SIZE, int64_val=0))
+            nd.attr.append(pb.AttributeProto(name=wire.ATTR_PG_NAME, string_val=""))
         else:
             nd = pb.Node(id=nid, name=f"chakra:{kind}", type=pb.COMP_NODE)
         nd.duration_micros = int(round(dur))
         nd.data_deps.extend(sorted(set(deps)))
-        nd.attr.append(pb.AttributeProto(name=ATTR_IS_CPU_OP, bool_val=resource == CPU))
-        nd.attr.append(pb.AttributeProto(name=ATTR_TIMING_PIECE, string_val=kind))
-        nd.attr.append(pb.AttributeProto(name=ATTR_TIMING_OF, uint64_val=of))
+        nd.attr.append(pb.AttributeProto(name=wire.ATTR_IS_CPU_OP, bool_val=resource == CPU))
+        nd.attr.append(pb.AttributeProto(name=wire.ATTR_TIMING_PIECE, string_val=kind))
+        nd.attr.append(pb.AttributeProto(name=wire.ATTR_TIMING_OF, uint64_val=of))
         self.new.append(nd)
         self.resource[nid] = resource
         self.pieces[kind] = self.pieces.get(kind, 0) + 1
@@ -161,9 +152,10 @@ def _ring_finishes(job: JobResult, net: Network) -> dict[tuple[int, int], float]
             arrivals.append(rep.starts[i] + rep.clock_offset)
             written.append((rank, g.ids[comm]))
             if model is None:
-                ctype = g.extra.get(ATTR_COMM_TYPE, {}).get(comm)
+                ctype = g.extra.get(wire.ATTR_COMM_TYPE, {}).get(comm)
                 n = group_size(g, comm, n_ranks)
-                model = net.time_us(ctype, g.types[comm], g.extra.get(ATTR_COMM_SIZE, {}).get(comm, 0), n)
+                size = g.extra.get(wire.ATTR_COMM_SIZE, {}).get(comm, 0)
+                model = net.time_us(ctype, g.types[comm], size, n)
                 steps = ring_steps(ctype, g.types[comm], len(members)) if g.types[comm] == pb.COMM_COLL_NODE \
                     else 0
         if model is None:
@@ -197,7 +189,7 @@ def _materialize_rank(rep: ReplayResult, md: Any, nodes: list[Any], net: Network
             transfer -= plan.rd[i]          # the child after the transfer runs its own time after it
         model = _model_us(R, comm)
         cs = rep.starts[i] + w + base
-        if g.extra.get(ATTR_COMM_TYPE, {}).get(comm) == pb.BROADCAST or g.types[comm] not in COMM_TYPES:
+        if g.extra.get(wire.ATTR_COMM_TYPE, {}).get(comm) == pb.BROADCAST or g.types[comm] not in COMM_TYPES:
             # timed by its duration in the simulator, which does not make it wait for its peers: it
             # lasts from its arrival to its end
             comm_time[comm] = rep.ends[i] - rep.starts[i] - (plan.rd[i] if x is not None else 0.0)
@@ -273,9 +265,9 @@ def _materialize_rank(rep: ReplayResult, md: Any, nodes: list[Any], net: Network
 
 def _model_us(R: _Rank, i: int) -> float:
     g = R.g
-    size = g.extra.get(ATTR_COMM_SIZE, {}).get(i, 0)
+    size = g.extra.get(wire.ATTR_COMM_SIZE, {}).get(i, 0)
     n = group_size(g, i, R.job_ranks)
-    return R.net.time_us(g.extra.get(ATTR_COMM_TYPE, {}).get(i), g.types[i], size, n)
+    return R.net.time_us(g.extra.get(wire.ATTR_COMM_TYPE, {}).get(i), g.types[i], size, n)
 
 
 def _rewrite(R: _Rank, nodes: list[Any], head_deps: list[list[int]], head: dict[int, int],
@@ -369,7 +361,7 @@ def _chain_resources(nodes: list[Any], resource: dict[int, int], start: dict[int
 
 
 def _is_broadcast(nd: Any) -> bool:
-    return nd.type == pb.COMM_COLL_NODE and any(a.name == ATTR_COMM_TYPE and a.int64_val == pb.BROADCAST
+    return nd.type == pb.COMM_COLL_NODE and any(a.name == wire.ATTR_COMM_TYPE and a.int64_val == pb.BROADCAST
                                                  for a in nd.attr)
 
 
@@ -377,8 +369,8 @@ def _metadata(md: Any) -> Any:
     """The rank's GlobalMetadata without the thread timing (the pieces are nodes now), saying so."""
     out = pb.GlobalMetadata()
     out.CopyFrom(md)
-    keep = [a for a in out.attr if a.name not in (META_THREAD_TIMING, META_EXPERIMENT_TIMING)]
+    keep = [a for a in out.attr if a.name not in (wire.META_THREAD_TIMING, wire.META_EXPERIMENT_TIMING)]
     del out.attr[:]
     out.attr.extend(keep)
-    out.attr.append(pb.AttributeProto(name=META_EXPERIMENT_TIMING, string_val=EXPERIMENT_TIMING))
+    out.attr.append(pb.AttributeProto(name=wire.META_EXPERIMENT_TIMING, string_val=EXPERIMENT_TIMING))
     return out

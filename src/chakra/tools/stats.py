@@ -65,13 +65,13 @@ from typing import IO, TYPE_CHECKING, Any
 
 from chakra.errors import ChakraError, TraceFormatError
 from chakra.formats import ATTR_COMM_SIZE, ATTR_COMM_TYPE
+from chakra.host import keys as hk
 from chakra.host.collective_names import (
     implementation_of,
     is_comm_kernel_name,
     is_cpu_record,
     kernel_collective,
 )
-from chakra.host.keys import COLLECTIVE_NAME, COMM_SIZE, PG_NAME, RANK, TID
 from chakra.host.model import is_comm_name
 from chakra.io import load_json
 from chakra.io.naming import rank_from_filename
@@ -225,7 +225,7 @@ def load_etplus(path: str | os.PathLike[str]) -> EtGraph:
     raw_nodes = data.get("nodes")
     if not isinstance(raw_nodes, list):
         raise TraceFormatError("no 'nodes' list at the top level (not an ET+ / host ET file)", path)
-    rank = data.get(RANK)
+    rank = data.get(hk.RANK)
     if not isinstance(rank, int) or rank < 0:
         rank = rank_from_name(path)
     out: list[GraphNode] = []
@@ -240,12 +240,12 @@ def load_etplus(path: str | os.PathLike[str]) -> EtGraph:
         if cat in _GPU_CATS:
             is_cpu: bool | None = False
             dur = _num(n.get("dur"))
-            coll = str(n.get(COLLECTIVE_NAME) or "")
+            coll = str(n.get(hk.COLLECTIVE_NAME) or "")
             if coll or is_comm_kernel_name(name):
                 kind = "gpu_comm"
                 comm = collective_type_name(coll or kernel_collective(name) or name)
-                comm_size = int(_num(n.get(COMM_SIZE)))
-                pg_name = str(n.get(PG_NAME) or "")
+                comm_size = int(_num(n.get(hk.COMM_SIZE)))
+                pg_name = str(n.get(hk.PG_NAME) or "")
             else:
                 kind = _GPU_CATS[cat]
         else:
@@ -274,7 +274,7 @@ def _etplus_lane(n: dict[str, Any], is_cpu: bool | None) -> Any:
     if is_cpu is None:
         return None
     if is_cpu:
-        tid = n.get(TID)
+        tid = n.get(hk.TID)
         return ("cpu", tid if isinstance(tid, int) else 0)
     device, stream = n.get("device"), n.get("stream")
     return ("gpu", device if isinstance(device, int) else 0, stream if isinstance(stream, int) else 0)
