@@ -13,38 +13,21 @@ from chakra.host import keys
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "chakra"
 
-#: the names as the formats spell them (docs/formats.md), by their home's constant
-ET_ATTRS = {
-    "ATTR_IS_CPU_OP": "is_cpu_op", "ATTR_NUM_OPS": "num_ops", "ATTR_TENSOR_SIZE": "tensor_size",
-    "ATTR_COMM_TYPE": "comm_type", "ATTR_COMM_PRIORITY": "comm_priority", "ATTR_COMM_SIZE": "comm_size",
-    "ATTR_COMM_SEQ": "comm_seq", "ATTR_COMM_SRC": "comm_src", "ATTR_COMM_DST": "comm_dst",
-    "ATTR_COMM_TAG": "comm_tag", "ATTR_PG_NAME": "pg_name", "ATTR_PG_SIZE": "pg_size",
-    "ATTR_ORIG_COLLECTIVE": "orig_collective", "ATTR_ORIG_COMM_TYPE": "orig_comm_type",
-    "ATTR_ORIG_COMM_SIZE": "orig_comm_size", "ATTR_ORIG_PG_NAME": "orig_pg_name",
-    "ATTR_ORIG_COMM_NODE": "orig_comm_node", "ATTR_TID": "tid", "ATTR_STREAM": "stream",
-    "ATTR_DEVICE": "device",
-    "ATTR_RF_ID": "rf_id", "ATTR_FW_PARENT": "fw_parent", "ATTR_SEQ_ID": "seq_id", "ATTR_SCOPE": "scope",
-    "ATTR_FW_TID": "fw_tid", "ATTR_OP_SCHEMA": "op_schema", "ATTR_TIMING_PIECE": "timing_piece",
-    "ATTR_TIMING_OF": "timing_of", "ATTR_HOST_TID": "host_tid", "ATTR_CAT": "cat",
-    "ATTR_CORRELATION": "correlation", "ATTR_EXTERNAL_ID": "external_id",
-    "ATTR_ASTRASIM_NOTE": "astrasim_note",
-    "ATTR_THREAD_DEPTH": "thread_depth", "ATTR_WORK_BEFORE_US": "work_before_us", "ATTR_TAIL_US": "tail_us",
-    "ATTR_IDLE_BEFORE_US": "idle_before_us", "ATTR_WAIT_ON": "wait_on", "ATTR_WAIT_POST_US": "wait_post_us",
-    "ATTR_FREES_THREAD": "frees_thread",
-    "META_RANK": "rank", "META_WORLD_SIZE": "world_size", "META_PROCESS_GROUPS": "process_groups",
-    "META_MEASURED_START_US": "measured_start_us", "META_MEASURED_DUR_US": "measured_dur_us",
-    "META_MEASURED_WINDOW": "measured_window", "META_THREAD_TIMING": "thread_timing",
-    "META_EXPERIMENT_TIMING": "experiment_timing",
-    "GROUP_NAME": "pg_name", "GROUP_DESC": "pg_desc", "GROUP_RANKS": "ranks",
-    "GROUP_BACKEND": "backend_config",
-    "GROUP_SIZE": "group_size", "GROUP_PG_SIZE": "pg_size", "GROUP_COUNT": "group_count",
-}
-NODE_KEYS = {
-    "RF_ID": "rf_id", "FW_PARENT": "fw_parent", "FW_TID": "fw_tid", "SEQ_ID": "seq_id", "SCOPE": "scope",
-    "TID": "tid", "OP_SCHEMA": "op_schema", "COLLECTIVE_NAME": "collective_name", "PG_NAME": "pg_name",
-    "PG_DESC": "pg_desc", "PG_SIZE": "pg_size", "COMM_SIZE": "comm_size", "RANK": "rank",
-    "WORLD_SIZE": "world_size", "PROCESS_GROUPS": "process_groups",
-}
+#: the names as the formats spell them (docs/formats.md); a .et node attribute's constant is ATTR_ and the
+#: name in capitals, a GlobalMetadata attribute's META_ and the name, a host ET / ET+ key's the name
+ET_ATTRS = tuple("""
+    is_cpu_op num_ops tensor_size comm_type comm_priority comm_size comm_seq comm_src comm_dst comm_tag
+    pg_name pg_size orig_collective orig_comm_type orig_comm_size orig_pg_name orig_comm_node tid stream
+    device rf_id fw_parent seq_id scope fw_tid op_schema timing_piece timing_of host_tid cat correlation
+    external_id astrasim_note thread_depth work_before_us tail_us idle_before_us wait_on wait_post_us
+    frees_thread""".split())
+META_ATTRS = tuple("""rank world_size process_groups measured_start_us measured_dur_us measured_window
+    thread_timing experiment_timing""".split())
+GROUP_FIELDS = {"GROUP_NAME": "pg_name", "GROUP_DESC": "pg_desc", "GROUP_RANKS": "ranks",
+                "GROUP_BACKEND": "backend_config", "GROUP_SIZE": "group_size", "GROUP_PG_SIZE": "pg_size",
+                "GROUP_COUNT": "group_count"}
+NODE_KEYS = tuple("""rf_id fw_parent fw_tid seq_id scope tid op_schema collective_name pg_name pg_desc pg_size
+    comm_size rank world_size process_groups""".split())
 #: spellings other formats use too (Kineto's args and distributedInfo, reports' own keys, Python attribute
 #: names): too common to police
 COMMON = {"rank", "ranks", "world_size", "tid", "stream", "device", "cat", "correlation", "measured_window"}
@@ -62,8 +45,10 @@ OTHER_MEANING = {
 
 
 def test_each_name_is_defined_once_in_its_home():
-    assert {k: getattr(formats, k, None) for k in ET_ATTRS} == ET_ATTRS
-    assert {k: getattr(keys, k, None) for k in NODE_KEYS} == NODE_KEYS
+    for prefix, spelt in (("ATTR_", ET_ATTRS), ("META_", META_ATTRS)):
+        assert [getattr(formats, prefix + name.upper(), None) for name in spelt] == list(spelt)
+    assert {k: getattr(formats, k, None) for k in GROUP_FIELDS} == GROUP_FIELDS
+    assert [getattr(keys, name.upper(), None) for name in NODE_KEYS] == list(NODE_KEYS)
     assert formats.COMM_ATTRS == {"comm_type", "comm_size", "pg_name", "comm_priority", "comm_src",
                                   "comm_dst", "comm_tag", "comm_seq", "is_cpu_op"}
     assert formats.THREAD_TIMING_ATTRS == ("thread_depth", "work_before_us", "tail_us", "idle_before_us",
@@ -89,7 +74,7 @@ def _spelt(path: Path, names: set[str]) -> list[tuple[int, str]]:
 
 
 def test_no_module_spells_a_format_name_outside_its_home():
-    names = (set(ET_ATTRS.values()) | set(NODE_KEYS.values())) - COMMON
+    names = {*ET_ATTRS, *META_ATTRS, *GROUP_FIELDS.values(), *NODE_KEYS} - COMMON
     homes = {SRC / "formats.py", SRC / "host" / "keys.py", SRC / "schema" / "et_def_pb2.py"}
     found = [f"{path.relative_to(SRC)}:{line}: {value!r}"
              for path in sorted(SRC.rglob("*.py")) if path not in homes

@@ -45,7 +45,6 @@ from chakra import schema as pb
 from chakra.convert.graph import CycleError, topological_order
 from chakra.convert.plan import UNSIMULATED_COMM_TYPES
 from chakra.errors import ChakraError, UsageError
-from chakra.formats import COMM_ATTRS
 from chakra.io import atomic_output
 from chakra.io.pbstream import write_messages
 from chakra.job.etfile import COMM_NODE_TYPES, EtFile, node_attrs, rank_comms, read_et
@@ -130,7 +129,7 @@ def _set_attr(node: pb.Node, name: str, **value: object) -> None:
 def _to_comp(node: pb.Node, why: str) -> None:
     """A communication node -> a COMP node (GPU side) of its recorded duration, keeping what it was."""
     a = node_attrs(node)
-    kept = [x for x in node.attr if x.name not in COMM_ATTRS]
+    kept = [x for x in node.attr if x.name not in wire.COMM_ATTRS]
     del node.attr[:]
     node.attr.extend(kept)
     A = pb.AttributeProto

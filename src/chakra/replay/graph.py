@@ -31,7 +31,6 @@ from typing import Any, overload
 
 from chakra import formats as wire
 from chakra.errors import ChakraError, TraceFormatError
-from chakra.formats import THREAD_TIMING, THREAD_TIMING_ATTRS
 from chakra.job.etfile import int_or_none, job_of_metadata, metadata_info, parse_process_groups
 from chakra.schema import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, METADATA_NODE
 
@@ -42,7 +41,8 @@ WORLD_PG_NAMES = frozenset(("", "0"))
 # per-node numbers the replay reads when present (RankGraph.extra): the thread timing written by the
 # converter (chakra.convert.threads), the size and kind of a collective (the communication model) and the
 # size of its process group where the producer recorded it (how many ranks a whole job has)
-EXTRA_ATTRS = frozenset((*THREAD_TIMING_ATTRS, wire.ATTR_COMM_TYPE, wire.ATTR_COMM_SIZE, wire.ATTR_PG_SIZE))
+EXTRA_ATTRS = frozenset((*wire.THREAD_TIMING_ATTRS, wire.ATTR_COMM_TYPE, wire.ATTR_COMM_SIZE,
+                         wire.ATTR_PG_SIZE))
 # the EXTRA_ATTRS of communication nodes: a read graph holds them as a :class:`SparseColumn` (one value
 # per comm node of a generated rank: a dict entry each was ~75 B of a node's ~380); the thread timing
 # stays in dicts (read per node on the CPU lanes, where a dict's lookup is the fastest)
@@ -398,7 +398,7 @@ def graph_for_metadata(metadata: Any, path: str | None, rank: int | None) -> Ran
     g.measured_us = float(mdur) if isinstance(mdur, (int, float)) and mdur > 0 else None
     mstart = info.get(wire.META_MEASURED_START_US)
     g.measured_start_us = float(mstart) if isinstance(mstart, (int, float)) else None
-    g.thread_timing = info.get(wire.META_THREAD_TIMING) == THREAD_TIMING
+    g.thread_timing = info.get(wire.META_THREAD_TIMING) == wire.THREAD_TIMING
     return g
 
 
