@@ -11,8 +11,8 @@ from typing import Any
 
 from chakra.errors import TraceFormatError
 from chakra.job.etfile import groups_from_metadata_node, parse_process_groups
+from chakra.job.etfile import int_or_none as _int_or_none
 from chakra.replay.graph import COMM_TYPES, EXTRA_ATTRS, CommInfo, RankGraph, graph_for_metadata
-from chakra.replay.graph import int_or_none as _int_or_none
 from chakra.replay.graph import scalar as _scalar
 from chakra.schema import METADATA_NODE, attr_value
 

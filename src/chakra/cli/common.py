@@ -157,9 +157,11 @@ class ArgumentParser(argparse.ArgumentParser):
     def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
                    namespace: argparse.Namespace | None = None) -> argparse.Namespace:
         ns = super().parse_args(args, namespace)
-        if self._needs_inputs and not (ns.inputs or ns.input_filename):
-            self.error(f"give at least one {self._needs_inputs} (as an argument, or with "
-                       "-i/--input_filename)")
+        if self._needs_inputs:
+            if not (ns.inputs or ns.input_filename):
+                self.error(f"give at least one {self._needs_inputs} (as an argument, or with "
+                           "-i/--input_filename)")
+            ns.inputs = list(ns.inputs) + list(ns.input_filename)   # positionals first
         return ns
 
     def _get_option_tuples(self, option_string: str) -> list[Any]:
@@ -207,19 +209,12 @@ def add_missing_ranks(parser: argparse.ArgumentParser, doing: str) -> None:
 
 
 def add_inputs(parser: ArgumentParser, metavar: str, help: str) -> None:
-    """Input files as positionals and/or ``-i``/``--input``/``--input_filename`` (the 2024 tools' form)."""
+    """Input files as positionals and/or ``-i``/``--input``/``--input_filename`` (the 2024 tools' form).
+    After parsing, ``args.inputs`` holds them all, the positionals first; none is a usage error."""
     parser.add_argument("inputs", nargs="*", metavar=metavar, help=help)
-    parser._needs_inputs = metavar   # checked after parsing
+    parser._needs_inputs = metavar   # checked and merged after parsing
     parser.add_argument("-i", "--input", "--input-filename", dest="input_filename", action="extend",
                         nargs="+", default=[], metavar="FILE", help="the same inputs given as an option")
-
-
-def inputs_of(args: argparse.Namespace) -> list[str]:
-    """The inputs given by :func:`add_inputs` (positionals first); at least one, or a usage error."""
-    files = list(getattr(args, "inputs", None) or []) + list(getattr(args, "input_filename", None) or [])
-    if not files:
-        raise UsageError("no input given (positional, or -i/--input_filename FILE)")
-    return files
 
 
 def start_logging(args: argparse.Namespace) -> None:
@@ -416,22 +411,27 @@ def run_command(func: Callable[[argparse.Namespace], int | None], args: argparse
 
 def command(run: Callable[[argparse.Namespace], int | None],
             build_parser: Callable[..., argparse.ArgumentParser], name: str,
-            check: Callable[[argparse.Namespace, argparse.ArgumentParser], None] | None = None
-            ) -> tuple[Callable[..., int], Callable[[], Any]]:
+            check: Callable[[argparse.Namespace, argparse.ArgumentParser], None] | None = None,
+            *, logs: bool = True) -> tuple[Callable[..., int], Callable[[], Any]]:
     """``(main, console)`` of the command module of ``run`` (named ``name``).  ``main(argv=None, prog=None)``
     parses ``argv`` (default: the process's arguments) with a new ``build_parser(prog)`` (``prog``: another
     program name, for a script that wraps the command such as ``ci_tools/integration_tests.py``), lets
     ``check(args, parser)`` refuse (``parser.error``) or complete them, and runs ``run(args)`` under
-    :func:`run_command`; ``console`` is what the console script calls (:func:`chakra.cli.entry.console_entry`:
-    the process ends with main's exit code)."""
+    :func:`run_command`, logging started first as the common options ask (:func:`start_logging`; ``logs``
+    False: ``run`` sets up its own); ``console`` is what the console script calls
+    (:func:`chakra.cli.entry.console_entry`: the process ends with main's exit code)."""
     from chakra.cli.entry import console_entry
+
+    def logged(args: argparse.Namespace) -> int | None:
+        start_logging(args)
+        return run(args)
 
     def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         parser = build_parser() if prog is None else build_parser(prog)
         args = parser.parse_args(argv)
         if check is not None:
             check(args, parser)
-        return run_command(run, args, name if prog is None else prog)
+        return run_command(logged if logs else run, args, name if prog is None else prog)
 
     main.__module__ = run.__module__
     main.__qualname__ = main.__name__   # the module's own ``main``: it pickles by reference

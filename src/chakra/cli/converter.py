@@ -178,7 +178,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-main, console = command(_run, build_parser, PROG)
+main, console = command(_run, build_parser, PROG, logs=False)
 
 if __name__ == "__main__":
     console()

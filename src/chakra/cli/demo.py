@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from chakra.cli.common import ArgumentParser, add_common_args, command, show_progress, start_logging
+from chakra.cli.common import ArgumentParser, add_common_args, command, show_progress
 
 PROG = "chakra demo"
 DESCRIPTION = """
@@ -36,7 +36,6 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     from chakra.pipeline import demo_command
 
-    start_logging(args)
     return demo_command(args.output_dir, input_folder=args.input_folder, jobs=args.jobs, job_replay=args.job,
                         progress=show_progress(args.quiet))
 

@@ -15,7 +15,6 @@ from chakra.cli.common import (
     add_inputs,
     command,
     show_progress,
-    start_logging,
 )
 from chakra.errors import UsageError
 
@@ -61,8 +60,7 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     from chakra.job.extrapolate import extrapolate
 
-    start_logging(args)
-    inputs = list(args.inputs) + list(args.input_filename)
+    inputs = args.inputs
     if len(inputs) != 1:
         raise UsageError(f"give one measured job (a prefix P of P.0.et, ...), not {len(inputs)}")
     dp = None

@@ -16,7 +16,7 @@ from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from chakra.cli.common import ArgumentParser, add_common_args, command, start_logging
+from chakra.cli.common import ArgumentParser, add_common_args, command
 from chakra.errors import UsageError
 
 PROG = "chakra_generator"
@@ -79,7 +79,6 @@ def _list(text: str, every: Collection[str], what: str) -> list[str]:
 def _run(args: argparse.Namespace) -> int:
     from chakra.tools.generator import COLLECTIVES, WORKLOADS, GenSpec, generate, parse_size
 
-    start_logging(args)
     one = parse_size(args.default_comm_size) if args.default_comm_size is not None else None
     if args.sizes is not None:
         sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from chakra.cli.common import ArgumentParser, add_common_args, command, start_logging
+from chakra.cli.common import ArgumentParser, add_common_args, command
 
 PROG = "chakra_integration_tests"
 DESCRIPTION = """
@@ -60,7 +60,6 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     from chakra.pipeline.harness import run_integration
 
-    start_logging(args)
     return run_integration(args.tgz_path, args.num_ranks, args.tolerance, args.expected_times_ms,
                            against_measured=args.against_measured, jobs=args.jobs, mode=args.mode,
                            gaps=args.gaps, job=args.job, extract_dir=args.extract_dir, astrasim=args.astrasim)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from chakra.cli.common import ArgumentParser, add_common_args, command, start_logging
+from chakra.cli.common import ArgumentParser, add_common_args, command
 
 PROG = "chakra_jsonizer"
 DESCRIPTION = """
@@ -39,7 +39,6 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     from chakra.tools.jsonizer import jsonize_file
 
-    start_logging(args)
     r = jsonize_file(args.input_filename, args.output_filename, reverse=args.reverse,
                      indent=not args.compact)
     log.info("%s: %s -> %s, %d nodes", r.direction, r.input_path, r.output_path, r.nodes)

@@ -10,7 +10,6 @@ from chakra.cli.common import (
     add_missing_ranks,
     command,
     show_progress,
-    start_logging,
 )
 
 PROG = "chakra pipeline"
@@ -83,7 +82,6 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     from chakra.pipeline import RankNaming, pipeline_command
 
-    start_logging(args)
     naming = RankNaming(args.host_pattern, args.device_pattern, args.kineto_only)
     return pipeline_command(args.folder, args.output_dir, jobs=args.jobs, scheduler=args.scheduler,
                             job_replay=args.job, mode=args.mode, name=args.name, step=args.step,

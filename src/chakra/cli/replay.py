@@ -10,9 +10,7 @@ from chakra.cli.common import (
     add_inputs,
     add_missing_ranks,
     command,
-    inputs_of,
     show_progress,
-    start_logging,
 )
 
 PROG = "chakra replay"
@@ -117,8 +115,7 @@ def whatif_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser |
 def _run(args: argparse.Namespace) -> int:
     from chakra.replay.output import replay_report
 
-    start_logging(args)
-    return replay_report(inputs_of(args), job=args.job, mode=args.mode, gaps=args.gaps, align=args.align,
+    return replay_report(args.inputs, job=args.job, mode=args.mode, gaps=args.gaps, align=args.align,
                          collective=args.collective,
                          missing="ignore" if args.ignore_missing_deps else "error",
                          timeline_path=args.timeline, log_path=args.log, as_json=args.json,

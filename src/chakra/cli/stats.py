@@ -9,9 +9,7 @@ from chakra.cli.common import (
     add_common_args,
     add_inputs,
     command,
-    inputs_of,
     show_progress,
-    start_logging,
 )
 
 PROG = "chakra stats"
@@ -38,8 +36,7 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     from chakra.tools.stats import run_stats
 
-    start_logging(args)
-    run_stats(inputs_of(args), as_json=args.json, top=args.top, progress=show_progress(args.quiet))
+    run_stats(args.inputs, as_json=args.json, top=args.top, progress=show_progress(args.quiet))
     return 0
 
 

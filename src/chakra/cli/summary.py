@@ -7,7 +7,7 @@ import sys
 
 import orjson
 
-from chakra.cli.common import ArgumentParser, add_common_args, add_inputs, command, inputs_of, start_logging
+from chakra.cli.common import ArgumentParser, add_common_args, add_inputs, command
 
 PROG = "chakra summary"
 DESCRIPTION = """
@@ -32,8 +32,7 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     from chakra.tools.summary import render, summarize
 
-    start_logging(args)
-    summaries = [summarize(path) for path in inputs_of(args)]
+    summaries = [summarize(path) for path in args.inputs]
     if args.json:
         sys.stdout.write(orjson.dumps(summaries, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from chakra.cli.common import ArgumentParser, add_common_args, command, start_logging
+from chakra.cli.common import ArgumentParser, add_common_args, command
 
 PROG = "chakra_timeline_visualizer"
 DESCRIPTION = """
@@ -35,7 +35,6 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     from chakra.tools.timeline import convert_timeline
 
-    start_logging(args)
     counts = convert_timeline(args.input_filename, args.output_filename, args.num_npus, args.npu_frequency)
     log.info("wrote %s: %d events on up to %d lanes per NPU (%d callbacks without issue, %d unfinished)",
              args.output_filename, counts["events"], counts["lanes"], counts["unmatched_callbacks"],

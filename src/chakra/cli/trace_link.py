@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 
-from chakra.cli.common import ArgumentParser, add_common_args, command, start_logging
+from chakra.cli.common import ArgumentParser, add_common_args, command
 from chakra.cli.entry import console_process
 
 PROG = "chakra_trace_link"
@@ -119,7 +119,6 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     from chakra.pipeline.link import link_command
 
-    start_logging(args)
     if console_process() and not args.batch:   # one pair, then the process ends: nothing freed at the end
         from chakra.io.gcpause import keep_to_exit
 

@@ -10,8 +10,6 @@ from chakra.cli.common import (
     add_inputs,
     add_missing_ranks,
     command,
-    inputs_of,
-    start_logging,
 )
 
 PROG = "chakra validate"
@@ -49,8 +47,7 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     from chakra.job.validate import validate_command
 
-    start_logging(args)
-    return validate_command(inputs_of(args), comm_group=args.comm_group, limit=max(1, args.limit),
+    return validate_command(args.inputs, comm_group=args.comm_group, limit=max(1, args.limit),
                             network=args.network, allow_missing_ranks=args.allow_missing_ranks)
 
 

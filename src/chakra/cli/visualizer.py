@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from chakra.cli.common import ArgumentParser, add_common_args, command, show_progress, start_logging
+from chakra.cli.common import ArgumentParser, add_common_args, command, show_progress
 from chakra.tunables import COARSE_BOXES, DRAW_MAX_NODES, DRAW_MAX_SECONDS
 
 PROG = "chakra_visualizer"
@@ -55,7 +55,6 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     from chakra.tools.visualizer import visualize
 
-    start_logging(args)
     sel = visualize(list(args.inputs) + list(args.input_filename), args.output_filename, rank=args.rank,
                     node_range=args.node_range, name=args.name, head=args.head, max_nodes=args.max_nodes,
                     layout=args.layout, coarse=args.coarse, max_seconds=args.max_seconds,

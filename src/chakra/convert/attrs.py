@@ -13,28 +13,29 @@ from typing import Any
 
 import orjson
 
+from chakra import formats as wire
 from chakra.formats import I32_MAX, I32_MIN, I64_MAX, I64_MIN, NODE_ATTR, U64_MAX
 from chakra.io.pbstream import encode_varint
 from chakra.schema import AttributeProto, attr_value  # noqa: F401  (re-exported for callers)
 
 #: attribute name -> the one oneof field consumers read it from
 FIXED_FIELDS: dict[str, str] = {
-    "is_cpu_op": "bool_val",
-    "num_ops": "int64_val",
-    "tensor_size": "uint64_val",
-    "comm_type": "int64_val",
-    "comm_priority": "int32_val",
-    "comm_size": "int64_val",
-    "comm_seq": "int64_val",
-    "comm_src": "int32_val",
-    "comm_dst": "int32_val",
-    "comm_tag": "int32_val",
-    "pg_name": "string_val",
+    wire.ATTR_IS_CPU_OP: "bool_val",
+    wire.ATTR_NUM_OPS: "int64_val",
+    wire.ATTR_TENSOR_SIZE: "uint64_val",
+    wire.ATTR_COMM_TYPE: "int64_val",
+    wire.ATTR_COMM_PRIORITY: "int32_val",
+    wire.ATTR_COMM_SIZE: "int64_val",
+    wire.ATTR_COMM_SEQ: "int64_val",
+    wire.ATTR_COMM_SRC: "int32_val",
+    wire.ATTR_COMM_DST: "int32_val",
+    wire.ATTR_COMM_TAG: "int32_val",
+    wire.ATTR_PG_NAME: "string_val",
     # this toolkit's own (docs/formats.md, "What consumers read"): host and GPU op attributes
-    "tid": "int64_val",
-    "rf_id": "int64_val",
-    "stream": "int64_val",
-    "device": "int64_val",
+    wire.ATTR_TID: "int64_val",
+    wire.ATTR_RF_ID: "int64_val",
+    wire.ATTR_STREAM: "int64_val",
+    wire.ATTR_DEVICE: "int64_val",
 }
 
 #: ET attr type string -> oneof field

@@ -31,6 +31,7 @@ from chakra.convert.plan import (
     _warn,
 )
 from chakra.host.collective_names import CALL, OP_NAMES, RUN, is_cpu_record, is_run_record, op_rule
+from chakra.host.keys import COLLECTIVE_NAME, COMM_SIZE, PG_NAME
 from chakra.host.model import CommInfo, HostOp, is_comm_name
 from chakra.tunables import COMM_CHAIN_MAX
 
@@ -80,7 +81,7 @@ def find_comm(cv: Plan, tree: Tree) -> Comm:
         op = full[i]
         if op is None:   # load_columns keeps every GPU op that passes the test below
             continue
-        coll_attr = op.attrs.get("collective_name")
+        coll_attr = op.attrs.get(COLLECTIVE_NAME)
         if not (is_comm_kernel_name(op.name) or (isinstance(coll_attr, str) and coll_attr)):
             continue
         chain = comm_chain(cv, par, par[i])
@@ -227,7 +228,7 @@ def comm_fields(cv: Plan, cm: Comm, chain: list[int], own: HostOp, c10d_pair: in
     if backend is not None and is_cpu_record(names[backend]) and c10d is not None:
         found.append(names[c10d])   # gloo: the c10d call says what the collective really is
     oa = own.attrs
-    ca = oa.get("collective_name")
+    ca = oa.get(COLLECTIVE_NAME)
     if isinstance(ca, str) and ca:
         found.append(ca)
     if rpc is not None:
@@ -255,8 +256,8 @@ def comm_fields(cv: Plan, cm: Comm, chain: list[int], own: HostOp, c10d_pair: in
     if backend is not None:   # an op of the table by name has its size in its info (host.comm module doc)
         named = infos.get(backend) if names[backend] in OP_NAMES else None
         size = comm_size_bytes(named) if named is not None else op_tensor_bytes(_op(cv, backend))
-    if _num(oa.get("comm_size")):
-        size = max(size, int(oa["comm_size"]))
+    if _num(oa.get(COMM_SIZE)):
+        size = max(size, int(oa[COMM_SIZE]))
     if rpc is not None:
         size = max(size, comm_size_bytes(infos[rpc]))
     if c10d is not None and c10d in infos:
@@ -266,8 +267,8 @@ def comm_fields(cv: Plan, cm: Comm, chain: list[int], own: HostOp, c10d_pair: in
     pg = ""
     if rpc is not None:
         pg = infos[rpc].pg_name
-    if not pg and isinstance(oa.get("pg_name"), str):
-        pg = oa["pg_name"]
+    if not pg and isinstance(oa.get(PG_NAME), str):
+        pg = oa[PG_NAME]
     if not pg:
         for j in chain:
             info = infos.get(j)

@@ -45,7 +45,8 @@ from chakra.convert.serial import (
     kineto_ids,
 )
 from chakra.errors import ChakraError, TraceFormatError
-from chakra.formats import COMM_ATTRS, IO_VALUES
+from chakra.formats import ATTR_IS_CPU_OP, ATTR_RF_ID, COMM_ATTRS, IO_VALUES
+from chakra.host import keys as hk
 from chakra.host.comm import is_comm_kernel_name
 from chakra.host.decode import Node, canonical, node_cuts, read_document
 from chakra.host.loader import Records, make_trace, part_links, part_records, parts_top
@@ -158,7 +159,7 @@ def _add_op(c: Columns, op: HostOp, ser: Serializer | None, interned: dict[Any, 
     sd = get("sync_dep")
     if itd is not None or sd is not None:
         c.xdeps[i] = (itd, sd)
-    if ser is None or op.kind == METADATA or is_comm_candidate(gpu, name, get("collective_name")):
+    if ser is None or op.kind == METADATA or is_comm_candidate(gpu, name, get(hk.COLLECTIVE_NAME)):
         c.full.append(op)
         if c.tails is not None:
             c.tails.append(None)
@@ -395,9 +396,9 @@ def _duplicate(nid: int, at: int, i: int, path: str) -> TraceFormatError:
 #: node keys the columns read: an ``attrs`` entry of one of these names (the HostOp's attribute dict would
 #: give it to the columns) or a std name out of place makes :class:`_Filler` build the HostOp
 _NODE_KEYS = frozenset(("cat", "ph", "ts", "dur", "inclusive_dur", "exclusive_dur", "kineto_tid", "stream",
-                        "device", "tid", "pid", "args", "pg_name", "collective_name", "comm_size",
-                        "comm_backend", "inter_thread_dep", "sync_dep", "parent", "ctrl_deps", "rf_id",
-                        "fw_parent", "seq_id", "scope", "fw_tid", "op_schema"))
+                        "device", hk.TID, "pid", "args", hk.PG_NAME, hk.COLLECTIVE_NAME, hk.COMM_SIZE,
+                        "comm_backend", "inter_thread_dep", "sync_dep", "parent", "ctrl_deps", hk.RF_ID,
+                        hk.FW_PARENT, hk.SEQ_ID, hk.SCOPE, hk.FW_TID, hk.OP_SCHEMA))
 _IN_EMPTY, _OUT_EMPTY = EMPTY_IO[IN_TAG], EMPTY_IO[OUT_TAG]
 
 
@@ -419,7 +420,7 @@ class _Filler:
         self.appends = (c.ids.append, c.names.append, c.kinds.append, c.rf_ids.append, c.threads.append,
                         c.is_gpu.append, c.skeys.append, c.full.append, c.tails.append)  # type: ignore[union-attr]
         # the node keys outside the layout's own that would be attributes of a CPU / GPU node
-        cpu = [k for k in extra_names if k not in CPU_SKIP and k != "is_cpu_op"]
+        cpu = [k for k in extra_names if k not in CPU_SKIP and k != ATTR_IS_CPU_OP]
         gpu = [k for k in extra_names if k not in GPU_SKIP and k not in COMM_ATTRS]
         self.cpu_more, self.cpu_none = _getter(cpu)
         self.gpu_more, self.gpu_none = _getter(gpu)
@@ -500,8 +501,8 @@ class _Filler:
             skeys(key)
         else:
             skeys(None)
-            rfb = b"" if rf is None else (int_attr(RF_NAME, "rf_id", rf) if type(rf) is int else
-                                          frame_attr(make_attr("rf_id", rf)))
+            rfb = b"" if rf is None else (int_attr(RF_NAME, ATTR_RF_ID, rf) if type(rf) is int else
+                                          frame_attr(make_attr(ATTR_RF_ID, rf)))
             tail = b"".join((ins, outs, ser.cpu_block(True, kt, tid), rfb,
                              ser.fixed_block(fp, sq, sc, ft, osc), entries))
         itd = n.inter_thread_dep

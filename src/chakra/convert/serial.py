@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from chakra import formats as wire
 from chakra.convert.attrs import AttrCache, frame_attr, make_attr, varint
 from chakra.formats import (
     ATTR_INT64,
@@ -30,6 +31,7 @@ from chakra.formats import (
     NODE_OUTPUTS,
     attr_name_field,
 )
+from chakra.host.keys import COLLECTIVE_NAME, COMM_SIZE, PG_NAME, TID
 from chakra.host.model import HostOp, IOInfo
 from chakra.tunables import ATTR_BLOCKS_CACHE_MAX, IO_TAILS_CACHE_MAX
 
@@ -38,10 +40,10 @@ GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 # ET+ keys that are turned into node fields or dependencies, not copied as attributes.
 CPU_SKIP = frozenset({"ts", "dur", "inclusive_dur", "exclusive_dur", "kineto_tid", "inter_thread_dep",
                       "sync_dep"})
-GPU_SKIP = CPU_SKIP | frozenset({"cat", "ph", "args", "pid", "tid", "stream", "device", "parent",
-                                 "ctrl_deps", "pg_name", "collective_name", "comm_size"})
+GPU_SKIP = CPU_SKIP | frozenset({"cat", "ph", "args", "pid", TID, "stream", "device", "parent",
+                                 "ctrl_deps", PG_NAME, COLLECTIVE_NAME, COMM_SIZE})
 
-_CPU_ENTRY_SKIP = CPU_SKIP | {"is_cpu_op"}
+_CPU_ENTRY_SKIP = CPU_SKIP | {wire.ATTR_IS_CPU_OP}
 _GPU_ENTRY_SKIP = GPU_SKIP | COMM_ATTRS
 IN_TAG, OUT_TAG = NODE_INPUTS, NODE_OUTPUTS
 #: an IOInfo of three empty lists as the inputs / outputs field of a Node
@@ -83,13 +85,10 @@ def io_tail(shapes: bytes, types: bytes) -> bytes:
     return b"".join((IO_SHAPES, varint(len(shapes)), shapes, IO_TYPES, varint(len(types)), types))
 
 
-RF_NAME = attr_name_field("rf_id")
-_FP_NAME = attr_name_field("fw_parent")
-_SQ_NAME = attr_name_field("seq_id")
-_SC_NAME = attr_name_field("scope")
-_FT_NAME = attr_name_field("fw_tid")
-_CORR_NAME = attr_name_field("correlation")
-_EXT_NAME = attr_name_field("external_id")
+# the name fields, as encoded, of the host op's fields a CPU node carries and of a GPU node's Kineto ids
+RF_NAME, _FP_NAME, _SQ_NAME, _SC_NAME, _FT_NAME, _CORR_NAME, _EXT_NAME = map(attr_name_field, (
+    wire.ATTR_RF_ID, wire.ATTR_FW_PARENT, wire.ATTR_SEQ_ID, wire.ATTR_SCOPE, wire.ATTR_FW_TID,
+    wire.ATTR_CORRELATION, wire.ATTR_EXTERNAL_ID))
 
 
 class Serializer:
@@ -153,15 +152,15 @@ class Serializer:
         out = [self.cpu_block(cpu, a.get("kineto_tid"), op.tid)]
         rf = op.rf_id
         if rf is not None:
-            out.append(int_attr(RF_NAME, "rf_id", rf) if type(rf) is int else
-                       frame_attr(make_attr("rf_id", rf)))
+            out.append(int_attr(RF_NAME, wire.ATTR_RF_ID, rf) if type(rf) is int else
+                       frame_attr(make_attr(wire.ATTR_RF_ID, rf)))
         out.append(self.fixed_block(op.fw_parent, op.seq_id, op.scope, op.fw_tid, op.op_schema))
         if a:
             keys = tuple(a)
             kept = self.cpu_keys.get((keys, skip))
             if kept is None:
-                kept = self.cpu_keys[(keys, skip)] = tuple(
-                    k for k in keys if not (k in CPU_SKIP or k == "is_cpu_op" or (skip and k in COMM_ATTRS)))
+                kept = self.cpu_keys[(keys, skip)] = tuple(k for k in keys if not (
+                    k in CPU_SKIP or k == wire.ATTR_IS_CPU_OP or (skip and k in COMM_ATTRS)))
             if kept:
                 types = op.attr_types
                 for k in kept:
@@ -187,9 +186,9 @@ class Serializer:
         if b is None:
             cached = self.attr_cache.framed
             tid = kt if kt is not None else htid
-            b = cached("is_cpu_op", cpu) + cached("tid", tid)
+            b = cached(wire.ATTR_IS_CPU_OP, cpu) + cached(wire.ATTR_TID, tid)
             if kt is not None and kt != htid:
-                b += cached("host_tid", htid)
+                b += cached(wire.ATTR_HOST_TID, htid)
             if key is not None:
                 _keep(blocks, key, b)
         return b
@@ -203,15 +202,17 @@ class Serializer:
             blocks = self.blocks
             b = blocks.get(key)
             if b is None:
-                b = int_attr(_SC_NAME, "scope", sc) + int_attr(_FT_NAME, "fw_tid", ft) \
-                    + self.attr_cache.framed("op_schema", osc)
+                b = int_attr(_SC_NAME, wire.ATTR_SCOPE, sc) + int_attr(_FT_NAME, wire.ATTR_FW_TID, ft) \
+                    + self.attr_cache.framed(wire.ATTR_OP_SCHEMA, osc)
                 _keep(blocks, key, b)
-            return int_attr(_FP_NAME, "fw_parent", fp) + int_attr(_SQ_NAME, "seq_id", sq) + b
+            return int_attr(_FP_NAME, wire.ATTR_FW_PARENT, fp) + int_attr(_SQ_NAME, wire.ATTR_SEQ_ID, sq) + b
         cached = self.attr_cache.framed
         return b"".join([int_attr(nf, name, v) if type(v) is int else cached(name, v)
-                         for nf, name, v in ((_FP_NAME, "fw_parent", fp), (_SQ_NAME, "seq_id", sq),
-                                             (_SC_NAME, "scope", sc), (_FT_NAME, "fw_tid", ft))]) \
-            + cached("op_schema", osc)
+                         for nf, name, v in ((_FP_NAME, wire.ATTR_FW_PARENT, fp),
+                                             (_SQ_NAME, wire.ATTR_SEQ_ID, sq),
+                                             (_SC_NAME, wire.ATTR_SCOPE, sc),
+                                             (_FT_NAME, wire.ATTR_FW_TID, ft))]) \
+            + cached(wire.ATTR_OP_SCHEMA, osc)
 
     def gpu_block(self, stream: Any, device: Any, cat: Any) -> bytes:
         stream = stream if type(stream) is int else 0
@@ -225,9 +226,9 @@ class Serializer:
         b = blocks.get(key)
         if b is None:
             cached = self.attr_cache.framed
-            b = cached("is_cpu_op", False) + cached("stream", stream)
+            b = cached(wire.ATTR_IS_CPU_OP, False) + cached(wire.ATTR_STREAM, stream)
             if device is not None:
-                b += cached("device", device)
+                b += cached(wire.ATTR_DEVICE, device)
             if cat is not None:
                 b += cached("cat", cat)
             _keep(blocks, key, b)
@@ -239,7 +240,7 @@ class Serializer:
         args = a.get("args")
         if not isinstance(args, dict):
             args = {}
-        stream = a.get("stream", args.get("stream", a.get("tid", op.tid)))
+        stream = a.get("stream", args.get("stream", a.get(TID, op.tid)))
         device = a.get("device", args.get("device"))
         out = [self.gpu_block(stream, device, a.get("cat"))]
         kineto_ids(args, out)
@@ -266,7 +267,7 @@ def kineto_ids(args: dict[str, Any], out: list[bytes]) -> None:
     """A GPU node's ``correlation`` and ``external_id`` attributes, from its Kineto args (ints only)."""
     v = args.get("correlation")
     if type(v) is int:
-        out.append(int_attr(_CORR_NAME, "correlation", v))
+        out.append(int_attr(_CORR_NAME, wire.ATTR_CORRELATION, v))
     v = args.get("External id")
     if type(v) is int:
-        out.append(int_attr(_EXT_NAME, "external_id", v))
+        out.append(int_attr(_EXT_NAME, wire.ATTR_EXTERNAL_ID, v))

@@ -75,6 +75,7 @@ from typing import Any
 
 import orjson
 
+from chakra import formats as wire
 from chakra import schema as pb
 from chakra.convert.core import ET_VERSION
 from chakra.errors import TraceFormatError, UsageError
@@ -301,8 +302,8 @@ def plan_groups(kind: str, num_npus: int, model_parallel_size: int | None) -> Gr
 
 # ---- the graph of one rank -----------------------------------------------------------------------------
 
-_GPU = pb.AttributeProto(name="is_cpu_op", bool_val=False)
-_CPU = pb.AttributeProto(name="is_cpu_op", bool_val=True)
+_GPU = pb.AttributeProto(name=wire.ATTR_IS_CPU_OP, bool_val=False)
+_CPU = pb.AttributeProto(name=wire.ATTR_IS_CPU_OP, bool_val=True)
 
 
 @dataclass(slots=True)
@@ -325,12 +326,12 @@ class _Graph:
     def coll(self, name: str, comm: int, size: int, pg_name: str, deps: Sequence[int | None], *,
              orig: int | None = None) -> int:
         node = pb.Node(name=name, type=pb.COMM_COLL_NODE)
-        attrs = [pb.AttributeProto(name="comm_type", int64_val=comm),
-                 pb.AttributeProto(name="comm_size", int64_val=size),
-                 pb.AttributeProto(name="pg_name", string_val=pg_name)]
+        attrs = [pb.AttributeProto(name=wire.ATTR_COMM_TYPE, int64_val=comm),
+                 pb.AttributeProto(name=wire.ATTR_COMM_SIZE, int64_val=size),
+                 pb.AttributeProto(name=wire.ATTR_PG_NAME, string_val=pg_name)]
         if orig is not None:   # half of an all-reduce written as reduce-scatter + all-gather (astrasim_safe)
-            attrs += [pb.AttributeProto(name="orig_comm_type", int64_val=pb.ALL_REDUCE),
-                      pb.AttributeProto(name="orig_comm_size", int64_val=orig)]
+            attrs += [pb.AttributeProto(name=wire.ATTR_ORIG_COMM_TYPE, int64_val=pb.ALL_REDUCE),
+                      pb.AttributeProto(name=wire.ATTR_ORIG_COMM_SIZE, int64_val=orig)]
         return self._add(node, deps, _GPU, *attrs)
 
     def _add(self, node: pb.Node, deps: Sequence[int | None], *attrs: pb.AttributeProto) -> int:
@@ -583,8 +584,8 @@ def write_workload(wl: TextWorkload, prefix: str | os.PathLike[str], num_npus: i
             pb.AttributeProto(name="source", string_val=source),
             pb.AttributeProto(name="input_file", string_val=os.path.basename(wl.path)),
             pb.AttributeProto(name="parallelism", string_val=wl.kind),
-            pb.AttributeProto(name="rank", int64_val=rank),
-            pb.AttributeProto(name="world_size", int64_val=num_npus),
+            pb.AttributeProto(name=wire.META_RANK, int64_val=rank),
+            pb.AttributeProto(name=wire.META_WORLD_SIZE, int64_val=num_npus),
             pb.AttributeProto(name="num_passes", int64_val=num_passes),
             pb.AttributeProto(name="cycle_ns", double_val=cycle_ns),
         ])

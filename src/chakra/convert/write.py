@@ -13,6 +13,7 @@ from typing import Any, BinaryIO, Protocol, TypeVar
 
 import orjson
 
+from chakra import formats as wire
 from chakra import schema as pb
 from chakra.convert.attrs import frame_attr, make_attr, varint
 from chakra.convert.comm import (
@@ -226,7 +227,7 @@ class SerialNodes:
             if is_gpu[i]:
                 attrs = ser.gpu_attrs(op)
             elif t == meta_t:
-                attrs = [framed("is_cpu_op", True)]
+                attrs = [framed(wire.ATTR_IS_CPU_OP, True)]
             else:
                 attrs = ser.cpu_attrs(op, cpu=i not in cpu_comm, skip=f is not None)
             if f is not None:
@@ -308,12 +309,12 @@ def pg_records(cv: Plan) -> list[dict[str, Any]]:
     out = []
     for g in cv.trace.process_groups:
         out.append({
-            "pg_name": cv.pgn.numeric(g.pg_name) or g.pg_name,
-            "pg_desc": g.pg_desc,
-            "backend_config": g.backend,
-            "ranks": list(g.ranks),
-            "group_size": g.group_size,
-            "group_count": g.group_count,
+            wire.GROUP_NAME: cv.pgn.numeric(g.pg_name) or g.pg_name,
+            wire.GROUP_DESC: g.pg_desc,
+            wire.GROUP_BACKEND: g.backend,
+            wire.GROUP_RANKS: list(g.ranks),
+            wire.GROUP_SIZE: g.group_size,
+            wire.GROUP_COUNT: g.group_count,
         })
     return out
 
@@ -333,10 +334,10 @@ def metadata(cv: Plan, tm: Timing, cm: Comm, dp: Deps) -> pb.GlobalMetadata:
         attrs.append(make_attr("start_ts", tr.start_ts))
     if tr.finish_ts is not None:
         attrs.append(make_attr("finish_ts", tr.finish_ts))
-    attrs.append(make_attr("rank", cm.rank if cm.rank is not None else -1))
+    attrs.append(make_attr(wire.META_RANK, cm.rank if cm.rank is not None else -1))
     ws = tr.world_size
-    attrs.append(make_attr("world_size", ws if ws is not None else -1))
-    attrs.append(pb.AttributeProto(name="process_groups", string_val=pg_json(cv)))
+    attrs.append(make_attr(wire.META_WORLD_SIZE, ws if ws is not None else -1))
+    attrs.append(pb.AttributeProto(name=wire.META_PROCESS_GROUPS, string_val=pg_json(cv)))
     measured = tr.extra.get("measured")
     if isinstance(measured, dict) and _num(measured.get("start_us")):
         m_start = float(measured["start_us"])
@@ -346,11 +347,11 @@ def metadata(cv: Plan, tm: Timing, cm: Comm, dp: Deps) -> pb.GlobalMetadata:
         m_start, m_dur, window = tm.span_lo, tm.span_hi - tm.span_lo, "span"
     else:
         m_start, m_dur, window = 0.0, 0.0, "none"
-    attrs.append(pb.AttributeProto(name="measured_start_us", double_val=m_start))
-    attrs.append(pb.AttributeProto(name="measured_dur_us", double_val=m_dur))
-    attrs.append(pb.AttributeProto(name="measured_window", string_val=window))
+    attrs.append(pb.AttributeProto(name=wire.META_MEASURED_START_US, double_val=m_start))
+    attrs.append(pb.AttributeProto(name=wire.META_MEASURED_DUR_US, double_val=m_dur))
+    attrs.append(pb.AttributeProto(name=wire.META_MEASURED_WINDOW, string_val=window))
     if dp.tt is not None:
-        attrs.append(pb.AttributeProto(name="thread_timing", string_val=THREAD_TIMING))
+        attrs.append(pb.AttributeProto(name=wire.META_THREAD_TIMING, string_val=THREAD_TIMING))
     return pb.GlobalMetadata(version=ET_VERSION, attr=attrs)
 
 
@@ -359,34 +360,28 @@ def _name_field(name: str) -> tuple[bytes, str]:
     return attr_name_field(name), name
 
 
-_DEPTH = _name_field("thread_depth")
-_WORK = _name_field("work_before_us")
-_TAIL = _name_field("tail_us")
-_IDLE = _name_field("idle_before_us")
-_POST = _name_field("wait_post_us")
-_WAIT_ON = _name_field("wait_on")
-_FREES = _name_field("frees_thread")
+_DEPTH, _WORK, _TAIL, _IDLE, _WAIT_ON, _POST, _FREES = map(_name_field, wire.THREAD_TIMING_ATTRS)
 
 
 def _comm_attrs(f: CommFields, t: int) -> list[pb.AttributeProto]:
     A = pb.AttributeProto
     if t == pb.COMP_NODE:   # a collective the simulator does not run (astrasim_safe): kept for information
-        out = [A(name="orig_collective", string_val=f.collective)]
+        out = [A(name=wire.ATTR_ORIG_COLLECTIVE, string_val=f.collective)]
         if f.comm_type is not None:
-            out.append(A(name="orig_comm_type", int64_val=f.comm_type))
-        out.append(A(name="orig_comm_size", int64_val=f.size))
-        out.append(A(name="orig_pg_name", string_val=f.pg_name))
+            out.append(A(name=wire.ATTR_ORIG_COMM_TYPE, int64_val=f.comm_type))
+        out.append(A(name=wire.ATTR_ORIG_COMM_SIZE, int64_val=f.size))
+        out.append(A(name=wire.ATTR_ORIG_PG_NAME, string_val=f.pg_name))
         return out
     out = []
     if t == pb.COMM_COLL_NODE and f.comm_type is not None:
-        out.append(A(name="comm_type", int64_val=f.comm_type))
-    out.append(A(name="comm_size", int64_val=f.size))
-    out.append(A(name="pg_name", string_val=f.pg_name))
-    out.append(A(name="comm_priority", int32_val=0))
+        out.append(A(name=wire.ATTR_COMM_TYPE, int64_val=f.comm_type))
+    out.append(A(name=wire.ATTR_COMM_SIZE, int64_val=f.size))
+    out.append(A(name=wire.ATTR_PG_NAME, string_val=f.pg_name))
+    out.append(A(name=wire.ATTR_COMM_PRIORITY, int32_val=0))
     if f.seq is not None:
-        out.append(A(name="comm_seq", int64_val=f.seq))
+        out.append(A(name=wire.ATTR_COMM_SEQ, int64_val=f.seq))
     if t in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):
-        out.append(A(name="comm_src", int32_val=f.src))
-        out.append(A(name="comm_dst", int32_val=f.dst))
-        out.append(A(name="comm_tag", int32_val=f.tag))
+        out.append(A(name=wire.ATTR_COMM_SRC, int32_val=f.src))
+        out.append(A(name=wire.ATTR_COMM_DST, int32_val=f.dst))
+        out.append(A(name=wire.ATTR_COMM_TAG, int32_val=f.tag))
     return out

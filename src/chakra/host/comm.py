@@ -59,6 +59,7 @@ from chakra.host.collective_names import (
     is_comm_kernel_name,
     kernel_collective,
 )
+from chakra.host.keys import COLLECTIVE_NAME, PG_DESC, PG_NAME, PG_SIZE
 from chakra.host.model import CommInfo, HostOp, ProcessGroup, is_comm_name
 
 
@@ -147,7 +148,7 @@ def _opt_int(v: Any) -> int | None:
 def _from_rpc_attrs(op: HostOp, info: CommInfo) -> None:
     a = op.attrs
     info.source = "attrs"
-    info.collective_name = str(a.get("collective_name", ""))
+    info.collective_name = str(a.get(COLLECTIVE_NAME, ""))
     info.dtype = str(a.get("dtype", ""))
     info.in_msg_nelems = _opt_int(a.get("in_msg_nelems")) or 0
     info.out_msg_nelems = _opt_int(a.get("out_msg_nelems")) or 0
@@ -155,9 +156,9 @@ def _from_rpc_attrs(op: HostOp, info: CommInfo) -> None:
     info.out_split_size = _int_list(a.get("out_split_size"))
     info.global_rank_start = _opt_int(a.get("global_rank_start"))
     info.global_rank_stride = _opt_int(a.get("global_rank_stride"))
-    info.pg_name = str(a.get("pg_name", ""))
-    info.pg_desc = str(a.get("pg_desc", ""))
-    info.pg_size = _opt_int(a.get("pg_size"))
+    info.pg_name = str(a.get(PG_NAME, ""))
+    info.pg_desc = str(a.get(PG_DESC, ""))
+    info.pg_size = _opt_int(a.get(PG_SIZE))
     # The positional inputs still carry seq, rank and the tensors' element size.
     _from_rpc_inputs(op, info, fill_only=True)
 
@@ -364,7 +365,7 @@ def comm_info(op: HostOp, process_groups: Iterable[ProcessGroup] | None = None) 
         return None
     info = CommInfo()
     if name == "record_param_comms":
-        if "collective_name" in op.attrs:
+        if COLLECTIVE_NAME in op.attrs:
             _from_rpc_attrs(op, info)
         else:
             _from_rpc_inputs(op, info)

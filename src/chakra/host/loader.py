@@ -39,6 +39,7 @@ import msgspec
 from msgspec import UNSET
 
 from chakra.errors import ChakraError, TraceFormatError
+from chakra.host import keys as hk
 from chakra.host.decode import (
     FALSY,
     NO_RAW,
@@ -95,7 +96,7 @@ _TOP_KEYS = frozenset({"schema", "pid", "time", "start_ts", "finish_ts", "nodes"
 
 # Node keys each layout models; any other key of a node goes into HostOp.attrs.
 _FLAT_KEYS = frozenset({
-    "name", "id", "rf_id", "parent", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schema",
+    "name", "id", hk.RF_ID, "parent", hk.FW_PARENT, hk.SEQ_ID, hk.SCOPE, hk.TID, hk.FW_TID, hk.OP_SCHEMA,
     "inputs", "input_shapes", "input_types", "input_strides",
     "outputs", "output_shapes", "output_types", "output_strides",
 })
@@ -104,9 +105,9 @@ _CHAKRA_KEYS = frozenset({"id", "name", "ctrl_deps", "inputs", "outputs", "attrs
 # The other node keys the typed decoder knows, in the order the linker writes them (ET+), which is the
 # order they take in HostOp.attrs when the node did not take the generic route.
 _EXTRA_ORDER = ("cat", "ph", "ts", "dur", "inclusive_dur", "exclusive_dur", "kineto_tid", "stream",
-                "device", "tid", "pid", "args", "pg_name", "collective_name", "comm_size", "comm_backend",
-                "inter_thread_dep", "sync_dep", "parent", "ctrl_deps", "rf_id", "fw_parent", "seq_id",
-                "scope", "fw_tid", "op_schema")
+                "device", hk.TID, "pid", "args", hk.PG_NAME, hk.COLLECTIVE_NAME, hk.COMM_SIZE, "comm_backend",
+                "inter_thread_dep", "sync_dep", "parent", "ctrl_deps", hk.RF_ID, hk.FW_PARENT, hk.SEQ_ID,
+                hk.SCOPE, hk.FW_TID, hk.OP_SCHEMA)
 _FLAT_EXTRAS = tuple(k for k in _EXTRA_ORDER if k not in _FLAT_KEYS)
 _CHAKRA_EXTRAS = tuple(k for k in _EXTRA_ORDER if k not in _CHAKRA_KEYS)
 _GET_FLAT_EXTRAS = attrgetter(*_FLAT_EXTRAS)
@@ -443,12 +444,12 @@ class _Builder:
 
 
 _NO_IO4 = (b"[]", b"[]", b"[]", None)
-_STD_NAMES = ("rf_id", "tid", "fw_parent", "seq_id", "scope", "fw_tid", "op_schema")   # HostOp's order
+_STD_NAMES = (hk.RF_ID, hk.TID, hk.FW_PARENT, hk.SEQ_ID, hk.SCOPE, hk.FW_TID, hk.OP_SCHEMA)   # HostOp's order
 _GET_FLAT_STD = attrgetter(*_STD_NAMES)
 _STD_DEFAULTS = (None, 0, 0, -1, 0, 0, "")
 _STD_AT = {name: i for i, name in enumerate(_STD_NAMES)}
 _encode = msgspec.json.encode
-_STD_ORDER = ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schema")
+_STD_ORDER = (hk.RF_ID, hk.FW_PARENT, hk.SEQ_ID, hk.SCOPE, hk.TID, hk.FW_TID, hk.OP_SCHEMA)
 
 
 def _coerce_parent(p: Any) -> int:
@@ -684,8 +685,8 @@ def make_trace(top: dict[str, Any], layout: str, ops: list[HostOp], by_id: dict[
         extra={k: v for k, v in top.items() if k not in _TOP_KEYS},
         warnings=warnings,
     )
-    trace.rank = _opt_int(top.get("rank"))
-    trace.world_size = _opt_int(top.get("world_size"))
+    trace.rank = _opt_int(top.get(hk.RANK))
+    trace.world_size = _opt_int(top.get(hk.WORLD_SIZE))
     _attach_process_groups(trace, top, path)
     return trace
 
@@ -706,10 +707,10 @@ def _attach_process_groups(trace: HostTrace, data: dict[str, Any], path: str) ->
                 trace.process_groups = parse_pg_init(values[0], trace.world_size)
             except PayloadError as exc:
                 raise TraceFormatError(f"node id {op.id} '{PG_INIT_NAME}': {exc}", path) from None
-    elif isinstance(data.get("process_groups"), list):
+    elif isinstance(data.get(hk.PROCESS_GROUPS), list):
         # An ET+ file written by our linker without the init node: its resolved table.
         try:
-            trace.process_groups = parse_pg_init(data["process_groups"], trace.world_size)
+            trace.process_groups = parse_pg_init(data[hk.PROCESS_GROUPS], trace.world_size)
         except PayloadError as exc:
             raise TraceFormatError(f"top-level process_groups: {exc}", path) from None
     if trace.world_size is None and trace.process_groups:

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from chakra import formats as wire
 from chakra.host.model import ProcessGroup
 
 log = logging.getLogger(__name__)
@@ -72,19 +73,19 @@ def _as_int(value: Any, default: int = 0) -> int:
 def _record_to_group(rec: Any, i: int) -> ProcessGroup:
     if not isinstance(rec, Mapping):
         raise PayloadError(f"group record {i} is a {type(rec).__name__}, expected an object")
-    if "pg_name" not in rec:
+    if wire.GROUP_NAME not in rec:
         raise PayloadError(f"group record {i} has no pg_name")
-    ranks = rec.get("ranks") or ()
+    ranks = rec.get(wire.GROUP_RANKS) or ()
     if not isinstance(ranks, (list, tuple)):
-        raise PayloadError(f"group record {i} ({rec['pg_name']}): ranks is not a list")
+        raise PayloadError(f"group record {i} ({rec[wire.GROUP_NAME]}): ranks is not a list")
     backend_id = rec.get("backend_id")
     return ProcessGroup(
-        pg_name=str(rec["pg_name"]),
-        pg_desc=str(rec.get("pg_desc") or ""),
-        backend=str(rec.get("backend_config") or rec.get("backend") or ""),
+        pg_name=str(rec[wire.GROUP_NAME]),
+        pg_desc=str(rec.get(wire.GROUP_DESC) or ""),
+        backend=str(rec.get(wire.GROUP_BACKEND) or rec.get("backend") or ""),
         ranks=tuple(_as_int(r) for r in ranks),
-        group_size=_as_int(rec.get("group_size", rec.get("pg_size", 0))),
-        group_count=_as_int(rec.get("group_count", 0)),
+        group_size=_as_int(rec.get(wire.GROUP_SIZE, rec.get(wire.GROUP_PG_SIZE, 0))),
+        group_count=_as_int(rec.get(wire.GROUP_COUNT, 0)),
         backend_id=backend_id if isinstance(backend_id, int) and not isinstance(backend_id, bool) else None,
     )
 
@@ -193,10 +194,10 @@ def merge_process_groups(primary: list[ProcessGroup], secondary: list[ProcessGro
 def group_to_record(g: ProcessGroup) -> dict[str, Any]:
     """The ET+ ``process_groups`` record of a group (ranks resolved, as a list)."""
     return {
-        "pg_name": g.pg_name,
-        "pg_desc": g.pg_desc,
-        "backend_config": g.backend,
-        "ranks": list(g.ranks),
-        "group_size": g.group_size,
-        "group_count": g.group_count,
+        wire.GROUP_NAME: g.pg_name,
+        wire.GROUP_DESC: g.pg_desc,
+        wire.GROUP_BACKEND: g.backend,
+        wire.GROUP_RANKS: list(g.ranks),
+        wire.GROUP_SIZE: g.group_size,
+        wire.GROUP_COUNT: g.group_count,
     }

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from chakra.errors import MISSING_RANKS_OPTION, TraceFormatError, UsageError
+from chakra.formats import GROUP_NAME, GROUP_PG_SIZE, GROUP_RANKS
 from chakra.io.jsonio import distributed_info, trace_kind
 from chakra.io.naming import EITHER_NAMES, HOST_NAMES, KINETO_NAMES
 from chakra.tunables import PATHS_LISTED_MAX
@@ -70,9 +71,9 @@ def distributed_claims(info: dict[str, Any] | None, where: str) -> list[RankClai
     groups = []
     for pg in info.get("pg_config") or ():
         if isinstance(pg, dict):
-            ranks = [r for r in pg.get("ranks") or () if type(r) is int and r >= 0]
-            size = pg.get("pg_size")
-            groups.append((str(pg.get("pg_name", "")), ranks, size if type(size) is int else None))
+            ranks = [r for r in pg.get(GROUP_RANKS) or () if type(r) is int and r >= 0]
+            size = pg.get(GROUP_PG_SIZE)
+            groups.append((str(pg.get(GROUP_NAME, "")), ranks, size if type(size) is int else None))
     return out + group_claims(groups, f"distributedInfo of {where}")
 
 

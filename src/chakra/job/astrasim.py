@@ -40,11 +40,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from chakra import formats as wire
 from chakra import schema as pb
 from chakra.convert.graph import CycleError, topological_order
 from chakra.convert.plan import UNSIMULATED_COMM_TYPES
 from chakra.errors import ChakraError, UsageError
-from chakra.formats import COMM_ATTRS
 from chakra.io import atomic_output
 from chakra.io.pbstream import write_messages
 from chakra.job.etfile import COMM_NODE_TYPES, EtFile, node_attrs, rank_comms, read_et
@@ -101,7 +101,7 @@ def _numeric_names(files: Sequence[EtFile]) -> dict[str, str]:
         for n in f.nodes:
             if n.type in COMM_NODE_TYPES:
                 for a in n.attr:
-                    if a.name == "pg_name" and a.WhichOneof("value") == "string_val":
+                    if a.name == wire.ATTR_PG_NAME and a.WhichOneof("value") == "string_val":
                         names.add(a.string_val)
     taken = {int(x) for x in names if x.isdigit()}
     out: dict[str, str] = {}
@@ -129,24 +129,24 @@ def _set_attr(node: pb.Node, name: str, **value: object) -> None:
 def _to_comp(node: pb.Node, why: str) -> None:
     """A communication node -> a COMP node (GPU side) of its recorded duration, keeping what it was."""
     a = node_attrs(node)
-    kept = [x for x in node.attr if x.name not in COMM_ATTRS]
+    kept = [x for x in node.attr if x.name not in wire.COMM_ATTRS]
     del node.attr[:]
     node.attr.extend(kept)
     A = pb.AttributeProto
     if node.type == pb.COMM_COLL_NODE:
-        ct = a.get("comm_type")
+        ct = a.get(wire.ATTR_COMM_TYPE)
         name = COLLECTIVE_NAMES.get(ct, str(ct)) if ct is not None else str(ct)
-        node.attr.append(A(name="orig_collective", string_val=name))
+        node.attr.append(A(name=wire.ATTR_ORIG_COLLECTIVE, string_val=name))
         if isinstance(ct, int):
-            node.attr.append(A(name="orig_comm_type", int64_val=ct))
+            node.attr.append(A(name=wire.ATTR_ORIG_COMM_TYPE, int64_val=ct))
     else:
-        node.attr.append(A(name="orig_comm_node", string_val="send" if node.type == pb.COMM_SEND_NODE
+        node.attr.append(A(name=wire.ATTR_ORIG_COMM_NODE, string_val="send" if node.type == pb.COMM_SEND_NODE
                            else "recv"))
-    if isinstance(a.get("comm_size"), int):
-        node.attr.append(A(name="orig_comm_size", int64_val=a["comm_size"]))
-    node.attr.append(A(name="orig_pg_name", string_val=str(a.get("pg_name") or "")))
-    node.attr.append(A(name="astrasim_note", string_val=why))
-    node.attr.append(A(name="is_cpu_op", bool_val=False))
+    if isinstance(a.get(wire.ATTR_COMM_SIZE), int):
+        node.attr.append(A(name=wire.ATTR_ORIG_COMM_SIZE, int64_val=a[wire.ATTR_COMM_SIZE]))
+    node.attr.append(A(name=wire.ATTR_ORIG_PG_NAME, string_val=str(a.get(wire.ATTR_PG_NAME) or "")))
+    node.attr.append(A(name=wire.ATTR_ASTRASIM_NOTE, string_val=why))
+    node.attr.append(A(name=wire.ATTR_IS_CPU_OP, bool_val=False))
     node.type = pb.COMP_NODE
 
 
@@ -203,7 +203,7 @@ def _unsimulated(files: Sequence[EtFile]) -> dict[int, dict[int, str]]:
     for f in files:
         for pos, n in enumerate(f.nodes):
             if n.type == pb.COMM_COLL_NODE:
-                ct = next((pb.attr_value(a) for a in n.attr if a.name == "comm_type"), None)
+                ct = next((pb.attr_value(a) for a in n.attr if a.name == wire.ATTR_COMM_TYPE), None)
                 if ct in UNSIMULATED_COMM_TYPES:
                     comp[f.rank][pos] = f"the simulator does not run {COLLECTIVE_NAMES[ct]}"
     return comp
@@ -264,13 +264,13 @@ def _rewrite_rank(f: EtFile, comp: dict[int, str], size_at: dict[tuple[int, int]
     for pos, n in enumerate(nodes):
         if n.type not in COMM_NODE_TYPES:
             continue
-        _set_attr(n, "is_cpu_op", bool_val=False)
+        _set_attr(n, wire.ATTR_IS_CPU_OP, bool_val=False)
         size = size_at.get((f.rank, pos))
         if size is not None:
-            _set_attr(n, "comm_size", int64_val=size)
-        pg = next((a.string_val for a in n.attr if a.name == "pg_name"), None)
+            _set_attr(n, wire.ATTR_COMM_SIZE, int64_val=size)
+        pg = next((a.string_val for a in n.attr if a.name == wire.ATTR_PG_NAME), None)
         if pg is not None and names.get(pg, pg) != pg:
-            _set_attr(n, "pg_name", string_val=names[pg])
+            _set_attr(n, wire.ATTR_PG_NAME, string_val=names[pg])
     for a, b in zip(chain, chain[1:]):
         prev = nodes[a].id
         if prev not in nodes[b].data_deps and prev not in nodes[b].ctrl_deps:
@@ -309,7 +309,7 @@ def _add_groups(files: Sequence[EtFile], used_groups: set[str], names: dict[str,
         for f in files:
             for n in f.nodes:
                 if n.type == pb.COMM_COLL_NODE:
-                    pg = next((a.string_val for a in n.attr if a.name == "pg_name"), "")
+                    pg = next((a.string_val for a in n.attr if a.name == wire.ATTR_PG_NAME), "")
                     if not world_pg(pg):
                         used_groups.add(next((k for k, v in names.items() if v == pg), pg))
         everyone = sorted(set(everyone) | set(range(max((f.world_size or 0) for f in files))))
@@ -371,21 +371,21 @@ def _split_all_reduces(nodes: list[pb.Node], halves: dict[int, int]) -> list[pb.
     added: list[pb.Node] = []
     for pos, n in sorted(halves.items()):
         x = nodes[pos]
-        size = next((a.int64_val for a in x.attr if a.name == "comm_size"), 0)
-        pg = next((a.string_val for a in x.attr if a.name == "pg_name"), "")
-        _set_attr(x, "comm_type", int64_val=pb.REDUCE_SCATTER)
-        x.attr.append(pb.AttributeProto(name="orig_comm_type", int64_val=pb.ALL_REDUCE))
-        x.attr.append(pb.AttributeProto(name="orig_comm_size", int64_val=size))
+        size = next((a.int64_val for a in x.attr if a.name == wire.ATTR_COMM_SIZE), 0)
+        pg = next((a.string_val for a in x.attr if a.name == wire.ATTR_PG_NAME), "")
+        _set_attr(x, wire.ATTR_COMM_TYPE, int64_val=pb.REDUCE_SCATTER)
+        x.attr.append(pb.AttributeProto(name=wire.ATTR_ORIG_COMM_TYPE, int64_val=pb.ALL_REDUCE))
+        x.attr.append(pb.AttributeProto(name=wire.ATTR_ORIG_COMM_SIZE, int64_val=size))
         half = pb.Node(id=next_id, name=f"{x.name} [all-gather half]", type=pb.COMM_COLL_NODE,
                        start_time_micros=x.start_time_micros + x.duration_micros, duration_micros=0)
-        half.attr.extend([pb.AttributeProto(name="is_cpu_op", bool_val=False),
-                          pb.AttributeProto(name="comm_type", int64_val=pb.ALL_GATHER),
-                          pb.AttributeProto(name="comm_size", int64_val=-(-size // max(1, n))),
-                          pb.AttributeProto(name="pg_name", string_val=pg),
-                          pb.AttributeProto(name="comm_priority", int32_val=0),
-                          pb.AttributeProto(name="orig_comm_type", int64_val=pb.ALL_REDUCE),
-                          pb.AttributeProto(name="orig_comm_size", int64_val=size),
-                          pb.AttributeProto(name="astrasim_note", string_val=_HALF_NOTE)])
+        half.attr.extend([pb.AttributeProto(name=wire.ATTR_IS_CPU_OP, bool_val=False),
+                          pb.AttributeProto(name=wire.ATTR_COMM_TYPE, int64_val=pb.ALL_GATHER),
+                          pb.AttributeProto(name=wire.ATTR_COMM_SIZE, int64_val=-(-size // max(1, n))),
+                          pb.AttributeProto(name=wire.ATTR_PG_NAME, string_val=pg),
+                          pb.AttributeProto(name=wire.ATTR_COMM_PRIORITY, int32_val=0),
+                          pb.AttributeProto(name=wire.ATTR_ORIG_COMM_TYPE, int64_val=pb.ALL_REDUCE),
+                          pb.AttributeProto(name=wire.ATTR_ORIG_COMM_SIZE, int64_val=size),
+                          pb.AttributeProto(name=wire.ATTR_ASTRASIM_NOTE, string_val=_HALF_NOTE)])
         half.data_deps.append(x.id)
         renamed[x.id] = next_id
         added.append(half)
@@ -401,8 +401,8 @@ def _split_all_reduces(nodes: list[pb.Node], halves: dict[int, int]) -> list[pb.
 
 def _idle_node(node_id: int) -> pb.Node:
     n = pb.Node(id=node_id, name="idle", type=pb.COMP_NODE, duration_micros=0)
-    n.attr.append(pb.AttributeProto(name="is_cpu_op", bool_val=False))
-    n.attr.append(pb.AttributeProto(name="astrasim_note", string_val="an idle NPU"))
+    n.attr.append(pb.AttributeProto(name=wire.ATTR_IS_CPU_OP, bool_val=False))
+    n.attr.append(pb.AttributeProto(name=wire.ATTR_ASTRASIM_NOTE, string_val="an idle NPU"))
     return n
 
 

@@ -17,6 +17,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from chakra import formats as wire
 from chakra import schema as pb
 from chakra.errors import TraceFormatError
 from chakra.io.pbstream import read_messages
@@ -39,7 +40,8 @@ def metadata_info(metadata: Any) -> dict[str, Any]:
     return out
 
 
-def _int_or_none(value: Any) -> int | None:
+def int_or_none(value: Any) -> int | None:
+    """``int(value)``, or None where it has none (None, a non-numeric string)."""
     try:
         return int(value)
     except (TypeError, ValueError):
@@ -66,19 +68,20 @@ def parse_process_groups(text: Any, world_size: int | None, where: str | None = 
         raise TraceFormatError("GlobalMetadata process_groups must be a JSON list", where)
     out: dict[str, tuple[int, ...]] = {}
     for i, pg in enumerate(groups):
-        if not isinstance(pg, dict) or "pg_name" not in pg:
+        if not isinstance(pg, dict) or wire.GROUP_NAME not in pg:
             raise TraceFormatError(f"process group #{i} has no pg_name", where)
         try:
-            ranks = tuple(int(r) for r in (pg.get("ranks") or ()))
+            ranks = tuple(int(r) for r in (pg.get(wire.GROUP_RANKS) or ()))
         except (TypeError, ValueError):
-            raise TraceFormatError(f"process group {pg['pg_name']!r} has non-integer ranks", where) from None
+            raise TraceFormatError(f"process group {pg[wire.GROUP_NAME]!r} has non-integer ranks",
+                                   where) from None
         if world_size and ranks == tuple(range(world_size)):
             ranks = ()
-        out[str(pg["pg_name"])] = ranks
+        out[str(pg[wire.GROUP_NAME])] = ranks
     # The converter may write non-numeric group names as their position in the table (what the
     # simulator accepts); accept those too when they do not clash with a real name.
     for i, pg in enumerate(groups):
-        name = str(pg["pg_name"])
+        name = str(pg[wire.GROUP_NAME])
         if not name.isdigit():
             out.setdefault(str(i), out[name])
     return out
@@ -128,16 +131,24 @@ class EtFile:
     measured_start_us: float | None = None
 
 
+def job_of_metadata(info: dict[str, Any], rank: int | None, where: str | None
+                    ) -> tuple[int | None, int | None, dict[str, tuple[int, ...]]]:
+    """What the GlobalMetadata attributes ``info`` (:func:`metadata_info`) say of the job: the rank (else
+    ``rank``), the world size (None unless > 0) and the process groups."""
+    r = int_or_none(info.get(wire.META_RANK))
+    ws = int_or_none(info.get(wire.META_WORLD_SIZE))
+    ws = ws if ws and ws > 0 else None
+    groups = parse_process_groups(info.get(wire.META_PROCESS_GROUPS), ws, where)
+    return (r if r is not None and r >= 0 else rank), ws, groups
+
+
 def read_et(path: str | os.PathLike[str], rank: int) -> EtFile:
     """Decode one rank's ``.et``; ``rank`` is used when the metadata names none."""
     meta, nodes = read_messages(path, pb.GlobalMetadata, pb.Node)
     where = str(path)
     info = metadata_info(meta)
-    r = _int_or_none(info.get("rank"))
-    ws = _int_or_none(info.get("world_size"))
-    ws = ws if ws and ws > 0 else None
-    f = EtFile(where, meta, nodes, r if r is not None and r >= 0 else rank, ws)
-    f.groups = parse_process_groups(info.get("process_groups"), ws, where)
+    r, ws, groups = job_of_metadata(info, rank, where)
+    f = EtFile(where, meta, nodes, rank if r is None else r, ws, groups)
     if not f.groups:
         for n in nodes:
             if n.type == pb.METADATA_NODE and n.inputs.values:
@@ -145,7 +156,7 @@ def read_et(path: str | os.PathLike[str], rank: int) -> EtFile:
                 if parsed:
                     f.groups = parse_process_groups(parsed, ws, where)
                     break
-    mstart = info.get("measured_start_us")
+    mstart = info.get(wire.META_MEASURED_START_US)
     f.measured_start_us = float(mstart) if isinstance(mstart, (int, float)) else None
     return f
 
@@ -160,24 +171,24 @@ def comm_of(node: Any, pos: int, base: float | None, attrs: dict[str, Any] | Non
 
     a = node_attrs(node) if attrs is None else attrs
     kind = node.type
-    peer = (_int_or_none(a.get("comm_dst" if kind == pb.COMM_SEND_NODE else "comm_src"))
+    peer = (int_or_none(a.get(wire.ATTR_COMM_DST if kind == pb.COMM_SEND_NODE else wire.ATTR_COMM_SRC))
             if kind != pb.COMM_COLL_NODE else None)
     end = start = None
     if base is not None and node.start_time_micros:
         start = base + node.start_time_micros
         end = start + node.duration_micros
-    seq = a.get("comm_seq")
+    seq = a.get(wire.ATTR_COMM_SEQ)
     return Comm(pos=pos, node_id=node.id, kind=kind,
-                comm_type=_int_or_none(a.get("comm_type")) if kind == pb.COMM_COLL_NODE else None,
-                size=_int_or_none(a.get("comm_size")) or 0, pg=str(a.get("pg_name") or ""), peer=peer,
-                tag=_int_or_none(a.get("comm_tag")) or 0, seq=seq if isinstance(seq, int) else None, end=end,
-                start=start, name=node.name)
+                comm_type=int_or_none(a.get(wire.ATTR_COMM_TYPE)) if kind == pb.COMM_COLL_NODE else None,
+                size=int_or_none(a.get(wire.ATTR_COMM_SIZE)) or 0, pg=str(a.get(wire.ATTR_PG_NAME) or ""),
+                peer=peer, tag=int_or_none(a.get(wire.ATTR_COMM_TAG)) or 0,
+                seq=seq if isinstance(seq, int) else None, end=end, start=start, name=node.name)
 
 
 def is_timing_piece(node: Any) -> bool:
     """A node an ASTRA-sim experiment added for a piece of time (chakra.replay.materialize): a COMM node
     that is not communication."""
-    return any(a.name == "timing_piece" for a in node.attr)
+    return any(a.name == wire.ATTR_TIMING_PIECE for a in node.attr)
 
 
 def rank_comms(f: EtFile, skip: set[int] | None = None) -> RankComms:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chakra import formats as wire
 from chakra import schema as pb
 from chakra.errors import TraceFormatError, UsageError
 from chakra.io import atomic_output, read_bytes
@@ -113,7 +114,7 @@ def input_files(prefix: str) -> list[str]:
 
 def _table_of(meta: Any, nodes: dict[int, Any], path: str) -> list[dict[str, Any]] | None:
     info = metadata_info(meta)
-    text = info.get("process_groups")
+    text = info.get(wire.META_PROCESS_GROUPS)
     if text not in (None, ""):
         try:
             table = json.loads(text)
@@ -129,13 +130,14 @@ def _table_of(meta: Any, nodes: dict[int, Any], path: str) -> list[dict[str, Any
 
 
 def _checked(table: Any, path: str) -> list[dict[str, Any]]:
-    if not isinstance(table, list) or not all(isinstance(pg, dict) and "pg_name" in pg for pg in table):
+    if not isinstance(table, list) or not all(isinstance(pg, dict) and wire.GROUP_NAME in pg for pg in table):
         raise TraceFormatError("the process-group table is not a list of groups with a pg_name", path)
     for pg in table:
         try:
-            [int(r) for r in (pg.get("ranks") or ())]
+            [int(r) for r in (pg.get(wire.GROUP_RANKS) or ())]
         except (TypeError, ValueError):
-            raise TraceFormatError(f"process group {pg['pg_name']!r} has non-integer ranks", path) from None
+            raise TraceFormatError(f"process group {pg[wire.GROUP_NAME]!r} has non-integer ranks",
+                                   path) from None
     return table
 
 
@@ -171,11 +173,11 @@ def job_groups(sources: Sequence[_Source], comm_group: str | None
     n = len(sources)
     for s in sources:
         for pos, pg in enumerate(s.table or ()):
-            name = str(pg["pg_name"])
-            ranks = tuple(int(r) for r in (pg.get("ranks") or ()))
+            name = str(pg[wire.GROUP_NAME])
+            ranks = tuple(int(r) for r in (pg.get(wire.GROUP_RANKS) or ()))
             groups.setdefault(name, () if ranks == tuple(range(n)) else ranks)
-            if isinstance(pg.get("pg_desc"), str):
-                hints.descs.setdefault(name, pg["pg_desc"])
+            if isinstance(pg.get(wire.GROUP_DESC), str):
+                hints.descs.setdefault(name, pg[wire.GROUP_DESC])
             if not name.isdigit():
                 alias.setdefault(str(pos), name)
     where = "the files' process-group tables" if groups else ""
@@ -189,8 +191,8 @@ def job_groups(sources: Sequence[_Source], comm_group: str | None
         for nd in s.nodes.values():
             a = _attrs(nd)
             if nd.type in COMM_TYPES:
-                used.add(str(a.get("pg_name") or ""))
-            peer = a.get("comm_dst" if nd.type == pb.COMM_SEND_NODE else "comm_src")
+                used.add(str(a.get(wire.ATTR_PG_NAME) or ""))
+            peer = a.get(wire.ATTR_COMM_DST if nd.type == pb.COMM_SEND_NODE else wire.ATTR_COMM_SRC)
             if nd.type in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE) and isinstance(peer, int) and 0 <= peer < n:
                 hints.pairs.add((min(r, peer), max(r, peer)))
     for used_pg in sorted(used):
@@ -228,7 +230,7 @@ class _Rewrite:
 
     def depends_on_replica(self, node: Any) -> bool:
         return node.type in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE) or \
-            self.canonical(str(_attrs(node).get("pg_name") or "")) in self.lay.inside
+            self.canonical(str(_attrs(node).get(wire.ATTR_PG_NAME) or "")) in self.lay.inside
 
     def table(self, table: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The process-group table of the larger job: each group's ranks as grown, then the new replicas'
@@ -237,18 +239,18 @@ class _Rewrite:
         out = []
         for pg in table:
             new = dict(pg)
-            name = str(pg["pg_name"])
-            if pg.get("ranks") and name in grown:
-                new["ranks"] = list(grown[name])
-            if isinstance(pg.get("group_size"), int) and pg["group_size"] > 0 and name in grown:
-                new["group_size"] = len(grown[name])
+            name = str(pg[wire.GROUP_NAME])
+            if pg.get(wire.GROUP_RANKS) and name in grown:
+                new[wire.GROUP_RANKS] = list(grown[name])
+            if isinstance(pg.get(wire.GROUP_SIZE), int) and pg[wire.GROUP_SIZE] > 0 and name in grown:
+                new[wire.GROUP_SIZE] = len(grown[name])
             out.append(new)
-        by_name = {str(pg["pg_name"]): pg for pg in table}
+        by_name = {str(pg[wire.GROUP_NAME]): pg for pg in table}
         for name, model, _k in self.grown.new:
             if model in by_name:
                 new = dict(by_name[model])
-                new["pg_name"] = name
-                new["ranks"] = list(grown[name])
+                new[wire.GROUP_NAME] = name
+                new[wire.GROUP_RANKS] = list(grown[name])
                 out.append(new)
         return out
 
@@ -264,14 +266,14 @@ class _Rewrite:
                     nd.inputs.values = str([json.dumps(new)])
             return orig if nd == orig else nd
         a = _attrs(nd)
-        pg = str(a.get("pg_name") or "")
+        pg = str(a.get(wire.ATTR_PG_NAME) or "")
         c = self.canonical(pg)
         if c in self.lay.inside:
-            _set(nd, "pg_name", self.grown.name_in(c, k))
+            _set(nd, wire.ATTR_PG_NAME, self.grown.name_in(c, k))
         elif c in self.grown.groups or pg in ("", "0"):
             self._grown_group(nd, a, c)
         if nd.type != pb.COMM_COLL_NODE:
-            for key in ("comm_src", "comm_dst"):
+            for key in (wire.ATTR_COMM_SRC, wire.ATTR_COMM_DST):
                 v = a.get(key)
                 if isinstance(v, int):
                     _set(nd, key, self._peer(v, src_rank, k, where, nd))
@@ -281,13 +283,13 @@ class _Rewrite:
         lay, m = self.lay, self.m
         old_n = len(lay.groups[c]) if c in lay.groups else lay.n
         new_n = len(self.grown.groups[c]) if c in self.grown.groups else m
-        if isinstance(a.get("pg_size"), int) and a["pg_size"] > 0:
-            _set(nd, "pg_size", new_n)
-        ctype = a.get("comm_type")
+        if isinstance(a.get(wire.ATTR_PG_SIZE), int) and a[wire.ATTR_PG_SIZE] > 0:
+            _set(nd, wire.ATTR_PG_SIZE, new_n)
+        ctype = a.get(wire.ATTR_COMM_TYPE)
         if (self.net is None or nd.type != pb.COMM_COLL_NODE or ctype not in NETWORK_KINDS
                 or new_n == old_n or nd.duration_micros <= 0):
             return
-        size = a.get("comm_size") or 0
+        size = a.get(wire.ATTR_COMM_SIZE) or 0
         delta = self.net.time_us(ctype, nd.type, size, new_n) - self.net.time_us(ctype, nd.type, size, old_n)
         nd.duration_micros = max(0, int(round(nd.duration_micros + delta)))
         self.retimed += 1
@@ -345,12 +347,12 @@ def _plan(src: _Source, rank: int, rw: _Rewrite) -> _Plan:
 def _metadata(src: _Source, rank: int, m: int, rw: _Rewrite) -> bytes:
     meta = pb.GlobalMetadata()
     meta.CopyFrom(src.meta)
-    _set(meta, "rank", rank)
-    _set(meta, "world_size", m)
-    if src.table is not None and any(a.name == "process_groups" for a in meta.attr):
+    _set(meta, wire.META_RANK, rank)
+    _set(meta, wire.META_WORLD_SIZE, m)
+    if src.table is not None and any(a.name == wire.META_PROCESS_GROUPS for a in meta.attr):
         new = rw.table(src.table)
         if new != src.table:
-            _set(meta, "process_groups", json.dumps(new))
+            _set(meta, wire.META_PROCESS_GROUPS, json.dumps(new))
     return src.frames[0] if meta == src.meta else meta.SerializeToString()
 
 
@@ -449,7 +451,7 @@ def _check_ranks(sources: Sequence[_Source]) -> None:
     n = len(sources)
     for r, s in enumerate(sources):
         info = metadata_info(s.meta)
-        rank, ws = info.get("rank"), info.get("world_size")
+        rank, ws = info.get(wire.META_RANK), info.get(wire.META_WORLD_SIZE)
         if isinstance(rank, int) and rank != r:
             raise TraceFormatError(f"the metadata says rank {rank}, the name rank {r}", s.path)
         if isinstance(ws, int) and ws > n:

@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
+from chakra import formats as wire
 from chakra import schema as pb
 from chakra.convert.attrs import FIXED_FIELDS
 from chakra.convert.graph import CycleError, topological_order
@@ -54,8 +55,9 @@ from chakra.schema import COLLECTIVE_NAMES, COMM_COLL_NODE, COMM_SEND_NODE
 
 #: attribute -> the one oneof field the simulator's reader takes it from
 READ_FIELDS: dict[str, str] = {k: FIXED_FIELDS[k] for k in (
-    "is_cpu_op", "num_ops", "tensor_size", "comm_type", "comm_priority", "comm_size", "comm_src", "comm_dst",
-    "comm_tag", "pg_name")}
+    wire.ATTR_IS_CPU_OP, wire.ATTR_NUM_OPS, wire.ATTR_TENSOR_SIZE, wire.ATTR_COMM_TYPE,
+    wire.ATTR_COMM_PRIORITY, wire.ATTR_COMM_SIZE, wire.ATTR_COMM_SRC, wire.ATTR_COMM_DST, wire.ATTR_COMM_TAG,
+    wire.ATTR_PG_NAME)}
 RUNNABLE = frozenset({pb.ALL_REDUCE, pb.ALL_TO_ALL, pb.ALL_GATHER, pb.REDUCE_SCATTER, pb.BROADCAST})
 
 
@@ -152,13 +154,13 @@ def _file_checks(f: EtFile, groups: dict[str, tuple[int, ...]], world: tuple[int
         if n.type not in COMM_NODE_TYPES:
             continue
         a = node_attrs(n)
-        if a.get("is_cpu_op") is True:
+        if a.get(wire.ATTR_IS_CPU_OP) is True:
             bad(f"comm node {n.id} ({n.name!r}) has is_cpu_op true: the simulator rejects it")
-        if not isinstance(a.get("comm_size"), int):
+        if not isinstance(a.get(wire.ATTR_COMM_SIZE), int):
             bad(f"comm node {n.id} ({n.name!r}) has no comm_size")
-        pg = str(a.get("pg_name") or "")
+        pg = str(a.get(wire.ATTR_PG_NAME) or "")
         if n.type == pb.COMM_COLL_NODE:
-            ct = a.get("comm_type")
+            ct = a.get(wire.ATTR_COMM_TYPE)
             if not isinstance(ct, int):
                 bad(f"collective node {n.id} ({n.name!r}) has no comm_type")
             elif ct not in RUNNABLE:
@@ -174,14 +176,14 @@ def _file_checks(f: EtFile, groups: dict[str, tuple[int, ...]], world: tuple[int
                     bad(f"collective node {n.id} uses process group {pg!r} whose ranks {list(groups[pg])} do "
                         f"not include rank {r}")
         else:
-            for key in ("comm_src", "comm_dst", "comm_tag"):
+            for key in (wire.ATTR_COMM_SRC, wire.ATTR_COMM_DST, wire.ATTR_COMM_TAG):
                 if not isinstance(a.get(key), int):
                     bad(f"{'send' if n.type == pb.COMM_SEND_NODE else 'recv'} node {n.id} has no {key}")
-            own = a.get("comm_src" if n.type == pb.COMM_SEND_NODE else "comm_dst")
+            own = a.get(wire.ATTR_COMM_SRC if n.type == pb.COMM_SEND_NODE else wire.ATTR_COMM_DST)
             if isinstance(own, int) and own != r:
                 side = "send" if n.type == pb.COMM_SEND_NODE else "recv"
                 bad(f"{side} node {n.id} names rank {own} as its own side, in the file of rank {r}")
-        if "timing_piece" not in a:     # (a piece of time an experiment wrote as a timed BROADCAST)
+        if wire.ATTR_TIMING_PIECE not in a:   # (a piece of time an experiment wrote as a timed BROADCAST)
             comms.append(comm_of(n, pos, f.measured_start_us, a))
     if wrong_type > 3:
         bad(f"... {wrong_type - 3} more attributes of the wrong type")
@@ -308,9 +310,10 @@ def job_claims(files: Sequence[EtFile], groups: dict[str, tuple[int, ...]], comm
         if f.world_size:
             out.append(RankClaim(f.world_size, f"world_size {f.world_size} in the metadata of {where}"))
         out += group_claims(((pg, m, None) for pg, m in f.groups.items()), where)
-        sizes = [a["pg_size"] for n in f.nodes if n.type == pb.COMM_COLL_NODE
-                 for a in [node_attrs(n)] if type(a.get("pg_size")) is int and a["pg_size"] > 0
-                 and world_pg(str(a.get("pg_name") or ""))]
+        pg_size = wire.ATTR_PG_SIZE
+        sizes = [a[pg_size] for n in f.nodes if n.type == pb.COMM_COLL_NODE
+                 for a in [node_attrs(n)] if type(a.get(pg_size)) is int and a[pg_size] > 0
+                 and world_pg(str(a.get(wire.ATTR_PG_NAME) or ""))]
         if sizes:
             out.append(RankClaim(max(sizes), f"a world collective of {where} records pg_size {max(sizes)}"))
     if comm_group is not None:

@@ -22,6 +22,8 @@ from orjson import Fragment
 from chakra.device.loader import load_kineto
 from chakra.device.model import KERNEL, MEMCPY, MEMSET, KinetoEvent, KinetoTrace
 from chakra.errors import TraceFormatError, UsageError
+from chakra.formats import GROUP_NAME, GROUP_SIZE
+from chakra.host import keys as hk
 from chakra.host.collective_names import CPU_RECORD_PREFIXES
 from chakra.host.loader import load_host_et, self_parent_message
 from chakra.host.model import OP, PROCESS_ROOT, HostOp, HostTrace, IOInfo
@@ -199,7 +201,7 @@ def _prepare(
     world = kineto.world_size if kineto.world_size is not None else host.world_size
     pgs = process_groups(host, kineto.distributed_info, world)
     if world is None:
-        world = next((g["group_size"] for g in pgs if g["pg_name"] == "0" and g["group_size"]), None)
+        world = next((g[GROUP_SIZE] for g in pgs if g[GROUP_NAME] == "0" and g[GROUP_SIZE]), None)
     kept = None if keep is None else kept_counts(host, match, keep)
     stats = link_stats(kineto, window, match, gpu, collectives, it_deps, it_skipped, inter_thread_gap_us,
                        s_deps, s_stats, kept)
@@ -213,9 +215,9 @@ def _prepare(
         if key not in _OUR_TOP_KEYS:
             doc[key] = value
     doc["nodes"] = None
-    doc["rank"] = rank_out
-    doc["world_size"] = world
-    doc["process_groups"] = pgs
+    doc[hk.RANK] = rank_out
+    doc[hk.WORLD_SIZE] = world
+    doc[hk.PROCESS_GROUPS] = pgs
     doc["measured"] = measured(kineto, window)
     if step_stats is not None:
         stats["step"] = step_stats
@@ -272,7 +274,7 @@ def _nodes_of(hpos: Sequence[int], host_nodes: Callable[[Sequence[int]], Iterato
         yield from gpu_nodes(range(max(r.start, h) - h, r.stop - h))
 
 
-_OUR_TOP_KEYS = frozenset(("rank", "world_size", "process_groups", "measured", "link_stats"))
+_OUR_TOP_KEYS = frozenset((hk.RANK, hk.WORLD_SIZE, hk.PROCESS_GROUPS, "measured", "link_stats"))
 
 
 def _host_nodes(
@@ -371,11 +373,11 @@ def _gpu_nodes(
                 "exclusive_dur": dur,
                 "stream": stream,
                 "device": device,
-                "tid": stream,
+                hk.TID: stream,
                 "args": ev.args,
-                "pg_name": pg_name,
-                "collective_name": coll,
-                "comm_size": size,
+                hk.PG_NAME: pg_name,
+                hk.COLLECTIVE_NAME: coll,
+                hk.COMM_SIZE: size,
                 parent_key: launcher,
             }
             add_io(node, by_id[launcher], layout)
@@ -402,11 +404,11 @@ def _pre_trace_node(ev: KinetoEvent, nid: int, window_start: float, cat: str, pg
         "exclusive_dur": dur,
         "stream": ev.stream,
         "device": ev.device,
-        "tid": ev.stream,
+        hk.TID: ev.stream,
         "args": ev.args,
-        "pg_name": pg_name,
-        "collective_name": coll,
-        "comm_size": size,
+        hk.PG_NAME: pg_name,
+        hk.COLLECTIVE_NAME: coll,
+        hk.COMM_SIZE: size,
         "parent" if layout == FLAT else "ctrl_deps": 0,
     }
     add_io(node, _NO_LAUNCHER, layout)

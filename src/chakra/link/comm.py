@@ -45,6 +45,7 @@ from chakra.host.comm import (
     comm_size_bytes,
     kernel_collective,
 )
+from chakra.host.keys import COLLECTIVE_NAME, COMM_SIZE, PG_NAME
 from chakra.host.model import CommInfo, HostOp, HostTrace, ProcessGroup
 from chakra.host.process_groups import (
     group_to_record,
@@ -220,7 +221,7 @@ def gloo_fields(resolver: CommResolver, op: HostOp) -> dict[str, Any] | None:
         if pinfo is not None:
             pg_name = pg_name or pinfo.pg_name
             size = max(size, comm_size_bytes(pinfo))  # the gloo record holds only its input tensor
-    return {"pg_name": pg_name, "collective_name": coll, "comm_size": size,
+    return {PG_NAME: pg_name, COLLECTIVE_NAME: coll, COMM_SIZE: size,
             "comm_backend": op.name.partition(":")[0]}
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 from orjson import Fragment
 
+from chakra.host import keys as hk
 from chakra.host.model import HostOp, IOInfo, IOText
 from chakra.io.jsonio import dumps_kept
 
@@ -25,13 +26,13 @@ CHAKRA = "chakra"
 
 # (name, ET type) of the attrs the host loader models as HostOp fields, in the order PyTorch writes them
 _STD_ATTRS: tuple[tuple[str, str], ...] = (
-    ("rf_id", "uint64"),
-    ("fw_parent", "uint64"),
-    ("seq_id", "int64"),
-    ("scope", "uint64"),
-    ("tid", "uint64"),
-    ("fw_tid", "uint64"),
-    ("op_schema", "string"),
+    (hk.RF_ID, "uint64"),
+    (hk.FW_PARENT, "uint64"),
+    (hk.SEQ_ID, "int64"),
+    (hk.SCOPE, "uint64"),
+    (hk.TID, "uint64"),
+    (hk.FW_TID, "uint64"),
+    (hk.OP_SCHEMA, "string"),
 )
 # keys the linker writes; stale copies from an already linked input are dropped
 LINK_KEYS = frozenset(
@@ -43,9 +44,9 @@ LINK_KEYS = frozenset(
         "kineto_tid",
         "inter_thread_dep",
         "sync_dep",
-        "pg_name",
-        "collective_name",
-        "comm_size",
+        hk.PG_NAME,
+        hk.COLLECTIVE_NAME,
+        hk.COMM_SIZE,
         "comm_backend",
     )
 )
@@ -68,14 +69,14 @@ def host_node(op: HostOp, layout: str) -> dict[str, Any]:
         node: dict[str, Any] = {
             "name": op.name,
             "id": op.id,
-            "rf_id": op.rf_id,
+            hk.RF_ID: op.rf_id,
             "parent": op.parent,
-            "fw_parent": op.fw_parent,
-            "seq_id": op.seq_id,
-            "scope": op.scope,
-            "tid": op.tid,
-            "fw_tid": op.fw_tid,
-            "op_schema": op.op_schema,
+            hk.FW_PARENT: op.fw_parent,
+            hk.SEQ_ID: op.seq_id,
+            hk.SCOPE: op.scope,
+            hk.TID: op.tid,
+            hk.FW_TID: op.fw_tid,
+            hk.OP_SCHEMA: op.op_schema,
         }
         add_io(node, op, layout)
         io = op.io
@@ -100,7 +101,7 @@ def host_node(op: HostOp, layout: str) -> dict[str, Any]:
     attrs = []
     for name, default_type in _STD_ATTRS:
         value = getattr(op, name)
-        if name == "rf_id" and value is None:
+        if name == hk.RF_ID and value is None:
             continue
         attrs.append({"name": name, "type": types.get(name, default_type), "value": value})
     node["attrs"] = attrs
@@ -129,8 +130,8 @@ _STRINGS: dict[str, bytes] = {}   # names and op schemas -> their JSON text (jso
 _EXTRAS: dict[int, tuple[dict[str, Any], dict[str, str], str, tuple[bytes, bytes] | None]] = {}
 # keys of host_node's dict an attribute of the same name would replace (host_text leaves those to it)
 _OWN_KEYS = {
-    FLAT: frozenset(("name", "id", "rf_id", "parent", "fw_parent", "seq_id", "scope", "tid", "fw_tid",
-                     "op_schema", "inputs", "input_strides", "output_strides")),
+    FLAT: frozenset(("name", "id", hk.RF_ID, "parent", hk.FW_PARENT, hk.SEQ_ID, hk.SCOPE, hk.TID, hk.FW_TID,
+                     hk.OP_SCHEMA, "inputs", "input_strides", "output_strides")),
     CHAKRA: frozenset(("id", "name", "ctrl_deps", "inputs", "attrs")),
 }
 

@@ -48,6 +48,7 @@ from chakra.device.model import DRIVER, LAUNCH, RUNTIME, SYNC, KinetoEvent, Kine
 from chakra.errors import TraceFormatError, UsageError
 from chakra.host.collective_names import is_backend_record
 from chakra.host.comm import canonical_collective
+from chakra.host.keys import COLLECTIVE_NAME, PG_DESC, PG_NAME, PG_SIZE
 from chakra.host.model import METADATA, OP, PG_INIT_NAME, PROCESS_ROOT, THREAD_ROOT, HostOp, HostTrace, IOInfo
 from chakra.host.process_groups import group_to_record, groups_from_kineto, infer_world_size
 from chakra.link.comm import dtype_bytes
@@ -69,7 +70,7 @@ MISSING = ("tensor and storage ids (no data dependencies through tensors)", "out
 
 # Kineto collective args -> (host ET 1.1.0 record_param_comms attr, ET type, converter)
 _COMM_ARGS: tuple[tuple[str, str, str], ...] = (
-    ("Collective name", "collective_name", "string"),
+    ("Collective name", COLLECTIVE_NAME, "string"),
     ("dtype", "dtype", "string"),
     ("In msg nelems", "in_msg_nelems", "int64"),
     ("Out msg nelems", "out_msg_nelems", "int64"),
@@ -77,9 +78,9 @@ _COMM_ARGS: tuple[tuple[str, str, str], ...] = (
     ("Out split size", "out_split_size", "string"),
     ("Global rank start", "global_rank_start", "int64"),
     ("Global rank stride", "global_rank_stride", "int64"),
-    ("Process Group Name", "pg_name", "string"),
-    ("Process Group Description", "pg_desc", "string"),
-    ("Group size", "pg_size", "int64"),
+    ("Process Group Name", PG_NAME, "string"),
+    ("Process Group Description", PG_DESC, "string"),
+    ("Group size", PG_SIZE, "int64"),
 )
 # Kineto "Input type" entries that are not a tensor's dtype
 _NOT_DTYPE = frozenset(("", "Scalar", "ScalarList", "TensorList", "GenericList", "String", "None"))
@@ -215,7 +216,7 @@ def build_host(kineto: KinetoTrace, annotation: str | None = None) -> KinetoHost
         op = _host_op(ev, host_of[p], parent if parent is not None else root_ids[key], rf, tids[key])
         if "Input type" in ev.args:
             shapes += 1
-        if op.attrs.get("collective_name"):
+        if op.attrs.get(COLLECTIVE_NAME):
             comm_fields += 1
         ops.append(op)
         match.add(op.id, p)
@@ -283,7 +284,7 @@ def _gather_outputs(ops: list[HostOp], world: int | None) -> int:
         if canonical_collective(op.name) != "allgather":
             continue
         parent = by_id.get(op.parent)
-        if parent is not None and parent.name == "record_param_comms" and "collective_name" in parent.attrs:
+        if parent is not None and parent.name == "record_param_comms" and COLLECTIVE_NAME in parent.attrs:
             continue
         ins = op.inputs
         tensors = [(v, sh, t) for v, sh, t in zip(ins.values, ins.shapes, ins.types)

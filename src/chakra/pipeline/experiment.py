@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from chakra import schema as pb
+from chakra.formats import ATTR_COMM_SIZE, ATTR_COMM_TYPE, META_RANK
 from chakra.io import atomic_output
 from chakra.io.pbstream import read_messages, write_frames
 from chakra.job.network import NETWORK_KINDS, Network, Sample, fit_network, write_configs
@@ -100,7 +101,7 @@ def transfer_samples(job: JobResult) -> list[Sample]:
         g, plan = rep.graph, rep.plan
         stand_in = {k: x for x, (k, _w) in (plan.transfer.items() if plan is not None else ())}
         index = {nid: i for i, nid in enumerate(g.ids)}
-        ctype, csize = g.extra.get("comm_type", {}), g.extra.get("comm_size", {})
+        ctype, csize = g.extra.get(ATTR_COMM_TYPE, {}), g.extra.get(ATTR_COMM_SIZE, {})
         spans = []
         for nid, wait in rep.comm_wait.items():
             i = index[nid]
@@ -143,7 +144,7 @@ def build_experiment(et_paths: Sequence[str | os.PathLike[str]], prefix: str | o
     originals: dict[int, tuple[Any, list[Any]]] = {}
     for p in et_paths:
         md, nodes = read_messages(p, pb.GlobalMetadata, pb.Node)
-        rank = next((pb.attr_value(a) for a in md.attr if a.name == "rank"), None)
+        rank = next((pb.attr_value(a) for a in md.attr if a.name == META_RANK), None)
         originals[int(rank) if rank is not None else len(originals)] = (md, nodes)
     mats = materialize_job(job, originals, net)
     prefix = Path(prefix)

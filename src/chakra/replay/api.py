@@ -18,6 +18,7 @@ from itertools import compress, count
 from typing import TYPE_CHECKING, Any
 
 from chakra.errors import ChakraError, UsageError
+from chakra.formats import ATTR_PG_SIZE
 from chakra.io import gc_paused
 from chakra.job.etfile import read_comm_groups as load_comm_groups
 from chakra.replay.coupling import rank_of
@@ -554,7 +555,7 @@ def job_claims(graphs: Sequence[RankGraph]) -> list[RankClaim]:
         if g.world_size:
             out.append(RankClaim(g.world_size, f"world_size {g.world_size} in the metadata of {where}"))
         out += group_claims(((pg, ranks, None) for pg, ranks in g.process_groups.items()), where)
-        sizes = [v for i, v in g.extra.get("pg_size", {}).items()
+        sizes = [v for i, v in g.extra.get(ATTR_PG_SIZE, {}).items()
                  if type(v) is int and v > 0 and i in g.comm and g.comm[i].pg_name in WORLD_PG_NAMES]
         if sizes:
             out.append(RankClaim(max(sizes), f"a world collective of {where} records pg_size {max(sizes)}"))

@@ -139,6 +139,7 @@ from itertools import chain, repeat
 from typing import cast
 
 from chakra.errors import ChakraError
+from chakra.formats import ATTR_COMM_TYPE
 from chakra.job.network import ring_finish, ring_steps
 from chakra.replay.coupling import (
     Coupling,
@@ -501,7 +502,7 @@ class _Job:
             if g.types[i] != COMM_COLL_NODE:
                 self.steps.append(0)
                 continue
-            self.steps.append(ring_steps(g.extra.get("comm_type", {}).get(i), g.types[i], len(members)))
+            self.steps.append(ring_steps(g.extra.get(ATTR_COMM_TYPE, {}).get(i), g.types[i], len(members)))
 
     def uncouple_timed(self, graphs: Sequence[RankGraph], offsets: list[int]) -> None:
         """ASTRA-sim runs a BROADCAST for its duration on each rank, without waiting for the peers: the
@@ -510,7 +511,7 @@ class _Job:
         if group_of is None:
             return
         for g, off in zip(graphs, offsets):
-            for i, t in g.extra.get("comm_type", {}).items():
+            for i, t in g.extra.get(ATTR_COMM_TYPE, {}).items():
                 if t == BROADCAST and group_of[off + i] >= 0:
                     group_of[off + i] = -1
 

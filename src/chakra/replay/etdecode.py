@@ -47,7 +47,8 @@ from typing import Any, cast
 
 from chakra import formats as wire
 from chakra.errors import TraceFormatError
-from chakra.replay.graph import EXTRA_ATTRS, int_or_none, positions, scalar
+from chakra.job.etfile import int_or_none
+from chakra.replay.graph import EXTRA_ATTRS, positions, scalar
 from chakra.schema import METADATA_NODE, AttributeProto, attr_value
 from chakra.tunables import READER_ATTR_STRINGS_MAX, READER_ATTRS_MAX, READER_SKIPS_MAX, READER_VALUES_MAX
 
@@ -188,8 +189,10 @@ def _canonical(frames: list[bytes]) -> list[bytes]:
 _SKIP, _IS_CPU, _TID, _STREAM, _DEVICE, _COMM, _EXTRA = range(7)
 # (``timing_piece``: a node an ASTRA-sim experiment added for a piece of time, chakra.replay.materialize: a
 # COMM node that is not communication)
-_COMM_ATTRS = ("pg_name", "comm_src", "comm_dst", "comm_tag", "comm_seq", "timing_piece")
-_NAMES = {"is_cpu_op": _IS_CPU, "tid": _TID, "stream": _STREAM, "device": _DEVICE,
+_COMM_ATTRS = (wire.ATTR_PG_NAME, wire.ATTR_COMM_SRC, wire.ATTR_COMM_DST, wire.ATTR_COMM_TAG,
+               wire.ATTR_COMM_SEQ, wire.ATTR_TIMING_PIECE)
+_NAMES = {wire.ATTR_IS_CPU_OP: _IS_CPU, wire.ATTR_TID: _TID, wire.ATTR_STREAM: _STREAM,
+          wire.ATTR_DEVICE: _DEVICE,
           **{name: _COMM for name in _COMM_ATTRS},
           **{name: _EXTRA for name in sorted(EXTRA_ATTRS)}}
 # The name field of an attribute the replay reads, as encoded (tag 0x0A, a one-byte length, the name):

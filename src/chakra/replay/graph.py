@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from itertools import accumulate, chain, islice
 from typing import Any, overload
 
+from chakra import formats as wire
 from chakra.errors import ChakraError, TraceFormatError
-from chakra.formats import THREAD_TIMING, THREAD_TIMING_ATTRS
-from chakra.job.etfile import metadata_info, parse_process_groups
+from chakra.job.etfile import int_or_none, job_of_metadata, metadata_info, parse_process_groups
 from chakra.schema import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, METADATA_NODE
 
 COMM_TYPES = frozenset((COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE))
@@ -41,11 +41,12 @@ WORLD_PG_NAMES = frozenset(("", "0"))
 # per-node numbers the replay reads when present (RankGraph.extra): the thread timing written by the
 # converter (chakra.convert.threads), the size and kind of a collective (the communication model) and the
 # size of its process group where the producer recorded it (how many ranks a whole job has)
-EXTRA_ATTRS = frozenset((*THREAD_TIMING_ATTRS, "comm_type", "comm_size", "pg_size"))
+EXTRA_ATTRS = frozenset((*wire.THREAD_TIMING_ATTRS, wire.ATTR_COMM_TYPE, wire.ATTR_COMM_SIZE,
+                         wire.ATTR_PG_SIZE))
 # the EXTRA_ATTRS of communication nodes: a read graph holds them as a :class:`SparseColumn` (one value
 # per comm node of a generated rank: a dict entry each was ~75 B of a node's ~380); the thread timing
 # stays in dicts (read per node on the CPU lanes, where a dict's lookup is the fastest)
-SPARSE_EXTRAS = frozenset(("comm_type", "comm_size", "pg_size"))
+SPARSE_EXTRAS = frozenset((wire.ATTR_COMM_TYPE, wire.ATTR_COMM_SIZE, wire.ATTR_PG_SIZE))
 
 
 class ReplayError(ChakraError):
@@ -101,10 +102,10 @@ class CommInfo:
     def from_attrs(cls, raw: dict[str, Any]) -> CommInfo:
         """From the node's comm attributes (name -> value; the one constructor every reader uses).
         A collective's type and size are in ``RankGraph.extra`` (the communication model reads them too)."""
-        seq = raw.get("comm_seq")
-        return cls(pg_name=str(raw.get("pg_name") or ""), src=int_or_none(raw.get("comm_src")),
-                   dst=int_or_none(raw.get("comm_dst")), tag=int_or_none(raw.get("comm_tag")) or 0,
-                   seq=seq if type(seq) is int else None)
+        seq = raw.get(wire.ATTR_COMM_SEQ)
+        return cls(pg_name=str(raw.get(wire.ATTR_PG_NAME) or ""),
+                   src=int_or_none(raw.get(wire.ATTR_COMM_SRC)), dst=int_or_none(raw.get(wire.ATTR_COMM_DST)),
+                   tag=int_or_none(raw.get(wire.ATTR_COMM_TAG)) or 0, seq=seq if type(seq) is int else None)
 
 
 class IntColumn(array):
@@ -357,8 +358,8 @@ class RankGraph:
         """``comm`` and the ``comm_type`` / ``comm_size`` extras as plain dicts, for a pass that looks them
         up per communication node (a read graph's are sorted columns: a lookup in one is a bisection in
         Python)."""
-        return (dict(self.comm.items()), dict(self.extra.get("comm_type", {}).items()),
-                dict(self.extra.get("comm_size", {}).items()))
+        return (dict(self.comm.items()), dict(self.extra.get(wire.ATTR_COMM_TYPE, {}).items()),
+                dict(self.extra.get(wire.ATTR_COMM_SIZE, {}).items()))
 
     def file_order(self) -> Sequence[int]:
         """The node indices in the order of the file's messages."""
@@ -368,13 +369,6 @@ class RankGraph:
         order = list(range(len(self.ids)))
         any(map(order.__setitem__, fpos, range(len(fpos))))
         return order
-
-
-def int_or_none(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
 
 
 def resolve_deferred_lanes(lanes: list[Any], types: Sequence[int], deferred: Iterable[tuple[int, Any]],
@@ -399,16 +393,12 @@ def graph_for_metadata(metadata: Any, path: str | None, rank: int | None) -> Ran
     process groups, measured window."""
     info = metadata_info(metadata)
     g = RankGraph(path=path)
-    r = int_or_none(info.get("rank"))
-    g.rank = r if r is not None and r >= 0 else rank
-    ws = int_or_none(info.get("world_size"))
-    g.world_size = ws if ws and ws > 0 else None
-    g.process_groups = parse_process_groups(info.get("process_groups"), g.world_size, path)
-    mdur = info.get("measured_dur_us")
+    g.rank, g.world_size, g.process_groups = job_of_metadata(info, rank, path)
+    mdur = info.get(wire.META_MEASURED_DUR_US)
     g.measured_us = float(mdur) if isinstance(mdur, (int, float)) and mdur > 0 else None
-    mstart = info.get("measured_start_us")
+    mstart = info.get(wire.META_MEASURED_START_US)
     g.measured_start_us = float(mstart) if isinstance(mstart, (int, float)) else None
-    g.thread_timing = info.get("thread_timing") == THREAD_TIMING
+    g.thread_timing = info.get(wire.META_THREAD_TIMING) == wire.THREAD_TIMING
     return g
 
 
@@ -454,16 +444,18 @@ def graph_from_specs(specs: Iterable[NodeSpec], *, rank: int | None = None, worl
         g.is_cpu.append(bool(s.is_cpu))
         g.lanes.append(lane)
         k = len(ids) - 1
-        for name, v in (("thread_depth", s.depth), ("work_before_us", s.work_before), ("tail_us", s.tail),
-                        ("idle_before_us", s.idle_before), ("wait_on", s.wait_on),
-                        ("wait_post_us", s.wait_post), ("frees_thread", int(s.frees_thread)),
-                        ("comm_type", s.comm_type),
-                        ("comm_size", s.comm_size)):
-            if v or (name == "comm_type" and v is not None):
+        for name, v in ((wire.ATTR_THREAD_DEPTH, s.depth), (wire.ATTR_WORK_BEFORE_US, s.work_before),
+                        (wire.ATTR_TAIL_US, s.tail), (wire.ATTR_IDLE_BEFORE_US, s.idle_before),
+                        (wire.ATTR_WAIT_ON, s.wait_on), (wire.ATTR_WAIT_POST_US, s.wait_post),
+                        (wire.ATTR_FREES_THREAD, int(s.frees_thread)),
+                        (wire.ATTR_COMM_TYPE, s.comm_type),
+                        (wire.ATTR_COMM_SIZE, s.comm_size)):
+            if v or (name == wire.ATTR_COMM_TYPE and v is not None):
                 extra.setdefault(name, {})[k] = v
     if thread_timing is None:
-        thread_timing = any(name in g.extra for name in ("thread_depth", "work_before_us", "tail_us",
-                                                         "idle_before_us", "wait_on"))
+        thread_timing = any(name in g.extra for name in (wire.ATTR_THREAD_DEPTH, wire.ATTR_WORK_BEFORE_US,
+                                                         wire.ATTR_TAIL_US, wire.ATTR_IDLE_BEFORE_US,
+                                                         wire.ATTR_WAIT_ON))
     g.thread_timing = thread_timing
     return g
 

@@ -46,6 +46,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from chakra import formats as wire
 from chakra import schema as pb
 from chakra.job.network import Network, ring_finish, ring_steps
 from chakra.replay.api import JobResult, ReplayResult
@@ -57,8 +58,6 @@ log = logging.getLogger(__name__)
 
 CPU, GPU, COMM = 0, 1, 2
 EXPERIMENT_TIMING = "astrasim-timed-1"    # GlobalMetadata ``experiment_timing`` of the written files
-#: attributes a written node carries: what piece of time it stands for, and the node it belongs to
-PIECE_ATTR, OF_ATTR = "timing_piece", "timing_of"
 
 
 @dataclass(slots=True)
@@ -105,16 +104,16 @@ class _Rank:
         dur = max(0.0, dur_us)
         if resource == COMM:     # (module doc: a BROADCAST is a timed node of the communication resource)
             nd = pb.Node(id=nid, name=f"chakra:{kind}", type=pb.COMM_COLL_NODE)
-            nd.attr.append(pb.AttributeProto(name="comm_type", int64_val=pb.BROADCAST))
-            nd.attr.append(pb.AttributeProto(name="comm_size", int64_val=0))
-            nd.attr.append(pb.AttributeProto(name="pg_name", string_val=""))
+            nd.attr.append(pb.AttributeProto(name=wire.ATTR_COMM_TYPE, int64_val=pb.BROADCAST))
+            nd.attr.append(pb.AttributeProto(name=wire.ATTR_COMM_SIZE, int64_val=0))
+            nd.attr.append(pb.AttributeProto(name=wire.ATTR_PG_NAME, string_val=""))
         else:
             nd = pb.Node(id=nid, name=f"chakra:{kind}", type=pb.COMP_NODE)
         nd.duration_micros = int(round(dur))
         nd.data_deps.extend(sorted(set(deps)))
-        nd.attr.append(pb.AttributeProto(name="is_cpu_op", bool_val=resource == CPU))
-        nd.attr.append(pb.AttributeProto(name=PIECE_ATTR, string_val=kind))
-        nd.attr.append(pb.AttributeProto(name=OF_ATTR, uint64_val=of))
+        nd.attr.append(pb.AttributeProto(name=wire.ATTR_IS_CPU_OP, bool_val=resource == CPU))
+        nd.attr.append(pb.AttributeProto(name=wire.ATTR_TIMING_PIECE, string_val=kind))
+        nd.attr.append(pb.AttributeProto(name=wire.ATTR_TIMING_OF, uint64_val=of))
         self.new.append(nd)
         self.resource[nid] = resource
         self.pieces[kind] = self.pieces.get(kind, 0) + 1
@@ -155,9 +154,10 @@ def _ring_finishes(job: JobResult, net: Network) -> dict[tuple[int, int], float]
             arrivals.append(rep.starts[i] + rep.clock_offset - (posted[1] if posted is not None else 0.0))
             written.append((rank, g.ids[comm]))
             if model is None:
-                ctype = g.extra.get("comm_type", {}).get(comm)
+                ctype = g.extra.get(wire.ATTR_COMM_TYPE, {}).get(comm)
                 n = group_size(g, comm, n_ranks)
-                model = net.time_us(ctype, g.types[comm], g.extra.get("comm_size", {}).get(comm, 0), n)
+                size = g.extra.get(wire.ATTR_COMM_SIZE, {}).get(comm, 0)
+                model = net.time_us(ctype, g.types[comm], size, n)
                 steps = ring_steps(ctype, g.types[comm], len(members)) if g.types[comm] == pb.COMM_COLL_NODE \
                     else 0
         if model is None:
@@ -266,7 +266,7 @@ def _transfers(R: _Rank, finish: dict[tuple[int, int], float], coupled: dict[int
             posted[i] = found[0]
             cs -= found[1]
             transfer += found[1]
-        if g.extra.get("comm_type", {}).get(comm) == pb.BROADCAST or g.types[comm] not in COMM_TYPES:
+        if g.extra.get(wire.ATTR_COMM_TYPE, {}).get(comm) == pb.BROADCAST or g.types[comm] not in COMM_TYPES:
             # timed by its duration in the simulator, which does not make it wait for its peers: it
             # lasts from its arrival to its end
             comm_time[comm] = rep.ends[i] - rep.starts[i] - (plan.rd[i] if x is not None else 0.0)
@@ -290,9 +290,9 @@ def _transfers(R: _Rank, finish: dict[tuple[int, int], float], coupled: dict[int
 
 def _model_us(R: _Rank, i: int) -> float:
     g = R.g
-    size = g.extra.get("comm_size", {}).get(i, 0)
+    size = g.extra.get(wire.ATTR_COMM_SIZE, {}).get(i, 0)
     n = group_size(g, i, R.job_ranks)
-    return R.net.time_us(g.extra.get("comm_type", {}).get(i), g.types[i], size, n)
+    return R.net.time_us(g.extra.get(wire.ATTR_COMM_TYPE, {}).get(i), g.types[i], size, n)
 
 
 def _rewrite(R: _Rank, nodes: list[Any], head_deps: dict[int, list[int]], head: dict[int, int],
@@ -386,7 +386,7 @@ def _chain_resources(nodes: list[Any], resource: dict[int, int], start: dict[int
 
 
 def _is_broadcast(nd: Any) -> bool:
-    return nd.type == pb.COMM_COLL_NODE and any(a.name == "comm_type" and a.int64_val == pb.BROADCAST
+    return nd.type == pb.COMM_COLL_NODE and any(a.name == wire.ATTR_COMM_TYPE and a.int64_val == pb.BROADCAST
                                                  for a in nd.attr)
 
 
@@ -398,8 +398,9 @@ def _metadata(md: Any) -> Any:
     a pipeline's sends with the next micro-batch's receives, and a lanes replay offset a rank twice."""
     out = pb.GlobalMetadata()
     out.CopyFrom(md)
-    keep = [a for a in out.attr if a.name not in ("thread_timing", "experiment_timing", "measured_start_us")]
+    keep = [a for a in out.attr if a.name not in (wire.META_THREAD_TIMING, wire.META_EXPERIMENT_TIMING,
+                                                   wire.META_MEASURED_START_US)]
     del out.attr[:]
     out.attr.extend(keep)
-    out.attr.append(pb.AttributeProto(name="experiment_timing", string_val=EXPERIMENT_TIMING))
+    out.attr.append(pb.AttributeProto(name=wire.META_EXPERIMENT_TIMING, string_val=EXPERIMENT_TIMING))
     return out

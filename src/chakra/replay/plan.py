@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from itertools import islice, repeat
 from typing import Any
 
+from chakra import formats as wire
 from chakra.replay.graph import COMM_TYPES, RankGraph, positions
 from chakra.schema import METADATA_NODE
 
@@ -176,7 +177,7 @@ def _pieces_plan(g: RankGraph, order: Sequence[int], use_gaps: bool) -> Plan:
     th = _walk_threads(g, order, lane_prev)
     rd_rec, rd, scale = _leads(g, th.cwb)
     plan = Plan(rd=rd, rd_rec=rd_rec, deps=[], gap=[0.0] * n, first={}, release={}, lane_prev=lane_prev)
-    for i in g.extra.get("frees_thread", {}):
+    for i in g.extra.get(wire.ATTR_FREES_THREAD, {}):
         if i not in th.cwb:
             plan.release[i] = 0.0     # a record that does not hold its thread (an isend)
     _piece_gaps(g, plan, th, scale, use_gaps)
@@ -184,7 +185,7 @@ def _pieces_plan(g: RankGraph, order: Sequence[int], use_gaps: bool) -> Plan:
     # a communication record with children on its thread (gloo allocating, transferring, copying out):
     # its longest piece of own time, before one of its children, is the transfer (a whole-job replay
     # couples that piece with the peers, see the engine)
-    wb = g.extra.get("work_before_us", {})
+    wb = g.extra.get(wire.ATTR_WORK_BEFORE_US, {})
     for j in th.record_kids:
         p = th.parent[j]
         if not g.is_cpu[p]:
@@ -211,9 +212,9 @@ def _walk_threads(g: RankGraph, order: Sequence[int], lane_prev: MutableSequence
     open after the last node of the k-th timed lane are under ``closed_before[-2 - k]``."""
     n = len(g.ids)
     ex, types = g.extra, g.types
-    depth = ex.get("thread_depth", {})
-    idle = ex.get("idle_before_us", {})
-    wget = ex.get("work_before_us", {}).get
+    depth = ex.get(wire.ATTR_THREAD_DEPTH, {})
+    idle = ex.get(wire.ATTR_IDLE_BEFORE_US, {})
+    wget = ex.get(wire.ATTR_WORK_BEFORE_US, {}).get
     th = _Threads(parent=[-1] * n, cwb={}, closed_before={}, timed_lanes=[], record_kids=[])
     parent, cwb, closed_before = th.parent, th.cwb, th.closed_before
     for lane, seq in lane_sequences(g.lanes, order).items():
@@ -251,7 +252,7 @@ def _walk_threads(g: RankGraph, order: Sequence[int], lane_prev: MutableSequence
 def _leads(g: RankGraph, cwb: dict[int, float]) -> tuple[list[float], list[float], dict[int, float]]:
     """Recorded and replayed durations (a parent: its lead; what-if applied), and each parent's scale: how
     its pieces scale with it (an edited duration below its pieces, its what-if factor)."""
-    tail = g.extra.get("tail_us", {})
+    tail = g.extra.get(wire.ATTR_TAIL_US, {})
     factor, delay = g.factor, g.delay
     rd_rec = [0.0 if t == METADATA_NODE else float(d) for d, t in zip(g.durations, g.types)]
     scale: dict[int, float] = {}
@@ -286,7 +287,8 @@ def _piece_gaps(g: RankGraph, plan: Plan, th: _Threads, scale: dict[int, float],
     tails up to its own)."""
     n = len(g.ids)
     ex = g.extra
-    tail, wb, idle = ex.get("tail_us", {}), ex.get("work_before_us", {}), ex.get("idle_before_us", {})
+    tail, wb = ex.get(wire.ATTR_TAIL_US, {}), ex.get(wire.ATTR_WORK_BEFORE_US, {})
+    idle = ex.get(wire.ATTR_IDLE_BEFORE_US, {})
     gap, first, close, lane_prev, cwb, parent = plan.gap, plan.first, plan.close, plan.lane_prev, th.cwb, \
         th.parent
     cget, tget, wget, iget, sget = th.closed_before.get, tail.get, wb.get, idle.get, scale.get
@@ -337,7 +339,8 @@ def _wait_bounds(g: RankGraph, plan: Plan, use_gaps: bool) -> None:
     """``wait_on``: start no earlier than the waited node's end (a parent's: when its tail ends) plus the
     recorded latency (and the idle time with gaps)."""
     ex = g.extra
-    wait_on, wait_post, idle = ex.get("wait_on", {}), ex.get("wait_post_us", {}), ex.get("idle_before_us", {})
+    wait_on, wait_post = ex.get(wire.ATTR_WAIT_ON, {}), ex.get(wire.ATTR_WAIT_POST_US, {})
+    idle = ex.get(wire.ATTR_IDLE_BEFORE_US, {})
     ids = g.ids
     for j, uid in wait_on.items():
         u = _find_id(ids, uid)          # (ids increase: a bisection, no id -> index table)

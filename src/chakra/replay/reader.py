@@ -22,6 +22,7 @@ from itertools import accumulate, chain, compress, count, islice, repeat
 from typing import Any, cast
 
 from chakra.errors import TraceFormatError
+from chakra.formats import ATTR_TIMING_PIECE
 from chakra.job.etfile import groups_from_metadata_node, parse_process_groups
 from chakra.replay.etdecode import DEFER, CacheSizes, ColumnBuilder, EtColumns, extras_of
 from chakra.replay.graph import (
@@ -175,7 +176,7 @@ def graph_from_columns(cols: EtColumns, rank: int | None = None, *, strict: bool
         made: dict[int, CommInfo] = {}      # id of an attribute dict (cached ones are shared) -> its info
         for i in compress(count(), map(COMM_TYPES.__contains__, types)):
             attrs = raw.get(i, _NO_ATTRS)
-            if "timing_piece" not in attrs:
+            if ATTR_TIMING_PIECE not in attrs:
                 info = made.get(id(attrs))
                 if info is None:
                     info = made[id(attrs)] = CommInfo.from_attrs(attrs)

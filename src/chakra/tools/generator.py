@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from chakra import formats as wire
 from chakra import schema as pb
 from chakra.convert.text import ET_VERSION, Layer, Phase, TextWorkload, write_workload
 from chakra.errors import UsageError
@@ -171,12 +172,12 @@ def _meta(name: str, rank: int, n: int) -> pb.GlobalMetadata:
     return pb.GlobalMetadata(version=ET_VERSION, attr=[
         pb.AttributeProto(name="source", string_val="chakra_generator"),
         pb.AttributeProto(name="workload", string_val=name),
-        pb.AttributeProto(name="rank", int64_val=rank),
-        pb.AttributeProto(name="world_size", int64_val=n),
+        pb.AttributeProto(name=wire.META_RANK, int64_val=rank),
+        pb.AttributeProto(name=wire.META_WORLD_SIZE, int64_val=n),
     ])
 
 
-_GPU = pb.AttributeProto(name="is_cpu_op", bool_val=False)
+_GPU = pb.AttributeProto(name=wire.ATTR_IS_CPU_OP, bool_val=False)
 
 
 def _write_all(base: str, name: str, n: int, nodes: list[pb.Node]) -> Generated:
@@ -190,9 +191,9 @@ def _write_all(base: str, name: str, n: int, nodes: list[pb.Node]) -> Generated:
 def _one_collective(base: str, n: int, name: str, size: int) -> Generated:
     node = pb.Node(id=0, name=name.upper(), type=pb.COMM_COLL_NODE, attr=[
         _GPU,
-        pb.AttributeProto(name="comm_type", int64_val=COLLECTIVES[name]),
-        pb.AttributeProto(name="comm_size", int64_val=size),
-        pb.AttributeProto(name="pg_name", string_val="0"),
+        pb.AttributeProto(name=wire.ATTR_COMM_TYPE, int64_val=COLLECTIVES[name]),
+        pb.AttributeProto(name=wire.ATTR_COMM_SIZE, int64_val=size),
+        pb.AttributeProto(name=wire.ATTR_PG_NAME, string_val="0"),
     ])
     return _write_all(base, f"{name}_{size_label(size)}", n, [node])
 

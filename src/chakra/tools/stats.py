@@ -64,6 +64,8 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from chakra.errors import ChakraError, TraceFormatError
+from chakra.formats import ATTR_COMM_SIZE, ATTR_COMM_TYPE
+from chakra.host import keys as hk
 from chakra.host.collective_names import (
     implementation_of,
     is_comm_kernel_name,
@@ -150,8 +152,8 @@ def et_rows(g: RankGraph, which: Iterable[int] | None = None) -> Iterator[Row]:
     """The nodes of a read ET in file order (``which``: these node indices, in this order), as the
     statistics count them (see the module docstring)."""
     no_attr = set(g.no_cpu_attr)
-    comm_types = g.extra.get("comm_type", {})
-    comm_sizes = g.extra.get("comm_size", {})
+    comm_types = g.extra.get(ATTR_COMM_TYPE, {})
+    comm_sizes = g.extra.get(ATTR_COMM_SIZE, {})
     types, names, durs, cpu = g.types, g.names, g.durations, g.is_cpu
     for i in g.file_order() if which is None else which:
         ntype, name = types[i], names[i]
@@ -223,7 +225,7 @@ def load_etplus(path: str | os.PathLike[str]) -> EtGraph:
     raw_nodes = data.get("nodes")
     if not isinstance(raw_nodes, list):
         raise TraceFormatError("no 'nodes' list at the top level (not an ET+ / host ET file)", path)
-    rank = data.get("rank")
+    rank = data.get(hk.RANK)
     if not isinstance(rank, int) or rank < 0:
         rank = rank_from_name(path)
     out: list[GraphNode] = []
@@ -238,12 +240,12 @@ def load_etplus(path: str | os.PathLike[str]) -> EtGraph:
         if cat in _GPU_CATS:
             is_cpu: bool | None = False
             dur = _num(n.get("dur"))
-            coll = str(n.get("collective_name") or "")
+            coll = str(n.get(hk.COLLECTIVE_NAME) or "")
             if coll or is_comm_kernel_name(name):
                 kind = "gpu_comm"
                 comm = collective_type_name(coll or kernel_collective(name) or name)
-                comm_size = int(_num(n.get("comm_size")))
-                pg_name = str(n.get("pg_name") or "")
+                comm_size = int(_num(n.get(hk.COMM_SIZE)))
+                pg_name = str(n.get(hk.PG_NAME) or "")
             else:
                 kind = _GPU_CATS[cat]
         else:
@@ -272,7 +274,7 @@ def _etplus_lane(n: dict[str, Any], is_cpu: bool | None) -> Any:
     if is_cpu is None:
         return None
     if is_cpu:
-        tid = n.get("tid")
+        tid = n.get(hk.TID)
         return ("cpu", tid if isinstance(tid, int) else 0)
     device, stream = n.get("device"), n.get("stream")
     return ("gpu", device if isinstance(device, int) else 0, stream if isinstance(stream, int) else 0)

@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from chakra import formats as wire
 from chakra import schema as pb
 from chakra.device import model as dm
 from chakra.device.loader import build_kineto_trace, load_kineto, measured_window
@@ -179,24 +180,24 @@ def _et_summary(path: str) -> dict[str, Any]:
             t_lo = node.start_time_micros if t_lo is None else min(t_lo, node.start_time_micros)
             t_hi = end if t_hi is None else max(t_hi, end)
         attrs = {a.name: a for a in node.attr}
-        cpu = attrs.get("is_cpu_op")
+        cpu = attrs.get(wire.ATTR_IS_CPU_OP)
         if node.type == pb.COMP_NODE:
             slot = comp["unset" if cpu is None else "cpu" if pb.attr_value(cpu) else "gpu"]
             slot[0] += 1
             slot[1] += node.duration_micros
         elif node.type == pb.COMM_COLL_NODE:
-            ctype = attrs.get("comm_type")
+            ctype = attrs.get(wire.ATTR_COMM_TYPE)
             if ctype is None:
                 no_type += 1
             else:
                 name = _COLL_TYPES.get(pb.attr_value(ctype), f"type {pb.attr_value(ctype)}")
                 entry = colls.setdefault(name, [0, 0])
                 entry[0] += 1
-                size = attrs.get("comm_size")
+                size = attrs.get(wire.ATTR_COMM_SIZE)
                 entry[1] += int(pb.attr_value(size) or 0) if size is not None else 0
             if cpu is not None and pb.attr_value(cpu):
                 cpu_comm += 1
-            pg = attrs.get("pg_name")
+            pg = attrs.get(wire.ATTR_PG_NAME)
             pgs.add(str(pb.attr_value(pg)) if pg is not None else "")
     dangling = sum(1 for d in deps if d not in ids)
     md = {a.name: pb.attr_value(a) for a in meta.attr}
@@ -313,9 +314,10 @@ def render_lines(s: dict[str, Any]) -> list[str]:
     else:
         md = s["metadata"]
         who = ""
-        if "rank" in md:
-            known = isinstance(md.get("world_size"), int) and md["world_size"] > 0   # (-1: not recorded)
-            who = f", rank {md['rank']}" + (f" of {md['world_size']}" if known else "")
+        if wire.META_RANK in md:
+            ws = md.get(wire.META_WORLD_SIZE)
+            known = isinstance(ws, int) and ws > 0   # (-1: not recorded)
+            who = f", rank {md[wire.META_RANK]}" + (f" of {ws}" if known else "")
         add(f"{s['file']}: Chakra protobuf ET, version {_plain(s['version'])}{who}")
         add(f"  nodes: {_num(s['nodes'])} ({_counts(s['nodes_by_type'].items())})")
         for where, c in s["compute"].items():
@@ -329,7 +331,7 @@ def render_lines(s: dict[str, Any]) -> list[str]:
         add(f"  dependencies: {_num(s['data_deps'])} data, {_num(s['ctrl_deps'])} control")
         if s["time_span_us"] is not None:
             add(f"  recorded time span: {_us(s['time_span_us'])}")
-        extra = [f"{k} {v}" for k, v in md.items() if k not in ("rank", "world_size")
+        extra = [f"{k} {v}" for k, v in md.items() if k not in (wire.META_RANK, wire.META_WORLD_SIZE)
                  and isinstance(v, (str, int, float)) and len(str(v)) <= 60]
         if extra:
             add(f"  metadata: {'; '.join(extra)}")
