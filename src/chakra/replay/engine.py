@@ -136,7 +136,6 @@ from itertools import chain, repeat
 from typing import cast
 
 from chakra.errors import ChakraError
-from chakra.job.network import ring_finish, ring_steps
 from chakra.replay.coupling import (
     Coupling,
     build_coupling,
@@ -482,6 +481,9 @@ class _Job:
     def ring_groups(self, graphs: Sequence[RankGraph], offsets: list[int]) -> None:
         """ASTRA-sim passes a collective around its ring: a member that issued it last finishes sooner
         than one that waited for it (:func:`chakra.job.network.ring_finish`).  The steps of each group."""
+        # (imported here: only the ASTRA-sim mode needs it, a rank's replay does not import job.network)
+        from chakra.job.network import ring_steps
+
         c = self.coupling
         self.steps = []
         self.arrivals = [[] for _ in c.members]
@@ -535,6 +537,8 @@ class _Job:
         if not complete:
             return
         if steps:            # the ASTRA-sim rule: around the ring
+            from chakra.job.network import ring_finish
+
             at = dict(self.arrivals[grp])
             members = c.members[grp]
             for m, em in zip(members, ring_finish([at[m] for m in members], steps, c.dur[grp])):
