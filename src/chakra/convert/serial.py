@@ -66,6 +66,8 @@ def int_attr(name_field: bytes, name: str, v: int) -> bytes:
     """
     if 0 <= v <= I64_MAX:
         vb = varint(v)
+    elif v == -1:   # (seq_id of most ops: the ten bytes made once)
+        vb = _MINUS_ONE
     elif I64_MIN <= v < 0:
         vb = varint(v + (1 << 64))
     else:
@@ -78,6 +80,7 @@ def int_attr(name_field: bytes, name: str, v: int) -> bytes:
 
 
 _INT_HEADS: dict[bytes, list[bytes]] = {}
+_MINUS_ONE = varint((1 << 64) - 1)   # -1 as an int64 varint (two's complement, ten bytes)
 
 
 def io_tail(shapes: bytes, types: bytes) -> bytes:

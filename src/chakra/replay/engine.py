@@ -135,12 +135,11 @@ import logging
 from array import array
 from collections.abc import Container, MutableSequence, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, repeat
+from itertools import accumulate, chain, islice, repeat
 from typing import cast
 
 from chakra.errors import ChakraError
 from chakra.formats import ATTR_COMM_TYPE
-from chakra.job.network import ring_finish, ring_steps
 from chakra.replay.coupling import (
     Coupling,
     build_coupling,
@@ -333,9 +332,20 @@ def _resolve_deps(g: RankGraph, missing: Missing) -> list[tuple[int, ...]]:
     if _ids_are_indices(g):
         return list(g.deps)
     index = dict(zip(g.ids, range(n)))
-    out: list[tuple[int | None, ...]] = list(map(tuple, map(map, repeat(index.get), g.deps)))
-    if None not in chain.from_iterable(out):
-        return cast(list[tuple[int, ...]], out)   # (every id known)
+    rows = g.deps
+    if isinstance(rows, DepsCSR):    # (a read graph: its rows' ids in one array, and where each row starts)
+        flat: Sequence[int] = rows.flat
+        ptr: Sequence[int] = rows.ptr
+    else:
+        flat = list(chain.from_iterable(rows))
+        ptr = list(accumulate(map(len, rows), initial=0))
+    try:   # the position of every id at once, then cut into rows (C loops, no map made per row)
+        pos = list(map(index.__getitem__, flat))
+    except KeyError:   # an id not in the file: per ``missing``, below
+        pos = None
+    if pos is not None:
+        return list(map(tuple, map(pos.__getitem__, map(slice, ptr, islice(ptr, 1, None)))))
+    out: list[tuple[int | None, ...]] = list(map(tuple, map(map, repeat(index.get), rows)))
     unknown: dict[int, list[int]] = {}
     for i, (res, deps) in enumerate(zip(out, g.deps)):
         if None in res:
@@ -492,6 +502,9 @@ class _Job:
     def ring_groups(self, graphs: Sequence[RankGraph], offsets: list[int]) -> None:
         """ASTRA-sim passes a collective around its ring: a member that issued it last finishes sooner
         than one that waited for it (:func:`chakra.job.network.ring_finish`).  The steps of each group."""
+        # (imported here: only the ASTRA-sim mode needs it, a rank's replay does not import job.network)
+        from chakra.job.network import ring_steps
+
         c = self.coupling
         self.steps = []
         self.arrivals = [[] for _ in c.members]
@@ -545,6 +558,8 @@ class _Job:
         if not complete:
             return
         if steps:            # the ASTRA-sim rule: around the ring
+            from chakra.job.network import ring_finish
+
             at = dict(self.arrivals[grp])
             members = c.members[grp]
             for m, em in zip(members, ring_finish([at[m] for m in members], steps, c.dur[grp])):

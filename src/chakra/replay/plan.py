@@ -401,6 +401,9 @@ def _add_finish_waits(g: RankGraph, plan: Plan) -> None:
         e = s + rd[i]
         pairs = None
         for j in d:
+            f = starts[j] + durs[j]
+            if not s < f:      # (most dependencies: ended before the node started)
+                continue
             lj = lanes[j]
             if lj is None:
                 continue
@@ -409,12 +412,10 @@ def _add_finish_waits(g: RankGraph, plan: Plan) -> None:
                     continue
             elif ids[j] in parents and lj == lane:    # a communication record its thread works inside
                 continue
-            f = starts[j] + durs[j]
-            if s < f:
-                if pairs is None:
-                    pairs = []
-                tail = e - f if f <= e + 1.0 else None
-                pairs.append((j, None if tail is None else max(0.0, tail), max(0.0, s - starts[j])))
+            if pairs is None:
+                pairs = []
+            tail = e - f if f <= e + 1.0 else None
+            pairs.append((j, None if tail is None else max(0.0, tail), max(0.0, s - starts[j])))
         if not pairs:
             continue
         skip = {j for j, _, _ in pairs}
