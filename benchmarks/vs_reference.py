@@ -15,7 +15,9 @@ The two codes run interleaved, one pair of each in turn (the order alternating r
 unmeasured round that writes the byte-code caches.  Printed per case: best and median seconds of each command
 and of the pair, the pair's CPU seconds (user + system of its processes and of theirs: a loaded machine
 stretches them less than wall time), the largest peak RSS, the ``.et`` node count of each (a sanity check),
-and the ratio reference / ours of the pairs' best and medians, in wall and in CPU time; the machine
+and the ratio reference / ours of the pairs' best and medians, in wall and in CPU time; a floor measured
+after each of our pairs (a fresh process that only parses the two inputs and our ET+ with ``orjson.loads``:
+what making every JSON value a Python object costs, beside the 20x target); the machine
 calibration (``run_all.calibrate``) before and after.  A reference command that fails is reported with its
 exit code and the first sentence of its last line of stderr.
 
@@ -100,6 +102,15 @@ def our_pair(host: Path, kineto: Path, tmp: Path) -> tuple[Run, Run]:
             Run(conv[0], max(conv[1], conv[3]), conv[2], ""))
 
 
+_PARSE = "import orjson, sys\nfor p in sys.argv[1:]:\n    with open(p, 'rb') as f: orjson.loads(f.read())"
+
+
+def parse_only(host: Path, kineto: Path, tmp: Path) -> Run:
+    """A floor beside the pair: one fresh process of this interpreter that only parses the host ET, the
+    Kineto trace and our ET+ with ``orjson.loads`` (every JSON value made a Python object), no other work."""
+    return _ref_cmd(sys.executable, _PARSE, [str(host), str(kineto), str(tmp / "et_plus.json")], tmp)
+
+
 def et_nodes(path: Path) -> int | None:
     """Nodes of a length-delimited protobuf ``.et`` (the frames after the GlobalMetadata's), not decoded."""
     try:
@@ -146,6 +157,7 @@ def cases(ops: int, work: Path, which: set[str]) -> list[tuple[str, Path, Path]]
 def measure(name: str, host: Path, kineto: Path, py: str, runs: int, tmp: Path) -> dict[str, Any]:
     """Interleaved rounds of both codes on one case (round 0 unmeasured: byte-code caches)."""
     res: dict[str, list[tuple[Run, Run]]] = {"ours": [], "reference": []}
+    parse: list[float] = []
     cpu: dict[str, list[float]] = {"ours": [], "reference": []}
     codes = {"ours": lambda: our_pair(host, kineto, tmp),
              "reference": lambda: ref_pair(py, host, kineto, tmp)}
@@ -160,12 +172,14 @@ def measure(name: str, host: Path, kineto: Path, py: str, runs: int, tmp: Path) 
             print(f"  {name} [{code} {k or 'warm-up'}]: link {pair[0].seconds:.2f} s (exit {pair[0].rc}), "
                   f"convert --simulate {pair[1].seconds:.2f} s (exit {pair[1].rc})", file=sys.stderr,
                   flush=True)
+            if code == "ours" and k:
+                parse.append(parse_only(host, kineto, tmp).seconds)
             if code == "reference" and (pair[0].rc or pair[1].rc):
                 res[code] = [pair]   # a failure does not get better by repeating it
                 codes.pop(code)
                 break
-    return {"case": name, "runs": res, "cpu": cpu, "et_nodes": {"ours": et_nodes(tmp / "trace.0.et"),
-                                                    "reference": et_nodes(tmp / "ref.0.et")}}
+    nodes = {"ours": et_nodes(tmp / "trace.0.et"), "reference": et_nodes(tmp / "ref.0.et")}
+    return {"case": name, "runs": res, "cpu": cpu, "parse": parse, "et_nodes": nodes}
 
 
 def _children_cpu() -> float:
@@ -203,6 +217,10 @@ def report(m: dict[str, Any]) -> str:
                       f"{statistics.median(ref) / statistics.median(ours):.1f}x (median), "
                       f"{len(ours)} runs each; CPU time {min(rcpu) / min(ocpu):.1f}x (best), "
                       f"{statistics.median(rcpu) / statistics.median(ocpu):.1f}x (median)"]
+    if m["parse"] and "reference" in pairs:
+        lines += ["", "parse floor (one fresh process: orjson.loads of the host ET, the Kineto trace and the "
+                      f"ET+, nothing else): {_cell(m['parse'])} s best / median; 20x the reference's best "
+                      f"pair would be {min(pairs['reference']) / 20:.2f} s"]
     return "\n".join(lines)
 
 
