@@ -40,6 +40,7 @@ _PERTURB = ("hidden", "batch", "threads", "straggler_rank", "straggler_ms", "str
             "extra_broadcast", "alternate", "base_batch", "base_extra_broadcast", "step_barrier",
             "window_skew", "et_iteration", "bucket_cap_mb", "accum", "checkpoint", "backward_thread",
             "microbatches", "p2p", "repeat", "moe_group", "dp")
+_PROFILING = ("compile", "prof_flags", "et_steps", "eval_every", "sleep_op_ms", "tiny_ops")
 
 
 # --------------------------------------------------------------------------------------------- the jobs
@@ -111,6 +112,7 @@ def _mlp_job(rank: int, world_size: int, device, steps: int, prof, opts: dict | 
     cap = opts.get("bucket_cap_mb")    # smaller buckets: several gradient all_reduces in flight per step
     ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None,
               **({"bucket_cap_mb": float(cap)} if cap else {}))
+    ddp = _profiling_model(ddp, opts)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
     loss_fn = nn.CrossEntropyLoss()
     gen = torch.Generator().manual_seed(1234 + rank)
@@ -132,6 +134,7 @@ def _mlp_job(rank: int, world_size: int, device, steps: int, prof, opts: dict | 
                 else:
                     loss.backward()
         opt.step()
+        _profiling_extras(ddp, it, opts)
         sizes_now = extra if perturbed[0] else base_extra
         if sizes_now or step_barrier:
             import torch.distributed as dist
@@ -141,6 +144,87 @@ def _mlp_job(rank: int, world_size: int, device, steps: int, prof, opts: dict | 
             if step_barrier:             # every rank ends the step together: no step's cost spills over
                 dist.barrier()
         prof.step()
+
+
+# ------------------------------------------------------------------- profiling configurations / op shapes
+def _profiling_model(ddp, opts: dict):
+    """--compile: the DDP model run through torch.compile (inductor on CPU: generated C++ kernels,
+    "Torch-Compiled Region" / CompiledFunction ops in the traces, DDPOptimizer's graph breaks at buckets)."""
+    if not opts.get("compile"):
+        return ddp
+    import torch
+
+    return torch.compile(ddp, backend="inductor")
+
+
+def _profiling_extras(ddp, it: int, opts: dict) -> None:
+    """The per-step additions of the profiling shapes, after the optimizer step:
+    --eval-every N: an eval forward under torch.no_grad every N-th step;
+    --sleep-op-ms D: a user annotation (record_function) around a custom autograd.Function, in-place ops and
+    a time.sleep of D ms (CPU time with no child op);
+    --tiny-ops N: N tiny aten ops (a step of many short ops)."""
+    import time
+
+    import torch
+
+    every = int(opts.get("eval_every") or 0)
+    if every and it % every == 0:
+        with torch.no_grad():
+            ddp.eval()
+            ddp(torch.randn(8, 32))
+            ddp.train()
+    sleep_ms = float(opts.get("sleep_op_ms") or 0.0)
+    if sleep_ms > 0:
+        class Twice(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):  # noqa: D102
+                return x * 2
+
+            @staticmethod
+            def backward(ctx, g):  # noqa: D102
+                return g * 2
+
+        x = torch.randn(64, 64, requires_grad=True)
+        y = Twice.apply(x)
+        y.sum().backward()
+        z = torch.zeros(64, 64)
+        z.add_(1.0).mul_(3.0).relu_()
+        with torch.profiler.record_function("user_sleep"):
+            time.sleep(sleep_ms / 1000.0)
+    n = int(opts.get("tiny_ops") or 0)
+    if n:
+        t = torch.zeros(4)
+        for _ in range(n):
+            t.add_(1.0)
+
+
+def _profile_kwargs(opts: dict) -> dict:
+    """--prof-flags: profiler options a user turns on or off (no-shapes, stack, memory, flops)."""
+    flags = {f.strip() for f in str(opts.get("prof_flags") or "").split(",") if f.strip()}
+    unknown = flags - {"no-shapes", "stack", "memory", "flops"}
+    if unknown:
+        raise SystemExit(f"--prof-flags: unknown {sorted(unknown)}")
+    return {"record_shapes": "no-shapes" not in flags, "with_stack": "stack" in flags,
+            "profile_memory": "memory" in flags, "with_flops": "flops" in flags}
+
+
+class _ShiftedET:
+    """--et-steps A:B: the ET observer records iterations A..B-1 (0-based), whatever the profiler's window;
+    ``step()`` also steps the profiler."""
+
+    def __init__(self, prof, et, first: int, end: int) -> None:
+        self.prof, self.et, self.first, self.end = prof, et, first, end
+        self.done = 0
+        if first == 0:
+            et.start()
+
+    def step(self) -> None:
+        self.prof.step()
+        self.done += 1
+        if self.done == self.first:
+            self.et.start()
+        elif self.done == self.end:
+            self.et.stop()
 
 
 def _collectives_job(rank: int, world_size: int, device, steps: int, prof, opts: dict | None = None
@@ -355,9 +439,17 @@ def run_rank(rank: int, world_size: int, job: str, out_dir: str, steps: int, wai
         repeat = int((opts or {}).get("repeat") or 1)
         plan = schedule(wait=wait + late, warmup=warmup, active=active, repeat=repeat)
         total = max(total, (wait + warmup + active) * repeat + skew)
-        with profile(activities=activities, schedule=plan, on_trace_ready=on_ready, record_shapes=True,
-                     execution_trace_observer=et) as prof:
-            run(rank, world_size, device, total, prof, opts)
+        kw = _profile_kwargs(opts or {})
+        shifted = (opts or {}).get("et_steps")
+        if shifted:       # --et-steps A:B: the observer on its own steps, not the profiler's window
+            a, _, b = str(shifted).partition(":")
+            total = max(total, int(b))
+            with profile(activities=activities, schedule=plan, on_trace_ready=on_ready, **kw) as prof:
+                run(rank, world_size, device, total, _ShiftedET(prof, et, int(a), int(b)), opts)
+        else:
+            with profile(activities=activities, schedule=plan, on_trace_ready=on_ready,
+                         execution_trace_observer=et, **kw) as prof:
+                run(rank, world_size, device, total, prof, opts)
     et.unregister_callback()
     if use_cuda:
         torch.cuda.synchronize()
@@ -488,7 +580,7 @@ def collect(args: argparse.Namespace) -> int:
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     env_rank = os.environ.get("RANK")
-    opts = {k: getattr(args, k) for k in _PERTURB if getattr(args, k) is not None}
+    opts = {k: getattr(args, k) for k in (*_PERTURB, *_PROFILING) if getattr(args, k) is not None}
     common = (args.job, str(out), args.steps, args.wait, args.warmup, args.active, opts)
     if env_rank is not None and os.environ.get("WORLD_SIZE"):
         # torchrun-style: this process is one rank; torchrun (or the user) set the rendezvous variables
@@ -571,6 +663,21 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--repeat", type=int, metavar="R",
                    help="the profiler schedule's repeat: R wait/warmup/active cycles; the host ET holds "
                         "every cycle's active steps, kineto_N.json the last cycle's, cycles/ each cycle's")
+    f = c.add_argument_group("profiling configurations and op shapes (--job mlp, except --prof-flags and "
+                             "--et-steps: any job)")
+    f.add_argument("--compile", action="store_true", help="torch.compile the DDP model (inductor on CPU)")
+    f.add_argument("--prof-flags", metavar="FLAG[,FLAG...]",
+                   help="profiler options: no-shapes (record_shapes=False), stack (with_stack), memory "
+                        "(profile_memory), flops (with_flops)")
+    f.add_argument("--et-steps", metavar="A:B",
+                   help="the ET observer records iterations A..B-1 (0-based) instead of the profiler's "
+                        "active window (host ET and Kineto covering different, partly overlapping steps)")
+    f.add_argument("--eval-every", type=int, metavar="N",
+                   help="an eval forward under no_grad every N-th step")
+    f.add_argument("--sleep-op-ms", type=float, metavar="D",
+                   help="per step: a custom autograd.Function, in-place ops and a record_function "
+                        "'user_sleep' around time.sleep(D ms)")
+    f.add_argument("--tiny-ops", type=int, metavar="N", help="per step: N tiny in-place aten ops")
     c.add_argument("--archive", help="also pack NAME.tgz for the integration harness")
     p = sub.add_parser("pack", help="pack a collection folder into NAME.tgz (NAME/chakra_host_et_N.json ...)")
     p.add_argument("--src", required=True)
