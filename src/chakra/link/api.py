@@ -49,6 +49,7 @@ from chakra.link.stretch import find_stretch
 from chakra.link.window import (
     check_step,
     measured,
+    ops_outside_steps,
     select_window,
     step_annotation,
     step_ops,
@@ -184,6 +185,13 @@ def _prepare(
             log.warning("%s: holds %s, which %s does not: their %d host node(s) are left out (a profiler "
                         "schedule that repeats writes one Kineto trace per cycle); linked %s", host.path,
                         ", ".join(other[1]), kineto.path, len(host.ops) - len(keep), window.name)
+        else:
+            outside = ops_outside_steps(host, kineto, window, match.host_to_event)
+            if outside is not None:
+                keep = outside[0]
+                log.warning("%s: %d host op(s) lie outside its ProfilerStep nodes and match no event of %s "
+                            "(recorded while the profiler was not active: the observer started or stopped "
+                            "mid-step); left out, linked %s", host.path, outside[1], kineto.path, window.name)
     resolver = CommResolver(host)
     collectives = count_collectives(host, kineto, gpu.ops)
     first_gpu_id = max(host.by_id, default=0) + 1

@@ -320,10 +320,52 @@ def steps_kineto_holds(host: HostTrace, kineto: KinetoTrace, window: Window, hos
     numbers = [n[len(_PROFILER_STEP):] for n in dict.fromkeys(held)]
     if not extra or not all(x.isdigit() for x in numbers):
         return None
+    keep = _ops_of_steps(host, kineto, host_to_event, held)
+    return None if keep is None else (keep, extra)
+
+
+def _ops_of_steps(host: HostTrace, kineto: KinetoTrace, host_to_event: dict[int, int], held: list[str]
+                  ) -> set[int] | None:
+    """The union of :func:`step_ops` over the steps ``held`` (``ProfilerStep#N`` names), or None when the
+    host ET does not tell them apart."""
     keep: set[int] = set()
     try:
-        for x in numbers:
-            keep |= step_ops(host, kineto, host_to_event, int(x), frozenset(held))
+        for name in dict.fromkeys(held):
+            keep |= step_ops(host, kineto, host_to_event, int(name[len(_PROFILER_STEP):]), frozenset(held))
     except TraceFormatError:
         return None
-    return keep, extra
+    return keep
+
+
+def ops_outside_steps(host: HostTrace, kineto: KinetoTrace, window: Window, host_to_event: dict[int, int]
+                      ) -> tuple[set[int], int] | None:
+    """When the window is the host ET's ProfilerStep nodes and the host ET also holds operators outside all
+    of them that match no Kineto event: the ids of the steps' nodes (:func:`step_ops`) and how many
+    operators are left out; else None.
+
+    An ExecutionTraceObserver started by hand after a ``prof.step()`` records the rest of that step without
+    its ProfilerStep node (the record began before the observer), and, when the profiler was not yet
+    active, without Kineto events: linked whole, those ops (collectives among them) stayed in the ET+
+    without a time and ASTRA-sim ran them too (collect.py --et-steps 1:3: rank 0 +4.54% simulated).  When
+    any op outside the steps has a Kineto event, nothing is left out (None)."""
+    held = [s.name for s in window.steps]
+    if not held or not all(n.startswith(_PROFILER_STEP) and n[len(_PROFILER_STEP):].isdigit() for n in held):
+        return None
+    by_id = host.by_id
+    step_tids = {op.tid for op in host.ops if op.kind == OP and op.name in held}
+    if not step_tids:
+        return None
+    for op in host.ops:      # cheap test first: an operator at the top of a step's thread, not a step
+        parent = by_id.get(op.parent)
+        if op.kind == OP and op.tid in step_tids and (parent is None or parent is op or parent.kind != OP) \
+                and not op.name.startswith(_PROFILER_STEP):
+            break
+    else:
+        return None
+    keep = _ops_of_steps(host, kineto, host_to_event, held)
+    if keep is None:
+        return None
+    dropped = [op.id for op in host.ops if op.kind == OP and op.id not in keep]
+    if not dropped or any(i in host_to_event for i in dropped):
+        return None
+    return keep, len(dropped)
