@@ -6,6 +6,9 @@ wait=1, warmup=1, active=2: Kineto holds ProfilerStep#2 and #3):
 * ``gloo_et_wide_2r`` (``--et-steps 0:6 --steps 6``): the observer over iterations 0-5, so the host ET holds
   ProfilerStep#1-#5 (iteration 0's ops under no ProfilerStep: it began before the observer started) -
   1,564 host ops on the main thread for 474 Kineto events;
+* ``gloo_et_late_2r`` (``--et-steps 3:5 --steps 6``): the observer over iterations 3 and 4, so the host ET
+  holds iteration 3's ops under no ProfilerStep node (their events in Kineto's ProfilerStep#3) and
+  ProfilerStep#4, which the Kineto trace lacks;
 * ``gloo_et_shift_2r`` (``--et-steps 1:3``): the observer over iterations 1 and 2, so the host ET holds
   iteration 1's ops under no ProfilerStep node (ProfilerStep#1 began before the observer started; the
   profiler was warming up: no Kineto event) and ProfilerStep#2.
@@ -54,5 +57,25 @@ def test_ops_recorded_before_the_profilers_window_under_no_step_are_left_out(tmp
         timed = [n.get("dur") is not None for n in doc["nodes"] if n["name"].startswith(("aten::", "gloo:"))]
         assert timed and all(timed), rank
     assert sum("255 host op(s) lie outside its ProfilerStep nodes" in m for m in caplog.messages) == 2
+    for row in load_json(tmp_path / "out" / "summary.json")["ranks"]:
+        assert row["replayed_us"] == pytest.approx(row["measured_us"], rel=0.01), row["rank"]
+
+
+def test_a_host_et_starting_inside_the_profilers_window_links_the_step_it_shares(tmp_path):
+    """The host ET's only step node, ProfilerStep#4, is not in the Kineto trace, so the window was chosen by
+    name overlap: both steps (20,751.1 us on rank 0), step 2 replayed as idle time, ProfilerStep#4's ops
+    aligned with step 2's events (472 of 473 matched, ASTRA-sim coupling its all_reduce too).  Now the
+    window is the step holding the host ops' Record function ids, ProfilerStep#3 (12,281.55 us on rank 0,
+    12,220.469 on rank 1), ProfilerStep#4 is left out, 236 of 236 match and the one all_reduce (rf 212)
+    has its event's duration."""
+    run_pipeline(DATA / "gloo_et_late_2r", tmp_path / "out", jobs=1)
+    for rank, step_us, ar_us in ((0, 12281.55, 4993.582), (1, 12220.469, 3619.047)):
+        doc = load_json(tmp_path / "out" / f"et_plus_{rank}.json")
+        assert (doc["measured"]["window"], doc["measured"]["dur_us"]) == ("ProfilerStep#3", step_us), rank
+        stats = doc["link_stats"]
+        assert (stats["strategy"], stats["host_ops"], stats["matched"]) == ("rf_id", 236, 236), rank
+        names = [n["name"] for n in doc["nodes"]]
+        assert not any(n.startswith("ProfilerStep#") for n in names), rank
+        assert [n.get("dur") for n in doc["nodes"] if n["name"] == "gloo:all_reduce"] == [ar_us], rank
     for row in load_json(tmp_path / "out" / "summary.json")["ranks"]:
         assert row["replayed_us"] == pytest.approx(row["measured_us"], rel=0.01), row["rank"]

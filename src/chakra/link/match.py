@@ -47,7 +47,7 @@ from typing import Any
 from chakra.device.model import KinetoTrace
 from chakra.host.model import OP, HostOp, HostTrace
 from chakra.link.align import align_sequences
-from chakra.link.window import Window
+from chakra.link.window import Window, rf_identifies
 
 log = logging.getLogger(__name__)
 
@@ -182,17 +182,6 @@ def rf_hits(ops: list[HostOp], kineto: KinetoTrace, by_rf: dict[int, int]
             same += equal
             found.append((op.id, p, equal))
     return found, hits, same
-
-
-def rf_identifies(ops: int, hits: int, same: int) -> bool:
-    """Whether Record function ids identify the host ops (see the module doc): at least half of ``ops`` (the
-    host operators, or the Kineto trace's distinct Record function ids when fewer) found an event with their
-    rf_id, and nine in ten of those ``hits`` have its name.
-
-    Counted against the host ops alone, a host ET whose observer ran over more steps than the profiler's
-    window (1,564 host ops, 474 events, every event's id a host op's of the same name) fell back to aligning
-    names, which gave two gloo:all_reduce events to ops of steps the Kineto trace lacks."""
-    return hits * 2 >= ops and same * 10 >= hits * 9
 
 
 def rf_index(kineto: KinetoTrace) -> dict[int, int]:

@@ -8,7 +8,9 @@ operator sequence could be matched to the wrong iteration.  The choice, in order
 1. ``annotation`` given: the windows of the Kineto events with that exact name
    (when the host ET holds k of them and Kineto more, the run of k consecutive
    windows whose operator names overlap the host ET most);
-2. the host ET holds ``ProfilerStep#N`` nodes: those Kineto steps;
+2. the host ET holds ``ProfilerStep#N`` nodes: those Kineto steps; when Kineto has none of them, the
+   steps holding the events whose Record function ids identify the host ops (an observer started by hand
+   inside the profiler's window and stopped after it), if any;
 3. Kineto has several steps: the single step (or the whole trace) whose
    operator-name multiset overlaps the host ET best (Dice score; the events are
    bucketed by step with one bisect each, so O(n log steps) in all);
@@ -115,6 +117,12 @@ def select_window(host: HostTrace, kineto: KinetoTrace, annotation: str | None =
         if chosen:
             lo, hi = _bounded(chosen, steps)
             return Window(_name_of(chosen), chosen, lo, hi, "ProfilerStep recorded in the host ET")
+        # none of the host ET's steps is in the Kineto trace (an observer started by hand after a prof.step(),
+        # over steps partly after the profiler's window): the steps holding the host ops' Record function ids
+        chosen = _steps_of_rf_ids(host, kineto, steps)
+        if chosen:
+            lo, hi = _bounded(chosen, steps)
+            return Window(_name_of(chosen), chosen, lo, hi, "steps holding the host ops' Record function ids")
     if len(steps) >= 2:
         buckets = _bucket_names(kineto, steps)
         best = (_dice(host_names, host_total, sum(buckets, Counter())), -1)
@@ -132,6 +140,45 @@ def select_window(host: HostTrace, kineto: KinetoTrace, annotation: str | None =
     if steps:
         return Window(_name_of(steps), steps, reason="the only ProfilerStep")
     return Window("kineto_span", [], reason="no ProfilerStep in the Kineto trace")
+
+
+def rf_identifies(ops: int, hits: int, same: int) -> bool:
+    """Whether Record function ids identify the host ops (see the module doc): at least half of ``ops`` (the
+    host operators, or the Kineto trace's distinct Record function ids when fewer) found an event with their
+    rf_id, and nine in ten of those ``hits`` have its name.
+
+    Counted against the host ops alone, a host ET whose observer ran over more steps than the profiler's
+    window (1,564 host ops, 474 events, every event's id a host op's of the same name) fell back to aligning
+    names, which gave two gloo:all_reduce events to ops of steps the Kineto trace lacks."""
+    return hits * 2 >= ops and same * 10 >= hits * 9
+
+
+def _steps_of_rf_ids(host: HostTrace, kineto: KinetoTrace, steps: list[StepWindow]) -> list[StepWindow]:
+    """The steps holding the Kineto events whose Record function id is a host op's of the same name, when
+    those ids identify the host ops (:func:`rf_identifies`); else []."""
+    names = {op.rf_id: op.name for op in host.ops if op.kind == OP and op.rf_id is not None}
+    if not names:
+        return []
+    events = kineto.events
+    ids: set[int] = set()
+    hit_rfs: set[int] = set()
+    same: list[float] = []
+    hits = 0
+    for p in kineto.op_positions:
+        ev = events[p]
+        rf = ev.rf_id
+        if rf is None:
+            continue
+        ids.add(rf)
+        name = names.get(rf)
+        if name is not None and rf not in hit_rfs:
+            hit_rfs.add(rf)
+            hits += 1
+            if name == ev.name:
+                same.append(ev.ts)
+    if not rf_identifies(min(len(names), len(ids)), hits, len(same)):
+        return []
+    return [s for s in steps if any(s.ts <= t < s.ts + s.dur for t in same)]
 
 
 def _best_run(
@@ -352,13 +399,13 @@ def ops_outside_steps(host: HostTrace, kineto: KinetoTrace, window: Window, host
     if not held or not all(n.startswith(_PROFILER_STEP) and n[len(_PROFILER_STEP):].isdigit() for n in held):
         return None
     by_id = host.by_id
-    step_tids = {op.tid for op in host.ops if op.kind == OP and op.name in held}
+    step_tids = {op.tid for op in host.ops if op.kind == OP and op.name.startswith(_PROFILER_STEP)}
     if not step_tids:
         return None
-    for op in host.ops:      # cheap test first: an operator at the top of a step's thread, not a step
+    for op in host.ops:      # cheap test first: an operator at the top of a step's thread, not a kept step
         parent = by_id.get(op.parent)
         if op.kind == OP and op.tid in step_tids and (parent is None or parent is op or parent.kind != OP) \
-                and not op.name.startswith(_PROFILER_STEP):
+                and op.name not in held:
             break
     else:
         return None
