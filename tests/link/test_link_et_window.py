@@ -79,3 +79,25 @@ def test_a_host_et_starting_inside_the_profilers_window_links_the_step_it_shares
         assert [n.get("dur") for n in doc["nodes"] if n["name"] == "gloo:all_reduce"] == [ar_us], rank
     for row in load_json(tmp_path / "out" / "summary.json")["ranks"]:
         assert row["replayed_us"] == pytest.approx(row["measured_us"], rel=0.01), row["rank"]
+
+
+def test_a_collective_the_host_et_lacks_is_named_in_a_warning(tmp_path, caplog):
+    """The observer records an op when it ends: a gloo:all_reduce still running when it stopped is in the
+    Kineto trace only (a real run, collect.py --prof-flags no-shapes,stack,memory,flops: rank 0's second
+    all_reduce ended 6.2 ms after ProfilerStep#3).  Built here from tests/data/gloo_mlp_2r by taking rank
+    0's second gloo:all_reduce (node 648) out of its host ET.  The link said nothing (only link_stats'
+    kineto_unmatched counted it) and the job replay blamed the peer; now the link names it."""
+    import gzip
+    import json
+
+    from chakra.link.api import link_files
+
+    src = DATA / "gloo_mlp_2r"
+    host = json.loads(gzip.decompress((src / "host_et_0.json.gz").read_bytes()))
+    host["nodes"] = [n for n in host["nodes"] if n["id"] != 648]
+    (tmp_path / "host_et_0.json").write_text(json.dumps(host))
+    report = link_files(tmp_path / "host_et_0.json", src / "kineto_0.json.gz", tmp_path / "et_plus_0.json")
+    assert report.matched == report.host_ops
+    lost = [m for m in caplog.messages if "collective record(s) inside the window match no host op" in m]
+    assert len(lost) == 1 and lost[0].split(": ", 1)[1].startswith("1 collective record(s)")
+    assert "gloo:all_reduce" in lost[0]

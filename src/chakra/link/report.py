@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chakra.device.model import KinetoTrace
-from chakra.host.collective_names import CPU_IMPLEMENTATIONS
+from chakra.host.collective_names import CPU_IMPLEMENTATIONS, CPU_RECORD_PREFIXES
 from chakra.host.model import HostTrace
 from chakra.link.deps import SyncStats
 from chakra.link.gpu import GpuAttachment
@@ -247,3 +247,25 @@ def report_of(doc: dict[str, Any], host_path: str | None, kineto_path: str, out:
         collectives={k: v for k, v in (("NCCL/RCCL", s["nccl_kernels"]), ("gloo", s["gloo_collectives"]),
                                        *s.get("collectives_other", {}).items()) if v},
     )
+
+
+def warn_lost_records(kineto: KinetoTrace, window: Window, event_to_host: dict[int, int]) -> None:
+    """Warn about the collectives run on CPU threads (gloo, MPI, UCC records) that the Kineto trace holds
+    inside the window and no host op matched: the graph lacks them.  The observer records an op when it
+    ends: a gloo:all_reduce record still running when the observer stopped (its Kineto event ended 6.2 ms
+    after ProfilerStep#3, collect.py --prof-flags) is in the Kineto trace only, and the job replay then
+    said its peer 'recorded no counterpart'."""
+    events = kineto.events
+    spans = [(s.ts, s.ts + s.dur) for s in window.steps] or [(window.lo, window.hi)]
+    lost = [events[p] for p in kineto.op_positions
+            if p not in event_to_host and events[p].name.startswith(CPU_RECORD_PREFIXES)
+            and any(lo <= events[p].ts < hi for lo, hi in spans)]
+    if lost:
+        first = lost[0]
+        start = min(lo for lo, _ in spans)
+        at = (f"{first.ts - start:,.1f} us into the window" if math.isfinite(start)
+              else f"at {first.ts:.1f} us")
+        log.warning("%s: %d collective record(s) inside the window match no host op and are not in the graph "
+                    "(e.g. %s %s, %s us long, thread %s): the host ET lacks them (its observer stopped "
+                    "before they ended?)", kineto.path, len(lost), first.name, at, f"{first.dur:,.1f}",
+                    first.tid)
