@@ -40,7 +40,8 @@ _PERTURB = ("hidden", "batch", "threads", "straggler_rank", "straggler_ms", "str
             "extra_broadcast", "alternate", "base_batch", "base_extra_broadcast", "step_barrier",
             "window_skew", "et_iteration", "bucket_cap_mb", "accum", "checkpoint", "backward_thread",
             "microbatches", "p2p", "repeat", "moe_group", "dp")
-_PROFILING = ("compile", "prof_flags", "et_steps", "eval_every", "sleep_op_ms", "tiny_ops")
+_PROFILING = ("compile", "prof_flags", "et_steps", "eval_every", "sleep_op_ms", "tiny_ops", "loader_workers",
+              "opt_thread")
 
 
 # --------------------------------------------------------------------------------------------- the jobs
@@ -116,11 +117,16 @@ def _mlp_job(rank: int, world_size: int, device, steps: int, prof, opts: dict | 
     loss_fn = nn.CrossEntropyLoss()
     gen = torch.Generator().manual_seed(1234 + rank)
     bufs = {k: torch.zeros(k, device=device) for k in (*extra, *base_extra)}
+    loader = _profiling_loader(opts, batch)
+    pending_step = _PendingStep()
     for it in range(steps):
         perturbed[0] = not alternate or it % 2 == 1
         b = batch if perturbed[0] else base_batch
         x = torch.randn(b, 32, generator=gen).to(device)
         y = torch.randint(0, 8, (b,), generator=gen).to(device)
+        if loader is not None:
+            x, y = next(loader)
+        pending_step.join()       # --opt-thread: the last step's optimizer step ends before the grads go
         opt.zero_grad(set_to_none=True)
         for micro in range(accum):    # --accum K: K-1 micro-batches under no_sync, the last one all-reduces
             xs, ys = x.chunk(accum)[micro], y.chunk(accum)[micro]
@@ -132,7 +138,10 @@ def _mlp_job(rank: int, world_size: int, device, steps: int, prof, opts: dict | 
                     worker.join()
                 else:
                     loss.backward()
-        opt.step()
+        if opts.get("opt_thread"):
+            pending_step.start(opt.step)
+        else:
+            opt.step()
         _profiling_extras(ddp, it, opts)
         sizes_now = extra if perturbed[0] else base_extra
         if sizes_now or step_barrier:
@@ -143,6 +152,7 @@ def _mlp_job(rank: int, world_size: int, device, steps: int, prof, opts: dict | 
             if step_barrier:             # every rank ends the step together: no step's cost spills over
                 dist.barrier()
         prof.step()
+    pending_step.join()
 
 
 # ------------------------------------------------------------------- profiling configurations / op shapes
@@ -196,6 +206,46 @@ def _profiling_extras(ddp, it: int, opts: dict) -> None:
         t = torch.zeros(4)
         for _ in range(n):
             t.add_(1.0)
+
+
+def _profiling_loader(opts: dict, batch: int):
+    """--loader-workers N: (x, y) batches from a DataLoader with N worker processes (an endless iterator),
+    or None."""
+    n = int(opts.get("loader_workers") or 0)
+    if n <= 0:
+        return None
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    gen = torch.Generator().manual_seed(99)
+    data = TensorDataset(torch.randn(batch * 64, 32, generator=gen),
+                         torch.randint(0, 8, (batch * 64,), generator=gen))
+    loader = DataLoader(data, batch_size=batch, num_workers=n, persistent_workers=True, drop_last=True)
+
+    def endless():
+        while True:
+            yield from loader
+
+    return endless()
+
+
+class _PendingStep:
+    """--opt-thread: the optimizer step runs on another thread, joined when the next iteration begins (it
+    overlaps the next step's data preparation and crosses the profiler's step boundary)."""
+
+    def __init__(self) -> None:
+        self.thread = None
+
+    def start(self, fn) -> None:
+        import threading
+
+        self.thread = threading.Thread(target=fn, name="optimizer")
+        self.thread.start()
+
+    def join(self) -> None:
+        if self.thread is not None:
+            self.thread.join()
+            self.thread = None
 
 
 def _profile_kwargs(opts: dict) -> dict:
@@ -678,6 +728,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="per step: a custom autograd.Function, in-place ops and a record_function "
                         "'user_sleep' around time.sleep(D ms)")
     f.add_argument("--tiny-ops", type=int, metavar="N", help="per step: N tiny in-place aten ops")
+    f.add_argument("--loader-workers", type=int, metavar="N",
+                   help="batches from a DataLoader with N worker processes")
+    f.add_argument("--opt-thread", action="store_true",
+                   help="the optimizer step on another thread, joined when the next iteration begins")
     c.add_argument("--archive", help="also pack NAME.tgz for the integration harness")
     p = sub.add_parser("pack", help="pack a collection folder into NAME.tgz (NAME/chakra_host_et_N.json ...)")
     p.add_argument("--src", required=True)

@@ -44,7 +44,7 @@ from chakra.link.gpu import PRE_TRACE, GpuAttachment, attach_gpu_ops, window_bou
 from chakra.link.kineto_only import KinetoHost, build_host, missing_note
 from chakra.link.match import match_ops
 from chakra.link.provenance import clock_mismatch, run_mismatches
-from chakra.link.report import LinkReport, kept_counts, link_stats, log_summary, report_of, warn_lost_records
+from chakra.link.report import LinkReport, kept_counts, link_stats, log_summary, report_of, warn_unlinked
 from chakra.link.stretch import find_stretch
 from chakra.link.window import (
     Window,
@@ -182,7 +182,7 @@ def _prepare(
     elif prematched is None and annotation is None:
         keep = _left_out(host, kineto, window, match.host_to_event)
     if prematched is None:
-        warn_lost_records(kineto, window, match.event_to_host)
+        warn_unlinked(host, kineto, window, match, keep)
     resolver = CommResolver(host)
     collectives = count_collectives(host, kineto, gpu.ops)
     first_gpu_id = max(host.by_id, default=0) + 1
