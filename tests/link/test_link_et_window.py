@@ -9,6 +9,8 @@ wait=1, warmup=1, active=2: Kineto holds ProfilerStep#2 and #3):
 * ``gloo_et_late_2r`` (``--et-steps 3:5 --steps 6``): the observer over iterations 3 and 4, so the host ET
   holds iteration 3's ops under no ProfilerStep node (their events in Kineto's ProfilerStep#3) and
   ProfilerStep#4, which the Kineto trace lacks;
+* ``gloo_et_mid_2r`` (``--et-steps 2:4``): the observer over iterations 2 and 3, the profiler's own
+  window: iteration 2's ops under no ProfilerStep node, then ProfilerStep#3;
 * ``gloo_et_shift_2r`` (``--et-steps 1:3``): the observer over iterations 1 and 2, so the host ET holds
   iteration 1's ops under no ProfilerStep node (ProfilerStep#1 began before the observer started; the
   profiler was warming up: no Kineto event) and ProfilerStep#2.
@@ -135,3 +137,21 @@ def test_a_host_thread_the_profiler_did_not_record_is_named_in_a_warning(tmp_pat
     assert (len(moved), report.host_ops - report.matched) == (7, 7)
     said = [m for m in caplog.messages if "no op of host thread(s) 99 matched a Kineto event" in m]
     assert len(said) == 1 and "(7 op(s), e.g. Optimizer.step#SGD.step)" in said[0]
+
+
+def test_a_step_recorded_without_its_node_is_measured_with_the_others(tmp_path):
+    """Iteration 2's ops sit under no ProfilerStep node but their events are in Kineto's ProfilerStep#2
+    (Record function ids); the window was the host ET's one step node, ProfilerStep#3 (rank 0 measured
+    4,331.257 us), while the ET+ held both iterations: replayed 8,949.1 us, +79.77% (rank 1 +97.27%).
+    Now the window is ProfilerStep#2+#3 (7,968.43 + 4,331.257 us on rank 0)."""
+    run_pipeline(DATA / "gloo_et_mid_2r", tmp_path / "out", jobs=1)
+    for rank, steps in ((0, [("ProfilerStep#2", 7968.43), ("ProfilerStep#3", 4331.257)]),
+                        (1, [("ProfilerStep#2", 8049.911), ("ProfilerStep#3", 4335.623)])):
+        doc = load_json(tmp_path / "out" / f"et_plus_{rank}.json")
+        assert [(s["name"], s["dur"]) for s in doc["measured"]["steps"]] == steps, rank
+        stats = doc["link_stats"]
+        assert (stats["host_ops"], stats["matched"]) == (473, 473), rank
+    # rank 0's all_reduce ends 696.3 us after the window: the replay runs it to its end
+    for row in load_json(tmp_path / "out" / "summary.json")["ranks"]:
+        end = max(row["measured_us"], row["recorded_end_us"] or 0.0)
+        assert row["replayed_us"] == pytest.approx(end, rel=0.01), row["rank"]

@@ -8,9 +8,10 @@ operator sequence could be matched to the wrong iteration.  The choice, in order
 1. ``annotation`` given: the windows of the Kineto events with that exact name
    (when the host ET holds k of them and Kineto more, the run of k consecutive
    windows whose operator names overlap the host ET most);
-2. the host ET holds ``ProfilerStep#N`` nodes: those Kineto steps; when Kineto has none of them, the
-   steps holding the events whose Record function ids identify the host ops (an observer started by hand
-   inside the profiler's window and stopped after it), if any;
+2. the host ET holds ``ProfilerStep#N`` nodes: those Kineto steps; when Kineto has none of them, or the
+   host ET also holds ops under no step node (an observer started by hand after a ``prof.step()`` records
+   the rest of that step without its node), with the steps holding the events whose Record function ids
+   identify the host ops;
 3. Kineto has several steps: the single step (or the whole trace) whose
    operator-name multiset overlaps the host ET best (Dice score; the events are
    bucketed by step with one bisect each, so O(n log steps) in all);
@@ -24,7 +25,7 @@ all CPU and GPU events when there is no step at all.
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -114,12 +115,13 @@ def select_window(host: HostTrace, kineto: KinetoTrace, annotation: str | None =
     host_steps = {n for n in host_names if n.startswith(_PROFILER_STEP)}
     if host_steps:
         chosen = [s for s in steps if s.name in host_steps]
-        if chosen:
+        # ops under none of the host ET's step nodes (an observer started by hand after a prof.step() records
+        # the rest of that step without its node): the steps holding the host ops' Record function ids too
+        by_rf = _steps_of_rf_ids(host, kineto, steps) if not chosen or _unmarked_ops(host) else []
+        if chosen and not set(by_rf) - set(chosen):
             lo, hi = _bounded(chosen, steps)
             return Window(_name_of(chosen), chosen, lo, hi, "ProfilerStep recorded in the host ET")
-        # none of the host ET's steps is in the Kineto trace (an observer started by hand after a prof.step(),
-        # over steps partly after the profiler's window): the steps holding the host ops' Record function ids
-        chosen = _steps_of_rf_ids(host, kineto, steps)
+        chosen = [s for s in steps if s in chosen or s in by_rf]
         if chosen:
             lo, hi = _bounded(chosen, steps)
             return Window(_name_of(chosen), chosen, lo, hi, "steps holding the host ops' Record function ids")
@@ -178,7 +180,25 @@ def _steps_of_rf_ids(host: HostTrace, kineto: KinetoTrace, steps: list[StepWindo
                 same.append(ev.ts)
     if not rf_identifies(min(len(names), len(ids)), hits, len(same)):
         return []
-    return [s for s in steps if any(s.ts <= t < s.ts + s.dur for t in same)]
+    same.sort()
+    held = []
+    for s in steps:      # a step holds a hit when the first hit at or after its start is before its end
+        i = bisect_left(same, s.ts)
+        if i < len(same) and same[i] < s.ts + s.dur:
+            held.append(s)
+    return held
+
+
+def _unmarked_ops(host: HostTrace) -> bool:
+    """Whether an operator at the top of a thread that holds ProfilerStep nodes is not itself one."""
+    by_id = host.by_id
+    tids = {op.tid for op in host.ops if op.kind == OP and op.name.startswith(_PROFILER_STEP)}
+    for op in host.ops:
+        parent = by_id.get(op.parent)
+        if op.kind == OP and op.tid in tids and (parent is None or parent is op or parent.kind != OP) \
+                and not op.name.startswith(_PROFILER_STEP):
+            return True
+    return False
 
 
 def _best_run(
