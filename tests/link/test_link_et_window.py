@@ -11,6 +11,8 @@ wait=1, warmup=1, active=2: Kineto holds ProfilerStep#2 and #3):
   ProfilerStep#4, which the Kineto trace lacks;
 * ``gloo_et_mid_2r`` (``--et-steps 2:4``): the observer over iterations 2 and 3, the profiler's own
   window: iteration 2's ops under no ProfilerStep node, then ProfilerStep#3;
+* ``gloo_et_one_2r`` (``--et-steps 2:3``): the observer over iteration 2 alone, started right after the
+  ``prof.step()`` that began ProfilerStep#2: no ProfilerStep node at all in the host ET;
 * ``gloo_et_shift_2r`` (``--et-steps 1:3``): the observer over iterations 1 and 2, so the host ET holds
   iteration 1's ops under no ProfilerStep node (ProfilerStep#1 began before the observer started; the
   profiler was warming up: no Kineto event) and ProfilerStep#2.
@@ -155,3 +157,17 @@ def test_a_step_recorded_without_its_node_is_measured_with_the_others(tmp_path):
     for row in load_json(tmp_path / "out" / "summary.json")["ranks"]:
         end = max(row["measured_us"], row["recorded_end_us"] or 0.0)
         assert row["replayed_us"] == pytest.approx(end, rel=0.01), row["rank"]
+
+
+def test_a_host_et_of_one_step_without_its_node_is_linked_to_that_step(tmp_path):
+    """No ProfilerStep node in the host ET: the window was the Kineto step whose op names overlap the host
+    ET best, ProfilerStep#3 (0.998 against 2), while every host op's Record function id is on an event of
+    ProfilerStep#2: rank 0 measured 14,185.5 us and replayed 46,748.0 (+229.55%), rank 1 +95.97%.  Now the
+    window is ProfilerStep#2 (26,335.949 us on rank 0, 35,638.554 on rank 1)."""
+    run_pipeline(DATA / "gloo_et_one_2r", tmp_path / "out", jobs=1)
+    for rank, step_us in ((0, 26335.949), (1, 35638.554)):
+        doc = load_json(tmp_path / "out" / f"et_plus_{rank}.json")
+        assert (doc["measured"]["window"], doc["measured"]["dur_us"]) == ("ProfilerStep#2", step_us), rank
+        assert (doc["link_stats"]["host_ops"], doc["link_stats"]["matched"]) == (236, 236), rank
+    for row in load_json(tmp_path / "out" / "summary.json")["ranks"]:
+        assert row["replayed_us"] == pytest.approx(row["measured_us"], rel=0.01), row["rank"]

@@ -11,7 +11,8 @@ operator sequence could be matched to the wrong iteration.  The choice, in order
 2. the host ET holds ``ProfilerStep#N`` nodes: those Kineto steps; when Kineto has none of them, or the
    host ET also holds ops under no step node (an observer started by hand after a ``prof.step()`` records
    the rest of that step without its node), with the steps holding the events whose Record function ids
-   identify the host ops;
+   identify the host ops; no step node in the host ET but steps in Kineto: the steps holding those events,
+   if any (an observer over one iteration, started right after a ``prof.step()``);
 3. Kineto has several steps: the single step (or the whole trace) whose
    operator-name multiset overlaps the host ET best (Dice score; the events are
    bucketed by step with one bisect each, so O(n log steps) in all);
@@ -113,6 +114,7 @@ def select_window(host: HostTrace, kineto: KinetoTrace, annotation: str | None =
 
     steps = sorted(kineto.steps, key=lambda s: (s.ts, -s.dur))
     host_steps = {n for n in host_names if n.startswith(_PROFILER_STEP)}
+    chosen = []
     if host_steps:
         chosen = [s for s in steps if s.name in host_steps]
         # ops under none of the host ET's step nodes (an observer started by hand after a prof.step() records
@@ -122,9 +124,11 @@ def select_window(host: HostTrace, kineto: KinetoTrace, annotation: str | None =
             lo, hi = _bounded(chosen, steps)
             return Window(_name_of(chosen), chosen, lo, hi, "ProfilerStep recorded in the host ET")
         chosen = [s for s in steps if s in chosen or s in by_rf]
-        if chosen:
-            lo, hi = _bounded(chosen, steps)
-            return Window(_name_of(chosen), chosen, lo, hi, "steps holding the host ops' Record function ids")
+    elif steps:   # no step node: an observer started right after a prof.step() and stopped in a later step
+        chosen = _steps_of_rf_ids(host, kineto, steps)
+    if chosen:
+        lo, hi = _bounded(chosen, steps)
+        return Window(_name_of(chosen), chosen, lo, hi, "steps holding the host ops' Record function ids")
     if len(steps) >= 2:
         buckets = _bucket_names(kineto, steps)
         best = (_dice(host_names, host_total, sum(buckets, Counter())), -1)
