@@ -276,9 +276,10 @@ def _left_out(host: HostTrace, kineto: KinetoTrace, window: Window, host_to_even
     outside = ops_outside_steps(host, kineto, window, host_to_event)
     if outside is None:
         return None
-    log.warning("%s: %d host op(s) lie outside its ProfilerStep nodes and match no event of %s (recorded "
-                "while the profiler was not active: the observer started or stopped mid-step); left out, "
-                "linked %s", host.path, outside[1], kineto.path, window.name)
+    log.warning("%s: %d host op(s) lie outside its ProfilerStep nodes and match no event of %s inside the "
+                "window (the observer started or stopped mid-step: before the profiler's window, or inside "
+                "a step it did not finish); left out, linked %s", host.path, outside[1], kineto.path,
+                window.name)
     return outside[0]
 
 

@@ -194,13 +194,15 @@ def _steps_of_rf_ids(host: HostTrace, kineto: KinetoTrace, steps: list[StepWindo
 
 
 def _unmarked_ops(host: HostTrace) -> bool:
-    """Whether an operator at the top of a thread that holds ProfilerStep nodes is not itself one."""
+    """Whether an operator that is a child of a thread root, on a thread that holds ProfilerStep nodes, is
+    not itself one: the rest of a step whose record began before the observer started.  (An op whose
+    parent is missing is the start of a step whose record had not ended when the observer stopped.)"""
     by_id = host.by_id
     tids = {op.tid for op in host.ops if op.kind == OP and op.name.startswith(_PROFILER_STEP)}
     for op in host.ops:
         parent = by_id.get(op.parent)
-        if op.kind == OP and op.tid in tids and (parent is None or parent is op or parent.kind != OP) \
-                and not op.name.startswith(_PROFILER_STEP):
+        if op.kind == OP and op.tid in tids and parent is not None and parent is not op \
+                and parent.kind != OP and not op.name.startswith(_PROFILER_STEP):
             return True
     return False
 
@@ -410,15 +412,17 @@ def _ops_of_steps(host: HostTrace, kineto: KinetoTrace, host_to_event: dict[int,
 
 def ops_outside_steps(host: HostTrace, kineto: KinetoTrace, window: Window, host_to_event: dict[int, int]
                       ) -> tuple[set[int], int] | None:
-    """When the window is the host ET's ProfilerStep nodes and the host ET also holds operators outside all
-    of them that match no Kineto event: the ids of the steps' nodes (:func:`step_ops`) and how many
-    operators are left out; else None.
+    """When the window is ProfilerSteps and the host ET also holds operators outside all of them that match
+    no Kineto event inside the window: the ids of the steps' nodes (:func:`step_ops`) and how many operators
+    are left out; else None.
 
     An ExecutionTraceObserver started by hand after a ``prof.step()`` records the rest of that step without
     its ProfilerStep node (the record began before the observer), and, when the profiler was not yet
     active, without Kineto events: linked whole, those ops (collectives among them) stayed in the ET+
-    without a time and ASTRA-sim ran them too (collect.py --et-steps 1:3: rank 0 +4.54% simulated).  When
-    any op outside the steps has a Kineto event, nothing is left out (None)."""
+    without a time and ASTRA-sim ran them too (collect.py --et-steps 1:3: rank 0 +4.54% simulated).  One
+    stopped inside a step records the ops that ended before it, under a step node it never writes: their
+    events lie after the window, and the replay ran them past its end.  When any op outside the steps has
+    an event inside the window, nothing is left out (None)."""
     held = [s.name for s in window.steps]
     if not held or not all(n.startswith(_PROFILER_STEP) and n[len(_PROFILER_STEP):].isdigit() for n in held):
         return None
@@ -437,6 +441,10 @@ def ops_outside_steps(host: HostTrace, kineto: KinetoTrace, window: Window, host
     if keep is None:
         return None
     dropped = [op.id for op in host.ops if op.kind == OP and op.id not in keep]
-    if not dropped or any(i in host_to_event for i in dropped):
-        return None
-    return keep, len(dropped)
+    events = kineto.events
+    spans = [(s.ts, s.ts + s.dur) for s in window.steps]
+    for i in dropped:
+        pos = host_to_event.get(i)
+        if pos is not None and any(lo <= events[pos].ts < hi for lo, hi in spans):
+            return None
+    return (keep, len(dropped)) if dropped else None
