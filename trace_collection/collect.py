@@ -40,6 +40,8 @@ _PERTURB = ("hidden", "batch", "threads", "straggler_rank", "straggler_ms", "str
             "extra_broadcast", "alternate", "base_batch", "base_extra_broadcast", "step_barrier",
             "window_skew", "et_iteration", "bucket_cap_mb", "accum", "checkpoint", "backward_thread",
             "microbatches", "p2p", "repeat", "moe_group", "dp")
+_PROFILING = ("compile", "prof_flags", "et_steps", "eval_every", "sleep_op_ms", "tiny_ops", "loader_workers",
+              "opt_thread")
 
 
 # --------------------------------------------------------------------------------------------- the jobs
@@ -109,17 +111,22 @@ def _mlp_job(rank: int, world_size: int, device, steps: int, prof, opts: dict | 
     model = nn.Sequential(nn.Linear(32, hidden), nn.ReLU(), Straggle(), middle, nn.Linear(hidden, 8))
     model = model.to(device)
     cap = opts.get("bucket_cap_mb")    # smaller buckets: several gradient all_reduces in flight per step
-    ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None,
+    ddp = DDP(_profiling_model(model, opts), device_ids=[device.index] if device.type == "cuda" else None,
               **({"bucket_cap_mb": float(cap)} if cap else {}))
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
     loss_fn = nn.CrossEntropyLoss()
     gen = torch.Generator().manual_seed(1234 + rank)
     bufs = {k: torch.zeros(k, device=device) for k in (*extra, *base_extra)}
+    loader = _profiling_loader(opts, batch)
+    pending_step = _PendingStep()
     for it in range(steps):
         perturbed[0] = not alternate or it % 2 == 1
         b = batch if perturbed[0] else base_batch
         x = torch.randn(b, 32, generator=gen).to(device)
         y = torch.randint(0, 8, (b,), generator=gen).to(device)
+        if loader is not None:
+            x, y = next(loader)
+        pending_step.join()       # --opt-thread: the last step's optimizer step ends before the grads go
         opt.zero_grad(set_to_none=True)
         for micro in range(accum):    # --accum K: K-1 micro-batches under no_sync, the last one all-reduces
             xs, ys = x.chunk(accum)[micro], y.chunk(accum)[micro]
@@ -131,7 +138,11 @@ def _mlp_job(rank: int, world_size: int, device, steps: int, prof, opts: dict | 
                     worker.join()
                 else:
                     loss.backward()
-        opt.step()
+        if opts.get("opt_thread"):
+            pending_step.start(opt.step)
+        else:
+            opt.step()
+        _profiling_extras(ddp, it, opts)
         sizes_now = extra if perturbed[0] else base_extra
         if sizes_now or step_barrier:
             import torch.distributed as dist
@@ -141,6 +152,129 @@ def _mlp_job(rank: int, world_size: int, device, steps: int, prof, opts: dict | 
             if step_barrier:             # every rank ends the step together: no step's cost spills over
                 dist.barrier()
         prof.step()
+    pending_step.join()
+
+
+# ------------------------------------------------------------------- profiling configurations / op shapes
+def _profiling_model(model, opts: dict):
+    """--compile: the model run through torch.compile before DDP wraps it (inductor on CPU: generated C++
+    kernels; "Torch-Compiled Region", CompiledFunction, "## Call CompiledFxGraph ... ##" ops in the traces).
+    (Compiling the DDP wrapper instead ran it eagerly here: no CompiledFunction in the traces.)"""
+    if not opts.get("compile"):
+        return model
+    import torch
+
+    return torch.compile(model, backend="inductor")
+
+
+def _profiling_extras(ddp, it: int, opts: dict) -> None:
+    """The per-step additions of the profiling shapes, after the optimizer step:
+    --eval-every N: an eval forward under torch.no_grad every N-th step;
+    --sleep-op-ms D: a user annotation (record_function) around a custom autograd.Function, in-place ops and
+    a time.sleep of D ms (CPU time with no child op);
+    --tiny-ops N: N tiny aten ops (a step of many short ops)."""
+    import time
+
+    import torch
+
+    every = int(opts.get("eval_every") or 0)
+    if every and it % every == 0:
+        with torch.no_grad():
+            ddp.eval()
+            ddp(torch.randn(8, 32))
+            ddp.train()
+    sleep_ms = float(opts.get("sleep_op_ms") or 0.0)
+    if sleep_ms > 0:
+        class Twice(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):  # noqa: D102
+                return x * 2
+
+            @staticmethod
+            def backward(ctx, g):  # noqa: D102
+                return g * 2
+
+        x = torch.randn(64, 64, requires_grad=True)
+        y = Twice.apply(x)
+        y.sum().backward()
+        z = torch.zeros(64, 64)
+        z.add_(1.0).mul_(3.0).relu_()
+        with torch.profiler.record_function("user_sleep"):
+            time.sleep(sleep_ms / 1000.0)
+    n = int(opts.get("tiny_ops") or 0)
+    if n:
+        t = torch.zeros(4)
+        for _ in range(n):
+            t.add_(1.0)
+
+
+def _profiling_loader(opts: dict, batch: int):
+    """--loader-workers N: (x, y) batches from a DataLoader with N worker processes (an endless iterator),
+    or None."""
+    n = int(opts.get("loader_workers") or 0)
+    if n <= 0:
+        return None
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    gen = torch.Generator().manual_seed(99)
+    data = TensorDataset(torch.randn(batch * 64, 32, generator=gen),
+                         torch.randint(0, 8, (batch * 64,), generator=gen))
+    loader = DataLoader(data, batch_size=batch, num_workers=n, persistent_workers=True, drop_last=True)
+
+    def endless():
+        while True:
+            yield from loader
+
+    return endless()
+
+
+class _PendingStep:
+    """--opt-thread: the optimizer step runs on another thread, joined when the next iteration begins (it
+    overlaps the next step's data preparation and crosses the profiler's step boundary)."""
+
+    def __init__(self) -> None:
+        self.thread = None
+
+    def start(self, fn) -> None:
+        import threading
+
+        self.thread = threading.Thread(target=fn, name="optimizer")
+        self.thread.start()
+
+    def join(self) -> None:
+        if self.thread is not None:
+            self.thread.join()
+            self.thread = None
+
+
+def _profile_kwargs(opts: dict) -> dict:
+    """--prof-flags: profiler options a user turns on or off (no-shapes, stack, memory, flops)."""
+    flags = {f.strip() for f in str(opts.get("prof_flags") or "").split(",") if f.strip()}
+    unknown = flags - {"no-shapes", "stack", "memory", "flops"}
+    if unknown:
+        raise SystemExit(f"--prof-flags: unknown {sorted(unknown)}")
+    return {"record_shapes": "no-shapes" not in flags, "with_stack": "stack" in flags,
+            "profile_memory": "memory" in flags, "with_flops": "flops" in flags}
+
+
+class _ShiftedET:
+    """--et-steps A:B: the ET observer records iterations A..B-1 (0-based), whatever the profiler's window;
+    ``step()`` also steps the profiler."""
+
+    def __init__(self, prof, et, first: int, end: int) -> None:
+        self.prof, self.et, self.first, self.end = prof, et, first, end
+        self.done = 0
+        if first == 0:
+            et.start()
+
+    def step(self) -> None:
+        self.prof.step()
+        self.done += 1
+        if self.done == self.first:
+            self.et.start()
+        elif self.done == self.end:
+            self.et.stop()
 
 
 def _collectives_job(rank: int, world_size: int, device, steps: int, prof, opts: dict | None = None
@@ -355,9 +489,17 @@ def run_rank(rank: int, world_size: int, job: str, out_dir: str, steps: int, wai
         repeat = int((opts or {}).get("repeat") or 1)
         plan = schedule(wait=wait + late, warmup=warmup, active=active, repeat=repeat)
         total = max(total, (wait + warmup + active) * repeat + skew)
-        with profile(activities=activities, schedule=plan, on_trace_ready=on_ready, record_shapes=True,
-                     execution_trace_observer=et) as prof:
-            run(rank, world_size, device, total, prof, opts)
+        kw = _profile_kwargs(opts or {})
+        shifted = (opts or {}).get("et_steps")
+        if shifted:       # --et-steps A:B: the observer on its own steps, not the profiler's window
+            a, _, b = str(shifted).partition(":")
+            total = max(total, int(b))
+            with profile(activities=activities, schedule=plan, on_trace_ready=on_ready, **kw) as prof:
+                run(rank, world_size, device, total, _ShiftedET(prof, et, int(a), int(b)), opts)
+        else:
+            with profile(activities=activities, schedule=plan, on_trace_ready=on_ready,
+                         execution_trace_observer=et, **kw) as prof:
+                run(rank, world_size, device, total, prof, opts)
     et.unregister_callback()
     if use_cuda:
         torch.cuda.synchronize()
@@ -488,7 +630,7 @@ def collect(args: argparse.Namespace) -> int:
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     env_rank = os.environ.get("RANK")
-    opts = {k: getattr(args, k) for k in _PERTURB if getattr(args, k) is not None}
+    opts = {k: getattr(args, k) for k in (*_PERTURB, *_PROFILING) if getattr(args, k) is not None}
     common = (args.job, str(out), args.steps, args.wait, args.warmup, args.active, opts)
     if env_rank is not None and os.environ.get("WORLD_SIZE"):
         # torchrun-style: this process is one rank; torchrun (or the user) set the rendezvous variables
@@ -571,6 +713,25 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--repeat", type=int, metavar="R",
                    help="the profiler schedule's repeat: R wait/warmup/active cycles; the host ET holds "
                         "every cycle's active steps, kineto_N.json the last cycle's, cycles/ each cycle's")
+    f = c.add_argument_group("profiling configurations and op shapes (--job mlp, except --prof-flags and "
+                             "--et-steps: any job)")
+    f.add_argument("--compile", action="store_true", help="torch.compile the DDP model (inductor on CPU)")
+    f.add_argument("--prof-flags", metavar="FLAG[,FLAG...]",
+                   help="profiler options: no-shapes (record_shapes=False), stack (with_stack), memory "
+                        "(profile_memory), flops (with_flops)")
+    f.add_argument("--et-steps", metavar="A:B",
+                   help="the ET observer records iterations A..B-1 (0-based) instead of the profiler's "
+                        "active window (host ET and Kineto covering different, partly overlapping steps)")
+    f.add_argument("--eval-every", type=int, metavar="N",
+                   help="an eval forward under no_grad every N-th step")
+    f.add_argument("--sleep-op-ms", type=float, metavar="D",
+                   help="per step: a custom autograd.Function, in-place ops and a record_function "
+                        "'user_sleep' around time.sleep(D ms)")
+    f.add_argument("--tiny-ops", type=int, metavar="N", help="per step: N tiny in-place aten ops")
+    f.add_argument("--loader-workers", type=int, metavar="N",
+                   help="batches from a DataLoader with N worker processes")
+    f.add_argument("--opt-thread", action="store_true",
+                   help="the optimizer step on another thread, joined when the next iteration begins")
     c.add_argument("--archive", help="also pack NAME.tgz for the integration harness")
     p = sub.add_parser("pack", help="pack a collection folder into NAME.tgz (NAME/chakra_host_et_N.json ...)")
     p.add_argument("--src", required=True)

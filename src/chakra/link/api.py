@@ -44,11 +44,13 @@ from chakra.link.gpu import PRE_TRACE, GpuAttachment, attach_gpu_ops, window_bou
 from chakra.link.kineto_only import KinetoHost, build_host, missing_note
 from chakra.link.match import match_ops
 from chakra.link.provenance import clock_mismatch, run_mismatches
-from chakra.link.report import LinkReport, kept_counts, link_stats, log_summary, report_of
+from chakra.link.report import LinkReport, kept_counts, link_stats, log_summary, report_of, warn_unlinked
 from chakra.link.stretch import find_stretch
 from chakra.link.window import (
+    Window,
     check_step,
     measured,
+    ops_outside_steps,
     select_window,
     step_annotation,
     step_ops,
@@ -178,12 +180,9 @@ def _prepare(
                       "gpu_ops_dropped": len(gpu.ops) - len(kept_gpu)}
         gpu = replace(gpu, ops=kept_gpu)
     elif prematched is None and annotation is None:
-        other = steps_kineto_holds(host, kineto, window, match.host_to_event)
-        if other is not None:
-            keep = other[0]
-            log.warning("%s: holds %s, which %s does not: their %d host node(s) are left out (a profiler "
-                        "schedule that repeats writes one Kineto trace per cycle); linked %s", host.path,
-                        ", ".join(other[1]), kineto.path, len(host.ops) - len(keep), window.name)
+        keep = _left_out(host, kineto, window, match.host_to_event)
+    if prematched is None:
+        warn_unlinked(host, kineto, window, match, keep)
     resolver = CommResolver(host)
     collectives = count_collectives(host, kineto, gpu.ops)
     first_gpu_id = max(host.by_id, default=0) + 1
@@ -262,6 +261,26 @@ class NodeRanges(NamedTuple):
             cuts.append(c if c <= self.hosts else self.hosts + (c - self.hosts + 1) // 2)
         cuts.append(n)
         return [range(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
+
+
+def _left_out(host: HostTrace, kineto: KinetoTrace, window: Window, host_to_event: dict[int, int]
+              ) -> set[int] | None:
+    """The host nodes kept when the host ET recorded steps (or ops outside its steps) that the Kineto trace
+    lacks, with a warning saying what is left out; else None (every node is kept)."""
+    other = steps_kineto_holds(host, kineto, window, host_to_event)
+    if other is not None:
+        log.warning("%s: holds %s, which %s does not: their %d host node(s) are left out (a profiler "
+                    "schedule that repeats writes one Kineto trace per cycle); linked %s", host.path,
+                    ", ".join(other[1]), kineto.path, len(host.ops) - len(other[0]), window.name)
+        return other[0]
+    outside = ops_outside_steps(host, kineto, window, host_to_event)
+    if outside is None:
+        return None
+    log.warning("%s: %d host op(s) lie outside its ProfilerStep nodes and match no event of %s inside the "
+                "window (the observer started or stopped mid-step: before the profiler's window, or inside "
+                "a step it did not finish); left out, linked %s", host.path, outside[1], kineto.path,
+                window.name)
+    return outside[0]
 
 
 def _nodes_of(hpos: Sequence[int], host_nodes: Callable[[Sequence[int]], Iterator[Any]],

@@ -5,9 +5,11 @@ Two strategies, chosen per trace and reported in ``link_stats``:
 ``rf_id``
     Newer PyTorch writes ``args["Record function id"]`` on Kineto ``cpu_op`` /
     ``user_annotation`` events, equal to the host node's ``rf_id``: a dict
-    lookup.  Chosen when at least half of the host operators find an event with
-    their rf_id and nine in ten of those hits carry the same name.  Hits with a
-    different name are not trusted.
+    lookup.  Chosen when at least half of the host operators (or of the distinct
+    Record function ids of the Kineto trace, when fewer: a host ET that recorded
+    more steps than the Kineto trace) find an event with their rf_id and nine in
+    ten of those hits carry the same name.  Hits with a different name are not
+    trusted.
 ``alignment``
     Older traces (schema 1.0.1, DLRM) relate ``rf_id`` to ``External id`` only
     loosely, so the operator-name sequences are aligned instead, per thread:
@@ -45,7 +47,7 @@ from typing import Any
 from chakra.device.model import KinetoTrace
 from chakra.host.model import OP, HostOp, HostTrace
 from chakra.link.align import align_sequences
-from chakra.link.window import Window
+from chakra.link.window import Window, rf_identifies
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +135,7 @@ def match_ops(host: HostTrace, kineto: KinetoTrace, window: Window) -> MatchResu
     result: MatchResult | None = None
     if by_rf:
         found, hits, same = rf_hits(ops, kineto, by_rf)
-        if rf_identifies(len(ops), hits, same):
+        if rf_identifies(min(len(ops), len(by_rf)), hits, same):
             result = MatchResult(RF_ID)
             host_to_event = result.host_to_event
             event_to_host = result.event_to_host
@@ -180,12 +182,6 @@ def rf_hits(ops: list[HostOp], kineto: KinetoTrace, by_rf: dict[int, int]
             same += equal
             found.append((op.id, p, equal))
     return found, hits, same
-
-
-def rf_identifies(ops: int, hits: int, same: int) -> bool:
-    """Whether Record function ids identify the host ops (see the module doc): at least half of the ``ops``
-    host operators found an event with their rf_id, and nine in ten of those ``hits`` have its name."""
-    return hits * 2 >= ops and same * 10 >= hits * 9
 
 
 def rf_index(kineto: KinetoTrace) -> dict[int, int]:

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chakra.device.model import KinetoTrace
-from chakra.host.collective_names import CPU_IMPLEMENTATIONS
-from chakra.host.model import HostTrace
+from chakra.host.collective_names import CPU_IMPLEMENTATIONS, CPU_RECORD_PREFIXES
+from chakra.host.model import HostOp, HostTrace
 from chakra.link.deps import SyncStats
 from chakra.link.gpu import GpuAttachment
 from chakra.link.kineto_only import KINETO_ONLY
@@ -247,3 +247,55 @@ def report_of(doc: dict[str, Any], host_path: str | None, kineto_path: str, out:
         collectives={k: v for k, v in (("NCCL/RCCL", s["nccl_kernels"]), ("gloo", s["gloo_collectives"]),
                                        *s.get("collectives_other", {}).items()) if v},
     )
+
+
+def warn_unlinked(host: HostTrace, kineto: KinetoTrace, window: Window, match: MatchResult,
+                  keep: set[int] | None) -> None:
+    """The link's warnings about work one trace holds and the other lacks: :func:`warn_lost_records`
+    and :func:`warn_unrecorded_threads`."""
+    warn_lost_records(kineto, window, match.event_to_host)
+    warn_unrecorded_threads(host, match.host_to_event, keep)
+
+
+def warn_unrecorded_threads(host: HostTrace, host_to_event: dict[int, int], keep: set[int] | None) -> None:
+    """Warn about the host threads none of whose (kept) operators matched a Kineto event: the profiler did
+    not record that thread, so its ops are in the graph without a time.  A thread started by Python after
+    the profiler began is recorded by the ExecutionTraceObserver but not by the profiler (collect.py
+    --opt-thread: the optimizer steps on their own threads, 14 of 474 ops, 97% matched and no warning)."""
+    per_tid: dict[int, list[HostOp]] = {}
+    hit: set[int] = set()
+    for op in host_operators(host):
+        if keep is not None and op.id not in keep:
+            continue
+        per_tid.setdefault(op.tid, []).append(op)
+        if op.id in host_to_event:
+            hit.add(op.tid)
+    lost = {tid: ops for tid, ops in per_tid.items() if tid not in hit}
+    if lost and hit:
+        count = sum(len(some) for some in lost.values())
+        first = min((op for some in lost.values() for op in some), key=lambda op: op.id).name
+        log.warning("%s: no op of host thread(s) %s matched a Kineto event (%d op(s), e.g. %s): the profiler "
+                    "did not record those threads (started after profiling began?); their ops take no time "
+                    "in the graph", host.path, ", ".join(map(str, sorted(lost))), count, first)
+
+
+def warn_lost_records(kineto: KinetoTrace, window: Window, event_to_host: dict[int, int]) -> None:
+    """Warn about the collectives run on CPU threads (gloo, MPI, UCC records) that the Kineto trace holds
+    inside the window and no host op matched: the graph lacks them.  The observer records an op when it
+    ends: a gloo:all_reduce record still running when the observer stopped (its Kineto event ended 6.2 ms
+    after ProfilerStep#3, collect.py --prof-flags) is in the Kineto trace only, and the job replay then
+    said its peer 'recorded no counterpart'."""
+    events = kineto.events
+    spans = [(s.ts, s.ts + s.dur) for s in window.steps] or [(window.lo, window.hi)]
+    lost = [events[p] for p in kineto.op_positions
+            if p not in event_to_host and events[p].name.startswith(CPU_RECORD_PREFIXES)
+            and any(lo <= events[p].ts < hi for lo, hi in spans)]
+    if lost:
+        first = lost[0]
+        start = min(lo for lo, _ in spans)
+        at = (f"{first.ts - start:,.1f} us into the window" if math.isfinite(start)
+              else f"at {first.ts:.1f} us")
+        log.warning("%s: %d collective record(s) inside the window match no host op and are not in the graph "
+                    "(e.g. %s %s, %s us long, thread %s): the host ET lacks them (its observer stopped "
+                    "before they ended?)", kineto.path, len(lost), first.name, at, f"{first.dur:,.1f}",
+                    first.tid)

@@ -92,7 +92,7 @@ def find_stretch(host: HostTrace, kineto: KinetoTrace, window: Window, force: bo
     by_rf = rf_index(kineto)
     if by_rf:
         found, hits, same = rf_hits(ops, kineto, by_rf)
-        if rf_identifies(len(ops), hits, same):
+        if rf_identifies(min(len(ops), len(by_rf)), hits, same):
             return _rf_stretch(kineto, [p for _, p, equal in found if equal], window)
     return _aligned_stretch(host, kineto, ops, window, force)
 

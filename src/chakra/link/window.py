@@ -8,7 +8,11 @@ operator sequence could be matched to the wrong iteration.  The choice, in order
 1. ``annotation`` given: the windows of the Kineto events with that exact name
    (when the host ET holds k of them and Kineto more, the run of k consecutive
    windows whose operator names overlap the host ET most);
-2. the host ET holds ``ProfilerStep#N`` nodes: those Kineto steps;
+2. the host ET holds ``ProfilerStep#N`` nodes: those Kineto steps; when Kineto has none of them, or the
+   host ET also holds ops under no step node (an observer started by hand after a ``prof.step()`` records
+   the rest of that step without its node), with the steps holding the events whose Record function ids
+   identify the host ops; no step node in the host ET but steps in Kineto: the steps holding those events,
+   if any (an observer over one iteration, started right after a ``prof.step()``);
 3. Kineto has several steps: the single step (or the whole trace) whose
    operator-name multiset overlaps the host ET best (Dice score; the events are
    bucketed by step with one bisect each, so O(n log steps) in all);
@@ -22,7 +26,7 @@ all CPU and GPU events when there is no step at all.
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -110,11 +114,21 @@ def select_window(host: HostTrace, kineto: KinetoTrace, annotation: str | None =
 
     steps = sorted(kineto.steps, key=lambda s: (s.ts, -s.dur))
     host_steps = {n for n in host_names if n.startswith(_PROFILER_STEP)}
+    chosen = []
     if host_steps:
         chosen = [s for s in steps if s.name in host_steps]
-        if chosen:
+        # ops under none of the host ET's step nodes (an observer started by hand after a prof.step() records
+        # the rest of that step without its node): the steps holding the host ops' Record function ids too
+        by_rf = _steps_of_rf_ids(host, kineto, steps) if not chosen or _unmarked_ops(host) else []
+        if chosen and not set(by_rf) - set(chosen):
             lo, hi = _bounded(chosen, steps)
             return Window(_name_of(chosen), chosen, lo, hi, "ProfilerStep recorded in the host ET")
+        chosen = [s for s in steps if s in chosen or s in by_rf]
+    elif steps:   # no step node: an observer started right after a prof.step() and stopped in a later step
+        chosen = _steps_of_rf_ids(host, kineto, steps)
+    if chosen:
+        lo, hi = _bounded(chosen, steps)
+        return Window(_name_of(chosen), chosen, lo, hi, "steps holding the host ops' Record function ids")
     if len(steps) >= 2:
         buckets = _bucket_names(kineto, steps)
         best = (_dice(host_names, host_total, sum(buckets, Counter())), -1)
@@ -132,6 +146,65 @@ def select_window(host: HostTrace, kineto: KinetoTrace, annotation: str | None =
     if steps:
         return Window(_name_of(steps), steps, reason="the only ProfilerStep")
     return Window("kineto_span", [], reason="no ProfilerStep in the Kineto trace")
+
+
+def rf_identifies(ops: int, hits: int, same: int) -> bool:
+    """Whether Record function ids identify the host ops (see the module doc): at least half of ``ops`` (the
+    host operators, or the Kineto trace's distinct Record function ids when fewer) found an event with their
+    rf_id, and nine in ten of those ``hits`` have its name.
+
+    Counted against the host ops alone, a host ET whose observer ran over more steps than the profiler's
+    window (1,564 host ops, 474 events, every event's id a host op's of the same name) fell back to aligning
+    names, which gave two gloo:all_reduce events to ops of steps the Kineto trace lacks."""
+    return hits * 2 >= ops and same * 10 >= hits * 9
+
+
+def _steps_of_rf_ids(host: HostTrace, kineto: KinetoTrace, steps: list[StepWindow]) -> list[StepWindow]:
+    """The steps holding the Kineto events whose Record function id is a host op's of the same name, when
+    those ids identify the host ops (:func:`rf_identifies`); else []."""
+    names = {op.rf_id: op.name for op in host.ops if op.kind == OP and op.rf_id is not None}
+    if not names:
+        return []
+    events = kineto.events
+    ids: set[int] = set()
+    hit_rfs: set[int] = set()
+    same: list[float] = []
+    hits = 0
+    for p in kineto.op_positions:
+        ev = events[p]
+        rf = ev.rf_id
+        if rf is None:
+            continue
+        ids.add(rf)
+        name = names.get(rf)
+        if name is not None and rf not in hit_rfs:
+            hit_rfs.add(rf)
+            hits += 1
+            if name == ev.name:
+                same.append(ev.ts)
+    if not rf_identifies(min(len(names), len(ids)), hits, len(same)):
+        return []
+    same.sort()
+    held = []
+    for s in steps:      # a step holds a hit when the first hit at or after its start is before its end
+        i = bisect_left(same, s.ts)
+        if i < len(same) and same[i] < s.ts + s.dur:
+            held.append(s)
+    return held
+
+
+def _unmarked_ops(host: HostTrace) -> bool:
+    """Whether an operator that is a child of a thread root, on a thread that holds ProfilerStep nodes, is
+    not itself one: the rest of a step whose record began before the observer started.  (An op whose
+    parent is missing is the start of a step whose record had not ended when the observer stopped.)"""
+    by_id = host.by_id
+    tids = {op.tid for op in host.ops if op.kind == OP and op.name.startswith(_PROFILER_STEP)}
+    for op in host.ops:
+        parent = by_id.get(op.parent)
+        if op.kind == OP and op.tid in tids and parent is not None and parent is not op \
+                and parent.kind != OP and not op.name.startswith(_PROFILER_STEP):
+            return True
+    return False
 
 
 def _best_run(
@@ -320,10 +393,58 @@ def steps_kineto_holds(host: HostTrace, kineto: KinetoTrace, window: Window, hos
     numbers = [n[len(_PROFILER_STEP):] for n in dict.fromkeys(held)]
     if not extra or not all(x.isdigit() for x in numbers):
         return None
+    keep = _ops_of_steps(host, kineto, host_to_event, held)
+    return None if keep is None else (keep, extra)
+
+
+def _ops_of_steps(host: HostTrace, kineto: KinetoTrace, host_to_event: dict[int, int], held: list[str]
+                  ) -> set[int] | None:
+    """The union of :func:`step_ops` over the steps ``held`` (``ProfilerStep#N`` names), or None when the
+    host ET does not tell them apart."""
     keep: set[int] = set()
     try:
-        for x in numbers:
-            keep |= step_ops(host, kineto, host_to_event, int(x), frozenset(held))
+        for name in dict.fromkeys(held):
+            keep |= step_ops(host, kineto, host_to_event, int(name[len(_PROFILER_STEP):]), frozenset(held))
     except TraceFormatError:
         return None
-    return keep, extra
+    return keep
+
+
+def ops_outside_steps(host: HostTrace, kineto: KinetoTrace, window: Window, host_to_event: dict[int, int]
+                      ) -> tuple[set[int], int] | None:
+    """When the window is ProfilerSteps and the host ET also holds operators outside all of them that match
+    no Kineto event inside the window: the ids of the steps' nodes (:func:`step_ops`) and how many operators
+    are left out; else None.
+
+    An ExecutionTraceObserver started by hand after a ``prof.step()`` records the rest of that step without
+    its ProfilerStep node (the record began before the observer), and, when the profiler was not yet
+    active, without Kineto events: linked whole, those ops (collectives among them) stayed in the ET+
+    without a time and ASTRA-sim ran them too (collect.py --et-steps 1:3: rank 0 +4.54% simulated).  One
+    stopped inside a step records the ops that ended before it, under a step node it never writes: their
+    events lie after the window, and the replay ran them past its end.  When any op outside the steps has
+    an event inside the window, nothing is left out (None)."""
+    held = [s.name for s in window.steps]
+    if not held or not all(n.startswith(_PROFILER_STEP) and n[len(_PROFILER_STEP):].isdigit() for n in held):
+        return None
+    by_id = host.by_id
+    step_tids = {op.tid for op in host.ops if op.kind == OP and op.name.startswith(_PROFILER_STEP)}
+    if not step_tids:
+        return None
+    for op in host.ops:      # cheap test first: an operator at the top of a step's thread, not a kept step
+        parent = by_id.get(op.parent)
+        if op.kind == OP and op.tid in step_tids and (parent is None or parent is op or parent.kind != OP) \
+                and op.name not in held:
+            break
+    else:
+        return None
+    keep = _ops_of_steps(host, kineto, host_to_event, held)
+    if keep is None:
+        return None
+    dropped = [op.id for op in host.ops if op.kind == OP and op.id not in keep]
+    events = kineto.events
+    spans = [(s.ts, s.ts + s.dur) for s in window.steps]
+    for i in dropped:
+        pos = host_to_event.get(i)
+        if pos is not None and any(lo <= events[pos].ts < hi for lo, hi in spans):
+            return None
+    return (keep, len(dropped)) if dropped else None
