@@ -230,6 +230,74 @@ def test_no_traces_found_says_what_was_found_and_what_is_missing(tmp_path: Path)
     shutil.copy(DATA / "gloo_mlp_2r" / "kineto_1.json.gz", unnamed / "profile_b.json.gz")
     with pytest.raises(UsageError) as exc:
         find_ranks(unnamed)
-    assert ("Found 3 JSON files whose names say no rank: profile.pt.trace.json.gz, profile_b.json.gz, "
-            "trace.json.gz (by content: 1 host ET, 2 Kineto traces). Other names: --host-pattern / "
-            "--device-pattern") in str(exc.value)
+    # the Kineto traces are ranked by their distributedInfo; the host ET is not linked away silently
+    assert str(exc.value).endswith("unnamed: Kineto traces of ranks 0, 1 and host ETs whose names say no "
+                                   "rank (trace.json.gz): name them host_et_N.json or give --host-pattern "
+                                   "(or --kineto-only to link the Kineto traces alone)")
+    (unnamed / "profile.pt.trace.json.gz").rename(unnamed / "profile.pt.trace.txt")
+    (unnamed / "profile_b.json.gz").write_text('{"traceEvents": []}')      # no distributedInfo
+    with pytest.raises(UsageError) as exc:
+        find_ranks(unnamed)
+    assert ("Found 2 JSON files whose names say no rank: profile_b.json.gz, trace.json.gz (by content: 1 "
+            "host ET, 1 Kineto trace). Other names: --host-pattern / --device-pattern") in str(exc.value)
+
+
+def kineto_of(rank: int | None) -> str:
+    """A stand-in Kineto trace whose distributedInfo records ``rank`` (None: no distributedInfo)."""
+    info = "" if rank is None else f'"distributedInfo": {{"rank": {rank}, "world_size": 2}}, '
+    return '{"schemaVersion": 1, ' + info + '"traceEvents": []}'
+
+
+def test_tensorboard_handler_names_are_ranked_by_distributed_info(tmp_path: Path) -> None:
+    # torch.profiler.tensorboard_trace_handler writes WORKER.TIMESTAMP.pt.trace.json: no rank in the name;
+    # the names sort the other way round from the ranks, so only the content can pair them right
+    put(tmp_path / "host_et_0.json", HOST)
+    put(tmp_path / "host_et_1.json", HOST)
+    put(tmp_path / "node7_900.1733300000999.pt.trace.json", kineto_of(0))
+    put(tmp_path / "node7_100.1733300000111.pt.trace.json", kineto_of(1))
+    put(tmp_path / "timeline.json", kineto_of(None))          # a trace recording no rank: not an input
+    assert find_ranks(tmp_path) == [
+        RankFiles(0, tmp_path / "host_et_0.json", tmp_path / "node7_900.1733300000999.pt.trace.json"),
+        RankFiles(1, tmp_path / "host_et_1.json", tmp_path / "node7_100.1733300000111.pt.trace.json"),
+    ]
+
+
+def test_unnamed_kineto_traces_a_name_wins_and_duplicates_are_refused(tmp_path: Path) -> None:
+    put(tmp_path / "host_et_0.json", HOST)
+    put(tmp_path / "host_et_1.json", HOST)
+    put(tmp_path / "kineto_0.json", kineto_of(0))
+    put(tmp_path / "w_1.1.pt.trace.json", kineto_of(0))       # rank 0 has its named trace: ignored
+    put(tmp_path / "w_2.1.pt.trace.json", kineto_of(0))
+    put(tmp_path / "device" / "w_3.1.pt.trace.json", kineto_of(1))
+    put(tmp_path / "device" / "w_3.1.pt.trace.json.gz", kineto_of(1))   # the same trace gzipped: one
+    assert find_ranks(tmp_path) == [
+        RankFiles(0, tmp_path / "host_et_0.json", tmp_path / "kineto_0.json"),
+        RankFiles(1, tmp_path / "host_et_1.json", tmp_path / "device" / "w_3.1.pt.trace.json"),
+    ]
+    put(tmp_path / "w_4.2.pt.trace.json", kineto_of(1))        # a second profiling cycle of rank 1
+    with pytest.raises(UsageError, match=r"device/w_3.1.pt.trace.json and w_4.2.pt.trace.json .* are both "
+                                         r"rank 1 by their distributedInfo"):
+        find_ranks(tmp_path)
+
+
+def test_device_pattern_without_rank_takes_each_traces_recorded_rank(tmp_path: Path) -> None:
+    put(tmp_path / "et_0.json", HOST)
+    put(tmp_path / "et_1.json", HOST)
+    put(tmp_path / "prof" / "b.pt.trace.json", kineto_of(0))
+    put(tmp_path / "prof" / "a.pt.trace.json.gz", kineto_of(1))
+    put(tmp_path / "prof" / "c.pt.trace.json", kineto_of(None))   # says no rank: skipped
+    found = find_ranks(tmp_path, naming=RankNaming(device_pattern="prof/*.pt.trace.json"))
+    assert found == [RankFiles(0, tmp_path / "et_0.json", tmp_path / "prof" / "b.pt.trace.json"),
+                     RankFiles(1, tmp_path / "et_1.json", tmp_path / "prof" / "a.pt.trace.json.gz")]
+    with pytest.raises(UsageError, match=r"--host-pattern 'et\*.json': put \{rank\} exactly once"):
+        find_ranks(tmp_path, naming=RankNaming(host_pattern="et*.json"))
+
+
+def test_a_real_job_traced_by_tensorboard_trace_handler_runs(tmp_path: Path) -> None:
+    src = DATA / "gloo_mlp_2r"
+    for rank, name in ((0, "node7_4243.1733300000456"), (1, "node7_4242.1733300000123")):
+        shutil.copy(src / f"host_et_{rank}.json.gz", tmp_path / f"host_et_{rank}.json.gz")
+        shutil.copy(src / f"kineto_{rank}.json.gz", tmp_path / f"{name}.pt.trace.json.gz")
+    found = find_ranks(tmp_path)
+    assert [(f.rank, f.kineto.name) for f in found] == [(0, "node7_4243.1733300000456.pt.trace.json.gz"),
+                                                         (1, "node7_4242.1733300000123.pt.trace.json.gz")]

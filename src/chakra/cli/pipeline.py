@@ -63,7 +63,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--device-pattern", "--device_pattern", dest="device_pattern", metavar="PATTERN",
                    default=None,
                    help="Kineto trace file names, as --host-pattern "
-                        "(e.g. 'kineto/worker{rank}_*.pt.trace.json')")
+                        "(e.g. 'kineto/worker{rank}_*.pt.trace.json'); without {rank}, each trace is the "
+                        "rank its distributedInfo records (e.g. 'prof/*.pt.trace.json')")
     p.add_argument("--kineto-only", "--kineto_only", dest="kineto_only", action="store_true",
                    help="link every rank from its Kineto trace alone, host ETs ignored (automatic when "
                         "FOLDER has none): no tensor ids, outputs or op schemas")

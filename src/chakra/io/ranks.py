@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 from chakra.errors import MISSING_RANKS_OPTION, TraceFormatError, UsageError
 from chakra.formats import GROUP_NAME, GROUP_PG_SIZE, GROUP_RANKS
 from chakra.io.jsonio import distributed_info, trace_kind
-from chakra.io.naming import EITHER_NAMES, HOST_NAMES, KINETO_NAMES
+from chakra.io.naming import EITHER_NAMES, HOST_NAMES, KINETO_NAMES, rank_from_filename
 from chakra.tunables import PATHS_LISTED_MAX
 
 log = logging.getLogger(__name__)
@@ -174,16 +174,24 @@ def _pattern_regex(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(out) + (r"(\.gz)?" if pattern.endswith(".json") else ""))
 
 
-def _check_pattern(option: str, pattern: str) -> None:
-    if pattern.count(RANK_FIELD) != 1:
+def _check_pattern(option: str, pattern: str, by_content: bool = False) -> None:
+    """A pattern holds ``{rank}`` once; a Kineto pattern (``by_content``) may hold none: each trace is then
+    the rank its ``distributedInfo`` records."""
+    if pattern.count(RANK_FIELD) != 1 and not (by_content and RANK_FIELD not in pattern):
         raise UsageError(f"{option} {pattern!r}: put {RANK_FIELD} exactly once where the rank is "
-                         "(e.g. 'et_{rank}.json')")
+                         "(e.g. 'et_{rank}.json')" + (", or nowhere to take each trace's rank from its "
+                                                      "distributedInfo" if by_content else ""))
     if pattern.startswith("/") or ".." in Path(pattern).parts:
         raise UsageError(f"{option} {pattern!r}: give a path inside the folder")
 
 
 def _pattern_files(root: Path, pattern: str, option: str) -> dict[int, Path]:
-    """``{rank: file}`` of the files under ``root`` that match ``pattern`` (see :class:`RankNaming`)."""
+    """``{rank: file}`` of the files under ``root`` that match ``pattern`` (see :class:`RankNaming`); a
+    pattern without ``{rank}`` (Kineto traces): by the rank each trace records."""
+    if RANK_FIELD not in pattern:
+        globs = [pattern, pattern + ".gz"] if pattern.endswith(".json") else [pattern]
+        return _kinetos_by_content(root, [p for g in globs for p in root.glob(g) if p.is_file()],
+                                   f"{option} {pattern!r}")
     regex = _pattern_regex(pattern)
     glob = re.sub(r"\*+", "*", pattern.replace(RANK_FIELD, "*"))   # "*{rank}" is one wildcard, not "**"
     found: dict[int, tuple[bool, Path]] = {}
@@ -201,6 +209,50 @@ def _pattern_files(root: Path, pattern: str, option: str) -> dict[int, Path]:
                 raise UsageError(f"{option} {pattern!r} matches two files of rank {rank}: "
                                  f"{old[1].relative_to(root)} and {p.relative_to(root)}")
     return {r: v[1] for r, v in found.items()}
+
+
+def _kinetos_by_content(root: Path, files: Iterable[Path], what: str, have: Iterable[int] = ()
+                        ) -> dict[int, Path]:
+    """``{rank: file}`` of Kineto traces by the rank their ``distributedInfo`` records, but for the ranks
+    of ``have``: a trace that records none is skipped (said at INFO level); a ``.json`` and its
+    ``.json.gz`` are one trace (the ``.json`` read); two other traces of one rank are refused, naming both
+    (``what``: how they were found)."""
+    out: dict[int, Path] = {}
+    skip = set(have)
+    for p in sorted(files, key=lambda f: (f.name.removesuffix(".gz"), f.name.endswith(".gz"), f)):
+        rank = _recorded_rank(distributed_info(p), -1)
+        if rank < 0:
+            log.info("%s: no rank in its name or its distributedInfo; skipped", p)
+            continue
+        if rank in skip:
+            continue
+        old = out.get(rank)
+        if old is None:
+            out[rank] = p
+        elif not (old.parent == p.parent and old.name == p.name.removesuffix(".gz")):
+            raise UsageError(f"{root}: {old.relative_to(root)} and {p.relative_to(root)} ({what}) are both "
+                             f"rank {rank} by their distributedInfo: keep one trace per rank, or name them "
+                             "with --device-pattern (e.g. 'kineto_{rank}.json')")
+    return out
+
+
+def _unnamed_hosts(root: Path) -> list[Path]:
+    """Host ETs in ``root`` or ``host/`` whose names say no rank (this toolkit's ET+ outputs, which do, are
+    no input)."""
+    return [p for sub in ("", "host") for d in [root / sub if sub else root] if d.is_dir()
+            for p in _json_files(d) if not _NAME_RE.match(p.name) and rank_from_filename(p) is None
+            and trace_kind(p) == "host"]
+
+
+def _unnamed_kinetos(root: Path, named: dict[int, Path]) -> dict[int, Path]:
+    """Kineto traces in ``root`` or ``device/`` whose names say no rank (``tensorboard_trace_handler``'s
+    ``WORKER.TIMESTAMP.pt.trace.json``), by the rank their ``distributedInfo`` records, for the ranks no
+    built-in name gave (:func:`_kinetos_by_content`)."""
+    files = [p for sub in ("", "device") for d in [root / sub if sub else root] if d.is_dir()
+             for p in _json_files(d) if not _NAME_RE.match(p.name) and trace_kind(p) == "kineto"]
+    if not files:
+        return {}
+    return _kinetos_by_content(root, files, "Kineto traces whose names say no rank", named)
 
 
 def _scan(root: Path, naming: RankNaming | None = None) -> tuple[dict[int, Path], dict[int, Path]]:
@@ -241,11 +293,14 @@ def _scan(root: Path, naming: RankNaming | None = None) -> tuple[dict[int, Path]
                     table[rank] = (key, p)
     hosts = {r: v[1] for r, v in best_host.items()}
     kinetos = {r: v[1] for r, v in best_kineto.items()}
+    if builtin_kineto:
+        for rank, p in _unnamed_kinetos(root, kinetos).items():
+            kinetos.setdefault(rank, p)
     if naming.host_pattern is not None and not naming.kineto_only:
         _check_pattern("--host-pattern", naming.host_pattern)
         hosts = _pattern_files(root, naming.host_pattern, "--host-pattern")
     if naming.device_pattern is not None:
-        _check_pattern("--device-pattern", naming.device_pattern)
+        _check_pattern("--device-pattern", naming.device_pattern, by_content=True)
         kinetos = _pattern_files(root, naming.device_pattern, "--device-pattern")
     return hosts, kinetos
 
@@ -390,6 +445,12 @@ def find_ranks(folder: str | os.PathLike[str], ranks: Iterable[int] | None = Non
     hosts, kinetos = _scan(root, naming)
     kineto_only = naming.kineto_only
     if not kineto_only and not hosts and kinetos:
+        unnamed = _unnamed_hosts(root)
+        if unnamed:
+            names = _some([p.relative_to(root).as_posix() for p in unnamed])
+            raise UsageError(f"{root}: Kineto traces of {_rank_span(kinetos)} and host ETs whose names say "
+                             f"no rank ({names}): name them host_et_N.json or give --host-pattern (or "
+                             "--kineto-only to link the Kineto traces alone)")
         log.info("%s: no host ET found (looked for %s): linking each rank's Kineto trace alone", root,
                  _looked_for(naming, what="host"))
         kineto_only = True
