@@ -38,6 +38,7 @@ ALIGN_REPAIR_CELLS = 40_000        # the largest window re-aligned exactly aroun
 #: (context K, look-ahead L) tried in order to resynchronise at a mismatch (None: the whole window)
 ALIGN_RESYNC_STEPS: tuple[tuple[int, int | None], ...] = ((8, 64), (8, 512), (8, 4096), (3, 4096), (8, None),
                                                           (3, None), (1, None))
+PARTIAL_STEP_SHARE = 0.05          # unrecorded ops after a host ET's last op spanning more of a step: cut
 WARN_MATCH_RATE = 0.95             # a link matching fewer host (or GPU) ops than this share warns
 ETPLUS_WRITE_PIECE_COST = 2_000    # ET+ nodes made per forked piece, in cost units (host node 1, GPU node 2)
 ETPLUS_WRITE_FORKED_MAX_NODES = 100_000  # an ET+ of more nodes is made in one process: forks copy pages

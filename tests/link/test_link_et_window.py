@@ -216,3 +216,38 @@ def test_ops_of_a_step_the_observer_stopped_inside_are_left_out(tmp_path, caplog
     assert not any("name a parent that is not in the trace" in m for m in caplog.messages)
     for row in load_json(tmp_path / "out" / "summary.json")["ranks"]:
         assert row["replayed_us"] == pytest.approx(row["measured_us"], rel=0.01), row["rank"]
+
+
+def _one_step_stopped_after_forward(out: Path) -> Path:
+    """tests/data/gloo_et_one_2r (an observer over iteration 2, started right after prof.step(): no step node)
+    as one stopped after the forward writes it: the ops that ended before the stop (the host ET writes a
+    node when its op ends, up to the first backward op), then its thread and process nodes."""
+    import gzip
+    import json
+
+    out.mkdir()
+    src = DATA / "gloo_et_one_2r"
+    for r in (0, 1):
+        host = json.loads(gzip.decompress((src / f"host_et_{r}.json.gz").read_bytes()))
+        nodes = host["nodes"]
+        cut = next(i for i, n in enumerate(nodes) if n["name"].endswith("_backward"))
+        host["nodes"] = nodes[:cut] + [n for n in nodes[cut:] if n["name"].startswith("[pytorch")]
+        (out / f"host_et_{r}.json").write_text(json.dumps(host))
+        (out / f"kineto_{r}.json.gz").write_bytes((src / f"kineto_{r}.json.gz").read_bytes())
+    return out
+
+
+def test_a_step_the_observer_stopped_inside_is_measured_to_its_last_recorded_op(tmp_path, caplog):
+    """No step node and the forward alone recorded: the window was the whole ProfilerStep#2 (26,335.9 us on
+    rank 0, 35,638.6 on rank 1) for ~2 ms of recorded ops, replayed -92.28% / -94.98%.  Now the step is
+    measured up to the end of the last recorded op's event (the Kineto trace holds 167 operators after it
+    that the host ET lacks), with a warning, and every rank replays within 1%."""
+    run_pipeline(_one_step_stopped_after_forward(tmp_path / "src"), tmp_path / "out", jobs=1)
+    for rank, step_us in ((0, 26335.949), (1, 35638.554)):
+        doc = load_json(tmp_path / "out" / f"et_plus_{rank}.json")
+        assert doc["measured"]["window"] == "ProfilerStep#2", rank
+        assert 1000 < doc["measured"]["dur_us"] < 0.1 * step_us, rank
+        assert doc["measured"]["dur_us"] == doc["measured"]["steps"][0]["dur"], rank
+    assert sum("holds 167 operator(s) after them that it did not record" in m for m in caplog.messages) == 2
+    for row in load_json(tmp_path / "out" / "summary.json")["ranks"]:
+        assert row["replayed_us"] == pytest.approx(row["measured_us"], rel=0.01), row["rank"]

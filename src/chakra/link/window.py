@@ -12,7 +12,9 @@ operator sequence could be matched to the wrong iteration.  The choice, in order
    host ET also holds ops under no step node (an observer started by hand after a ``prof.step()`` records
    the rest of that step without its node), with the steps holding the events whose Record function ids
    identify the host ops; no step node in the host ET but steps in Kineto: the steps holding those events,
-   if any (an observer over one iteration, started right after a ``prof.step()``);
+   if any (an observer over one iteration, started right after a ``prof.step()``), the last of them
+   measured to the end of the host ET's last recorded op when the Kineto trace holds operators after it
+   that the host ET lacks (the observer stopped inside that step);
 3. Kineto has several steps: the single step (or the whole trace) whose
    operator-name multiset overlaps the host ET best (Dice score; the events are
    bucketed by step with one bisect each, so O(n log steps) in all);
@@ -25,6 +27,7 @@ all CPU and GPU events when there is no step at all.
 
 from __future__ import annotations
 
+import logging
 import math
 from bisect import bisect_left, bisect_right
 from collections import Counter
@@ -34,6 +37,9 @@ from chakra.device.loader import union_length
 from chakra.device.model import ANNOTATION, HOST_OP, KinetoTrace, StepWindow
 from chakra.errors import TraceFormatError, UsageError
 from chakra.host.model import OP, HostOp, HostTrace
+from chakra.tunables import PARTIAL_STEP_SHARE
+
+log = logging.getLogger(__name__)
 
 _PROFILER_STEP = "ProfilerStep#"
 
@@ -125,7 +131,7 @@ def select_window(host: HostTrace, kineto: KinetoTrace, annotation: str | None =
             return Window(_name_of(chosen), chosen, lo, hi, "ProfilerStep recorded in the host ET")
         chosen = [s for s in steps if s in chosen or s in by_rf]
     elif steps:   # no step node: an observer started right after a prof.step() and stopped in a later step
-        chosen = _steps_of_rf_ids(host, kineto, steps)
+        chosen = _cut_at_recorded_end(host, kineto, _steps_of_rf_ids(host, kineto, steps))
     if chosen:
         lo, hi = _bounded(chosen, steps)
         return Window(_name_of(chosen), chosen, lo, hi, "steps holding the host ops' Record function ids")
@@ -191,6 +197,40 @@ def _steps_of_rf_ids(host: HostTrace, kineto: KinetoTrace, steps: list[StepWindo
         if i < len(same) and same[i] < s.ts + s.dur:
             held.append(s)
     return held
+
+
+def _cut_at_recorded_end(host: HostTrace, kineto: KinetoTrace, chosen: list[StepWindow],
+                         share: float = PARTIAL_STEP_SHARE) -> list[StepWindow]:
+    """``chosen`` (the steps holding the host ops' Record function ids, for a host ET with no step node), its
+    last step cut where the host ET's recorded ops end when the observer stopped inside it: the Kineto trace
+    holds operators after the last of the host ops' events, none of them a host op, spanning more than
+    ``share`` of the step.  Measured whole, the step held work the host ET never recorded (an observer
+    stopped after the forward: replayed -92% against the step)."""
+    if not chosen:
+        return chosen
+    last = chosen[-1]
+    end = last.ts + last.dur
+    names = {op.rf_id: op.name for op in host.ops if op.kind == OP and op.rf_id is not None}
+    events = kineto.events
+    recorded = -math.inf
+    unrecorded: list[tuple[float, float]] = []
+    for p in kineto.op_positions:
+        ev = events[p]
+        if not last.ts <= ev.ts < end or ev.name.startswith(_PROFILER_STEP):
+            continue
+        if ev.rf_id is not None and names.get(ev.rf_id) == ev.name:
+            recorded = max(recorded, ev.ts + ev.dur)
+        else:
+            unrecorded.append((ev.ts, min(ev.ts + ev.dur, end)))
+    if recorded == -math.inf:
+        return chosen
+    after = [(a, b) for a, b in unrecorded if a >= recorded]
+    if not after or max(b for _, b in after) - min(a for a, _ in after) <= share * last.dur:
+        return chosen
+    log.warning("%s: its ops end %.1f us into %s (of %.1f us) and %s holds %d operator(s) after them that it "
+                "did not record (the observer stopped inside the step?): measured up to the end of the last "
+                "recorded op", host.path, recorded - last.ts, last.name, last.dur, kineto.path, len(after))
+    return [*chosen[:-1], StepWindow(last.name, last.ts, recorded - last.ts)]
 
 
 def _unmarked_ops(host: HostTrace) -> bool:
