@@ -190,6 +190,7 @@ def prepare_job(files: Sequence[EtFile], *, unknown_group: UnknownGroup = "error
         match = JobMatch([], [], [])
     for x in match.left_out:
         comp[x.rank][x.comm.pos] = x.reason
+    _name_told_groups(files, match)
     report.notes.extend(match.notes)
     report.notes.extend(_left_out_notes(match))
     names = _numeric_names(files)
@@ -242,6 +243,19 @@ def _stand_ins(files: Sequence[EtFile], report: AstrasimReport) -> None:
                            for ct, k in sorted(count.items()))
         report.notes.append(f"collectives the simulator does not run, written as one it runs over the same "
                             f"ranks (orig_comm_type keeps what each was): {listed} (nodes of all ranks)")
+
+
+def _name_told_groups(files: Sequence[EtFile], match: JobMatch) -> None:
+    """3. The process group the matcher told a collective that names none (a gloo record's, by its worker
+    thread: :mod:`chakra.job.unnamed`) is written on its node, so that the simulator matches it there."""
+    by_rank = {f.rank: f for f in files}
+    for inst in match.instances:
+        if inst.kind != pb.COMM_COLL_NODE or world_pg(inst.pg):
+            continue
+        for r, c in inst.members.items():
+            node = by_rank[r].nodes[c.pos]
+            if not any(a.name == wire.ATTR_PG_NAME and a.string_val for a in node.attr):
+                _set_attr(node, wire.ATTR_PG_NAME, string_val=inst.pg)
 
 
 def _count_instances(match: JobMatch, ranks: Sequence[int], report: AstrasimReport
@@ -421,6 +435,9 @@ def _split_all_reduces(nodes: list[pb.Node], halves: dict[int, int]) -> list[pb.
                           pb.AttributeProto(name=wire.ATTR_ORIG_COMM_TYPE, int64_val=pb.ALL_REDUCE),
                           pb.AttributeProto(name=wire.ATTR_ORIG_COMM_SIZE, int64_val=size),
                           pb.AttributeProto(name=wire.ATTR_ASTRASIM_NOTE, string_val=_HALF_NOTE)])
+        # the half runs where its all-reduce ran (a gloo record's worker thread), not on a lane of its own
+        half.attr.extend(pb.AttributeProto(name=a.name, int64_val=a.int64_val) for a in x.attr
+                         if a.name == wire.ATTR_TID and a.WhichOneof("value") == "int64_val")
         half.data_deps.append(x.id)
         renamed[x.id] = next_id
         added.append(half)
