@@ -710,7 +710,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="--job pipeline: send/recv (default), isend/irecv + wait, or batch_isend_irecv")
     s.add_argument("--dp", type=int, metavar="D",
                    help="--job pipeline: D pipeline replicas (rank r is stage r %% (world/D)), each stage's "
-                        "gradients all-reduced over its replicas' group")
+                        "gradients all-reduced over its replicas' group; --job tp: D data-parallel "
+                        "replicas of the tensor-parallel group (default 2)")
     s.add_argument("--moe-group", type=int, metavar="G",
                    help="--job moe: ranks per expert-parallel sub-group (default 2)")
     s.add_argument("--repeat", type=int, metavar="R",
