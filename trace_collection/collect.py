@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Collect real PyTorch host ET + Kineto trace pairs for every rank of a small distributed job.
 
-Two small jobs, each run with ``world_size`` processes on localhost:
+Small jobs, each run with ``world_size`` processes on localhost (communication shapes: ``comm_jobs.py``):
 
 * ``mlp``: a DistributedDataParallel MLP (gradient all_reduce through the reducer);
 * ``collectives``: explicit collectives every step: broadcast, all_gather, all_reduce (sync, async and on a
@@ -35,7 +35,9 @@ import sys
 import tarfile
 from pathlib import Path
 
-JOBS = ("mlp", "collectives", "pipeline", "moe")
+from comm_jobs import JOBS as COMM_JOBS  # --job tp, overlap, rooted, groups (communication shapes)
+
+JOBS = ("mlp", "collectives", "pipeline", "moe", *COMM_JOBS)
 _PERTURB = ("hidden", "batch", "threads", "straggler_rank", "straggler_ms", "straggler_mode",
             "extra_broadcast", "alternate", "base_batch", "base_extra_broadcast", "step_barrier",
             "window_skew", "et_iteration", "bucket_cap_mb", "accum", "checkpoint", "backward_thread",
@@ -477,7 +479,8 @@ def run_rank(rank: int, world_size: int, job: str, out_dir: str, steps: int, wai
     skew = int(skew_steps or 0)
     late = skew if rank == int(skew_rank) else 0
     total = max(steps, wait + warmup + active) + skew
-    run = {"mlp": _mlp_job, "collectives": _collectives_job, "pipeline": _pipeline_job, "moe": _moe_job}[job]
+    run = {"mlp": _mlp_job, "collectives": _collectives_job, "pipeline": _pipeline_job, "moe": _moe_job,
+           **COMM_JOBS}[job]
     one = (opts or {}).get("et_iteration")
     if one is not None:
         # --et-iteration K: the profiler runs over all iterations without a schedule (no prof.step(), so no
@@ -707,7 +710,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="--job pipeline: send/recv (default), isend/irecv + wait, or batch_isend_irecv")
     s.add_argument("--dp", type=int, metavar="D",
                    help="--job pipeline: D pipeline replicas (rank r is stage r %% (world/D)), each stage's "
-                        "gradients all-reduced over its replicas' group")
+                        "gradients all-reduced over its replicas' group; --job tp: D data-parallel "
+                        "replicas of the tensor-parallel group (default 2)")
     s.add_argument("--moe-group", type=int, metavar="G",
                    help="--job moe: ranks per expert-parallel sub-group (default 2)")
     s.add_argument("--repeat", type=int, metavar="R",

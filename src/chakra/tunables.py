@@ -67,6 +67,10 @@ ET_WRITE_READ_PIECE_NODES = 5_000  # the same while the replay's reader decodes 
 
 # ---- chakra.job ------------------------------------------------------------------------------------------
 MATCH_EXHAUSTIVE_PAIRS = 4_000_000  # rank x reference collectives up to which every offset is tried
+# maps of a rank's gloo worker threads onto its process groups tried (job.unnamed); more: groups stay unnamed
+GLOO_THREAD_MAPS = 20_000
+# worker threads of a gloo process group (ProcessGroupGloo's default Options.threads; job.unnamed)
+GLOO_GROUP_THREADS = 2
 ENDPOINT_DELAY_NS = 10             # the simulator's per-message cost besides latency (measured ~10.5 ns)
 NO_LOCAL_MEMORY_GBPS = 1_000_000   # the simulator's local-memory bandwidth: far above any link (adds nothing)
 ENVELOPE_SHARE = 1.0               # share of the transfers the fitted network model stays below

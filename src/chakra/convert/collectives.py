@@ -256,7 +256,10 @@ def comm_fields(cv: Plan, cm: Comm, chain: list[int], own: HostOp, c10d_pair: in
     if backend is not None:   # an op of the table by name has its size in its info (host.comm module doc)
         named = infos.get(backend) if names[backend] in OP_NAMES else None
         size = comm_size_bytes(named) if named is not None else op_tensor_bytes(_op(cv, backend))
-    if _num(oa.get(COMM_SIZE)):
+    pair_size = comm_size_bytes(infos[c10d_pair]) if c10d_pair is not None and c10d_pair in infos else 0
+    if _num(oa.get(COMM_SIZE)) and not pair_size:
+        # (a gloo record's ET+ size is its ET parent's, and with several async collectives pending the
+        # host ET may record it under another call than the one it ran: its launch-order pair decides)
         size = max(size, int(oa[COMM_SIZE]))
     if rpc is not None:
         size = max(size, comm_size_bytes(infos[rpc]))

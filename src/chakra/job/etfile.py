@@ -182,7 +182,8 @@ def comm_of(node: Any, pos: int, base: float | None, attrs: dict[str, Any] | Non
                 comm_type=int_or_none(a.get(wire.ATTR_COMM_TYPE)) if kind == pb.COMM_COLL_NODE else None,
                 size=int_or_none(a.get(wire.ATTR_COMM_SIZE)) or 0, pg=str(a.get(wire.ATTR_PG_NAME) or ""),
                 peer=peer, tag=int_or_none(a.get(wire.ATTR_COMM_TAG)) or 0,
-                seq=seq if isinstance(seq, int) else None, end=end, start=start, name=node.name)
+                seq=seq if isinstance(seq, int) else None, end=end, start=start, name=node.name,
+                thread=int_or_none(a.get(wire.ATTR_TID)))
 
 
 def is_timing_piece(node: Any) -> bool:

@@ -47,6 +47,7 @@ from typing import Literal
 
 from chakra.errors import ChakraError
 from chakra.host.collective_names import is_cpu_record
+from chakra.job.unnamed import name_gloo_groups
 from chakra.schema import COLLECTIVE_NAMES, COMM_COLL_NODE, COMM_SEND_NODE
 from chakra.tunables import MATCH_EXHAUSTIVE_PAIRS
 
@@ -80,6 +81,7 @@ class Comm:
     end: float | None = None  # absolute end, µs on the job's common clock, when known
     start: float | None = None   # absolute start, likewise
     name: str = ""
+    thread: int | None = None    # the thread a host-side record (gloo:*) ran on, when known
 
     def describe(self) -> str:
         if self.kind != COMM_COLL_NODE:
@@ -334,7 +336,8 @@ def match_job(ranks: Sequence[RankComms], *, unknown_group: UnknownGroup = "erro
     groups = job_groups(ranks)
     job_set = {r.rank for r in ranks}
     everyone = tuple(sorted(job_set))
-    notes: list[str] = []
+    told, told_note = name_gloo_groups(ranks, groups)
+    notes: list[str] = [told_note] if told_note else []
     left: list[LeftOut] = []
     by_group: dict[str, dict[int, list[Comm]]] = {}
     channels: dict[tuple[int, int, int], dict[int, list[Comm]]] = {}
@@ -396,7 +399,7 @@ def match_job(ranks: Sequence[RankComms], *, unknown_group: UnknownGroup = "erro
                                                       sorted(spread.items(), key=lambda x: -len(x[1])))
                          + f"; using the largest, {inst.size:,} B")
         instances.append(inst)
-    unnamed = _unnamed_group_note(ranks, groups, job_set)
+    unnamed = _unnamed_group_note(ranks, groups, job_set, told)
     if unnamed:
         notes.append(unnamed)
     return JobMatch(_global_order(ranks, instances), left, notes)
@@ -406,16 +409,18 @@ def match_job(ranks: Sequence[RankComms], *, unknown_group: UnknownGroup = "erro
 UNNAMED_GROUP = "collective node(s) name no process group"
 
 
-def _unnamed_group_note(ranks: Sequence[RankComms], groups: dict[str, tuple[int, ...]], job_set: set[int]
-                        ) -> str:
+def _unnamed_group_note(ranks: Sequence[RankComms], groups: dict[str, tuple[int, ...]], job_set: set[int],
+                        told: set[int]) -> str:
     """A note when collectives without a process group (pg "": gloo's records name none) are matched as
     the world's although the job has a group of some of its ranks: had one run on that group, its
     coupling and times are wrong (a real gloo pipeline of 2 stages x 2 replicas, each stage's gradients
-    all-reduced on its replicas' group: coupled as the world, the first stage's ranks replayed +15%)."""
+    all-reduced on its replicas' group: coupled as the world, the first stage's ranks replayed +15%).
+    ``told``: the ``id()`` of the collectives whose group their gloo worker thread told (job.unnamed)."""
     partial = sorted({m for m in groups.values() if 2 <= len(m) < len(job_set)})
     if not partial:
         return ""
-    per_rank = {rc.rank: sum(1 for c in rc.comms if c.kind == COMM_COLL_NODE and c.pg == WORLD)
+    per_rank = {rc.rank: sum(1 for c in rc.comms if c.kind == COMM_COLL_NODE and c.pg == WORLD
+                             and id(c) not in told)
                 for rc in ranks}
     total = sum(per_rank.values())
     if not total:

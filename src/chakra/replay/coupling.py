@@ -12,6 +12,7 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Container, MutableSequence, Sequence
 from itertools import compress
+from typing import Any
 
 from chakra.job.match import UNNAMED_GROUP, Comm, JobMatchError, RankComms, UnknownGroup, match_job
 from chakra.replay.graph import RankGraph, ReplayError
@@ -125,7 +126,8 @@ def build_coupling(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: S
                               comm_type=int(ctype) if isinstance(ctype, (int, float)) else None,
                               size=int(csizes.get(i) or 0), pg=info.pg_name,
                               peer=info.dst if ntype == COMM_SEND_NODE else info.src, tag=info.tag,
-                              seq=info.seq, end=end, start=start, name=g.names[i]))
+                              seq=info.seq, end=end, start=start, name=g.names[i],
+                              thread=lane_thread(g.lanes[i])))
         job.append(RankComms(r, comms, dict(g.process_groups), g.path))
     try:
         match = match_job(job, unknown_group=unknown_group)
@@ -151,6 +153,13 @@ def build_coupling(graphs: Sequence[RankGraph], ranks: Sequence[int], offsets: S
         for m in members:
             couple[m] = gid
     return c, couple
+
+
+def lane_thread(lane: Any) -> int | None:
+    """The thread id of a node's lane (``("cpu", tid)``, or ``("gpu", 0, tid)`` for a record whose thread
+    runs no CPU op: a gloo worker thread; see chakra.replay.graph), None when it has none."""
+    last = lane[-1] if isinstance(lane, tuple) and lane else None
+    return last if type(last) is int else None
 
 
 def post_lead(g: RankGraph, i: int) -> tuple[int, float] | None:
