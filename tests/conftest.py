@@ -52,3 +52,10 @@ def _restore_root_logger():
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+
+
+def assert_replayed_within(rows: list[dict], rel: float) -> None:
+    """Every rank row of a pipeline summary (``summary.json``'s ``ranks``) replayed within ``rel`` of its
+    measured step (the message names the rank)."""
+    for row in rows:
+        assert row["replayed_us"] == pytest.approx(row["measured_us"], rel=rel), row["rank"]

@@ -7,8 +7,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-import pytest
-from conftest import DATA
+from conftest import DATA, assert_replayed_within
 
 from chakra import schema as pb
 from chakra.io.jsonio import load_json
@@ -42,8 +41,7 @@ def test_tensor_x_data_parallel_collectives_run_on_their_groups(tmp_path):
     run_pipeline(DATA / "gloo_tp_dp_4r", tmp_path, jobs=1, job_replay=True)
     rows = load_json(tmp_path / "summary.json")["ranks"]
     assert len(rows) == 4
-    for row in rows:
-        assert row["replayed_us"] == pytest.approx(row["measured_us"], rel=0.005), row["rank"]
+    assert_replayed_within(rows, 0.005)
 
 
 def test_the_simulator_gets_the_groups_the_threads_told(tmp_path):
@@ -66,8 +64,7 @@ def test_split_all_reduces_keep_each_ranks_end(tmp_path):
     run_pipeline(DATA / "gloo_tp_dp_4r", tmp_path, jobs=1, astrasim=True)
     rows = load_json(tmp_path / "summary.json")["ranks"]
     assert len(rows) == 4
-    for row in rows:
-        assert row["replayed_us"] == pytest.approx(row["measured_us"], rel=0.01), row["rank"]
+    assert_replayed_within(rows, 0.01)
 
 
 def test_an_async_gloo_collective_has_the_size_of_the_call_it_ran(tmp_path):

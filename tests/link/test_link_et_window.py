@@ -23,6 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import assert_replayed_within
 
 from chakra.io import load_json
 from chakra.pipeline import run_pipeline
@@ -42,8 +43,7 @@ def test_a_host_et_of_more_steps_is_matched_by_its_record_function_ids(tmp_path)
     assert (stats["strategy"], stats["host_ops"], stats["matched"]) == ("rf_id", 474, 474)
     durs = {n["id"]: n.get("dur") for n in doc["nodes"] if n["name"] == "gloo:all_reduce"}
     assert durs == {1043: 754.003, 1372: 3620.94}
-    for row in load_json(tmp_path / "out" / "summary.json")["ranks"]:
-        assert row["replayed_us"] == pytest.approx(row["measured_us"], rel=0.005), row["rank"]
+    assert_replayed_within(load_json(tmp_path / "out" / "summary.json")["ranks"], 0.005)
 
 
 def test_ops_recorded_before_the_profilers_window_under_no_step_are_left_out(tmp_path, caplog):
@@ -61,8 +61,7 @@ def test_ops_recorded_before_the_profilers_window_under_no_step_are_left_out(tmp
         timed = [n.get("dur") is not None for n in doc["nodes"] if n["name"].startswith(("aten::", "gloo:"))]
         assert timed and all(timed), rank
     assert sum("255 host op(s) lie outside its ProfilerStep nodes" in m for m in caplog.messages) == 2
-    for row in load_json(tmp_path / "out" / "summary.json")["ranks"]:
-        assert row["replayed_us"] == pytest.approx(row["measured_us"], rel=0.01), row["rank"]
+    assert_replayed_within(load_json(tmp_path / "out" / "summary.json")["ranks"], 0.01)
 
 
 def test_a_host_et_starting_inside_the_profilers_window_links_the_step_it_shares(tmp_path):
@@ -81,8 +80,7 @@ def test_a_host_et_starting_inside_the_profilers_window_links_the_step_it_shares
         names = [n["name"] for n in doc["nodes"]]
         assert not any(n.startswith("ProfilerStep#") for n in names), rank
         assert [n.get("dur") for n in doc["nodes"] if n["name"] == "gloo:all_reduce"] == [ar_us], rank
-    for row in load_json(tmp_path / "out" / "summary.json")["ranks"]:
-        assert row["replayed_us"] == pytest.approx(row["measured_us"], rel=0.01), row["rank"]
+    assert_replayed_within(load_json(tmp_path / "out" / "summary.json")["ranks"], 0.01)
 
 
 def test_a_collective_the_host_et_lacks_is_named_in_a_warning(tmp_path, caplog):
@@ -169,8 +167,7 @@ def test_a_host_et_of_one_step_without_its_node_is_linked_to_that_step(tmp_path)
         doc = load_json(tmp_path / "out" / f"et_plus_{rank}.json")
         assert (doc["measured"]["window"], doc["measured"]["dur_us"]) == ("ProfilerStep#2", step_us), rank
         assert (doc["link_stats"]["host_ops"], doc["link_stats"]["matched"]) == (236, 236), rank
-    for row in load_json(tmp_path / "out" / "summary.json")["ranks"]:
-        assert row["replayed_us"] == pytest.approx(row["measured_us"], rel=0.01), row["rank"]
+    assert_replayed_within(load_json(tmp_path / "out" / "summary.json")["ranks"], 0.01)
 
 
 def _stopped_inside_step3(out: Path) -> Path:
@@ -214,8 +211,7 @@ def test_ops_of_a_step_the_observer_stopped_inside_are_left_out(tmp_path, caplog
         assert (doc["link_stats"]["host_ops"], doc["link_stats"]["matched"]) == (227, 227), rank
     assert sum("44 host op(s) lie outside its ProfilerStep nodes" in m for m in caplog.messages) == 2
     assert not any("name a parent that is not in the trace" in m for m in caplog.messages)
-    for row in load_json(tmp_path / "out" / "summary.json")["ranks"]:
-        assert row["replayed_us"] == pytest.approx(row["measured_us"], rel=0.01), row["rank"]
+    assert_replayed_within(load_json(tmp_path / "out" / "summary.json")["ranks"], 0.01)
 
 
 def _one_step_stopped_after_forward(out: Path) -> Path:
@@ -249,5 +245,4 @@ def test_a_step_the_observer_stopped_inside_is_measured_to_its_last_recorded_op(
         assert 1000 < doc["measured"]["dur_us"] < 0.1 * step_us, rank
         assert doc["measured"]["dur_us"] == doc["measured"]["steps"][0]["dur"], rank
     assert sum("holds 167 operator(s) after them that it did not record" in m for m in caplog.messages) == 2
-    for row in load_json(tmp_path / "out" / "summary.json")["ranks"]:
-        assert row["replayed_us"] == pytest.approx(row["measured_us"], rel=0.01), row["rank"]
+    assert_replayed_within(load_json(tmp_path / "out" / "summary.json")["ranks"], 0.01)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
+from conftest import assert_replayed_within
 
 from chakra.io import load_json
 from chakra.pipeline import run_pipeline
@@ -29,8 +29,7 @@ def test_the_posted_sends_of_a_pipeline_keep_every_rank_at_its_measured_step(tmp
     run_pipeline(DATA, tmp_path, jobs=1, job_replay=True)
     rows = load_json(tmp_path / "summary.json")["ranks"]
     assert len(rows) == 3
-    for row in rows:
-        assert row["replayed_us"] == pytest.approx(row["measured_us"], rel=0.02), row["rank"]
+    assert_replayed_within(rows, 0.02)
 
 
 def test_the_post_is_the_issuing_ops_start(tmp_path):
