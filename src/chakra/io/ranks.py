@@ -236,20 +236,24 @@ def _kinetos_by_content(root: Path, files: Iterable[Path], what: str, have: Iter
     return out
 
 
+def _unnamed_traces(root: Path, sub: str, kind: str) -> list[Path]:
+    """The traces of ``kind`` (:func:`trace_kind`) in ``root`` or its ``sub`` folder whose names are none of
+    the folder's rank names."""
+    return [p for d in (root, root / sub) if d.is_dir() for p in _json_files(d)
+            if not _NAME_RE.match(p.name) and trace_kind(p) == kind]
+
+
 def _unnamed_hosts(root: Path) -> list[Path]:
     """Host ETs in ``root`` or ``host/`` whose names say no rank (this toolkit's ET+ outputs, which do, are
     no input)."""
-    return [p for sub in ("", "host") for d in [root / sub if sub else root] if d.is_dir()
-            for p in _json_files(d) if not _NAME_RE.match(p.name) and rank_from_filename(p) is None
-            and trace_kind(p) == "host"]
+    return [p for p in _unnamed_traces(root, "host", "host") if rank_from_filename(p) is None]
 
 
 def _unnamed_kinetos(root: Path, named: dict[int, Path]) -> dict[int, Path]:
     """Kineto traces in ``root`` or ``device/`` whose names say no rank (``tensorboard_trace_handler``'s
     ``WORKER.TIMESTAMP.pt.trace.json``), by the rank their ``distributedInfo`` records, for the ranks no
     built-in name gave (:func:`_kinetos_by_content`)."""
-    files = [p for sub in ("", "device") for d in [root / sub if sub else root] if d.is_dir()
-             for p in _json_files(d) if not _NAME_RE.match(p.name) and trace_kind(p) == "kineto"]
+    files = _unnamed_traces(root, "device", "kineto")
     if not files:
         return {}
     return _kinetos_by_content(root, files, "Kineto traces whose names say no rank", named)

@@ -196,7 +196,7 @@ def _unknowns(rank_comms: Sequence[RankComms], everyone: Members) -> dict[int, _
     out: dict[int, _Rank] = {}
     for rc in rank_comms:
         recs: list[Rec] = [(c.thread, c.comm_type or 0, c.size, c.start, c.end) for c in rc.comms
-                           if c.kind == COMM_COLL_NODE and c.thread is not None and c.name.startswith(_GLOO)]
+                           if _gloo(c) and c.thread is not None]
         if not recs:
             continue
         groups = _creation_order(rc.groups, rc.rank, everyone)
@@ -206,8 +206,7 @@ def _unknowns(rank_comms: Sequence[RankComms], everyone: Members) -> dict[int, _
         maps = _monotone_maps(sorted({rec[0] for rec in recs}), groups, GLOO_THREAD_MAPS)
         if maps is None:
             return None
-        named = {c.thread: c.pg for c in rc.comms
-                 if c.kind == COMM_COLL_NODE and c.pg and c.thread is not None and c.name.startswith(_GLOO)}
+        named = {c.thread: c.pg for c in rc.comms if _gloo(c) and c.pg and c.thread is not None}
         r.maps = [m for m in maps
                   if all(_fits(rc.groups, dict(m)[t], pg, everyone) for t, pg in named.items())]
         r.runs = [_runs(recs, m) for m in r.maps]
@@ -241,8 +240,7 @@ def name_gloo_groups(rank_comms: Sequence[RankComms], groups: dict[str, tuple[in
         return set(), ""
     if any(r not in everyone for m in groups.values() for r in m):
         return set(), ""             # ranks missing from the job: their runs are not known
-    if not any(c.kind == COMM_COLL_NODE and not c.pg and c.thread is not None and c.name.startswith(_GLOO)
-               for rc in rank_comms for c in rc.comms):
+    if not any(True for rc in rank_comms for _ in _unnamed(rc.comms)):
         return set(), ""
     ranks = _unknowns(rank_comms, everyone)
     if not ranks:
@@ -270,7 +268,11 @@ def name_gloo_groups(rank_comms: Sequence[RankComms], groups: dict[str, tuple[in
                   f"ran them (gloo's records name none; each group has threads of its own): {listed}")
 
 
+def _gloo(c: Comm) -> bool:
+    """A gloo collective's record whose thread is known."""
+    return c.kind == COMM_COLL_NODE and c.thread is not None and c.name.startswith(_GLOO)
+
+
 def _unnamed(comms: Sequence[Comm]) -> Iterator[Comm]:
-    for c in comms:
-        if c.kind == COMM_COLL_NODE and not c.pg and c.thread is not None and c.name.startswith(_GLOO):
-            yield c
+    """The gloo collective records that name no group."""
+    return (c for c in comms if _gloo(c) and not c.pg)

@@ -47,7 +47,7 @@ from typing import Any
 from chakra.device.model import KinetoTrace
 from chakra.host.model import OP, HostOp, HostTrace
 from chakra.link.align import align_sequences
-from chakra.link.window import Window, rf_identifies
+from chakra.link.window import Window, rf_hits, rf_identifies
 
 log = logging.getLogger(__name__)
 
@@ -161,38 +161,6 @@ def match_ops(host: HostTrace, kineto: KinetoTrace, window: Window) -> MatchResu
     result.host_ops = len(ops)
     result.kineto_candidates = len(candidates)
     return result
-
-
-def rf_hits(ops: list[HostOp], kineto: KinetoTrace, by_rf: dict[int, int]
-            ) -> tuple[list[tuple[int, int, bool]], int, int]:
-    """The host ops whose ``rf_id`` an event carries (``by_rf``: Record function id -> position of its
-    first event): ``(op id, position, same name)`` in op order, the number of hits, and of hits with the
-    same name."""
-    events = kineto.events
-    hits = same = 0
-    found: list[tuple[int, int, bool]] = []
-    for op in ops:
-        rf = op.rf_id
-        if rf is None:
-            continue
-        p = by_rf.get(rf)
-        if p is not None:
-            hits += 1
-            equal = events[p].name == op.name
-            same += equal
-            found.append((op.id, p, equal))
-    return found, hits, same
-
-
-def rf_index(kineto: KinetoTrace) -> dict[int, int]:
-    """Record function id -> position of the first host event (op or annotation) that carries it."""
-    events = kineto.events
-    by_rf: dict[int, int] = {}
-    for p in kineto.op_positions:
-        rf = events[p].rf_id
-        if rf is not None:
-            by_rf.setdefault(rf, p)
-    return by_rf
 
 
 def group_host(ops: list[HostOp]) -> dict[int, list[HostOp]]:

@@ -50,11 +50,8 @@ from chakra.link.match import (
     host_operators,
     kineto_order,
     name_overlap,
-    rf_hits,
-    rf_identifies,
-    rf_index,
 )
-from chakra.link.window import Window
+from chakra.link.window import Window, rf_hits, rf_identifies, rf_index
 from chakra.tunables import STRETCH_GRAMS, STRETCH_MIN_ALIGNED, STRETCH_PACKED, STRETCH_SPANS_MAX
 
 log = logging.getLogger(__name__)

@@ -125,13 +125,15 @@ def select_window(host: HostTrace, kineto: KinetoTrace, annotation: str | None =
         chosen = [s for s in steps if s.name in host_steps]
         # ops under none of the host ET's step nodes (an observer started by hand after a prof.step() records
         # the rest of that step without its node): the steps holding the host ops' Record function ids too
-        by_rf = _steps_of_rf_ids(host, kineto, steps) if not chosen or _unmarked_ops(host) else []
+        by_rf = _steps_holding(kineto, _rf_matched(host, kineto), steps) \
+            if not chosen or _unmarked_ops(host) else []
         if chosen and not set(by_rf) - set(chosen):
             lo, hi = _bounded(chosen, steps)
             return Window(_name_of(chosen), chosen, lo, hi, "ProfilerStep recorded in the host ET")
         chosen = [s for s in steps if s in chosen or s in by_rf]
     elif steps:   # no step node: an observer started right after a prof.step() and stopped in a later step
-        chosen = _cut_at_recorded_end(host, kineto, _steps_of_rf_ids(host, kineto, steps))
+        matched = _rf_matched(host, kineto)
+        chosen = _cut_at_recorded_end(host, kineto, matched, _steps_holding(kineto, matched, steps))
     if chosen:
         lo, hi = _bounded(chosen, steps)
         return Window(_name_of(chosen), chosen, lo, hi, "steps holding the host ops' Record function ids")
@@ -165,43 +167,66 @@ def rf_identifies(ops: int, hits: int, same: int) -> bool:
     return hits * 2 >= ops and same * 10 >= hits * 9
 
 
-def _steps_of_rf_ids(host: HostTrace, kineto: KinetoTrace, steps: list[StepWindow]) -> list[StepWindow]:
-    """The steps holding the Kineto events whose Record function id is a host op's of the same name, when
-    those ids identify the host ops (:func:`rf_identifies`); else []."""
-    names = {op.rf_id: op.name for op in host.ops if op.kind == OP and op.rf_id is not None}
-    if not names:
-        return []
+def rf_hits(ops: list[HostOp], kineto: KinetoTrace, by_rf: dict[int, int]
+            ) -> tuple[list[tuple[int, int, bool]], int, int]:
+    """The host ops whose ``rf_id`` an event carries (``by_rf``: Record function id -> position of its
+    first event): ``(op id, position, same name)`` in op order, the number of hits, and of hits with the
+    same name."""
     events = kineto.events
-    ids: set[int] = set()
-    hit_rfs: set[int] = set()
-    same: list[float] = []
-    hits = 0
-    for p in kineto.op_positions:
-        ev = events[p]
-        rf = ev.rf_id
+    hits = same = 0
+    found: list[tuple[int, int, bool]] = []
+    for op in ops:
+        rf = op.rf_id
         if rf is None:
             continue
-        ids.add(rf)
-        name = names.get(rf)
-        if name is not None and rf not in hit_rfs:
-            hit_rfs.add(rf)
+        p = by_rf.get(rf)
+        if p is not None:
             hits += 1
-            if name == ev.name:
-                same.append(ev.ts)
-    if not rf_identifies(min(len(names), len(ids)), hits, len(same)):
+            equal = events[p].name == op.name
+            same += equal
+            found.append((op.id, p, equal))
+    return found, hits, same
+
+
+def rf_index(kineto: KinetoTrace) -> dict[int, int]:
+    """Record function id -> position of the first host event (op or annotation) that carries it."""
+    events = kineto.events
+    by_rf: dict[int, int] = {}
+    for p in kineto.op_positions:
+        rf = events[p].rf_id
+        if rf is not None:
+            by_rf.setdefault(rf, p)
+    return by_rf
+
+
+def _rf_matched(host: HostTrace, kineto: KinetoTrace) -> list[int]:
+    """Positions of the Kineto events whose Record function id is a host operator's of the same name, when
+    those ids identify the host ops (:func:`rf_identifies`, as the matcher decides); else []."""
+    by_rf = rf_index(kineto)
+    if not by_rf:
         return []
-    same.sort()
+    ops = [op for op in host.ops if op.kind == OP]
+    found, hits, same = rf_hits(ops, kineto, by_rf)
+    if not rf_identifies(min(len(ops), len(by_rf)), hits, same):
+        return []
+    return [p for _, p, equal in found if equal]
+
+
+def _steps_holding(kineto: KinetoTrace, matched: list[int], steps: list[StepWindow]) -> list[StepWindow]:
+    """The steps holding an event of ``matched`` (positions, :func:`_rf_matched`)."""
+    events = kineto.events
+    times = sorted(events[p].ts for p in matched)
     held = []
     for s in steps:      # a step holds a hit when the first hit at or after its start is before its end
-        i = bisect_left(same, s.ts)
-        if i < len(same) and same[i] < s.ts + s.dur:
+        i = bisect_left(times, s.ts)
+        if i < len(times) and times[i] < s.ts + s.dur:
             held.append(s)
     return held
 
 
-def _cut_at_recorded_end(host: HostTrace, kineto: KinetoTrace, chosen: list[StepWindow],
+def _cut_at_recorded_end(host: HostTrace, kineto: KinetoTrace, matched: list[int], chosen: list[StepWindow],
                          share: float = PARTIAL_STEP_SHARE) -> list[StepWindow]:
-    """``chosen`` (the steps holding the host ops' Record function ids, for a host ET with no step node), its
+    """``chosen`` (the steps holding the host ops' events ``matched``, for a host ET with no step node), its
     last step cut where the host ET's recorded ops end when the observer stopped inside it: the Kineto trace
     holds operators after the last of the host ops' events, none of them a host op, spanning more than
     ``share`` of the step.  Measured whole, the step held work the host ET never recorded (an observer
@@ -210,7 +235,7 @@ def _cut_at_recorded_end(host: HostTrace, kineto: KinetoTrace, chosen: list[Step
         return chosen
     last = chosen[-1]
     end = last.ts + last.dur
-    names = {op.rf_id: op.name for op in host.ops if op.kind == OP and op.rf_id is not None}
+    hosts = set(matched)
     events = kineto.events
     recorded = -math.inf
     unrecorded: list[tuple[float, float]] = []
@@ -218,7 +243,7 @@ def _cut_at_recorded_end(host: HostTrace, kineto: KinetoTrace, chosen: list[Step
         ev = events[p]
         if not last.ts <= ev.ts < end or ev.name.startswith(_PROFILER_STEP):
             continue
-        if ev.rf_id is not None and names.get(ev.rf_id) == ev.name:
+        if p in hosts:
             recorded = max(recorded, ev.ts + ev.dur)
         else:
             unrecorded.append((ev.ts, min(ev.ts + ev.dur, end)))
@@ -233,12 +258,17 @@ def _cut_at_recorded_end(host: HostTrace, kineto: KinetoTrace, chosen: list[Step
     return [*chosen[:-1], StepWindow(last.name, last.ts, recorded - last.ts)]
 
 
+def _step_threads(host: HostTrace) -> set[int]:
+    """The threads of the host ET that hold ProfilerStep nodes."""
+    return {op.tid for op in host.ops if op.kind == OP and op.name.startswith(_PROFILER_STEP)}
+
+
 def _unmarked_ops(host: HostTrace) -> bool:
     """Whether an operator that is a child of a thread root, on a thread that holds ProfilerStep nodes, is
     not itself one: the rest of a step whose record began before the observer started.  (An op whose
     parent is missing is the start of a step whose record had not ended when the observer stopped.)"""
     by_id = host.by_id
-    tids = {op.tid for op in host.ops if op.kind == OP and op.name.startswith(_PROFILER_STEP)}
+    tids = _step_threads(host)
     for op in host.ops:
         parent = by_id.get(op.parent)
         if op.kind == OP and op.tid in tids and parent is not None and parent is not op \
@@ -467,7 +497,7 @@ def ops_outside_steps(host: HostTrace, kineto: KinetoTrace, window: Window, host
     if not held or not all(n.startswith(_PROFILER_STEP) and n[len(_PROFILER_STEP):].isdigit() for n in held):
         return None
     by_id = host.by_id
-    step_tids = {op.tid for op in host.ops if op.kind == OP and op.name.startswith(_PROFILER_STEP)}
+    step_tids = _step_threads(host)
     if not step_tids:
         return None
     for op in host.ops:      # cheap test first: an operator at the top of a step's thread, not a kept step
